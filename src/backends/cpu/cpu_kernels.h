@@ -1,0 +1,35 @@
+#pragma once
+// The CPU kernel table: one entry per op and type, filled once at start-up from the CPU's features
+// (generic scalar, AVX2, AVX-512 VNNI, NEON dotprod). Callers never test for an ISA themselves.
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace cactus {
+
+class ThreadPool;
+
+using VecDotFn = float (*)(const void* w, const void* x, size_t n);
+using QuantizeRowFn = void (*)(void* dst, const float* src, size_t n);
+using DequantizeRowFn = void (*)(float* dst, const void* src, size_t n);
+
+struct CpuKernels {
+    const char* isa_name = "generic";
+    VecDotFn vec_dot[32] = {};             // indexed by weight DType
+    QuantizeRowFn quantize_row[32] = {};   // indexed by activation DType
+    DequantizeRowFn dequantize_row[32] = {};
+};
+
+// The table for this machine (chosen once, thread-safe).
+const CpuKernels& cpu_kernels();
+// The table restricted to the scalar references (tests compare against it).
+const CpuKernels& cpu_kernels_generic();
+
+// y[t, o] = sum_i W[o, i] * x[t, i] for t < n_tokens, o < n_out.
+// W: [n_out, n_in] rows in `w_type`, row stride `w_row_bytes`; x: [n_tokens, n_in] f32;
+// y: [n_tokens, n_out] f32. Work is split over the pool's threads.
+void matmul(float* y, const void* w, DType w_type, size_t w_row_bytes, const float* x,
+            size_t n_tokens, size_t n_in, size_t n_out, ThreadPool& pool);
+
+}  // namespace cactus

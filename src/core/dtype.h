@@ -1,0 +1,45 @@
+#pragma once
+// Element types of tensors. Numeric values equal GGML's type ids so GGUF files map directly.
+#include <cstddef>
+#include <cstdint>
+
+namespace cactus {
+
+enum class DType : uint32_t {
+    F32 = 0,
+    F16 = 1,
+    Q4_0 = 2,
+    Q4_1 = 3,
+    Q5_0 = 6,
+    Q5_1 = 7,
+    Q8_0 = 8,
+    Q8_1 = 9,
+    Q2_K = 10,
+    Q3_K = 11,
+    Q4_K = 12,
+    Q5_K = 13,
+    Q6_K = 14,
+    Q8_K = 15,
+    I8 = 24,
+    I16 = 25,
+    I32 = 26,
+    I64 = 27,
+    F64 = 28,
+    BF16 = 30,
+};
+
+struct DTypeTraits {
+    const char* name;
+    uint32_t block_size;   // elements per block (1 for plain types)
+    uint32_t block_bytes;  // bytes per block
+};
+
+// Returns nullptr for ids that are not a known type (hostile files use them).
+const DTypeTraits* dtype_traits(uint32_t type_id);
+const DTypeTraits& dtype_traits(DType type);
+const char* dtype_name(DType type);
+
+// Bytes of one row of n elements; n must be a multiple of the block size (checked by callers).
+size_t dtype_row_bytes(DType type, size_t n);
+
+}  // namespace cactus

@@ -1,0 +1,98 @@
+#pragma once
+// GGUF reader (versions 2 and 3), memory-mapped. Hostile-input safe: every count, length, dimension
+// product, alignment and offset is checked against overflow and the file size before use; a bad
+// file throws cactus::Error naming the field.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace cactus {
+
+enum class GgufType : uint32_t {
+    U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
+    STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
+};
+
+// One metadata value. Scalars live in the numeric fields; arrays keep their element type and
+// either `strings` (STRING elements) or `numbers` (numeric/bool elements, converted to double)
+// plus, for integer arrays, `ints` (exact int64 values). Nested arrays are rejected.
+struct GgufValue {
+    GgufType type = GgufType::U8;
+    GgufType array_type = GgufType::U8;  // element type when type == ARRAY
+    int64_t i = 0;                       // integer and bool scalars
+    uint64_t u = 0;                      // unsigned scalars (also set for non-negative signed)
+    double f = 0.0;                      // float scalars (and integer scalars converted)
+    std::string str;                     // STRING scalar
+    std::vector<std::string> strings;    // ARRAY of STRING
+    std::vector<double> numbers;         // ARRAY of numeric / bool
+    std::vector<int64_t> ints;           // ARRAY of integer / bool (same length as numbers)
+    size_t array_size() const;
+};
+
+struct GgufTensor {
+    std::string name;
+    DType type = DType::F32;
+    std::vector<uint64_t> dims;  // ne[0] is the innermost (contiguous) dimension, as in GGML
+    uint64_t offset = 0;         // relative to the data section
+    uint64_t n_elements = 0;
+    uint64_t n_bytes = 0;
+    const uint8_t* data = nullptr;  // points into the mapping
+};
+
+class GgufFile {
+public:
+    // Opens and fully validates a file. Throws cactus::Error on any problem.
+    static std::unique_ptr<GgufFile> open(const std::string& path);
+    // Parses an in-memory image (used by tests and the fuzzer); the buffer must outlive the object.
+    static std::unique_ptr<GgufFile> from_memory(const uint8_t* data, size_t size);
+    ~GgufFile();
+    GgufFile(const GgufFile&) = delete;
+    GgufFile& operator=(const GgufFile&) = delete;
+
+    uint32_t version() const { return version_; }
+    uint64_t alignment() const { return alignment_; }
+    const std::string& path() const { return path_; }
+    size_t file_size() const { return size_; }
+
+    const std::map<std::string, GgufValue>& metadata() const { return metadata_; }
+    const GgufValue* find(const std::string& key) const;
+    bool has(const std::string& key) const { return find(key) != nullptr; }
+
+    // Typed getters: throw a cactus::Error naming the key when missing or of the wrong type.
+    std::string get_string(const std::string& key) const;
+    std::string get_string(const std::string& key, const std::string& fallback) const;
+    uint64_t get_uint(const std::string& key) const;  // any non-negative integer type
+    uint64_t get_uint(const std::string& key, uint64_t fallback) const;
+    double get_float(const std::string& key) const;  // any numeric type
+    double get_float(const std::string& key, double fallback) const;
+    bool get_bool(const std::string& key, bool fallback) const;
+    const std::vector<std::string>& get_string_array(const std::string& key) const;
+    const GgufValue& get_array(const std::string& key) const;
+
+    const std::vector<GgufTensor>& tensors() const { return tensors_; }
+    const GgufTensor* find_tensor(const std::string& name) const;  // nullptr when absent
+
+    // Advises the kernel to keep pages resident (mlock) or copies weights to anonymous memory.
+    void lock_in_memory();
+
+private:
+    GgufFile() = default;
+    void parse();
+
+    std::string path_;
+    const uint8_t* base_ = nullptr;
+    size_t size_ = 0;
+    bool owns_mapping_ = false;
+    int fd_ = -1;
+    uint32_t version_ = 0;
+    uint64_t alignment_ = 32;
+    std::map<std::string, GgufValue> metadata_;
+    std::vector<GgufTensor> tensors_;
+    std::map<std::string, size_t> tensor_index_;
+};
+
+}  // namespace cactus

@@ -1,0 +1,65 @@
+#pragma once
+// Text <-> token ids, built from GGUF metadata (tokenizer.ggml.*): GPT-2 byte-level BPE with the
+// pre-tokenizer that tokenizer.ggml.pre names, and SentencePiece BPE with byte fallback.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cactus {
+
+class GgufFile;
+
+class Tokenizer {
+public:
+    virtual ~Tokenizer() = default;
+
+    // Builds the tokenizer the file's tokenizer.ggml.model names; throws cactus::Error otherwise.
+    static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& file);
+
+    // add_special: prepend BOS / append EOS as the file's add_bos/add_eos flags say.
+    // parse_special: text matching a special/control token's text becomes that token.
+    virtual std::vector<int32_t> encode(const std::string& text, bool add_special,
+                                        bool parse_special) const = 0;
+
+    // The raw bytes a token stands for (may be part of a UTF-8 character). Control tokens give
+    // their text only when `render_special` is true.
+    virtual std::string token_to_piece(int32_t id, bool render_special = false) const = 0;
+    std::string decode(const std::vector<int32_t>& ids, bool render_special = false) const;
+
+    virtual size_t vocab_size() const = 0;
+    virtual const std::string& token_text(int32_t id) const = 0;  // the vocab entry as stored
+    virtual bool is_control(int32_t id) const = 0;                // control / special tokens
+
+    int32_t bos_id() const { return bos_id_; }  // -1 when the model has none
+    int32_t eos_id() const { return eos_id_; }
+    bool add_bos() const { return add_bos_; }
+    bool add_eos() const { return add_eos_; }
+    // Tokens that end generation: EOS, EOT and any end-of-turn tokens named in the metadata
+    // (for example <|im_end|>, <end_of_turn>).
+    const std::vector<int32_t>& end_of_generation_ids() const { return eog_ids_; }
+    bool is_end_of_generation(int32_t id) const;
+
+protected:
+    int32_t bos_id_ = -1;
+    int32_t eos_id_ = -1;
+    bool add_bos_ = false;
+    bool add_eos_ = false;
+    std::vector<int32_t> eog_ids_;
+};
+
+// Turns a stream of token ids into text pieces that are always whole UTF-8 characters: bytes of
+// an incomplete character are held back until the rest arrives (or flush() is called).
+class StreamingDetokenizer {
+public:
+    explicit StreamingDetokenizer(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+    std::string push(int32_t id);  // text that is complete so far (may be empty)
+    std::string flush();           // whatever is left, invalid bytes replaced by U+FFFD
+    void reset() { pending_.clear(); }
+
+private:
+    const Tokenizer& tokenizer_;
+    std::string pending_;
+};
+
+}  // namespace cactus

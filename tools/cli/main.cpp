@@ -1,0 +1,2 @@
+#include <cstdio>
+int main() { std::puts("cactus: work in progress"); return 0; }
