@@ -33,6 +33,11 @@ struct GgufValue {
     size_t array_size() const;
 };
 
+// "u8", "string", "array", ...; "unknown" for ids outside the enum.
+const char* gguf_type_name(GgufType type);
+// Bytes of one scalar of a fixed-size type; 0 for STRING, ARRAY and unknown ids.
+size_t gguf_scalar_size(GgufType type);
+
 struct GgufTensor {
     std::string name;
     DType type = DType::F32;
@@ -57,6 +62,8 @@ public:
     uint64_t alignment() const { return alignment_; }
     const std::string& path() const { return path_; }
     size_t file_size() const { return size_; }
+    // Byte offset of the (aligned) tensor data section in the file.
+    uint64_t data_offset() const { return data_offset_; }
 
     const std::map<std::string, GgufValue>& metadata() const { return metadata_; }
     const GgufValue* find(const std::string& key) const;
@@ -78,10 +85,16 @@ public:
 
     // Advises the kernel to keep pages resident (mlock) or copies weights to anonymous memory.
     void lock_in_memory();
+    // Copies the tensor data section into anonymous memory and repoints every tensor's `data`
+    // there (the fallback of lock_in_memory; also usable on its own). Idempotent.
+    void copy_into_anonymous_memory();
+    // Where the tensor data lives now: "mapped", "locked" (mlock succeeded) or "anonymous".
+    const char* residency() const;
 
 private:
     GgufFile() = default;
     void parse();
+    void release();
 
     std::string path_;
     const uint8_t* base_ = nullptr;
@@ -90,6 +103,11 @@ private:
     int fd_ = -1;
     uint32_t version_ = 0;
     uint64_t alignment_ = 32;
+    uint64_t data_offset_ = 0;
+    size_t mapped_size_ = 0;          // length passed to mmap (0 when not mapped)
+    bool locked_ = false;             // mlock succeeded on the data section
+    uint8_t* anonymous_ = nullptr;    // anonymous copy of the data section (mmap'ed), or nullptr
+    size_t anonymous_size_ = 0;
     std::map<std::string, GgufValue> metadata_;
     std::vector<GgufTensor> tensors_;
     std::map<std::string, size_t> tensor_index_;

@@ -9,6 +9,7 @@
 namespace cactus {
 
 class GgufFile;
+struct TokenizerSpec;  // tokenizer/vocab.h
 
 class Tokenizer {
 public:
@@ -16,6 +17,8 @@ public:
 
     // Builds the tokenizer the file's tokenizer.ggml.model names; throws cactus::Error otherwise.
     static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& file);
+    // Builds a tokenizer from metadata already read (tests build small vocabularies this way).
+    static std::unique_ptr<Tokenizer> from_spec(const TokenizerSpec& spec);
 
     // add_special: prepend BOS / append EOS as the file's add_bos/add_eos flags say.
     // parse_special: text matching a special/control token's text becomes that token.
@@ -25,6 +28,9 @@ public:
     // The raw bytes a token stands for (may be part of a UTF-8 character). Control tokens give
     // their text only when `render_special` is true.
     virtual std::string token_to_piece(int32_t id, bool render_special = false) const = 0;
+    // The text of `ids`, as llama.cpp's llama_detokenize(remove_special = false) gives it: the
+    // pieces joined, the prefix space dropped where the model adds one, and, for pre-tokenizers
+    // that ask for it, spaces before punctuation cleaned up. Invalid UTF-8 is kept as is.
     std::string decode(const std::vector<int32_t>& ids, bool render_special = false) const;
 
     virtual size_t vocab_size() const = 0;
@@ -33,6 +39,7 @@ public:
 
     int32_t bos_id() const { return bos_id_; }  // -1 when the model has none
     int32_t eos_id() const { return eos_id_; }
+    int32_t eot_id() const { return eot_id_; }  // end of turn (<|im_end|>, <end_of_turn>), or -1
     bool add_bos() const { return add_bos_; }
     bool add_eos() const { return add_eos_; }
     // Tokens that end generation: EOS, EOT and any end-of-turn tokens named in the metadata
@@ -43,6 +50,9 @@ public:
 protected:
     int32_t bos_id_ = -1;
     int32_t eos_id_ = -1;
+    int32_t eot_id_ = -1;
+    bool decode_strips_prefix_space_ = false;  // SentencePiece models that add a prefix space
+    bool decode_cleans_spaces_ = false;        // llama.cpp's clean_spaces
     bool add_bos_ = false;
     bool add_eos_ = false;
     std::vector<int32_t> eog_ids_;
@@ -52,13 +62,20 @@ protected:
 // an incomplete character are held back until the rest arrives (or flush() is called).
 class StreamingDetokenizer {
 public:
-    explicit StreamingDetokenizer(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
-    std::string push(int32_t id);  // text that is complete so far (may be empty)
-    std::string flush();           // whatever is left, invalid bytes replaced by U+FFFD
+    // render_special: control tokens produce their text (otherwise nothing).
+    explicit StreamingDetokenizer(const Tokenizer& tokenizer, bool render_special = false)
+        : tokenizer_(tokenizer), render_special_(render_special) {}
+    // Text that is complete so far (may be empty). Always valid UTF-8: bytes that can never form
+    // a character become U+FFFD at once; an incomplete character at the end is held back.
+    std::string push(int32_t id);
+    std::string push_bytes(const std::string& bytes);  // the same for raw bytes
+    std::string flush();  // whatever is left, invalid bytes replaced by U+FFFD
     void reset() { pending_.clear(); }
+    size_t pending_bytes() const { return pending_.size(); }
 
 private:
     const Tokenizer& tokenizer_;
+    bool render_special_ = false;
     std::string pending_;
 };
 

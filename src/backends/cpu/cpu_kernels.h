@@ -3,6 +3,7 @@
 // (generic scalar, AVX2, AVX-512 VNNI, NEON dotprod). Callers never test for an ISA themselves.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -26,10 +27,18 @@ const CpuKernels& cpu_kernels();
 // The table restricted to the scalar references (tests compare against it).
 const CpuKernels& cpu_kernels_generic();
 
+// Every table this machine can run, the generic one first, then by increasing ISA (tests compare
+// each against the generic table; benchmarks time them side by side).
+std::vector<const CpuKernels*> cpu_kernel_tables();
+
 // y[t, o] = sum_i W[o, i] * x[t, i] for t < n_tokens, o < n_out.
 // W: [n_out, n_in] rows in `w_type`, row stride `w_row_bytes`; x: [n_tokens, n_in] f32;
 // y: [n_tokens, n_out] f32. Work is split over the pool's threads.
 void matmul(float* y, const void* w, DType w_type, size_t w_row_bytes, const float* x,
             size_t n_tokens, size_t n_in, size_t n_out, ThreadPool& pool);
+// The same with an explicit kernel table (tests and benchmarks).
+void matmul_with(const CpuKernels& kernels, float* y, const void* w, DType w_type,
+                 size_t w_row_bytes, const float* x, size_t n_tokens, size_t n_in, size_t n_out,
+                 ThreadPool& pool);
 
 }  // namespace cactus

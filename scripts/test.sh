@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs every test: builds (Release, then ASan+UBSan for the parsers), installs the oracles and the
+# models if missing, runs the C++ suites (ctest), the oracle comparisons (pytest) and the fuzzers.
+# Usage: scripts/test.sh            (everything; what CI runs)
+#        FAST=1 scripts/test.sh     (skip the sanitizer build and the fuzzers)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+JOBS=$(nproc)
+step() { printf '\n==== %s ====\n' "$*" >&2; }
+
+step "build (Release)"
+scripts/setup.sh
+
+step "oracles and models"
+scripts/setup_oracle.sh
+ORACLE_PY=${CACTUS_ORACLE_DIR:-$HOME/.cache/cactus/oracle}/venv/bin/python
+build/bin/cactus pull smollm2-135m gemma3-270m
+
+step "C++ tests"
+ctest --test-dir build --output-on-failure -j "$JOBS" --timeout 900
+
+step "oracle comparisons (pytest)"
+CACTUS_BUILD_DIR="$ROOT/build" "$ORACLE_PY" -m pytest -q -p no:cacheprovider tests/
+
+if [ "${FAST:-0}" != "1" ]; then
+  step "AddressSanitizer + UBSan"
+  SAN_TARGETS="test_unit test_gguf test_tokenizer test_chat test_sampling"
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCACTUS_SANITIZE=ON >/dev/null
+  cmake --build build-asan -j "$JOBS" --target $SAN_TARGETS
+  for t in $SAN_TARGETS; do
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 build-asan/bin/$t --gtest_brief=1
+  done
+
+  step "fuzzers (libFuzzer, short runs)"
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCACTUS_FUZZ=ON -DCACTUS_BUILD_TESTS=ON >/dev/null
+  FUZZERS=$(ls tests/fuzz/fuzz_*.cpp 2>/dev/null | xargs -r -n1 basename | sed 's/\.cpp$//')
+  [ -z "$FUZZERS" ] || cmake --build build-fuzz -j "$JOBS" --target $FUZZERS
+  for f in $FUZZERS; do
+    corpus=build-fuzz/corpus/$f
+    mkdir -p "$corpus"
+    seeds=tests/fuzz/seeds/$f
+    [ -d "$seeds" ] && cp -r "$seeds"/. "$corpus"/
+    build-fuzz/bin/$f -max_total_time="${FUZZ_SECONDS:-60}" -rss_limit_mb=4096 "$corpus" 2>&1 | tail -n 3
+  done
+fi
+echo "all tests passed"

@@ -1,0 +1,154 @@
+// The kernel tables and the quantized matrix multiplication that uses them.
+#include "backends/cpu/cpu_kernels.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/cpu_features.h"
+#include "backends/cpu/generic/generic_kernels.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "ops/quant.h"
+
+#if defined(__x86_64__)
+#include "backends/cpu/avx2/avx2_kernels.h"
+#include "backends/cpu/avx512/avx512_kernels.h"
+#elif defined(__aarch64__)
+#include "backends/cpu/neon/neon_kernels.h"
+#endif
+
+namespace cactus {
+
+namespace {
+
+// Each table is the previous tier plus the entries its ISA accelerates.
+struct KernelTables {
+    CpuKernels tiers[3];
+    size_t count = 0;
+};
+
+#if defined(__x86_64__)
+void add_isa_tiers(KernelTables& t, const CpuFeatures& f) {
+    if (!f.avx2) return;
+    t.tiers[t.count] = t.tiers[t.count - 1];
+    register_avx2_kernels(t.tiers[t.count++]);
+    if (!f.avx512_vnni) return;
+    t.tiers[t.count] = t.tiers[t.count - 1];
+    register_avx512_kernels(t.tiers[t.count++]);
+}
+#elif defined(__aarch64__)
+void add_isa_tiers(KernelTables& t, const CpuFeatures& f) {
+    if (!f.neon_dotprod) return;
+    t.tiers[t.count] = t.tiers[t.count - 1];
+    register_neon_kernels(t.tiers[t.count++]);
+}
+#else
+void add_isa_tiers(KernelTables&, const CpuFeatures&) {}
+#endif
+
+const KernelTables& tables() {
+    static const KernelTables built = [] {
+        KernelTables t;
+        register_generic_kernels(t.tiers[0]);
+        t.count = 1;
+        add_isa_tiers(t, cpu_features());
+        return t;
+    }();
+    return built;
+}
+
+constexpr size_t kRowTile = 16;  // weight rows kept hot in L1 while every token passes over them
+
+struct MatmulArgs {
+    float* y;             // [n_tokens, n_out]
+    const uint8_t* w;     // [n_out] rows of w_row_bytes
+    size_t w_row_bytes;
+    const uint8_t* xq;    // [n_tokens] rows of xq_row_bytes, in vec_dot_type
+    size_t xq_row_bytes;
+    size_t n_tokens, n_in, n_out;
+    VecDotFn dot;
+};
+
+void matmul_rows(const MatmulArgs& a, size_t row_begin, size_t row_end) {
+    for (size_t tile = row_begin; tile < row_end; tile += kRowTile) {
+        const size_t tile_end = std::min(row_end, tile + kRowTile);
+        for (size_t t = 0; t < a.n_tokens; ++t) {
+            const uint8_t* x = a.xq + t * a.xq_row_bytes;
+            float* y = a.y + t * a.n_out;
+            for (size_t o = tile; o < tile_end; ++o) y[o] = a.dot(a.w + o * a.w_row_bytes, x, a.n_in);
+        }
+    }
+}
+
+// Quantizes the activation rows into `dot_type` (thread-local scratch reused between calls).
+const uint8_t* quantize_activations(const CpuKernels& k, DType dot_type, const float* x,
+                                    size_t n_tokens, size_t n_in, ThreadPool& pool) {
+    if (dot_type == DType::F32) return reinterpret_cast<const uint8_t*>(x);
+    QuantizeRowFn quantize = k.quantize_row[static_cast<size_t>(dot_type)];
+    if (quantize == nullptr) fail("matmul: no %s quantizer in the %s table", dtype_name(dot_type), k.isa_name);
+    const size_t row_bytes = dtype_row_bytes(dot_type, n_in);
+    thread_local std::vector<uint8_t> scratch;
+    if (scratch.size() < row_bytes * n_tokens) scratch.resize(row_bytes * n_tokens);
+    uint8_t* out = scratch.data();
+    if (n_tokens == 1) {
+        quantize(out, x, n_in);
+        return out;
+    }
+    pool.parallel_for(n_tokens, [&](size_t begin, size_t end) {
+        for (size_t t = begin; t < end; ++t) quantize(out + t * row_bytes, x + t * n_in, n_in);
+    });
+    return out;
+}
+
+}  // namespace
+
+const CpuKernels& cpu_kernels() { return tables().tiers[tables().count - 1]; }
+
+const CpuKernels& cpu_kernels_generic() { return tables().tiers[0]; }
+
+std::vector<const CpuKernels*> cpu_kernel_tables() {
+    std::vector<const CpuKernels*> out;
+    for (size_t i = 0; i < tables().count; ++i) out.push_back(&tables().tiers[i]);
+    return out;
+}
+
+void matmul(float* y, const void* w, DType w_type, size_t w_row_bytes, const float* x,
+            size_t n_tokens, size_t n_in, size_t n_out, ThreadPool& pool) {
+    matmul_with(cpu_kernels(), y, w, w_type, w_row_bytes, x, n_tokens, n_in, n_out, pool);
+}
+
+void matmul_with(const CpuKernels& k, float* y, const void* w, DType w_type, size_t w_row_bytes,
+                 const float* x, size_t n_tokens, size_t n_in, size_t n_out, ThreadPool& pool) {
+    const DTypeTraits* traits = dtype_traits(static_cast<uint32_t>(w_type));
+    if (traits == nullptr) fail("matmul: unknown weight type id %u", static_cast<unsigned>(w_type));
+    CACTUS_ASSERT(static_cast<size_t>(w_type) < 32);
+    VecDotFn dot = k.vec_dot[static_cast<size_t>(w_type)];
+    if (dot == nullptr) fail("matmul: no %s dot product in the %s table", traits->name, k.isa_name);
+    if (n_in % traits->block_size != 0) {
+        fail("matmul: n_in %zu is not a multiple of the %s block size %u", n_in, traits->name,
+             static_cast<unsigned>(traits->block_size));
+    }
+    if (w_row_bytes < dtype_row_bytes(w_type, n_in)) {
+        fail("matmul: row stride %zu is below the %zu bytes of a %s row of %zu", w_row_bytes,
+             dtype_row_bytes(w_type, n_in), traits->name, n_in);
+    }
+    if (n_tokens == 0 || n_out == 0) return;
+    const DType dot_type = vec_dot_type(w_type);
+    MatmulArgs a;
+    a.y = y;
+    a.w = static_cast<const uint8_t*>(w);
+    a.w_row_bytes = w_row_bytes;
+    a.xq = quantize_activations(k, dot_type, x, n_tokens, n_in, pool);
+    a.xq_row_bytes = dtype_row_bytes(dot_type, n_in);
+    a.n_tokens = n_tokens;
+    a.n_in = n_in;
+    a.n_out = n_out;
+    a.dot = dot;
+    // Contiguous row ranges per thread, in whole tiles so no tile straddles two threads.
+    const size_t n_tiles = (n_out + kRowTile - 1) / kRowTile;
+    pool.parallel_for(n_tiles, [&](size_t tile_begin, size_t tile_end) {
+        matmul_rows(a, tile_begin * kRowTile, std::min(n_out, tile_end * kRowTile));
+    });
+}
+
+}  // namespace cactus

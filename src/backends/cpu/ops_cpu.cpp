@@ -1,0 +1,151 @@
+#include "backends/cpu/ops_cpu.h"
+
+#include <cmath>
+#include <vector>
+
+namespace cactus {
+
+namespace {
+
+const float* half_table() {
+    static const std::vector<float> table = [] {
+        std::vector<float> t(65536);
+        for (uint32_t i = 0; i < 65536; ++i) t[i] = half_to_float_ref(static_cast<uint16_t>(i));
+        return t;
+    }();
+    return table.data();
+}
+
+float sum_of_squares(const float* x, size_t n) {
+    float acc[8] = {};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        for (size_t j = 0; j < 8; ++j) acc[j] += x[i + j] * x[i + j];
+    }
+    float sum = 0.0f;
+    for (; i < n; ++i) sum += x[i] * x[i];
+    for (float a : acc) sum += a;
+    return sum;
+}
+
+// q . k for a key row stored in half precision.
+float dot_half(const float* q, const uint16_t* k, size_t n, const float* table) {
+    float acc[8] = {};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        for (size_t j = 0; j < 8; ++j) acc[j] += q[i + j] * table[k[i + j]];
+    }
+    float sum = 0.0f;
+    for (; i < n; ++i) sum += q[i] * table[k[i]];
+    for (float a : acc) sum += a;
+    return sum;
+}
+
+}  // namespace
+
+float half_to_float(uint16_t h) { return half_table()[h]; }
+
+void float_to_half_row(uint16_t* dst, const float* src, size_t n) {
+    for (size_t i = 0; i < n; ++i) dst[i] = float_to_half_ref(src[i]);
+}
+
+void rms_norm(float* y, const float* x, const float* w, size_t n, float eps) {
+    const float scale = 1.0f / std::sqrt(sum_of_squares(x, n) / static_cast<float>(n) + eps);
+    if (w) {
+        for (size_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
+    } else {
+        for (size_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+    }
+}
+
+void rms_norm_rows(float* y, const float* x, const float* w, size_t n_rows, size_t n, float eps) {
+    for (size_t r = 0; r < n_rows; ++r) rms_norm(y + r * n, x + r * n, w, n, eps);
+}
+
+void rope(float* x, size_t n_head, size_t head_dim, int32_t pos, const RopeParams& params) {
+    const size_t half = params.n_rot / 2;
+    float cos_sin[2 * 256];
+    float* cs = half <= 256 ? cos_sin : nullptr;
+    std::vector<float> heap;
+    if (!cs) {
+        heap.resize(2 * half);
+        cs = heap.data();
+    }
+    for (size_t i = 0; i < half; ++i) {
+        const double inv_freq = std::pow(static_cast<double>(params.freq_base), -2.0 * i / params.n_rot);
+        const double theta = pos * params.freq_scale * inv_freq;
+        cs[2 * i] = static_cast<float>(std::cos(theta));
+        cs[2 * i + 1] = static_cast<float>(std::sin(theta));
+    }
+    const bool neox = params.style == RopeStyle::NEOX;
+    for (size_t h = 0; h < n_head; ++h) {
+        float* head = x + h * head_dim;
+        for (size_t i = 0; i < half; ++i) {
+            const size_t a = neox ? i : 2 * i;
+            const size_t b = neox ? i + half : 2 * i + 1;
+            const float x0 = head[a];
+            const float x1 = head[b];
+            head[a] = x0 * cs[2 * i] - x1 * cs[2 * i + 1];
+            head[b] = x0 * cs[2 * i + 1] + x1 * cs[2 * i];
+        }
+    }
+}
+
+void softmax(float* x, size_t n) {
+    if (n == 0) return;
+    float max = x[0];
+    for (size_t i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
+    float sum = 0.0f;
+    for (size_t i = 0; i < n; ++i) {
+        x[i] = std::exp(x[i] - max);
+        sum += x[i];
+    }
+    const float inv = 1.0f / sum;
+    for (size_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void swiglu(float* out, const float* gate, const float* up, size_t n) {
+    for (size_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void geglu(float* out, const float* gate, const float* up, size_t n) {
+    constexpr float kSqrt2OverPi = 0.7978845608028654f;
+    for (size_t i = 0; i < n; ++i) {
+        const float g = gate[i];
+        out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+    }
+}
+
+void add_scaled(float* dst, const float* src, float scale, size_t n) {
+    for (size_t i = 0; i < n; ++i) dst[i] += src[i] * scale;
+}
+
+void attention_head(float* out, const float* q, const uint16_t* k, size_t k_stride,
+                    const uint16_t* v, size_t v_stride, const int32_t* row_pos, size_t n_rows,
+                    size_t head_dim, size_t head_dim_v, float scale, const AttentionMask& mask,
+                    float* scratch) {
+    const float* table = half_table();
+    float max = -INFINITY;
+    for (size_t r = 0; r < n_rows; ++r) {
+        if (!attention_row_visible(mask, row_pos[r])) {
+            scratch[r] = -INFINITY;
+            continue;
+        }
+        scratch[r] = dot_half(q, k + r * k_stride, head_dim, table) * scale;
+        max = scratch[r] > max ? scratch[r] : max;
+    }
+    for (size_t d = 0; d < head_dim_v; ++d) out[d] = 0.0f;
+    if (max == -INFINITY) return;
+    float sum = 0.0f;
+    for (size_t r = 0; r < n_rows; ++r) {
+        if (scratch[r] == -INFINITY) continue;
+        const float p = std::exp(scratch[r] - max);
+        sum += p;
+        const uint16_t* vr = v + r * v_stride;
+        for (size_t d = 0; d < head_dim_v; ++d) out[d] += p * table[vr[d]];
+    }
+    const float inv = 1.0f / sum;
+    for (size_t d = 0; d < head_dim_v; ++d) out[d] *= inv;
+}
+
+}  // namespace cactus

@@ -1,0 +1,11 @@
+#pragma once
+// Chat templates for model families whose GGUF files carry none (base models such as
+// gemma-3-270m): Jinja sources rendered by the same engine as templates read from files.
+#include <string>
+
+namespace cactus {
+
+// The template for `architecture`, or ChatML when the family has no known format.
+const std::string& builtin_chat_template(const std::string& architecture);
+
+}  // namespace cactus

@@ -1,0 +1,182 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "chat/builtin_templates.h"
+#include "chat/chat_template.h"
+#include "core/error.h"
+#include "engine/text_stream.h"
+#include "gguf/gguf.h"
+#include "models/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace cactus {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+std::string special_text(const Tokenizer& tok, int32_t id) {
+    if (id < 0 || static_cast<size_t>(id) >= tok.vocab_size()) return std::string();
+    return tok.token_text(id);
+}
+
+void finish_metrics(CompletionMetrics& m, Clock::time_point start, Clock::time_point first,
+                    bool have_first, Clock::time_point end) {
+    m.total_time_ms = ms_between(start, end);
+    m.time_to_first_token_ms = have_first ? ms_between(start, first) : m.total_time_ms;
+    double ttft_s = m.time_to_first_token_ms / 1000.0;
+    m.prefill_tps = (m.prefill_tokens > 0 && ttft_s > 0.0) ? m.prefill_tokens / ttft_s : 0.0;
+    double decode_s = (m.total_time_ms - m.time_to_first_token_ms) / 1000.0;
+    m.decode_tps = (m.decode_tokens > 1 && decode_s > 0.0) ? (m.decode_tokens - 1) / decode_s : 0.0;
+}
+
+}  // namespace
+
+Engine::~Engine() = default;
+
+std::unique_ptr<Engine> Engine::load(const std::string& model_path, const EngineOptions& options) {
+    std::unique_ptr<Engine> engine(new Engine());
+    engine->file_ = GgufFile::open(model_path);
+    if (options.lock_weights) engine->file_->lock_in_memory();
+    ModelOptions model_options;
+    model_options.n_ctx = options.n_ctx;
+    model_options.n_threads = options.n_threads;
+    engine->model_ = Model::load(*engine->file_, model_options);
+    engine->tokenizer_ = Tokenizer::from_gguf(*engine->file_);
+    std::string source = engine->file_->get_string("tokenizer.chat_template", "");
+    if (source.empty()) source = builtin_chat_template(engine->model_->info().architecture);
+    engine->template_ = std::make_unique<ChatTemplate>(source);
+    return engine;
+}
+
+std::string Engine::render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
+                                bool add_generation_prompt, bool enable_thinking) const {
+    nlohmann::json context;
+    context["messages"] = messages;
+    if (!tools.is_null() && !tools.empty()) context["tools"] = tools;
+    context["add_generation_prompt"] = add_generation_prompt;
+    context["bos_token"] = special_text(*tokenizer_, tokenizer_->bos_id());
+    context["eos_token"] = special_text(*tokenizer_, tokenizer_->eos_id());
+    context["enable_thinking"] = enable_thinking;
+    return template_->render(context);
+}
+
+std::vector<int32_t> Engine::tokenize_prompt(const std::string& text) const {
+    std::vector<int32_t> ids = tokenizer_->encode(text, /*add_special=*/false, /*parse_special=*/true);
+    int32_t bos = tokenizer_->bos_id();
+    if (tokenizer_->add_bos() && bos >= 0 && (ids.empty() || ids[0] != bos)) {
+        ids.insert(ids.begin(), bos);
+    }
+    return ids;
+}
+
+void Engine::reset() {
+    model_->reset();
+    cached_ids_.clear();
+}
+
+size_t Engine::reuse_prefix(const std::vector<int32_t>& prompt) {
+    size_t common = 0;
+    size_t limit = std::min(cached_ids_.size(), prompt.size());
+    while (common < limit && cached_ids_[common] == prompt[common]) ++common;
+    // The last prompt token is always recomputed: its logits start generation.
+    if (common == prompt.size() && common > 0) --common;
+    model_->truncate(common);
+    cached_ids_.resize(common);
+    return common;
+}
+
+void Engine::forward_cached(const int32_t* ids, size_t n, std::vector<float>* logits) {
+    model_->forward(ids, n, logits);
+    cached_ids_.insert(cached_ids_.end(), ids, ids + n);
+}
+
+CompletionResult Engine::complete(const std::string& prompt_text, const GenerationOptions& options,
+                                  const TokenCallback& on_token) {
+    return complete_tokens(tokenize_prompt(prompt_text), options, on_token);
+}
+
+CompletionResult Engine::complete_tokens(const std::vector<int32_t>& prompt,
+                                         const GenerationOptions& options,
+                                         const TokenCallback& on_token) {
+    Clock::time_point start = Clock::now();
+    stop_requested_.store(false);
+    if (prompt.empty()) fail("complete: the prompt is empty");
+    const size_t n_ctx = model_->info().n_ctx;
+    if (prompt.size() >= n_ctx) {
+        fail("complete: the prompt has %zu tokens but the context holds %zu; shorten it or raise n_ctx",
+             prompt.size(), n_ctx);
+    }
+    for (int32_t id : prompt) {
+        if (id < 0 || static_cast<size_t>(id) >= tokenizer_->vocab_size())
+            fail("complete: token id %d is outside the vocabulary", id);
+    }
+
+    CompletionResult result;
+    result.metrics.prompt_tokens = prompt.size();
+    size_t reused = reuse_prefix(prompt);
+    result.metrics.prefill_tokens = prompt.size() - reused;
+
+    Sampler sampler(options.sampling);
+    for (int32_t id : prompt) sampler.accept(id);
+    std::vector<float> logits;
+    forward_cached(prompt.data() + reused, prompt.size() - reused, &logits);
+
+    StreamingDetokenizer detok(*tokenizer_);
+    TextStream stream(options.stop_sequences, options.include_stop_sequences);
+    Clock::time_point first_token_time;
+    bool have_first = false;
+    double probability_sum = 0.0;
+    result.finish_reason = "length";
+
+    for (size_t step = 0; step < options.max_tokens; ++step) {
+        if (stop_requested_.load()) {
+            result.finish_reason = "cancelled";
+            break;
+        }
+        int32_t token = sampler.sample(logits);
+        if (!have_first) {
+            first_token_time = Clock::now();
+            have_first = true;
+        }
+        if (!options.ignore_eos && tokenizer_->is_end_of_generation(token)) {
+            result.finish_reason = "stop";
+            break;
+        }
+        probability_sum += sampler.last_probability();
+        result.tokens.push_back(token);
+        sampler.accept(token);
+        std::string shown = stream.push(detok.push(token));
+        if (!shown.empty() && on_token) on_token(shown, token);
+        if (stream.stopped()) {
+            result.finish_reason = "stop";
+            break;
+        }
+        bool last_step = step + 1 == options.max_tokens;
+        if (last_step) break;
+        if (cached_ids_.size() + 1 >= n_ctx) {
+            result.finish_reason = "length";
+            break;
+        }
+        forward_cached(&token, 1, &logits);
+    }
+    if (!stream.stopped()) {
+        std::string rest = stream.push(detok.flush());
+        rest += stream.finish();
+        if (!rest.empty() && on_token) on_token(rest, result.tokens.empty() ? -1 : result.tokens.back());
+    }
+    result.text = stream.text();
+    result.metrics.decode_tokens = result.tokens.size();
+    result.mean_token_probability =
+        result.tokens.empty() ? 0.0f : static_cast<float>(probability_sum / result.tokens.size());
+    finish_metrics(result.metrics, start, first_token_time, have_first, Clock::now());
+    return result;
+}
+
+}  // namespace cactus

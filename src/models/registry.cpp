@@ -1,0 +1,40 @@
+// The one table that maps general.architecture to a loader. Adding an architecture: one file in
+// src/models/ with a load_<arch>() function, and one row here.
+#include <string>
+
+#include "core/error.h"
+#include "gguf/gguf.h"
+#include "models/model.h"
+
+namespace cactus {
+
+std::unique_ptr<Model> load_llama(const GgufFile& file, const ModelOptions& options);
+std::unique_ptr<Model> load_gemma3(const GgufFile& file, const ModelOptions& options);
+
+namespace {
+
+using LoaderFn = std::unique_ptr<Model> (*)(const GgufFile&, const ModelOptions&);
+
+struct Architecture {
+    const char* name;
+    LoaderFn load;
+};
+
+constexpr Architecture kArchitectures[] = {
+    {"llama", load_llama},
+    {"gemma3", load_gemma3},
+};
+
+}  // namespace
+
+std::unique_ptr<Model> Model::load(const GgufFile& file, const ModelOptions& options) {
+    const std::string arch = file.get_string("general.architecture");
+    for (const Architecture& a : kArchitectures) {
+        if (arch == a.name) return a.load(file, options);
+    }
+    std::string supported;
+    for (const Architecture& a : kArchitectures) supported += std::string(supported.empty() ? "" : ", ") + a.name;
+    fail("Model::load: architecture '%s' is not supported (supported: %s)", arch.c_str(), supported.c_str());
+}
+
+}  // namespace cactus

@@ -1,0 +1,130 @@
+#include "ops/ops_ref.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+
+namespace cactus {
+
+void rms_norm_ref(float* y, const float* x, const float* w, size_t n, float eps) {
+    double sum = 0.0;
+    for (size_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+    const float scale = 1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(n)) + eps);
+    for (size_t i = 0; i < n; ++i) y[i] = x[i] * scale * (w ? w[i] : 1.0f);
+}
+
+void rope_ref(float* x, size_t n_head, size_t head_dim, int32_t pos, const RopeParams& params) {
+    CACTUS_ASSERT(params.n_rot % 2 == 0 && params.n_rot <= head_dim);
+    const size_t half = params.n_rot / 2;
+    for (size_t h = 0; h < n_head; ++h) {
+        float* head = x + h * head_dim;
+        for (size_t i = 0; i < half; ++i) {
+            const double inv_freq =
+                std::pow(static_cast<double>(params.freq_base), -2.0 * i / params.n_rot);
+            const double theta = pos * params.freq_scale * inv_freq;
+            const float c = static_cast<float>(std::cos(theta));
+            const float s = static_cast<float>(std::sin(theta));
+            const size_t a = params.style == RopeStyle::NORMAL ? 2 * i : i;
+            const size_t b = params.style == RopeStyle::NORMAL ? 2 * i + 1 : i + half;
+            const float x0 = head[a];
+            const float x1 = head[b];
+            head[a] = x0 * c - x1 * s;
+            head[b] = x0 * s + x1 * c;
+        }
+    }
+}
+
+void softmax_ref(float* x, size_t n) {
+    if (n == 0) return;
+    float max = x[0];
+    for (size_t i = 1; i < n; ++i) max = std::fmax(max, x[i]);
+    double sum = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+        x[i] = std::exp(x[i] - max);
+        sum += x[i];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (size_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+float gelu_tanh_ref(float x) {
+    const double k = std::sqrt(2.0 / M_PI);
+    const double xd = x;
+    return static_cast<float>(0.5 * xd * (1.0 + std::tanh(k * (xd + 0.044715 * xd * xd * xd))));
+}
+
+float silu_ref(float x) { return static_cast<float>(x / (1.0 + std::exp(-static_cast<double>(x)))); }
+
+void swiglu_ref(float* out, const float* gate, const float* up, size_t n) {
+    for (size_t i = 0; i < n; ++i) out[i] = silu_ref(gate[i]) * up[i];
+}
+
+void geglu_ref(float* out, const float* gate, const float* up, size_t n) {
+    for (size_t i = 0; i < n; ++i) out[i] = gelu_tanh_ref(gate[i]) * up[i];
+}
+
+void attention_head_ref(float* out, const float* q, const uint16_t* k, size_t k_stride,
+                        const uint16_t* v, size_t v_stride, const int32_t* row_pos, size_t n_rows,
+                        size_t head_dim, size_t head_dim_v, float scale, const AttentionMask& mask) {
+    std::vector<double> scores(n_rows, 0.0);
+    double max = -INFINITY;
+    for (size_t r = 0; r < n_rows; ++r) {
+        if (!attention_row_visible(mask, row_pos[r])) continue;
+        double dot = 0.0;
+        for (size_t d = 0; d < head_dim; ++d) dot += q[d] * half_to_float_ref(k[r * k_stride + d]);
+        scores[r] = dot * scale;
+        max = std::fmax(max, scores[r]);
+    }
+    std::vector<double> acc(head_dim_v, 0.0);
+    double sum = 0.0;
+    for (size_t r = 0; r < n_rows; ++r) {
+        if (!attention_row_visible(mask, row_pos[r])) continue;
+        const double p = std::exp(scores[r] - max);
+        sum += p;
+        for (size_t d = 0; d < head_dim_v; ++d) acc[d] += p * half_to_float_ref(v[r * v_stride + d]);
+    }
+    for (size_t d = 0; d < head_dim_v; ++d) out[d] = sum > 0.0 ? static_cast<float>(acc[d] / sum) : 0.0f;
+}
+
+float half_to_float_ref(uint16_t h) {
+    const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+    const uint32_t exp = (h >> 10) & 0x1fu;
+    const uint32_t mant = h & 0x3ffu;
+    float value;
+    if (exp == 0) {
+        value = std::ldexp(static_cast<float>(mant), -24);  // zero and subnormals
+    } else if (exp == 31) {
+        value = mant ? NAN : INFINITY;
+    } else {
+        value = std::ldexp(static_cast<float>(mant | 0x400u), static_cast<int>(exp) - 25);
+    }
+    uint32_t bits;
+    std::memcpy(&bits, &value, 4);
+    bits |= sign;
+    std::memcpy(&value, &bits, 4);
+    return value;
+}
+
+uint16_t float_to_half_ref(float f) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+    const uint32_t abs = bits & 0x7fffffffu;
+    if (abs >= 0x7f800000u) return sign | (abs > 0x7f800000u ? 0x7e00 : 0x7c00);  // NaN / inf
+    if (abs >= 0x477ff000u) return sign | 0x7c00;  // rounds to >= 65520: overflow to inf
+    if (abs < 0x38800000u) {                        // below 2^-14: subnormal half (or zero)
+        // value * 2^24 rounded to nearest even is the subnormal mantissa.
+        const float scaled = std::fabs(f) * 16777216.0f;
+        return sign | static_cast<uint16_t>(std::nearbyint(scaled));
+    }
+    const uint32_t exp = (abs >> 23) - 127 + 15;
+    uint32_t mant = abs & 0x7fffffu;
+    uint32_t half = (exp << 10) | (mant >> 13);
+    const uint32_t rest = mant & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;  // carries into the exponent
+    return sign | static_cast<uint16_t>(half);
+}
+
+}  // namespace cactus

@@ -1,0 +1,64 @@
+#pragma once
+// Scalar reference kernels of the non-quantized transformer ops: RMSNorm, RoPE, softmax, GELU,
+// SiLU and attention over a KV cache. They define the math; the optimised CPU kernels
+// (src/backends/cpu/ops_cpu.h) are tested against them on random inputs of odd sizes.
+#include <cstddef>
+#include <cstdint>
+
+namespace cactus {
+
+// How RoPE pairs the dimensions of a head: NORMAL rotates (x[2i], x[2i+1]) (llama),
+// NEOX rotates (x[i], x[i + n_rot/2]) (gemma, qwen, ...).
+enum class RopeStyle { NORMAL, NEOX };
+
+struct RopeParams {
+    RopeStyle style = RopeStyle::NORMAL;
+    size_t n_rot = 0;         // rotated dimensions of each head (even, <= head_dim)
+    float freq_base = 10000.0f;
+    float freq_scale = 1.0f;  // linear position scaling (1 = none)
+};
+
+// Which cached rows a query may see: rows whose position is in [q_pos - window + 1, q_pos]
+// (window == 0: every position <= q_pos). Rows with position < 0 are empty.
+struct AttentionMask {
+    int32_t q_pos = 0;
+    uint32_t window = 0;
+};
+
+inline bool attention_row_visible(const AttentionMask& mask, int32_t row_pos) {
+    if (row_pos < 0 || row_pos > mask.q_pos) return false;
+    return mask.window == 0 || mask.q_pos - row_pos < static_cast<int32_t>(mask.window);
+}
+
+// y[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]  (w == nullptr: no weight). y may alias x.
+void rms_norm_ref(float* y, const float* x, const float* w, size_t n, float eps);
+
+// Rotates one token's heads in place. x: [n_head, head_dim].
+void rope_ref(float* x, size_t n_head, size_t head_dim, int32_t pos, const RopeParams& params);
+
+// x[i] = exp(x[i] - max) / sum, in place.
+void softmax_ref(float* x, size_t n);
+
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+float gelu_tanh_ref(float x);
+// SiLU: x / (1 + exp(-x)).
+float silu_ref(float x);
+
+// Gated linear units: out[i] = act(gate[i]) * up[i]. out may alias gate or up.
+void swiglu_ref(float* out, const float* gate, const float* up, size_t n);
+void geglu_ref(float* out, const float* gate, const float* up, size_t n);
+
+// One query head against cached rows (keys and values in IEEE half precision):
+//   out[d] = sum_r softmax_r(scale * q.k_r [+ masked]) v_r[d] over the visible rows r.
+// q: [head_dim]; k: n_rows rows of head_dim halves with stride k_stride (elements);
+// v likewise; row_pos: [n_rows] logical positions; out: [head_dim_v].
+// With no visible row, out is all zeros.
+void attention_head_ref(float* out, const float* q, const uint16_t* k, size_t k_stride,
+                        const uint16_t* v, size_t v_stride, const int32_t* row_pos, size_t n_rows,
+                        size_t head_dim, size_t head_dim_v, float scale, const AttentionMask& mask);
+
+// IEEE binary16 conversions (round to nearest even), the reference for the cache's storage.
+float half_to_float_ref(uint16_t h);
+uint16_t float_to_half_ref(float f);
+
+}  // namespace cactus

@@ -1,0 +1,57 @@
+#pragma once
+// Turns next-token logits into a token: a chain of small steps (repetition penalty, top-k, top-p,
+// min-p, temperature) followed by a draw from a seeded generator, or greedy argmax when the
+// temperature is 0. The same seed and inputs give the same tokens.
+#include <cstdint>
+#include <deque>
+#include <random>
+#include <vector>
+
+namespace cactus {
+
+struct SamplingParams {
+    float temperature = 0.0f;         // 0 = greedy
+    int top_k = 0;                    // 0 = off
+    float top_p = 1.0f;               // 1 = off
+    float min_p = 0.0f;               // 0 = off
+    float repetition_penalty = 1.0f;  // 1 = off
+    int repetition_window = 64;       // how many recent tokens the penalty looks at
+    uint64_t seed = 0;                // 0 = seeded from the clock
+};
+
+struct TokenCandidate {
+    int32_t id;
+    float logit;
+};
+
+class Sampler {
+public:
+    explicit Sampler(const SamplingParams& params);
+
+    // Picks the next token from logits ([n_vocab]); `logits` is used as scratch.
+    int32_t sample(std::vector<float>& logits);
+    // Tokens the repetition penalty should know about (prompt and generated ones).
+    void accept(int32_t token);
+    void reset_history() { history_.clear(); }
+
+    // Softmax probability of the token chosen last, before truncation (a confidence signal).
+    float last_probability() const { return last_probability_; }
+
+private:
+    void apply_repetition_penalty(std::vector<float>& logits) const;
+
+    SamplingParams params_;
+    std::mt19937_64 rng_;
+    std::deque<int32_t> history_;
+    std::vector<TokenCandidate> candidates_;
+    float last_probability_ = 0.0f;
+};
+
+// The individual steps, exposed for tests. Each keeps `c` sorted by descending logit when it sorts.
+int32_t argmax(const std::vector<float>& logits);
+void softmax_candidates(std::vector<TokenCandidate>& c, std::vector<float>& probs);
+void keep_top_k(std::vector<TokenCandidate>& c, int k);
+void keep_top_p(std::vector<TokenCandidate>& c, float p);
+void keep_min_p(std::vector<TokenCandidate>& c, float min_p);
+
+}  // namespace cactus

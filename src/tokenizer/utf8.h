@@ -1,0 +1,41 @@
+#pragma once
+// UTF-8 helpers for the tokenizers: lenient decoding (as llama.cpp does it, so token ids match),
+// encoding, the GPT-2 byte <-> unicode mapping, and a scanner that finds where complete
+// characters end (for the streaming detokenizer).
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cactus {
+namespace utf8 {
+
+constexpr uint32_t kReplacementChar = 0xFFFD;
+
+// Length of the sequence a lead byte announces (1 for ASCII and for stray continuation bytes).
+size_t sequence_length(uint8_t lead_byte);
+
+// Decodes one code point at `offset` and advances it. Invalid bytes give U+FFFD and advance by
+// one byte. Overlong forms and surrogates decode to their value (as llama.cpp does).
+uint32_t decode_one(const std::string& text, size_t& offset);
+std::vector<uint32_t> decode(const std::string& text);
+
+// Encodes a code point; values above U+10FFFF become U+FFFD.
+void append(std::string& out, uint32_t cp);
+std::string encode(uint32_t cp);
+
+// Strictly validates the sequence starting at `offset` (no overlongs, no surrogates, <= U+10FFFF).
+// Returns its length when complete and valid, 0 when the bytes present are a valid but
+// incomplete prefix that runs to the end of `text`, and -1 when invalid.
+int strict_sequence_length(const std::string& text, size_t offset);
+
+// Replaces every invalid byte with U+FFFD (an incomplete tail included).
+std::string sanitize(const std::string& text);
+
+// GPT-2 byte-level mapping: every byte to a printable code point, and back.
+const std::string& byte_to_unicode(uint8_t byte);
+// Returns -1 when the code point is not the image of a byte.
+int unicode_to_byte(uint32_t cp);
+
+}  // namespace utf8
+}  // namespace cactus

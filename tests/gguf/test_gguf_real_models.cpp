@@ -1,0 +1,88 @@
+// Reads the two real model files and checks facts known from their model cards / llama.cpp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "gguf/gguf.h"
+
+namespace {
+
+std::string model_path(const char* file) {
+    const char* dir = std::getenv("CACTUS_MODELS");
+    std::string base = dir != nullptr ? dir : std::string(std::getenv("HOME")) + "/.cache/cactus/models";
+    return base + "/" + file;
+}
+
+// Every tensor's bytes must be inside the file and its pointer inside the data section.
+void expect_tensors_inside(const cactus::GgufFile& f) {
+    for (const cactus::GgufTensor& t : f.tensors()) {
+        EXPECT_GE(t.offset + f.data_offset() + t.n_bytes, t.n_bytes);
+        EXPECT_LE(f.data_offset() + t.offset + t.n_bytes, f.file_size()) << t.name;
+        EXPECT_EQ(t.offset % f.alignment(), 0u) << t.name;
+        EXPECT_NE(t.data, nullptr) << t.name;
+    }
+}
+
+}  // namespace
+
+TEST(GgufRealModels, Smollm2) {
+    auto f = cactus::GgufFile::open(model_path("smollm2-135m.gguf"));
+    EXPECT_EQ(f->version(), 3u);
+    EXPECT_EQ(f->get_string("general.architecture"), "llama");
+    EXPECT_EQ(f->get_uint("llama.block_count"), 30u);
+    EXPECT_EQ(f->get_uint("llama.embedding_length"), 576u);
+    EXPECT_EQ(f->get_string_array("tokenizer.ggml.tokens").size(), 49152u);
+    const cactus::GgufTensor* emb = f->find_tensor("token_embd.weight");
+    ASSERT_NE(emb, nullptr);
+    EXPECT_EQ(emb->dims, (std::vector<uint64_t>{576, 49152}));
+    EXPECT_EQ(emb->n_elements, 576u * 49152u);
+    ASSERT_NE(f->find_tensor("blk.29.attn_q.weight"), nullptr);
+    EXPECT_EQ(f->find_tensor("blk.30.attn_q.weight"), nullptr);
+    EXPECT_EQ(f->data_offset() % f->alignment(), 0u);
+    expect_tensors_inside(*f);
+    // Tensor data must be the file's bytes: compare the first tensor against a plain read.
+    const cactus::GgufTensor& t0 = f->tensors()[0];
+    FILE* fp = std::fopen(model_path("smollm2-135m.gguf").c_str(), "rb");
+    ASSERT_NE(fp, nullptr);
+    std::fseek(fp, static_cast<long>(f->data_offset() + t0.offset), SEEK_SET);
+    std::vector<uint8_t> bytes(std::min<uint64_t>(t0.n_bytes, 4096));
+    ASSERT_EQ(std::fread(bytes.data(), 1, bytes.size(), fp), bytes.size());
+    std::fclose(fp);
+    EXPECT_EQ(0, std::memcmp(bytes.data(), t0.data, bytes.size()));
+}
+
+TEST(GgufRealModels, Gemma3) {
+    auto f = cactus::GgufFile::open(model_path("gemma3-270m.gguf"));
+    EXPECT_EQ(f->get_string("general.architecture"), "gemma3");
+    EXPECT_EQ(f->get_uint("gemma3.block_count"), 18u);
+    EXPECT_EQ(f->get_string_array("tokenizer.ggml.tokens").size(), 262144u);
+    EXPECT_NE(f->find_tensor("token_embd.weight"), nullptr);
+    expect_tensors_inside(*f);
+}
+
+TEST(GgufRealModels, LockAndCopyKeepTheBytes) {
+    auto f = cactus::GgufFile::open(model_path("smollm2-135m.gguf"));
+    const cactus::GgufTensor* t = f->find_tensor("blk.0.attn_q.weight");
+    ASSERT_NE(t, nullptr);
+    std::vector<uint8_t> before(t->data, t->data + t->n_bytes);
+    f->lock_in_memory();
+    EXPECT_NE(std::string(f->residency()), "mapped");
+    EXPECT_EQ(0, std::memcmp(before.data(), t->data, before.size()));
+    f->copy_into_anonymous_memory();
+    EXPECT_EQ(std::string(f->residency()), "anonymous");
+    EXPECT_EQ(0, std::memcmp(before.data(), t->data, before.size()));
+}
+
+TEST(GgufRealModels, MissingFileIsAnError) {
+    try {
+        cactus::GgufFile::open("/nonexistent/model.gguf");
+        FAIL() << "no error";
+    } catch (const cactus::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("/nonexistent/model.gguf"), std::string::npos);
+    }
+}

@@ -1,0 +1,148 @@
+// Drives a model for the Python oracle tests (tests/models/test_model_oracle.py).
+//
+//   model_probe MODEL.gguf [--threads N] [--ctx N] [--batch N] [--anonymous]
+//
+// Reads one JSON request per stdin line and writes one JSON response line:
+//   {"tokens": [...], "n_predict": 32}
+//       -> {"generated": [...greedy ids...], "prefill_tok_s": x, "decode_tok_s": y}
+//   {"tokens": [...], "score_from": P, "score_ids": [[ids], ...]}  (teacher forcing)
+//       -> {"score_logprobs": [[log p(id)], ...], "argmax": [...]}  for the rows predicting
+//          tokens P, P+1, ..., len-1 (score_ids[i] are the ids to report for row i).
+// Both parts may be combined in one request. Errors -> {"error": "message"}.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "gguf/gguf.h"
+#include "models/model.h"
+
+using nlohmann::json;
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int32_t argmax(const float* x, size_t n) {
+    return static_cast<int32_t>(std::max_element(x, x + n) - x);
+}
+
+double log_sum_exp(const float* x, size_t n) {
+    const float max = *std::max_element(x, x + n);
+    double sum = 0.0;
+    for (size_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i]) - max);
+    return max + std::log(sum);
+}
+
+void generate(cactus::Model& model, const std::vector<int32_t>& tokens, int n_predict, json& out) {
+    model.reset();
+    std::vector<float> logits;
+    auto start = std::chrono::steady_clock::now();
+    model.forward(tokens.data(), tokens.size(), &logits);
+    const double prefill_s = seconds_since(start);
+    std::vector<int32_t> generated;
+    start = std::chrono::steady_clock::now();
+    for (int i = 0; i < n_predict; ++i) {
+        const int32_t next = argmax(logits.data(), logits.size());
+        generated.push_back(next);
+        if (i + 1 < n_predict) model.forward(&next, 1, &logits);
+    }
+    const double decode_s = seconds_since(start);
+    out["generated"] = generated;
+    out["prefill_tok_s"] = tokens.size() / std::max(prefill_s, 1e-9);
+    out["decode_tok_s"] = n_predict > 1 ? (n_predict - 1) / std::max(decode_s, 1e-9) : 0.0;
+}
+
+void score(cactus::Model& model, const std::vector<int32_t>& tokens, size_t score_from,
+           const json& score_ids, json& out) {
+    if (score_from == 0 || score_from > tokens.size()) cactus::fail("probe: bad score_from %zu", score_from);
+    model.reset();
+    std::vector<float> all;
+    model.forward(tokens.data(), tokens.size(), nullptr, &all);
+    const size_t n_vocab = model.info().n_vocab;
+    json logprobs = json::array();
+    json best = json::array();
+    for (size_t row = score_from - 1; row + 1 < tokens.size(); ++row) {
+        const float* x = all.data() + row * n_vocab;
+        const double lse = log_sum_exp(x, n_vocab);
+        const size_t step = row + 1 - score_from;
+        json values = json::array();
+        if (step < score_ids.size()) {
+            for (int64_t id : score_ids[step]) {
+                if (id < 0 || static_cast<size_t>(id) >= n_vocab) cactus::fail("probe: bad score id %lld", (long long)id);
+                values.push_back(x[id] - lse);
+            }
+        }
+        logprobs.push_back(values);
+        best.push_back(argmax(x, n_vocab));
+    }
+    out["score_logprobs"] = logprobs;
+    out["argmax"] = best;
+}
+
+json handle(cactus::Model& model, const std::string& line) {
+    json request = json::parse(line);
+    std::vector<int32_t> tokens = request.at("tokens").get<std::vector<int32_t>>();
+    json out = json::object();
+    if (request.contains("n_predict")) generate(model, tokens, request["n_predict"].get<int>(), out);
+    if (request.contains("score_from")) {
+        score(model, tokens, request["score_from"].get<size_t>(),
+              request.value("score_ids", json::array()), out);
+    }
+    return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        std::fprintf(stderr, "usage: %s MODEL.gguf [--threads N] [--ctx N] [--batch N] [--anonymous]\n", argv[0]);
+        return 2;
+    }
+    cactus::ModelOptions options;
+    options.n_ctx = 4096;
+    bool anonymous = false;
+    for (int i = 2; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg == "--anonymous") {
+            anonymous = true;
+        } else if (i + 1 < argc && arg == "--threads") {
+            options.n_threads = std::atoi(argv[++i]);
+        } else if (i + 1 < argc && arg == "--ctx") {
+            options.n_ctx = std::strtoull(argv[++i], nullptr, 10);
+        } else if (i + 1 < argc && arg == "--batch") {
+            options.n_batch = std::strtoull(argv[++i], nullptr, 10);
+        } else {
+            std::fprintf(stderr, "model_probe: unknown argument %s\n", arg.c_str());
+            return 2;
+        }
+    }
+    try {
+        auto file = cactus::GgufFile::open(argv[1]);
+        if (anonymous) file->copy_into_anonymous_memory();
+        auto model = cactus::Model::load(*file, options);
+        std::string line;
+        while (std::getline(std::cin, line)) {
+            if (line.empty()) continue;
+            json out;
+            try {
+                out = handle(*model, line);
+            } catch (const std::exception& e) {
+                out = json{{"error", e.what()}};
+            }
+            std::cout << out.dump() << std::endl;
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "model_probe: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

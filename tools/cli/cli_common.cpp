@@ -1,0 +1,63 @@
+#include "cli_common.h"
+
+#include <cstdio>
+
+#include "engine/model_store.h"
+
+namespace cactus::cli {
+
+void add_model_args(CLI::App& app, ModelArgs& args) {
+    app.add_option("model", args.model, "Model: a short name (see 'cactus list') or a .gguf path")
+        ->capture_default_str();
+    app.add_option("-t,--threads", args.threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 256));
+    app.add_option("-c,--ctx-size", args.ctx_size, "Context length in tokens (0 = model default, at most 8192)");
+    app.add_flag("--mlock", args.lock_weights, "Lock the weights in memory (or copy them to RAM)");
+}
+
+void add_sampling_args(CLI::App& app, SamplingArgs& args) {
+    app.add_option("-n,--max-new-tokens", args.max_new_tokens, "Most tokens to generate")
+        ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{1} << 20));
+    app.add_option("--temperature,--temp", args.temperature, "Sampling temperature (0 = greedy)")
+        ->capture_default_str()->check(CLI::Range(0.0f, 100.0f));
+    app.add_option("--top-k", args.top_k, "Keep the k most likely tokens (0 = off)")->check(CLI::NonNegativeNumber);
+    app.add_option("--top-p", args.top_p, "Nucleus sampling mass (1 = off)")->check(CLI::Range(0.0001f, 1.0f));
+    app.add_option("--min-p", args.min_p, "Drop tokens below this fraction of the best (0 = off)")
+        ->check(CLI::Range(0.0f, 0.9999f));
+    app.add_option("--repeat-penalty", args.repeat_penalty, "Repetition penalty (1 = off)")
+        ->check(CLI::Range(0.01f, 100.0f));
+    app.add_option("-s,--seed", args.seed, "Random seed (0 = from the clock)");
+    app.add_option("--stop", args.stop, "Stop when the text contains this (repeatable)");
+    app.add_flag("--ignore-eos", args.ignore_eos, "Keep generating past end-of-turn tokens");
+}
+
+std::unique_ptr<Engine> load_engine(const ModelArgs& args) {
+    EngineOptions options;
+    options.n_threads = args.threads;
+    options.n_ctx = args.ctx_size;
+    options.lock_weights = args.lock_weights;
+    return Engine::load(resolve_model_path(args.model), options);
+}
+
+GenerationOptions generation_options(const SamplingArgs& args) {
+    GenerationOptions g;
+    g.max_tokens = args.max_new_tokens;
+    g.sampling.temperature = args.temperature;
+    g.sampling.top_k = args.top_k;
+    g.sampling.top_p = args.top_p;
+    g.sampling.min_p = args.min_p;
+    g.sampling.repetition_penalty = args.repeat_penalty;
+    g.sampling.seed = args.seed;
+    g.stop_sequences = args.stop;
+    g.ignore_eos = args.ignore_eos;
+    return g;
+}
+
+void print_metrics(const CompletionMetrics& m) {
+    std::fprintf(stderr,
+                 "\n[ttft %.1f ms | prefill %zu tok @ %.1f tok/s | decode %zu tok @ %.1f tok/s | "
+                 "total %.1f ms]\n",
+                 m.time_to_first_token_ms, m.prefill_tokens, m.prefill_tps, m.decode_tokens,
+                 m.decode_tps, m.total_time_ms);
+}
+
+}  // namespace cactus::cli

@@ -1,0 +1,51 @@
+// cactus run [MODEL] -p PROMPT: one completion, streamed to stdout; metrics to stderr.
+#include <cstdio>
+#include <memory>
+
+#include "cli_common.h"
+
+namespace cactus::cli {
+
+namespace {
+
+struct RunArgs {
+    ModelArgs model;
+    SamplingArgs sampling;
+    std::string prompt;
+    std::string system;
+    bool raw = false;
+};
+
+int run_command(const RunArgs& args) {
+    std::unique_ptr<Engine> engine = load_engine(args.model);
+    std::string prompt = args.prompt;
+    if (!args.raw) {
+        nlohmann::json messages = nlohmann::json::array();
+        if (!args.system.empty()) messages.push_back({{"role", "system"}, {"content", args.system}});
+        messages.push_back({{"role", "user"}, {"content", args.prompt}});
+        prompt = engine->render_chat(messages, nlohmann::json(), /*add_generation_prompt=*/true);
+    }
+    CompletionResult result = engine->complete(prompt, generation_options(args.sampling),
+                                               [](const std::string& piece, int32_t) {
+                                                   std::fwrite(piece.data(), 1, piece.size(), stdout);
+                                                   std::fflush(stdout);
+                                               });
+    std::fputc('\n', stdout);
+    print_metrics(result.metrics);
+    return 0;
+}
+
+}  // namespace
+
+void register_run(CLI::App& app) {
+    auto args = std::make_shared<RunArgs>();
+    CLI::App* run = app.add_subcommand("run", "Generate a reply to one prompt, streamed to stdout");
+    add_model_args(*run, args->model);
+    add_sampling_args(*run, args->sampling);
+    run->add_option("-p,--prompt", args->prompt, "The prompt (the user message)")->required();
+    run->add_option("--system", args->system, "A system message");
+    run->add_flag("--raw", args->raw, "Complete the prompt text as is (no chat template)");
+    run->callback([args]() { throw CLI::RuntimeError(run_command(*args)); });
+}
+
+}  // namespace cactus::cli
