@@ -17,6 +17,9 @@ public:
     ChatTemplate& operator=(ChatTemplate&&) noexcept;
 
     std::string render(const nlohmann::json& context) const;
+    // Same, keeping the context's object key order (as Python dicts do): tojson of tool schemas
+    // must list keys in the order the caller gave them.
+    std::string render_ordered(const nlohmann::ordered_json& context) const;
 
 private:
     struct Impl;

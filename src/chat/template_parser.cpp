@@ -1,6 +1,8 @@
 // Lexer and parser of the chat-template Jinja2 subset. Lexing follows jinja2's rules as
 // transformers configures them: trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False,
 // `-`/`+` whitespace control on tags.
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 

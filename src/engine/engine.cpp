@@ -44,10 +44,9 @@ std::unique_ptr<Engine> Engine::load(const std::string& model_path, const Engine
     std::unique_ptr<Engine> engine(new Engine());
     engine->file_ = GgufFile::open(model_path);
     if (options.lock_weights) engine->file_->lock_in_memory();
-    ModelOptions model_options;
-    model_options.n_ctx = options.n_ctx;
-    model_options.n_threads = options.n_threads;
-    engine->model_ = Model::load(*engine->file_, model_options);
+    engine->model_options_.n_ctx = options.n_ctx;
+    engine->model_options_.n_threads = options.n_threads;
+    engine->model_ = Model::load(*engine->file_, engine->model_options_);
     engine->tokenizer_ = Tokenizer::from_gguf(*engine->file_);
     std::string source = engine->file_->get_string("tokenizer.chat_template", "");
     if (source.empty()) source = builtin_chat_template(engine->model_->info().architecture);
@@ -55,16 +54,16 @@ std::unique_ptr<Engine> Engine::load(const std::string& model_path, const Engine
     return engine;
 }
 
-std::string Engine::render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
+std::string Engine::render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                 bool add_generation_prompt, bool enable_thinking) const {
-    nlohmann::json context;
+    nlohmann::ordered_json context;
     context["messages"] = messages;
     if (!tools.is_null() && !tools.empty()) context["tools"] = tools;
     context["add_generation_prompt"] = add_generation_prompt;
     context["bos_token"] = special_text(*tokenizer_, tokenizer_->bos_id());
     context["eos_token"] = special_text(*tokenizer_, tokenizer_->eos_id());
     context["enable_thinking"] = enable_thinking;
-    return template_->render(context);
+    return template_->render_ordered(context);
 }
 
 std::vector<int32_t> Engine::tokenize_prompt(const std::string& text) const {
@@ -74,6 +73,46 @@ std::vector<int32_t> Engine::tokenize_prompt(const std::string& text) const {
         ids.insert(ids.begin(), bos);
     }
     return ids;
+}
+
+bool Engine::configure_context(const EngineContextOptions& options) {
+    ModelOptions wanted = model_options_;
+    if (options.n_ctx != 0) wanted.n_ctx = options.n_ctx;
+    if (options.prefill_chunk != 0) wanted.n_batch = options.prefill_chunk;
+    bool same = wanted.n_ctx == model_options_.n_ctx && wanted.n_batch == model_options_.n_batch;
+    if (same) return false;
+    std::unique_ptr<Model> rebuilt = Model::load(*file_, wanted);  // may throw; keep the old one then
+    model_ = std::move(rebuilt);
+    model_options_ = wanted;
+    cached_ids_.clear();
+    return true;
+}
+
+void Engine::check_prompt(const std::vector<int32_t>& prompt) const {
+    if (prompt.empty()) fail("complete: the prompt is empty");
+    const size_t n_ctx = model_->info().n_ctx;
+    if (prompt.size() >= n_ctx) {
+        fail("complete: the prompt has %zu tokens but the context holds %zu; shorten it or raise n_ctx",
+             prompt.size(), n_ctx);
+    }
+    for (int32_t id : prompt) {
+        if (id < 0 || static_cast<size_t>(id) >= tokenizer_->vocab_size())
+            fail("complete: token id %d is outside the vocabulary", id);
+    }
+}
+
+CompletionMetrics Engine::prefill(const std::vector<int32_t>& prompt) {
+    Clock::time_point start = Clock::now();
+    check_prompt(prompt);
+    CompletionMetrics m;
+    m.prompt_tokens = prompt.size();
+    size_t reused = reuse_prefix(prompt);
+    m.prefill_tokens = prompt.size() - reused;
+    std::vector<float> logits;
+    forward_cached(prompt.data() + reused, prompt.size() - reused, &logits);
+    Clock::time_point end = Clock::now();
+    finish_metrics(m, start, end, true, end);
+    return m;
 }
 
 void Engine::reset() {
@@ -107,16 +146,8 @@ CompletionResult Engine::complete_tokens(const std::vector<int32_t>& prompt,
                                          const TokenCallback& on_token) {
     Clock::time_point start = Clock::now();
     stop_requested_.store(false);
-    if (prompt.empty()) fail("complete: the prompt is empty");
+    check_prompt(prompt);
     const size_t n_ctx = model_->info().n_ctx;
-    if (prompt.size() >= n_ctx) {
-        fail("complete: the prompt has %zu tokens but the context holds %zu; shorten it or raise n_ctx",
-             prompt.size(), n_ctx);
-    }
-    for (int32_t id : prompt) {
-        if (id < 0 || static_cast<size_t>(id) >= tokenizer_->vocab_size())
-            fail("complete: token id %d is outside the vocabulary", id);
-    }
 
     CompletionResult result;
     result.metrics.prompt_tokens = prompt.size();

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/model.h"
 #include "sampling/sampler.h"
 
 namespace cactus {
@@ -24,6 +25,13 @@ struct EngineOptions {
     size_t n_ctx = 0;     // 0 = min(trained context, 8192)
     int n_threads = 0;    // 0 = default
     bool lock_weights = false;  // mlock weights (or copy them to anonymous memory)
+};
+
+// Per-request settings of the context and KV cache (C API options of ours). A request whose values
+// differ from the handle's current ones rebuilds the cache (the conversation is forgotten).
+struct EngineContextOptions {
+    size_t n_ctx = 0;          // 0 = keep the handle's
+    size_t prefill_chunk = 0;  // tokens per prefill step; 0 = keep the handle's (default 512)
 };
 
 struct GenerationOptions {
@@ -65,7 +73,7 @@ public:
     const GgufFile& file() const { return *file_; }
 
     // Renders the conversation with the model's chat template (or a built-in one for its family).
-    std::string render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
+    std::string render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                             bool add_generation_prompt, bool enable_thinking = false) const;
     // Prompt text → ids: special tokens parsed, BOS added when the model wants one and the text
     // does not already start with it.
@@ -76,6 +84,11 @@ public:
     CompletionResult complete_tokens(const std::vector<int32_t>& prompt,
                                      const GenerationOptions& options, const TokenCallback& on_token);
 
+    // Applies context options (see EngineContextOptions); returns true when the cache was rebuilt.
+    bool configure_context(const EngineContextOptions& options);
+    // Fills the cache with the prompt without generating; returns metrics like complete().
+    CompletionMetrics prefill(const std::vector<int32_t>& prompt);
+
     void reset();                 // forget the cached conversation
     void request_stop() { stop_requested_.store(true); }  // thread-safe; ends the current completion
     const std::vector<int32_t>& cached_tokens() const { return cached_ids_; }
@@ -85,6 +98,9 @@ private:
     size_t reuse_prefix(const std::vector<int32_t>& prompt);
     void forward_cached(const int32_t* ids, size_t n, std::vector<float>* logits);
 
+    void check_prompt(const std::vector<int32_t>& prompt) const;
+
+    ModelOptions model_options_;
     std::unique_ptr<GgufFile> file_;
     std::unique_ptr<Model> model_;
     std::unique_ptr<Tokenizer> tokenizer_;

@@ -184,8 +184,9 @@ GgufTensor read_tensor_info(Cursor& in, size_t index) {
     uint64_t n_elements = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
         uint64_t dim = in.read<uint64_t>(what + " dims");
-        if (dim == 0 || dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-            fail("gguf: %s: dims[%u] = %llu out of range", what.c_str(), d,
+        if (dim == 0) fail("gguf: %s: dims[%u] = 0 (every dimension must be > 0)", what.c_str(), d);
+        if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+            fail("gguf: %s: dims[%u] = %llu exceeds INT64_MAX", what.c_str(), d,
                  static_cast<unsigned long long>(dim));
         }
         if (__builtin_mul_overflow(n_elements, dim, &n_elements) ||
@@ -266,7 +267,7 @@ void GgufFile::parse() {
     }
     in.read<uint32_t>("magic");
     version_ = in.read<uint32_t>("version");
-    if (version_ == 1) fail("gguf: version 1 is not supported (only versions 2 and 3)");
+    if (version_ == 1) fail("gguf: version %u is not supported (only versions 2 and 3)", version_);
     if (version_ != 2 && version_ != 3) {
         fail("gguf: version %u is not supported (only versions 2 and 3%s)", version_,
              (version_ & 0xffff) == 0 ? "; big-endian file?" : "");

@@ -90,7 +90,7 @@ std::vector<Case> corpus() {
         {"n_dims 5", [](File& f) { f.tensors[0].dims = {8, 2, 1, 1, 1}; }, {"tensor 'w'", "n_dims 5"}},
         {"n_dims 2^32-1", [](File& f) { f.tensors[0].n_dims = 0xffffffffu; }, {"tensor 'w'", "n_dims 4294967295"}},
         {"zero dim", [](File& f) { f.tensors[0].dims = {8, 0}; }, {"tensor 'w'", "dims[1] = 0"}},
-        {"negative dim", [](File& f) { f.tensors[0].dims = {8, ~0ull}; }, {"tensor 'w'", "dims[1]"}},
+        {"negative dim", [](File& f) { f.tensors[0].dims = {8, ~0ull}; }, {"tensor 'w'", "dims[1] = 18446744073709551615 exceeds INT64_MAX"}},
         {"dims product overflows", [](File& f) { f.tensors[0].dims = {1ull << 32, 1ull << 32}; },
          {"tensor 'w'", "product of dims overflows"}},
         {"dims product overflows in 4 dims", [](File& f) { f.tensors[0].dims = {1ull << 20, 1ull << 20, 1ull << 20, 1ull << 20}; },

@@ -86,3 +86,30 @@ TEST(GgufRealModels, MissingFileIsAnError) {
         EXPECT_NE(std::string(e.what()).find("/nonexistent/model.gguf"), std::string::npos);
     }
 }
+
+// The real header cut at 120 places (inside tokenizer arrays, tensor infos, ...) and the data
+// section cut short: always a clean error naming a field.
+TEST(GgufRealModels, TruncatedRealHeaderIsAnError) {
+    std::string path = model_path("smollm2-135m.gguf");
+    auto full = cactus::GgufFile::open(path);
+    size_t header = static_cast<size_t>(full->data_offset());
+    std::vector<uint8_t> bytes(header + 4096);
+    FILE* fp = std::fopen(path.c_str(), "rb");
+    ASSERT_NE(fp, nullptr);
+    ASSERT_EQ(std::fread(bytes.data(), 1, bytes.size(), fp), bytes.size());
+    std::fclose(fp);
+    for (size_t k = 0; k <= 120; ++k) {
+        size_t cut = header * k / 120 + (k % 7);
+        cut = std::min(cut, bytes.size());
+        try {
+            cactus::GgufFile::from_memory(bytes.data(), cut);
+            FAIL() << "accepted a file cut at " << cut;
+        } catch (const cactus::Error& e) {
+            std::string m = e.what();
+            EXPECT_EQ(m.rfind("gguf: ", 0), 0u) << m;
+            EXPECT_TRUE(m.find("metadata") != std::string::npos || m.find("tensor") != std::string::npos ||
+                        m.find("magic") != std::string::npos || m.find("version") != std::string::npos)
+                << m;
+        }
+    }
+}

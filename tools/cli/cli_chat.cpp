@@ -23,8 +23,8 @@ void print_help() {
     std::fprintf(stderr, "Type a message and press Enter. Commands: /reset (new conversation), /exit.\n");
 }
 
-nlohmann::json initial_messages(const std::string& system) {
-    nlohmann::json messages = nlohmann::json::array();
+nlohmann::ordered_json initial_messages(const std::string& system) {
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
     if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
     return messages;
 }
@@ -32,7 +32,7 @@ nlohmann::json initial_messages(const std::string& system) {
 int chat_command(const ChatArgs& args) {
     std::unique_ptr<Engine> engine = load_engine(args.model);
     GenerationOptions options = generation_options(args.sampling);
-    nlohmann::json messages = initial_messages(args.system);
+    nlohmann::ordered_json messages = initial_messages(args.system);
     print_help();
     std::string line;
     for (;;) {
@@ -48,7 +48,7 @@ int chat_command(const ChatArgs& args) {
         }
         messages.push_back({{"role", "user"}, {"content", line}});
         try {
-            std::string prompt = engine->render_chat(messages, nlohmann::json(), true);
+            std::string prompt = engine->render_chat(messages, nlohmann::ordered_json(), true);
             CompletionResult r = engine->complete(prompt, options, [](const std::string& piece, int32_t) {
                 std::fwrite(piece.data(), 1, piece.size(), stdout);
                 std::fflush(stdout);

@@ -20,10 +20,10 @@ int run_command(const RunArgs& args) {
     std::unique_ptr<Engine> engine = load_engine(args.model);
     std::string prompt = args.prompt;
     if (!args.raw) {
-        nlohmann::json messages = nlohmann::json::array();
+        nlohmann::ordered_json messages = nlohmann::ordered_json::array();
         if (!args.system.empty()) messages.push_back({{"role", "system"}, {"content", args.system}});
         messages.push_back({{"role", "user"}, {"content", args.prompt}});
-        prompt = engine->render_chat(messages, nlohmann::json(), /*add_generation_prompt=*/true);
+        prompt = engine->render_chat(messages, nlohmann::ordered_json(), /*add_generation_prompt=*/true);
     }
     CompletionResult result = engine->complete(prompt, generation_options(args.sampling),
                                                [](const std::string& piece, int32_t) {

@@ -1,0 +1,89 @@
+/* cactus: on-device inference engine. The public C API, compatible with the Cactus FFI.
+ *
+ * Handles are opaque. Results are JSON written into a caller-allocated buffer; functions return
+ * the number of bytes written (excluding the terminating NUL), or a negative code:
+ *   CACTUS_ERROR (-1)            the call failed; cactus_get_last_error() says why
+ *   CACTUS_BUFFER_TOO_SMALL (-2) the result did not fit; nothing was written past buffer_size
+ * No C++ exception ever crosses this interface. Calls on one handle are serialized; different
+ * handles run concurrently. See docs/API.md for the JSON formats and every option.
+ */
+#ifndef CACTUS_CACTUS_H
+#define CACTUS_CACTUS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define CACTUS_API __declspec(dllexport)
+#else
+#define CACTUS_API __attribute__((visibility("default")))
+#endif
+
+#define CACTUS_ERROR (-1)
+#define CACTUS_BUFFER_TOO_SMALL (-2)
+
+typedef void* cactus_model_t;
+
+/* Receives each new piece of generated text (whole UTF-8 characters, NUL-terminated) and the id of
+ * the token that completed it. Stop tokens are never sent. */
+typedef void (*cactus_token_callback)(const char* token, uint32_t token_id, void* user_data);
+
+/* Receives log lines at or above the level set by cactus_log_set_level. */
+typedef void (*cactus_log_callback)(int level, const char* message, void* user_data);
+
+/* Loads a model: a .gguf file, a folder holding one, or a known short name ("smollm2-135m").
+ * corpus_dir may be NULL. Returns NULL on failure (reason in cactus_get_last_error()). */
+CACTUS_API cactus_model_t cactus_init(const char* model_path, const char* corpus_dir, bool cache_index);
+
+/* Frees everything the handle holds. NULL is ignored. */
+CACTUS_API void cactus_destroy(cactus_model_t model);
+
+/* Forgets the cached conversation (KV cache and processed token ids). */
+CACTUS_API void cactus_reset(cactus_model_t model);
+
+/* Asks a running completion on this handle to stop after the current step. Thread-safe. */
+CACTUS_API void cactus_stop(cactus_model_t model);
+
+/* "cpu", "cuda" or "auto"; applies to handles created afterwards. 0 on success, -1 if unavailable. */
+CACTUS_API int cactus_set_backend(const char* name);
+
+/* Chat completion. messages_json: [{role, content, ...}]; options_json and tools_json may be NULL.
+ * callback may be NULL. pcm_buffer: 16-bit mono 16 kHz audio for the last user message, or NULL. */
+CACTUS_API int cactus_complete(cactus_model_t model, const char* messages_json, char* response_buffer,
+                               size_t buffer_size, const char* options_json, const char* tools_json,
+                               cactus_token_callback callback, void* user_data,
+                               const uint8_t* pcm_buffer, size_t pcm_buffer_size);
+
+/* Fills the cache with the rendered conversation only; the response holds
+ * {success, error, prefill_tokens, prefill_tps, total_time_ms, ram_usage_mb}. */
+CACTUS_API int cactus_prefill(cactus_model_t model, const char* messages_json, char* response_buffer,
+                              size_t buffer_size, const char* options_json, const char* tools_json,
+                              const uint8_t* pcm_buffer, size_t pcm_buffer_size);
+
+/* Text to token ids. Returns 0, -1 on error, or -2 when token_buffer is too small (out_token_len is
+ * still set). A NULL token_buffer asks only for the count. */
+CACTUS_API int cactus_tokenize(cactus_model_t model, const char* text, uint32_t* token_buffer,
+                               size_t token_buffer_len, size_t* out_token_len);
+
+/* The prompt text the chat template renders for these messages (with the generation prompt). */
+CACTUS_API int cactus_render_prompt(cactus_model_t model, const char* messages_json,
+                                    const char* options_json, const char* tools_json, char* buffer,
+                                    size_t buffer_size);
+
+/* The last error of the calling thread; never NULL ("" when none). */
+CACTUS_API const char* cactus_get_last_error(void);
+
+/* 0 debug, 1 info, 2 warning, 3 error, 4 none. Default 2. */
+CACTUS_API void cactus_log_set_level(int level);
+CACTUS_API void cactus_log_set_callback(cactus_log_callback callback, void* user_data);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CACTUS_CACTUS_H */

@@ -1,0 +1,150 @@
+"""The Cactus-compatible functions: thin wrappers that encode JSON, call libcactus, and raise
+CactusError with the engine's message on failure."""
+import ctypes
+import json
+
+from ._native import TOKEN_CALLBACK, lib
+
+_MIN_RESPONSE_BUFFER = 1 << 20
+
+
+class CactusError(RuntimeError):
+    """An error reported by the engine (its message is the C API's last error)."""
+
+
+def cactus_get_last_error():
+    return lib.cactus_get_last_error().decode("utf-8", "replace")
+
+
+def _encode(value, what):
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    try:
+        return json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError) as e:
+        raise CactusError("%s is not JSON-serialisable: %s" % (what, e)) from None
+
+
+def _check_handle(model):
+    if not model:
+        raise CactusError("the model handle is None (was cactus_init successful?)")
+    return ctypes.c_void_p(model)
+
+
+def _response_buffer_size(options_bytes):
+    max_tokens = 100
+    if options_bytes:
+        try:
+            max_tokens = int(json.loads(options_bytes).get("max_tokens", 100))
+        except (ValueError, AttributeError, TypeError):
+            pass
+    return max(_MIN_RESPONSE_BUFFER, 64 * max_tokens + 65536)
+
+
+def cactus_init(model_path, corpus_dir=None, cache_index=False):
+    """Loads a model (a .gguf path, a folder holding one, or a known short name); returns a handle."""
+    handle = lib.cactus_init(_encode(str(model_path), "model_path"), _encode(corpus_dir, "corpus_dir"),
+                             bool(cache_index))
+    if not handle:
+        raise CactusError(cactus_get_last_error())
+    return handle
+
+
+def cactus_destroy(model):
+    if model:
+        lib.cactus_destroy(ctypes.c_void_p(model))
+
+
+def cactus_reset(model):
+    lib.cactus_reset(_check_handle(model))
+
+
+def cactus_stop(model):
+    lib.cactus_stop(_check_handle(model))
+
+
+def cactus_set_backend(name):
+    if lib.cactus_set_backend(_encode(name, "name")) != 0:
+        raise CactusError(cactus_get_last_error())
+
+
+def cactus_log_set_level(level):
+    lib.cactus_log_set_level(int(level))
+
+
+def _decode_response(buffer, rc):
+    text = buffer.value.decode("utf-8", "replace")
+    if rc < 0:
+        message = cactus_get_last_error()
+        if text:
+            try:
+                message = json.loads(text).get("error") or message
+            except ValueError:
+                pass
+        raise CactusError(message)
+    return json.loads(text)
+
+
+def cactus_complete(model, messages, options=None, tools=None, callback=None):
+    """Chat completion. messages/options/tools: lists/dicts or JSON strings. callback(text, token_id)
+    receives each streamed piece. Returns the response as a dict."""
+    handle = _check_handle(model)
+    options_bytes = _encode(options, "options")
+    size = _response_buffer_size(options_bytes)
+    buffer = ctypes.create_string_buffer(size)
+    errors = []
+
+    def on_token(piece, token_id, _user_data):
+        if callback is None or errors:
+            return
+        try:
+            callback(piece.decode("utf-8", "replace"), token_id)
+        except BaseException as e:  # never let an exception unwind through C
+            errors.append(e)
+            lib.cactus_stop(handle)
+
+    c_callback = TOKEN_CALLBACK(on_token)
+    rc = lib.cactus_complete(handle, _encode(messages, "messages"), buffer, size, options_bytes,
+                             _encode(tools, "tools"), c_callback, None, None, 0)
+    if errors:
+        raise errors[0]
+    return _decode_response(buffer, rc)
+
+
+def cactus_prefill(model, messages, options=None, tools=None):
+    handle = _check_handle(model)
+    buffer = ctypes.create_string_buffer(65536)
+    rc = lib.cactus_prefill(handle, _encode(messages, "messages"), buffer, len(buffer),
+                            _encode(options, "options"), _encode(tools, "tools"), None, 0)
+    return _decode_response(buffer, rc)
+
+
+def cactus_tokenize(model, text):
+    handle = _check_handle(model)
+    data = _encode(text, "text")
+    count = ctypes.c_size_t(0)
+    if lib.cactus_tokenize(handle, data, None, 0, ctypes.byref(count)) != 0:
+        raise CactusError(cactus_get_last_error())
+    ids = (ctypes.c_uint32 * max(1, count.value))()
+    if lib.cactus_tokenize(handle, data, ids, count.value, ctypes.byref(count)) != 0:
+        raise CactusError(cactus_get_last_error())
+    return list(ids[:count.value])
+
+
+def cactus_render_prompt(model, messages, options=None, tools=None):
+    handle = _check_handle(model)
+    size = 1 << 16
+    while True:
+        buffer = ctypes.create_string_buffer(size)
+        rc = lib.cactus_render_prompt(handle, _encode(messages, "messages"), _encode(options, "options"),
+                                      _encode(tools, "tools"), buffer, size)
+        if rc >= 0:
+            return buffer.value.decode("utf-8")
+        if rc == -2 and size < (1 << 28):
+            size *= 4
+            continue
+        raise CactusError(cactus_get_last_error())

@@ -1,0 +1,88 @@
+"""A Pythonic wrapper: Model(path).chat(messages) streams text pieces."""
+import queue
+import threading
+
+from . import api
+
+
+class Model:
+    """A loaded model. Use as a context manager or call close()."""
+
+    def __init__(self, path="smollm2-135m", **default_options):
+        self._handle = api.cactus_init(path)
+        self._default_options = dict(default_options)
+        self.last_response = None
+
+    def close(self):
+        if self._handle:
+            api.cactus_destroy(self._handle)
+            self._handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _options(self, options):
+        merged = dict(self._default_options)
+        merged.update(options or {})
+        return merged
+
+    def complete(self, messages, options=None, tools=None, callback=None):
+        """One completion; returns the response dict."""
+        self.last_response = api.cactus_complete(self._handle, messages, self._options(options), tools, callback)
+        return self.last_response
+
+    def chat(self, messages, stream=True, options=None, tools=None):
+        """With stream=True, yields text pieces as they are generated (the full response dict is in
+        last_response afterwards); with stream=False, returns the reply text."""
+        if not stream:
+            return self.complete(messages, options, tools)["response"]
+        return self._stream(messages, options, tools)
+
+    def _stream(self, messages, options, tools):
+        pieces = queue.Queue()
+        done = object()
+        failure = []
+
+        def worker():
+            try:
+                self.complete(messages, options, tools, callback=lambda text, _id: pieces.put(text))
+            except BaseException as e:
+                failure.append(e)
+            finally:
+                pieces.put(done)
+
+        thread = threading.Thread(target=worker, daemon=True)
+        thread.start()
+        try:
+            while True:
+                item = pieces.get()
+                if item is done:
+                    break
+                yield item
+        finally:
+            if thread.is_alive():
+                api.cactus_stop(self._handle)
+            thread.join()
+        if failure:
+            raise failure[0]
+
+    def reset(self):
+        api.cactus_reset(self._handle)
+
+    def stop(self):
+        api.cactus_stop(self._handle)
+
+    def tokenize(self, text):
+        return api.cactus_tokenize(self._handle, text)
+
+    def render_prompt(self, messages, options=None, tools=None):
+        return api.cactus_render_prompt(self._handle, messages, options, tools)

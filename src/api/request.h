@@ -1,0 +1,46 @@
+#pragma once
+// The C API's JSON inputs, parsed with a real parser and validated: messages, tools and options.
+// Every problem is a cactus::Error naming the key or the message index.
+#include <cstddef>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+
+namespace cactus::api {
+
+struct ApiOptions {
+    GenerationOptions generation;
+    bool force_tools = false;
+    int tool_rag_top_k = 2;
+    bool enable_thinking = false;
+    bool auto_handoff = true;
+    double confidence_threshold = 0.7;
+    int cloud_timeout_ms = 15000;
+    bool handoff_with_images = true;
+    bool timestamps = false;
+    std::string language;
+    // ours: context and KV cache (see docs/API.md)
+    EngineContextOptions context;
+};
+
+// Parses options_json (NULL or "" = defaults). Unknown keys, wrong types and out-of-range values
+// are errors naming the key.
+ApiOptions parse_options(const char* options_json);
+
+// Parses and normalizes messages_json: a non-empty array of {role, content, ...}. Content-part
+// arrays are accepted; tool_calls arguments given as JSON strings become objects.
+nlohmann::ordered_json parse_messages(const char* messages_json);
+
+// Parses tools_json (NULL or "" = no tools): an array of {type:"function", function:{name, ...}}.
+nlohmann::ordered_json parse_tools(const char* tools_json);
+
+// Keeps the k tools most relevant to the last user message (k <= 0 keeps all), in their order.
+nlohmann::ordered_json select_tools(const nlohmann::ordered_json& tools, const nlohmann::ordered_json& messages, int k);
+
+// Parses JSON text after checking its nesting depth (deep nesting is rejected before parsing, so
+// hostile inputs cannot exhaust a small thread stack). `what` names the argument in errors.
+nlohmann::ordered_json parse_json_text(const char* text, const char* what);
+
+}  // namespace cactus::api

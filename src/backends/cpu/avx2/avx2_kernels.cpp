@@ -1,0 +1,41 @@
+// AVX2 + FMA + F16C kernels (compiled with -mavx2 -mfma -mf16c; used only when the CPU has them).
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/avx2/avx2_kernels.h"
+#include "ops/quant.h"
+#include "ops/quant_blocks.h"
+
+namespace cactus {
+
+namespace {
+
+// u8 x s8 products summed per 4 bytes: maddubs to int16 pairs, then madd to int32. The int16
+// stage cannot saturate for our operands (quants of at most 6 bits, or |.| <= 128 with |act| <= 127).
+inline __m256i dot_u8_s8(__m256i acc, __m256i a, __m256i b) {
+    const __m256i pairs = _mm256_maddubs_epi16(a, b);
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
+
+#include "backends/cpu/avx2/x86_quant_kernels.inl"
+
+}  // namespace
+
+void register_avx2_kernels(CpuKernels& t) {
+    t.isa_name = "avx2";
+    t.vec_dot[static_cast<size_t>(DType::Q4_0)] = vec_dot_q4_0;
+    t.vec_dot[static_cast<size_t>(DType::Q4_1)] = vec_dot_q4_1;
+    t.vec_dot[static_cast<size_t>(DType::Q5_0)] = vec_dot_q5_0;
+    t.vec_dot[static_cast<size_t>(DType::Q8_0)] = vec_dot_q8_0;
+    t.vec_dot[static_cast<size_t>(DType::Q4_K)] = vec_dot_q4_k;
+    t.vec_dot[static_cast<size_t>(DType::Q5_K)] = vec_dot_q5_k;
+    t.vec_dot[static_cast<size_t>(DType::Q6_K)] = vec_dot_q6_k;
+    t.vec_dot[static_cast<size_t>(DType::F16)] = vec_dot_f16;
+    t.quantize_row[static_cast<size_t>(DType::Q8_0)] = quantize_row_q8_0;
+    t.quantize_row[static_cast<size_t>(DType::Q8_1)] = quantize_row_q8_1;
+    t.quantize_row[static_cast<size_t>(DType::Q8_K)] = quantize_row_q8_k;
+}
+
+}  // namespace cactus

@@ -1,0 +1,344 @@
+// x86 SIMD kernels shared by the AVX2 and AVX-512 VNNI tables. This file is included inside an
+// anonymous namespace of avx2_kernels.cpp and avx512_kernels.cpp, each compiled with its own ISA
+// flags, after that file defines the one primitive that differs:
+//   __m256i dot_u8_s8(__m256i acc, __m256i a_u8, __m256i b_s8)
+//     acc[i] + sum over 4 adjacent byte pairs of a (unsigned) * b (signed), as 8 int32.
+// Layouts: src/ops/quant_blocks.h. Each kernel is tested against the scalar reference.
+
+// ---- helpers -------------------------------------------------------------------------------------
+
+inline float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+inline int hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+inline float hmax_ps(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+
+// 16 bytes of nibbles -> 32 bytes: low nibbles in bytes 0..15, high nibbles in bytes 16..31.
+inline __m256i nibbles_to_bytes(const uint8_t* qs) {
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+// 32 bits -> 32 bytes of 0xFF (bit set) or 0x00.
+inline __m256i bits_to_bytes(const uint8_t* bits) {
+    uint32_t x32;
+    std::memcpy(&x32, bits, sizeof(x32));
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(static_cast<int>(x32)),
+        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    const __m256i probe = _mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+    return _mm256_cmpeq_epi8(probe, _mm256_set1_epi64x(-1));
+}
+
+// sum of signed x * signed y per 4 bytes (|y| <= 127), as 8 int32
+inline __m256i dot_s8_s8(__m256i x, __m256i y) {
+    return dot_u8_s8(_mm256_setzero_si256(), _mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+}
+
+inline __m256 half_product(uint16_t a, uint16_t b) {
+    return _mm256_set1_ps(fp16_to_fp32(a) * fp16_to_fp32(b));
+}
+
+// ---- 32-element formats --------------------------------------------------------------------------
+
+float vec_dot_q4_0(const void* w, const void* x, size_t n) {
+    const BlockQ4_0* a = static_cast<const BlockQ4_0*>(w);
+    const BlockQ8_0* b = static_cast<const BlockQ8_0*>(x);
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t i = 0; i < n / kQK32; ++i) {
+        const __m256i qa = _mm256_sub_epi8(nibbles_to_bytes(a[i].qs), _mm256_set1_epi8(8));
+        const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
+        acc = _mm256_fmadd_ps(half_product(a[i].d, b[i].d), _mm256_cvtepi32_ps(dot_s8_s8(qa, qb)), acc);
+    }
+    return hsum_ps(acc);
+}
+
+float vec_dot_q4_1(const void* w, const void* x, size_t n) {
+    const BlockQ4_1* a = static_cast<const BlockQ4_1*>(w);
+    const BlockQ8_1* b = static_cast<const BlockQ8_1*>(x);
+    __m256 acc = _mm256_setzero_ps();
+    float offsets = 0.0f;  // sum of m * s: the mins times the activation sums
+    for (size_t i = 0; i < n / kQK32; ++i) {
+        offsets += fp16_to_fp32(a[i].m) * fp16_to_fp32(b[i].s);
+        const __m256i qa = nibbles_to_bytes(a[i].qs);
+        const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
+        const __m256i dot = dot_u8_s8(_mm256_setzero_si256(), qa, qb);
+        acc = _mm256_fmadd_ps(half_product(a[i].d, b[i].d), _mm256_cvtepi32_ps(dot), acc);
+    }
+    return hsum_ps(acc) + offsets;
+}
+
+float vec_dot_q5_0(const void* w, const void* x, size_t n) {
+    const BlockQ5_0* a = static_cast<const BlockQ5_0*>(w);
+    const BlockQ8_0* b = static_cast<const BlockQ8_0*>(x);
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t i = 0; i < n / kQK32; ++i) {
+        // value - 16: a clear fifth bit makes the byte negative (0xF0 | nibble)
+        const __m256i high = _mm256_andnot_si256(bits_to_bytes(a[i].qh), _mm256_set1_epi8(static_cast<char>(0xF0)));
+        const __m256i qa = _mm256_or_si256(nibbles_to_bytes(a[i].qs), high);
+        const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
+        acc = _mm256_fmadd_ps(half_product(a[i].d, b[i].d), _mm256_cvtepi32_ps(dot_s8_s8(qa, qb)), acc);
+    }
+    return hsum_ps(acc);
+}
+
+float vec_dot_q8_0(const void* w, const void* x, size_t n) {
+    const BlockQ8_0* a = static_cast<const BlockQ8_0*>(w);
+    const BlockQ8_0* b = static_cast<const BlockQ8_0*>(x);
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t i = 0; i < n / kQK32; ++i) {
+        const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs));
+        const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
+        acc = _mm256_fmadd_ps(half_product(a[i].d, b[i].d), _mm256_cvtepi32_ps(dot_s8_s8(qa, qb)), acc);
+    }
+    return hsum_ps(acc);
+}
+
+// ---- K-quants ------------------------------------------------------------------------------------
+
+// Q4_K / Q5_K packed scales -> bytes 0..7 scales, bytes 8..15 mins.
+inline void unpack_k_scales(const uint8_t* packed, uint32_t* out /* [4] */) {
+    constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+    std::memcpy(out, packed, kKScaleBytes);
+    out[3] = ((out[2] >> 4) & kLow4) | (((out[1] >> 6) & kLow2) << 4);
+    const uint32_t mins_low = out[1] & kLow6;
+    out[1] = (out[2] & kLow4) | (((out[0] >> 6) & kLow2) << 4);
+    out[2] = mins_low;
+    out[0] &= kLow6;
+}
+
+// sum_j mins[j] * (bsums[2j] + bsums[2j+1]) of a Q4_K / Q5_K super-block.
+inline int k_mins_dot(const uint32_t* scales_mins, const int16_t* bsums) {
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(scales_mins[3]),
+                                                         static_cast<int>(scales_mins[2])));
+    const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsums));
+    const __m128i pair_sums = _mm_hadd_epi16(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
+    __m128i p = _mm_madd_epi16(mins, pair_sums);
+    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(1, 0, 3, 2)));
+    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(p);
+}
+
+// acc + scale * (4-byte dot sums of 32 unsigned quants with 32 activations)
+inline __m256i scaled_dot(__m256i acc, int scale, __m256i q_u8, const int8_t* q8) {
+    const __m256i act = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8));
+    const __m256i dot = dot_u8_s8(_mm256_setzero_si256(), q_u8, act);
+    return _mm256_add_epi32(acc, _mm256_mullo_epi32(dot, _mm256_set1_epi32(scale)));
+}
+
+float vec_dot_q4_k(const void* w, const void* x, size_t n) {
+    const BlockQ4_K* a = static_cast<const BlockQ4_K*>(w);
+    const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    float sum = 0.0f;
+    for (size_t i = 0; i < n / kQKK; ++i) {
+        uint32_t sm[4];
+        unpack_k_scales(a[i].scales, sm);
+        const uint8_t* scales = reinterpret_cast<const uint8_t*>(sm);
+        __m256i acc = _mm256_setzero_si256();
+        for (size_t j = 0; j < 4; ++j) {
+            const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs + 32 * j));
+            acc = scaled_dot(acc, scales[2 * j], _mm256_and_si256(bits, low4), b[i].qs + 64 * j);
+            acc = scaled_dot(acc, scales[2 * j + 1], _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4),
+                             b[i].qs + 64 * j + 32);
+        }
+        const float d = b[i].d * fp16_to_fp32(a[i].d);
+        const float dmin = b[i].d * fp16_to_fp32(a[i].dmin);
+        sum += d * static_cast<float>(hsum_epi32(acc)) - dmin * static_cast<float>(k_mins_dot(sm, b[i].bsums));
+    }
+    return sum;
+}
+
+float vec_dot_q5_k(const void* w, const void* x, size_t n) {
+    const BlockQ5_K* a = static_cast<const BlockQ5_K*>(w);
+    const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
+    const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    float sum = 0.0f;
+    for (size_t i = 0; i < n / kQKK; ++i) {
+        uint32_t sm[4];
+        unpack_k_scales(a[i].scales, sm);
+        const uint8_t* scales = reinterpret_cast<const uint8_t*>(sm);
+        const __m256i hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qh));
+        __m256i acc = _mm256_setzero_si256();
+        for (int j = 0; j < 4; ++j) {
+            const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs + 32 * j));
+            const __m256i h_lo = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j), one), 4);
+            const __m256i h_hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), one), 4);
+            const __m256i q_lo = _mm256_or_si256(_mm256_and_si256(bits, low4), h_lo);
+            const __m256i q_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 4), low4), h_hi);
+            acc = scaled_dot(acc, scales[2 * j], q_lo, b[i].qs + 64 * j);
+            acc = scaled_dot(acc, scales[2 * j + 1], q_hi, b[i].qs + 64 * j + 32);
+        }
+        const float d = b[i].d * fp16_to_fp32(a[i].d);
+        const float dmin = b[i].d * fp16_to_fp32(a[i].dmin);
+        sum += d * static_cast<float>(hsum_epi32(acc)) - dmin * static_cast<float>(k_mins_dot(sm, b[i].bsums));
+    }
+    return sum;
+}
+
+// 16 int16 lanes: the first 8 take scale s0, the last 8 scale s1 (two 16-element sub-blocks).
+inline __m256i two_scales(int8_t s0, int8_t s1) {
+    return _mm256_set_m128i(_mm_set1_epi16(s1), _mm_set1_epi16(s0));
+}
+
+// sum over 32 elements of scale * (q - 32) * act, q in 0..63, as 8 int32
+inline __m256i q6_scaled_dot(__m256i q, const int8_t* q8, __m256i scales16) {
+    const __m256i act = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8));
+    const __m256i with_offset = _mm256_maddubs_epi16(q, act);              // |.| <= 2*63*127
+    const __m256i offset = _mm256_maddubs_epi16(_mm256_set1_epi8(32), act);  // |.| <= 2*32*127
+    return _mm256_madd_epi16(scales16, _mm256_sub_epi16(with_offset, offset));
+}
+
+float vec_dot_q6_k(const void* w, const void* x, size_t n) {
+    const BlockQ6_K* a = static_cast<const BlockQ6_K*>(w);
+    const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
+    const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(3);
+    float sum = 0.0f;
+    for (size_t i = 0; i < n / kQKK; ++i) {
+        __m256i acc = _mm256_setzero_si256();
+        for (size_t half = 0; half < 2; ++half) {
+            const uint8_t* ql = a[i].ql + 64 * half;
+            const int8_t* sc = a[i].scales + 8 * half;
+            const int8_t* q8 = b[i].qs + 128 * half;
+            const __m256i lo0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+            const __m256i lo1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+            const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qh + 32 * half));
+            const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(hi, low2), 4);
+            const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hi, 2), low2), 4);
+            const __m256i h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hi, 4), low2), 4);
+            const __m256i h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hi, 6), low2), 4);
+            const __m256i q0 = _mm256_or_si256(_mm256_and_si256(lo0, low4), h0);
+            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(lo1, low4), h1);
+            const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo0, 4), low4), h2);
+            const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo1, 4), low4), h3);
+            acc = _mm256_add_epi32(acc, q6_scaled_dot(q0, q8, two_scales(sc[0], sc[1])));
+            acc = _mm256_add_epi32(acc, q6_scaled_dot(q1, q8 + 32, two_scales(sc[2], sc[3])));
+            acc = _mm256_add_epi32(acc, q6_scaled_dot(q2, q8 + 64, two_scales(sc[4], sc[5])));
+            acc = _mm256_add_epi32(acc, q6_scaled_dot(q3, q8 + 96, two_scales(sc[6], sc[7])));
+        }
+        sum += b[i].d * fp16_to_fp32(a[i].d) * static_cast<float>(hsum_epi32(acc));
+    }
+    return sum;
+}
+
+// ---- float weights -------------------------------------------------------------------------------
+
+float vec_dot_f16(const void* w, const void* x, size_t n) {
+    const uint16_t* a = static_cast<const uint16_t*>(w);
+    const float* b = static_cast<const float*>(x);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        for (size_t k = 0; k < 4; ++k) {
+            const __m256 wa = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i + 8 * k)));
+            acc[k] = _mm256_fmadd_ps(wa, _mm256_loadu_ps(b + i + 8 * k), acc[k]);
+        }
+    }
+    for (; i + 8 <= n; i += 8) {
+        const __m256 wa = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
+        acc[0] = _mm256_fmadd_ps(wa, _mm256_loadu_ps(b + i), acc[0]);
+    }
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    for (; i < n; ++i) sum += fp16_to_fp32(a[i]) * b[i];
+    return sum;
+}
+
+// ---- activation quantizers (bit-exact with the references) ---------------------------------------
+
+// roundf: nearest, ties away from zero
+inline __m256 round_half_away(__m256 v) {
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 is_half_or_more = _mm256_cmp_ps(abs_ps(_mm256_sub_ps(v, t)), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+    const __m256 step = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, _mm256_set1_ps(-0.0f)));
+    return _mm256_add_ps(t, _mm256_and_ps(is_half_or_more, step));
+}
+
+// Four vectors of 8 int32 (each in int8 range) -> 32 int8 in order.
+inline void store_i8(int8_t* dst, __m256i i0, __m256i i1, __m256i i2, __m256i i3) {
+    const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+    const __m256i ordered = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), ordered);
+}
+
+// One block of 32 as in quantize_row_q8_0_ref; returns sum(qs) and the unrounded scale.
+inline int quantize_block_q8(const float* x, int8_t* qs, float* d_out) {
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int k = 0; k < 4; ++k) {
+        v[k] = _mm256_loadu_ps(x + 8 * k);
+        amax = _mm256_max_ps(amax, abs_ps(v[k]));
+    }
+    const float d = hmax_ps(amax) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k) q[k] = _mm256_cvtps_epi32(round_half_away(_mm256_mul_ps(v[k], _mm256_set1_ps(id))));
+    store_i8(qs, q[0], q[1], q[2], q[3]);
+    *d_out = d;
+    return hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+}
+
+void quantize_row_q8_0(void* dst, const float* src, size_t n) {
+    BlockQ8_0* b = static_cast<BlockQ8_0*>(dst);
+    for (size_t i = 0; i < n / kQK32; ++i) {
+        float d;
+        quantize_block_q8(src + i * kQK32, b[i].qs, &d);
+        b[i].d = fp32_to_fp16(d);
+    }
+}
+
+void quantize_row_q8_1(void* dst, const float* src, size_t n) {
+    BlockQ8_1* b = static_cast<BlockQ8_1*>(dst);
+    for (size_t i = 0; i < n / kQK32; ++i) {
+        float d;
+        const int sum = quantize_block_q8(src + i * kQK32, b[i].qs, &d);
+        b[i].d = fp32_to_fp16(d);
+        b[i].s = fp32_to_fp16(static_cast<float>(sum) * d);
+    }
+}
+
+// As quantize_row_q8_K_ref: the scale comes from the first element of largest magnitude.
+void quantize_row_q8_k(void* dst, const float* src, size_t n) {
+    BlockQ8_K* b = static_cast<BlockQ8_K*>(dst);
+    for (size_t i = 0; i < n / kQKK; ++i, src += kQKK) {
+        __m256 amax_v = _mm256_setzero_ps();
+        for (size_t j = 0; j < kQKK; j += 8) amax_v = _mm256_max_ps(amax_v, abs_ps(_mm256_loadu_ps(src + j)));
+        const float amax = hmax_ps(amax_v);
+        if (amax == 0.0f) {
+            std::memset(&b[i], 0, sizeof(BlockQ8_K));
+            continue;
+        }
+        size_t first = 0;
+        while (std::fabs(src[first]) != amax) ++first;
+        const __m256 iscale = _mm256_set1_ps(-127.0f / src[first]);
+        for (size_t j = 0; j < kQKK; j += 32) {
+            __m256i q[4];
+            for (size_t k = 0; k < 4; ++k) {
+                const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(src + j + 8 * k), iscale);
+                q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)),
+                                        _mm256_set1_epi32(127));
+            }
+            store_i8(b[i].qs + j, q[0], q[1], q[2], q[3]);
+            b[i].bsums[j / 16] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(q[0], q[1])));
+            b[i].bsums[j / 16 + 1] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(q[2], q[3])));
+        }
+        b[i].d = 1.0f / (-127.0f / src[first]);
+    }
+}

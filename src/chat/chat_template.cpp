@@ -1,0 +1,32 @@
+#include "chat/chat_template.h"
+
+#include "chat/template_ast.h"
+#include "chat/template_eval.h"
+#include "core/error.h"
+
+namespace cactus {
+
+struct ChatTemplate::Impl {
+    tmpl::Body body;
+};
+
+ChatTemplate::ChatTemplate(const std::string& source) : impl_(std::make_unique<Impl>()) {
+    impl_->body = tmpl::parse_template(source);
+}
+
+ChatTemplate::~ChatTemplate() = default;
+ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;
+ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
+
+std::string ChatTemplate::render(const nlohmann::json& context) const {
+    // nlohmann::json keeps object keys sorted; callers that need insertion order (tool schemas
+    // rendered with tojson) use render_ordered().
+    return render_ordered(nlohmann::ordered_json::parse(context.dump()));
+}
+
+std::string ChatTemplate::render_ordered(const nlohmann::ordered_json& context) const {
+    if (!context.is_object()) fail("ChatTemplate::render: context must be a JSON object, got %s", context.type_name());
+    return tmpl::render_template(impl_->body, tmpl::from_json(context));
+}
+
+}  // namespace cactus
