@@ -35,14 +35,23 @@ if [ "${FAST:-0}" != "1" ]; then
   step "fuzzers (libFuzzer, short runs)"
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DCACTUS_FUZZ=ON -DCACTUS_BUILD_TESTS=ON >/dev/null
-  FUZZERS=$(ls tests/fuzz/fuzz_*.cpp 2>/dev/null | xargs -r -n1 basename | sed 's/\.cpp$//')
-  [ -z "$FUZZERS" ] || cmake --build build-fuzz -j "$JOBS" --target $FUZZERS
+  FUZZERS=$(ls tests/fuzz/fuzz_*.cpp | xargs -n1 basename | sed 's/\.cpp$//' | grep -v '_seeds$')
+  targets=""
+  for f in $FUZZERS; do
+    targets="$targets $f"
+    [ -f "tests/fuzz/${f}_seeds.cpp" ] && targets="$targets ${f}_seeds"
+  done
+  cmake --build build-fuzz -j "$JOBS" --target $targets
   for f in $FUZZERS; do
     corpus=build-fuzz/corpus/$f
-    mkdir -p "$corpus"
-    seeds=tests/fuzz/seeds/$f
-    [ -d "$seeds" ] && cp -r "$seeds"/. "$corpus"/
-    build-fuzz/bin/$f -max_total_time="${FUZZ_SECONDS:-60}" -rss_limit_mb=4096 "$corpus" 2>&1 | tail -n 3
+    rm -rf "$corpus" && mkdir -p "$corpus"
+    [ -x "build-fuzz/bin/${f}_seeds" ] && "build-fuzz/bin/${f}_seeds" "$corpus"
+    dict=""
+    [ -f "tests/fuzz/${f#fuzz_}.dict" ] && dict="-dict=tests/fuzz/${f#fuzz_}.dict"
+    echo "fuzzing $f for ${FUZZ_SECONDS:-60} s" >&2
+    build-fuzz/bin/$f $dict -max_total_time="${FUZZ_SECONDS:-60}" -rss_limit_mb=4096 -print_final_stats=1 \
+        "$corpus" > "build-fuzz/$f.log" 2>&1 || { tail -n 40 "build-fuzz/$f.log"; exit 1; }
+    grep -E "stat::number_of_executed_units" "build-fuzz/$f.log" >&2 || true
   done
 fi
 echo "all tests passed"

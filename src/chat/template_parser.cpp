@@ -358,7 +358,9 @@ private:
             const Token& t = peek();
             if (t.kind == Tok::End) {
                 if (!end_tags.empty()) {
-                    fail("template: missing {%% %s %%} before end of template", end_tags.begin()->c_str());
+                    std::string wanted;
+                    for (const std::string& tag : end_tags) wanted += (wanted.empty() ? "" : " or ") + tag;
+                    fail("template: missing {%% %s %%} before end of template (line %d)", wanted.c_str(), t.line);
                 }
                 return body;
             }

@@ -13,6 +13,8 @@ public:
     explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
+[[noreturn]] inline void fail(const char* message) { throw Error(message); }
+
 template <typename... Args>
 [[noreturn]] void fail(const char* fmt, Args&&... args) {
     throw Error(format(fmt, std::forward<Args>(args)...));

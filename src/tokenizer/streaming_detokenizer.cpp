@@ -16,7 +16,7 @@ std::string StreamingDetokenizer::push_bytes(const std::string& bytes) {
         if (len == 0) break;  // an incomplete character at the end: wait for the rest
         if (len < 0) {
             utf8::append(ready, utf8::kReplacementChar);
-            offset += 1;
+            offset += static_cast<size_t>(-len);
             continue;
         }
         ready.append(pending_, offset, static_cast<size_t>(len));

@@ -103,7 +103,7 @@ int strict_sequence_length(const std::string& text, size_t offset) {
         if (offset + i >= text.size()) return 0;  // valid so far, but incomplete
         const uint8_t b = byte(offset + i);
         const bool ok = i == 1 ? (b >= lo && b <= hi) : is_continuation(b);
-        if (!ok) return -1;
+        if (!ok) return -i;
     }
     return need;
 }
@@ -119,7 +119,7 @@ std::string sanitize(const std::string& text) {
             offset += static_cast<size_t>(len);
         } else {
             append(out, kReplacementChar);
-            offset += 1;
+            offset = len == 0 ? text.size() : offset + static_cast<size_t>(-len);
         }
     }
     return out;

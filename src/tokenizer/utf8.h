@@ -26,10 +26,11 @@ std::string encode(uint32_t cp);
 
 // Strictly validates the sequence starting at `offset` (no overlongs, no surrogates, <= U+10FFFF).
 // Returns its length when complete and valid, 0 when the bytes present are a valid but
-// incomplete prefix that runs to the end of `text`, and -1 when invalid.
+// incomplete prefix that runs to the end of `text`, and -k when invalid, k >= 1 being the length
+// of the maximal invalid subpart (the bytes one U+FFFD stands for, as Unicode recommends).
 int strict_sequence_length(const std::string& text, size_t offset);
 
-// Replaces every invalid byte with U+FFFD (an incomplete tail included).
+// Replaces each maximal invalid subpart with one U+FFFD (an incomplete tail included).
 std::string sanitize(const std::string& text);
 
 // GPT-2 byte-level mapping: every byte to a printable code point, and back.

@@ -5,7 +5,7 @@
 //                      "plain": ids of encode(no add_special, no parse_special),
 //                      "decoded": hex of decode(special ids), "decoded_special": the same with
 //                      control tokens rendered, "streamed": hex of the streaming detokenizer's
-//                      output for the special ids}
+//                      output for the special ids, "plain_decoded": hex of decode(plain ids)}
 // and a final line {"summary": {...}} with the vocabulary facts and the encode time.
 #include <chrono>
 #include <cstdio>
@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
                 {"decoded", to_hex(tokenizer->decode(special, false))},
                 {"decoded_special", to_hex(tokenizer->decode(special, true))},
                 {"streamed", to_hex(streamed)},
+                {"plain_decoded", to_hex(tokenizer->decode(plain, false))},
             };
             out << result.dump() << "\n";
             ++n_texts;

@@ -33,6 +33,8 @@ void register_avx2_kernels(CpuKernels& t) {
     t.vec_dot[static_cast<size_t>(DType::Q5_K)] = vec_dot_q5_k;
     t.vec_dot[static_cast<size_t>(DType::Q6_K)] = vec_dot_q6_k;
     t.vec_dot[static_cast<size_t>(DType::F16)] = vec_dot_f16;
+    t.vec_dot[static_cast<size_t>(DType::BF16)] = vec_dot_bf16;
+    t.vec_dot[static_cast<size_t>(DType::F32)] = vec_dot_f32;
     t.quantize_row[static_cast<size_t>(DType::Q8_0)] = quantize_row_q8_0;
     t.quantize_row[static_cast<size_t>(DType::Q8_1)] = quantize_row_q8_1;
     t.quantize_row[static_cast<size_t>(DType::Q8_K)] = quantize_row_q8_k;

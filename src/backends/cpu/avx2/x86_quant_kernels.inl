@@ -7,6 +7,11 @@
 
 // ---- helpers -------------------------------------------------------------------------------------
 
+// Hardware half conversions (F16C), bit-identical to fp16_to_fp32 / fp32_to_fp16 (round to
+// nearest even), without the call into the portable versions.
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+inline uint16_t f2h(float f) { return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)); }
+
 inline float hsum_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -54,7 +59,7 @@ inline __m256i dot_s8_s8(__m256i x, __m256i y) {
 }
 
 inline __m256 half_product(uint16_t a, uint16_t b) {
-    return _mm256_set1_ps(fp16_to_fp32(a) * fp16_to_fp32(b));
+    return _mm256_set1_ps(h2f(a) * h2f(b));
 }
 
 // ---- 32-element formats --------------------------------------------------------------------------
@@ -77,7 +82,7 @@ float vec_dot_q4_1(const void* w, const void* x, size_t n) {
     __m256 acc = _mm256_setzero_ps();
     float offsets = 0.0f;  // sum of m * s: the mins times the activation sums
     for (size_t i = 0; i < n / kQK32; ++i) {
-        offsets += fp16_to_fp32(a[i].m) * fp16_to_fp32(b[i].s);
+        offsets += h2f(a[i].m) * h2f(b[i].s);
         const __m256i qa = nibbles_to_bytes(a[i].qs);
         const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
         const __m256i dot = dot_u8_s8(_mm256_setzero_si256(), qa, qb);
@@ -160,8 +165,8 @@ float vec_dot_q4_k(const void* w, const void* x, size_t n) {
             acc = scaled_dot(acc, scales[2 * j + 1], _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4),
                              b[i].qs + 64 * j + 32);
         }
-        const float d = b[i].d * fp16_to_fp32(a[i].d);
-        const float dmin = b[i].d * fp16_to_fp32(a[i].dmin);
+        const float d = b[i].d * h2f(a[i].d);
+        const float dmin = b[i].d * h2f(a[i].dmin);
         sum += d * static_cast<float>(hsum_epi32(acc)) - dmin * static_cast<float>(k_mins_dot(sm, b[i].bsums));
     }
     return sum;
@@ -187,8 +192,8 @@ float vec_dot_q5_k(const void* w, const void* x, size_t n) {
             acc = scaled_dot(acc, scales[2 * j], q_lo, b[i].qs + 64 * j);
             acc = scaled_dot(acc, scales[2 * j + 1], q_hi, b[i].qs + 64 * j + 32);
         }
-        const float d = b[i].d * fp16_to_fp32(a[i].d);
-        const float dmin = b[i].d * fp16_to_fp32(a[i].dmin);
+        const float d = b[i].d * h2f(a[i].d);
+        const float dmin = b[i].d * h2f(a[i].dmin);
         sum += d * static_cast<float>(hsum_epi32(acc)) - dmin * static_cast<float>(k_mins_dot(sm, b[i].bsums));
     }
     return sum;
@@ -234,7 +239,7 @@ float vec_dot_q6_k(const void* w, const void* x, size_t n) {
             acc = _mm256_add_epi32(acc, q6_scaled_dot(q2, q8 + 64, two_scales(sc[4], sc[5])));
             acc = _mm256_add_epi32(acc, q6_scaled_dot(q3, q8 + 96, two_scales(sc[6], sc[7])));
         }
-        sum += b[i].d * fp16_to_fp32(a[i].d) * static_cast<float>(hsum_epi32(acc));
+        sum += b[i].d * h2f(a[i].d) * static_cast<float>(hsum_epi32(acc));
     }
     return sum;
 }
@@ -257,7 +262,40 @@ float vec_dot_f16(const void* w, const void* x, size_t n) {
         acc[0] = _mm256_fmadd_ps(wa, _mm256_loadu_ps(b + i), acc[0]);
     }
     float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    for (; i < n; ++i) sum += fp16_to_fp32(a[i]) * b[i];
+    for (; i < n; ++i) sum += h2f(a[i]) * b[i];
+    return sum;
+}
+
+float vec_dot_bf16(const void* w, const void* x, size_t n) {
+    const uint16_t* a = static_cast<const uint16_t*>(w);
+    const float* b = static_cast<const float*>(x);
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        for (size_t k = 0; k < 2; ++k) {
+            const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i + 8 * k));
+            const __m256 wa = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+            acc[k] = _mm256_fmadd_ps(wa, _mm256_loadu_ps(b + i + 8 * k), acc[k]);
+        }
+    }
+    float sum = hsum_ps(_mm256_add_ps(acc[0], acc[1]));
+    for (; i < n; ++i) sum += bf16_to_fp32(a[i]) * b[i];
+    return sum;
+}
+
+float vec_dot_f32(const void* w, const void* x, size_t n) {
+    const float* a = static_cast<const float*>(w);
+    const float* b = static_cast<const float*>(x);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        for (size_t k = 0; k < 4; ++k) {
+            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * k), _mm256_loadu_ps(b + i + 8 * k), acc[k]);
+        }
+    }
+    for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[0]);
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    for (; i < n; ++i) sum += a[i] * b[i];
     return sum;
 }
 
@@ -300,7 +338,7 @@ void quantize_row_q8_0(void* dst, const float* src, size_t n) {
     for (size_t i = 0; i < n / kQK32; ++i) {
         float d;
         quantize_block_q8(src + i * kQK32, b[i].qs, &d);
-        b[i].d = fp32_to_fp16(d);
+        b[i].d = f2h(d);
     }
 }
 
@@ -309,8 +347,8 @@ void quantize_row_q8_1(void* dst, const float* src, size_t n) {
     for (size_t i = 0; i < n / kQK32; ++i) {
         float d;
         const int sum = quantize_block_q8(src + i * kQK32, b[i].qs, &d);
-        b[i].d = fp32_to_fp16(d);
-        b[i].s = fp32_to_fp16(static_cast<float>(sum) * d);
+        b[i].d = f2h(d);
+        b[i].s = f2h(static_cast<float>(sum) * d);
     }
 }
 

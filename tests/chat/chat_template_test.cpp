@@ -1,0 +1,196 @@
+// Unit tests of the chat-template engine, construct by construct. Expected strings are what
+// jinja2 (trim_blocks, lstrip_blocks, as transformers configures it) renders.
+#include <gtest/gtest.h>
+#include <pthread.h>
+
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+
+#include "chat/chat_template.h"
+#include "core/error.h"
+
+using cactus::ChatTemplate;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+std::string render(const std::string& source, const json& ctx = json::object()) {
+    return ChatTemplate(source).render_ordered(ctx);
+}
+
+std::string error_of(const std::string& source, const json& ctx = json::object()) {
+    try {
+        render(source, ctx);
+    } catch (const cactus::Error& e) {
+        return e.what();
+    }
+    return "<no error>";
+}
+
+// Runs fn on a thread with a 256 KiB stack, as the engine does.
+void on_small_stack(const std::function<void()>& fn) {
+    struct Box { const std::function<void()>* fn; } box{&fn};
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    pthread_t thread;
+    ASSERT_EQ(pthread_create(&thread, &attr, [](void* p) -> void* {
+        (*static_cast<Box*>(p)->fn)();
+        return nullptr;
+    }, &box), 0);
+    pthread_join(thread, nullptr);
+    pthread_attr_destroy(&attr);
+}
+
+}  // namespace
+
+TEST(ChatTemplate, TextAndOutput) {
+    EXPECT_EQ(render("a{{ 1 + 2 }}b"), "a3b");
+    EXPECT_EQ(render("{{ 'x' ~ 1 ~ none }}"), "x1None");
+    EXPECT_EQ(render("{{ undefined_name }}|"), "|");
+    EXPECT_EQ(render("line\n"), "line");  // keep_trailing_newline=False
+}
+
+TEST(ChatTemplate, WhitespaceControl) {
+    EXPECT_EQ(render("  {% if true %}\n  yes\n  {% endif %}\nafter"), "  yes\nafter");
+    EXPECT_EQ(render("a  {{- ' b ' -}}  c"), "a b c");
+    EXPECT_EQ(render("a {#- comment -#} b"), "ab");
+    EXPECT_EQ(render("x\n    {%+ if true %}y{% endif %}"), "x\n    y");
+    EXPECT_EQ(render("{% if true +%}\nz{% endif %}"), "\nz");
+}
+
+TEST(ChatTemplate, Literals) {
+    EXPECT_EQ(render("{{ [1, 'a', none, true] }}"), "[1, 'a', None, True]");
+    EXPECT_EQ(render("{{ {'b': 1, 'a': \"it's\"} }}"), "{'b': 1, 'a': \"it's\"}");
+    EXPECT_EQ(render("{{ 1.0 }} {{ 1e20 }} {{ 0.1 + 0.2 }} {{ 2.5e-5 }}"), "1.0 1e+20 0.30000000000000004 2.5e-05");
+    EXPECT_EQ(render("{{ 'a\\nb\\u00e9' }}"), "a\nb\xc3\xa9");
+}
+
+TEST(ChatTemplate, Arithmetic) {
+    EXPECT_EQ(render("{{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 10 }}"), "3 -4 2 3.5 1024");
+    EXPECT_EQ(render("{{ 'ab' * 2 }} {{ [1] + [2] }} {{ -3|abs }}"), "abab [1, 2] 3");
+    EXPECT_NE(error_of("{{ 1 / 0 }}").find("division by zero"), std::string::npos);
+    EXPECT_NE(error_of("{{ 'a' + 1 }}").find("unsupported operand"), std::string::npos);
+}
+
+TEST(ChatTemplate, LogicAndComparison) {
+    EXPECT_EQ(render("{{ 1 < 2 and 'a' in 'cat' and 3 not in [1, 2] }}"), "True");
+    EXPECT_EQ(render("{{ none or 'x' }} {{ 0 and 1 }} {{ not [] }}"), "x 0 True");
+    EXPECT_EQ(render("{{ 'y' if 1 == 1.0 else 'n' }}{{ 'z' if false }}"), "y");
+}
+
+TEST(ChatTemplate, Tests) {
+    json ctx = {{"d", {{"k", 1}}}, {"s", "x"}, {"n", nullptr}};
+    EXPECT_EQ(render("{{ d is mapping }}{{ s is string }}{{ n is none }}{{ q is defined }}{{ q is undefined }}", ctx),
+              "TrueTrueTrueFalseTrue");
+    EXPECT_EQ(render("{{ 3 is odd }}{{ 4 is even }}{{ 9 is divisibleby 3 }}{{ 1 is integer }}{{ 1.5 is float }}"),
+              "TrueTrueTrueTrueTrue");
+    EXPECT_EQ(render("{{ true is boolean }}{{ 'a' is equalto 'a' }}{{ 2 is in [1, 2] }}{{ d is not none }}", ctx),
+              "TrueTrueTrueTrue");
+}
+
+TEST(ChatTemplate, ForLoops) {
+    EXPECT_EQ(render("{% for x in ['a','b','c'] %}{{ loop.index }}{{ x }}{{ '.' if loop.last }}{% endfor %}"), "1a2b3c.");
+    EXPECT_EQ(render("{% for x in [1,2] %}{{ loop.previtem }}>{{ loop.nextitem }};{% endfor %}"), ">2;1>;");
+    EXPECT_EQ(render("{% for k, v in d.items() %}{{ k }}={{ v }},{% endfor %}", {{"d", {{"z", 1}, {"a", 2}}}}), "z=1,a=2,");
+    EXPECT_EQ(render("{% for x in [] %}a{% else %}empty{% endfor %}"), "empty");
+    EXPECT_EQ(render("{% for x in range(5) if x is odd %}{{ x }}{{ loop.length }}{% endfor %}"), "1232");
+    EXPECT_EQ(render("{% for i in range(5) %}{% if i == 3 %}{% break %}{% endif %}{% if i == 1 %}{% continue %}{% endif %}{{ i }}{% endfor %}"),
+              "02");
+    EXPECT_EQ(render("{% for x in 'hé' %}[{{ x }}]{% endfor %}"), "[h][\xc3\xa9]");
+}
+
+TEST(ChatTemplate, ScopingAndNamespace) {
+    EXPECT_EQ(render("{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{% endfor %}{{ x }}"), "1");
+    EXPECT_EQ(render("{% set x = 1 %}{% if true %}{% set x = 2 %}{% endif %}{{ x }}"), "2");
+    EXPECT_EQ(render("{% set ns = namespace(n=0) %}{% for i in [1,2,3] %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}"), "6");
+    EXPECT_EQ(render("{% set a, b = [1, 2] %}{{ b }}{{ a }}"), "21");
+    EXPECT_EQ(render("{% set t %}in{{ 1 }}{% endset %}[{{ t }}]"), "[in1]");
+}
+
+TEST(ChatTemplate, Macros) {
+    EXPECT_EQ(render("{% macro m(a, b='d') %}[{{ a }}{{ b }}]{% endmacro %}{{ m(1) }}{{ m(2, b=3) }}"), "[1d][23]");
+    EXPECT_NE(error_of("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}").find("nested deeper"), std::string::npos);
+}
+
+TEST(ChatTemplate, Filters) {
+    EXPECT_EQ(render("{{ ' x '|trim }}|{{ 'ab'|upper }}|{{ 'hello world'|title }}|{{ 'aB'|capitalize }}"), "x|AB|Hello World|Ab");
+    EXPECT_EQ(render("{{ [3,1,2]|sort|join(',') }} {{ [1,2,2,1]|unique|list }} {{ [1,2]|reverse|list }}"), "1,2,3 [1, 2] [2, 1]");
+    EXPECT_EQ(render("{{ x|default('d') }} {{ ''|d('e', true) }} {{ [1,2]|first }}{{ [1,2]|last }} {{ 'abc'|length }}"), "d e 12 3");
+    EXPECT_EQ(render("{{ '3'|int + 1 }} {{ '2.5'|float }} {{ 2.5|round }} {{ 3.14159|round(2) }} {{ 1|string }}"), "4 2.5 2.0 3.14 1");
+    EXPECT_EQ(render("{{ {'b': 1, 'a': 2}|dictsort }} {{ {'b': 1}|items|list }}"), "[['a', 2], ['b', 1]] [['b', 1]]");
+    EXPECT_EQ(render("{{ 'a\nb'|indent(2) }}|{{ 'x y z'|wordcount }}|{{ '<a>'|e }}|{{ [1,2,3,4,5]|batch(2)|list }}"),
+              "a\n  b|3|&lt;a&gt;|[[1, 2], [3, 4], [5]]");
+    json users = {{"u", json::array({{{"name", "a"}, {"age", 30}}, {{"name", "b"}, {"age", 10}}})}};
+    EXPECT_EQ(render("{{ u|selectattr('age', 'gt', 20)|map(attribute='name')|join }}{{ u|rejectattr('age', 'gt', 20)|map(attribute='name')|first }}", users), "ab");
+    EXPECT_EQ(render("{{ [1, 2, 3]|select('odd')|list }}{{ [1, 2, 3]|reject('odd')|list }}{{ ['a']|map('upper')|list }}"), "[1, 3][2]['A']");
+    EXPECT_NE(error_of("{{ 1|nosuchfilter }}").find("nosuchfilter"), std::string::npos);
+}
+
+TEST(ChatTemplate, ToJsonKeepsInsertionOrder) {
+    json ctx = {{"t", {{"zeta", 1}, {"alpha", json::array({1.5, "é\n", nullptr, true})}, {"e", json::object()}}}};
+    EXPECT_EQ(render("{{ t|tojson }}", ctx), "{\"zeta\": 1, \"alpha\": [1.5, \"é\\n\", null, true], \"e\": {}}");
+    EXPECT_EQ(render("{{ t|tojson(indent=2) }}", ctx),
+              "{\n  \"zeta\": 1,\n  \"alpha\": [\n    1.5,\n    \"é\\n\",\n    null,\n    true\n  ],\n  \"e\": {}\n}");
+    EXPECT_NE(error_of("{{ nothing|tojson }}").find("not JSON serializable"), std::string::npos);
+}
+
+TEST(ChatTemplate, MethodsAndSubscripts) {
+    EXPECT_EQ(render("{{ ' a b '.strip() }}|{{ 'a,b'.split(',') }}|{{ 'x y'.split() }}|{{ 'abc'.startswith('ab') }}"),
+              "a b|['a', 'b']|['x', 'y']|True");
+    EXPECT_EQ(render("{{ 'aXa'.replace('a', 'b') }}{{ '\\n\\nx\\n'.lstrip('\\n') }}{{ 'abc'.find('c') }}{{ 'aa'.count('a') }}"), "bXbx\n22");
+    EXPECT_EQ(render("{{ d.get('k') }} {{ d.get('q', 5) }} {{ d.keys()|list }} {{ d['k'] }}", {{"d", {{"k", 1}}}}), "1 5 ['k'] 1");
+    EXPECT_EQ(render("{{ 'héllo'[1:3] }} {{ [1,2,3,4][::-2] }} {{ 'abc'[-1] }} {{ [1][5] }}"), "él [4, 2] c ");
+    EXPECT_NE(error_of("{{ a.b }}").find("'a' is undefined"), std::string::npos);
+    EXPECT_NE(error_of("{{ [1].append(2) }}").find("undefined"), std::string::npos);  // sandbox: lists immutable
+}
+
+TEST(ChatTemplate, GlobalsAndErrors) {
+    EXPECT_EQ(render("{{ range(1, 7, 2)|list }} {{ dict(a=1) }}"), "[1, 3, 5] {'a': 1}");
+    EXPECT_EQ(error_of("{{ raise_exception('Roles must alternate') }}"), "Roles must alternate");
+    EXPECT_EQ(render("{{ strftime_now('%Y')|length }}"), "4");
+    std::string unknown = error_of("line1\n{% include 'x' %}");
+    EXPECT_NE(unknown.find("include"), std::string::npos);
+    EXPECT_NE(unknown.find("line 2"), std::string::npos);
+    EXPECT_NE(error_of("{% if true %}never closed").find("endif"), std::string::npos);
+    EXPECT_NE(error_of("{{ 'unterminated }}").find("unterminated"), std::string::npos);
+    EXPECT_NE(error_of("{% for x in [1] %}").find("endfor"), std::string::npos);
+    EXPECT_NE(error_of("{% break %}").find("outside a loop"), std::string::npos);
+}
+
+TEST(ChatTemplate, HostileNestingFailsCleanlyOnSmallStack) {
+    on_small_stack([] {
+        std::string parens = std::string(5000, '(') + "1" + std::string(5000, ')');
+        EXPECT_NE(error_of("{{ " + parens + " }}").find("nesting deeper"), std::string::npos);
+        std::string ifs;
+        for (int k = 0; k < 5000; ++k) ifs += "{% if true %}";
+        EXPECT_NE(error_of(ifs).find("nesting deeper"), std::string::npos);
+        std::string nots;
+        for (int k = 0; k < 5000; ++k) nots += "not ";
+        EXPECT_NE(error_of("{{ " + nots + "1 }}").find("nesting deeper"), std::string::npos);
+        std::string negs(5000, '-');
+        EXPECT_NE(error_of("{{ " + negs + "1 }}").find("nesting deeper"), std::string::npos);
+        // Just inside the limits still renders.
+        std::string ok_parens = std::string(40, '(') + "1" + std::string(40, ')');
+        EXPECT_EQ(render("{{ " + ok_parens + " }}"), "1");
+        std::string ok_ifs, ends;
+        for (int k = 0; k < 100; ++k) { ok_ifs += "{% if true %}"; ends += "{% endif %}"; }
+        EXPECT_EQ(render(ok_ifs + "x" + ends), "x");
+        EXPECT_NE(error_of("{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}").find("nested deeper"), std::string::npos);
+    });
+}
+
+TEST(ChatTemplate, RealTemplates) {
+    std::ifstream file(std::string(CACTUS_SOURCE_DIR) + "/tests/chat/templates/qwen3.jinja");
+    ASSERT_TRUE(file.good());
+    std::stringstream source;
+    source << file.rdbuf();
+    ChatTemplate qwen(source.str());
+    json ctx = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}, {"add_generation_prompt", true},
+                {"enable_thinking", false}};
+    EXPECT_EQ(qwen.render_ordered(ctx), "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    nlohmann::json plain = {{"messages", nlohmann::json::array({{{"role", "user"}, {"content", "hi"}}})}};
+    EXPECT_EQ(qwen.render(plain), "<|im_start|>user\nhi<|im_end|>\n");
+}
