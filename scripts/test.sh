@@ -39,15 +39,16 @@ if [ "${FAST:-0}" != "1" ]; then
   targets=""
   for f in $FUZZERS; do
     targets="$targets $f"
-    [ -f "tests/fuzz/${f}_seeds.cpp" ] && targets="$targets ${f}_seeds"
+    if [ -f "tests/fuzz/${f}_seeds.cpp" ]; then targets="$targets ${f}_seeds"; fi
   done
   cmake --build build-fuzz -j "$JOBS" --target $targets
   for f in $FUZZERS; do
     corpus=build-fuzz/corpus/$f
     rm -rf "$corpus" && mkdir -p "$corpus"
-    [ -x "build-fuzz/bin/${f}_seeds" ] && "build-fuzz/bin/${f}_seeds" "$corpus"
+    if [ -x "build-fuzz/bin/${f}_seeds" ]; then "build-fuzz/bin/${f}_seeds" "$corpus" >/dev/null; fi
+    if [ -d "tests/fuzz/seeds/$f" ]; then cp tests/fuzz/seeds/$f/* "$corpus"/; fi
     dict=""
-    [ -f "tests/fuzz/${f#fuzz_}.dict" ] && dict="-dict=tests/fuzz/${f#fuzz_}.dict"
+    if [ -f "tests/fuzz/${f#fuzz_}.dict" ]; then dict="-dict=tests/fuzz/${f#fuzz_}.dict"; fi
     echo "fuzzing $f for ${FUZZ_SECONDS:-60} s" >&2
     build-fuzz/bin/$f $dict -max_total_time="${FUZZ_SECONDS:-60}" -rss_limit_mb=4096 -print_final_stats=1 \
         "$corpus" > "build-fuzz/$f.log" 2>&1 || { tail -n 40 "build-fuzz/$f.log"; exit 1; }

@@ -1,4 +1,5 @@
 // GPT-2 byte-level BPE (tokenizer.ggml.model = "gpt2").
+#include <algorithm>
 #include <queue>
 
 #include "core/error.h"
@@ -158,7 +159,6 @@ std::string BpeTokenizer::normal_piece(int32_t id) const {
     std::string bytes;
     size_t offset = 0;
     while (offset < text.size()) {
-        const size_t start = offset;
         const uint32_t cp = utf8::decode_one(text, offset);
         const int byte = utf8::unicode_to_byte(cp);
         if (byte >= 0) {
@@ -168,7 +168,6 @@ std::string BpeTokenizer::normal_piece(int32_t id) const {
         // llama.cpp's marker for a code point outside the byte map
         bytes += "[UNK_BYTE_0x";
         const std::string encoded = utf8::encode(cp);
-        (void)start;
         for (const char c : encoded) bytes += format("%02x", static_cast<unsigned>(static_cast<uint8_t>(c)));
         bytes += text + "]";
     }

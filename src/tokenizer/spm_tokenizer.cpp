@@ -1,4 +1,5 @@
 // SentencePiece BPE (tokenizer.ggml.model = "llama"; llama, gemma).
+#include <algorithm>
 #include <queue>
 
 #include "core/error.h"

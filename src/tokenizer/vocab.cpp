@@ -112,14 +112,15 @@ void Vocab::read_special_ids(const TokenizerSpec& spec, VocabKind kind) {
 }
 
 // Models name some special tokens only by their text; llama.cpp finds them by text and marks
-// them control. Ids are visited in order (llama.cpp walks a hash map, so among several candidates
-// its choice is arbitrary; all of them end generation either way).
+// them control. Names are tried in list order, so <|im_end|> wins over <|endoftext|> (llama.cpp
+// walks a hash map, so its choice among several is arbitrary; all of them end generation).
 void Vocab::detect_special_tokens_by_text() {
     const auto detect = [&](int32_t& id, std::initializer_list<const char*> names) {
         if (id >= 0) return;
-        for (size_t i = 0; i < size(); ++i) {
-            if (text_is_one_of(texts_[i], names)) {
-                id = static_cast<int32_t>(i);
+        for (const char* name : names) {
+            const int32_t found = find(name);
+            if (found >= 0) {
+                id = found;
                 mark_control(id);
                 return;
             }

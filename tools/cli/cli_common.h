@@ -39,5 +39,6 @@ void print_metrics(const CompletionMetrics& m);
 void register_run(CLI::App& app);
 void register_chat(CLI::App& app);
 void register_models(CLI::App& app);  // pull, list
+void register_bench(CLI::App& app);   // bench (speed, memory), bench --membw
 
 }  // namespace cactus::cli

@@ -14,6 +14,9 @@
 #include "backends/cpu/avx2/avx2_kernels.h"
 #include "backends/cpu/avx512/avx512_kernels.h"
 #endif
+#if defined(__aarch64__)
+#include "backends/cpu/neon/neon_kernels.h"
+#endif
 
 namespace cactus {
 
@@ -34,9 +37,16 @@ void add_isa_tiers(KernelTables& t, const CpuFeatures& f) {
     t.tiers[t.count] = t.tiers[t.count - 1];
     register_avx512_kernels(t.tiers[t.count++]);
 }
+#elif defined(__aarch64__)
+// ASIMD is part of every aarch64 CPU, so the plain NEON tier is always there; sdot is optional.
+void add_isa_tiers(KernelTables& t, const CpuFeatures& f) {
+    t.tiers[t.count] = t.tiers[t.count - 1];
+    register_neon_kernels(t.tiers[t.count++]);
+    if (!f.neon_dotprod) return;
+    t.tiers[t.count] = t.tiers[t.count - 1];
+    register_neon_dotprod_kernels(t.tiers[t.count++]);
+}
 #else
-// No NEON kernels yet (src/backends/cpu/neon/): aarch64 runs the generic table; the dotprod tier
-// goes here, keyed on cpu_features().neon_dotprod.
 void add_isa_tiers(KernelTables&, const CpuFeatures&) {}
 #endif
 

@@ -1,0 +1,454 @@
+// cactus bench MODEL: prefill (ppN) and decode (tgN) speed, time to first token and memory of one
+// model on the CPU, over one or more thread counts; cactus bench --membw: memory bandwidth (the
+// bound of decode speed). A human table by default, JSON with --json.
+//
+// Method (the same as llama.cpp's llama-bench, so bench/compare_llama.py compares like with like):
+//   ppN: from an empty cache, one forward call over N deterministic pseudo-random token ids (BOS
+//        first when the model wants one); tok/s = N / time; TTFT = that call's time (the first
+//        token's logits are ready when it returns).
+//   tgN: after a short untimed prompt, N forward calls of one token each (pseudo-random ids);
+//        tok/s = N / time of the N calls.
+//   One warm-up run of each, then `reps` timed repetitions; median, min, max and stddev.
+// Weights are locked (mlock) or copied into anonymous memory unless --no-mlock: mapped weights can
+// be paged out mid-run by the machine's reclaimer (see docs/DESIGN.md "Memory").
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+#include "core/error.h"
+#include "core/memory.h"
+#include "core/thread_pool.h"
+#include "engine/model_store.h"
+#include "gguf/gguf.h"
+#include "models/model.h"
+
+namespace cactus::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Json = nlohmann::ordered_json;
+
+struct BenchArgs {
+    std::string model = "smollm2-135m";
+    size_t n_prompt = 512;
+    size_t n_gen = 128;
+    size_t decode_prompt = 8;  // untimed tokens in the cache before the tgN test
+    int reps = 5;
+    std::vector<int> threads;  // empty = ThreadPool::default_threads()
+    bool json = false;
+    bool mlock = true;         // --mlock (default) / --no-mlock
+    bool no_mlock = false;
+    bool membw = false;
+    size_t membw_mib = 256;
+};
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+}
+
+// tokens / seconds, or 0 when undefined (no tokens or no measurable time).
+double per_second(double count, double seconds) {
+    if (count <= 0.0 || !(seconds > 0.0)) return 0.0;
+    return count / seconds;
+}
+
+// ---- statistics -----------------------------------------------------------------------------
+
+struct Summary {
+    double median = 0.0, min = 0.0, max = 0.0, mean = 0.0, stddev = 0.0;
+    std::vector<double> samples;
+};
+
+Summary summarize(const std::vector<double>& samples) {
+    Summary s;
+    s.samples = samples;
+    if (samples.empty()) return s;
+    std::vector<double> sorted = samples;
+    std::sort(sorted.begin(), sorted.end());
+    size_t n = sorted.size();
+    s.median = n % 2 == 1 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    s.min = sorted.front();
+    s.max = sorted.back();
+    double sum = 0.0;
+    for (double v : sorted) sum += v;
+    s.mean = sum / static_cast<double>(n);
+    double sq = 0.0;
+    for (double v : sorted) sq += (v - s.mean) * (v - s.mean);
+    s.stddev = n > 1 ? std::sqrt(sq / static_cast<double>(n - 1)) : 0.0;
+    return s;
+}
+
+Json summary_json(const Summary& s) {
+    return Json{{"median", s.median}, {"min", s.min},       {"max", s.max},
+                {"mean", s.mean},     {"stddev", s.stddev}, {"samples", s.samples}};
+}
+
+// ---- deterministic token ids ----------------------------------------------------------------
+
+// splitmix64: a fixed sequence of valid ids, the same on every run and machine.
+class TokenSource {
+public:
+    TokenSource(size_t n_vocab, uint64_t seed) : n_vocab_(n_vocab), state_(seed) {}
+    int32_t next() {
+        uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        return static_cast<int32_t>(z % n_vocab_);
+    }
+    // n ids; the first is `first` when first >= 0.
+    std::vector<int32_t> take(size_t n, int32_t first) {
+        std::vector<int32_t> ids(n);
+        for (size_t i = 0; i < n; ++i) ids[i] = next();
+        if (n > 0 && first >= 0) ids[0] = first;
+        return ids;
+    }
+
+private:
+    size_t n_vocab_;
+    uint64_t state_;
+};
+
+// The BOS id when the model's tokenizer adds one, else -1.
+int32_t bos_if_added(const GgufFile& file, size_t n_vocab) {
+    if (!file.get_bool("tokenizer.ggml.add_bos_token", false)) return -1;
+    uint64_t bos = file.get_uint("tokenizer.ggml.bos_token_id", n_vocab);
+    return bos < n_vocab ? static_cast<int32_t>(bos) : -1;
+}
+
+// ---- memory ---------------------------------------------------------------------------------
+
+size_t peak_resident_bytes() {
+    struct rusage usage;
+    std::memset(&usage, 0, sizeof(usage));
+    if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+    return static_cast<size_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+// Bytes of weights one decode step reads: every tensor, except that the token embedding is only
+// gathered (one row) when the model has a separate output matrix.
+size_t weight_bytes_per_token(const GgufFile& file) {
+    bool separate_output = file.find_tensor("output.weight") != nullptr;
+    size_t total = 0;
+    for (const GgufTensor& t : file.tensors()) {
+        if (separate_output && t.name == "token_embd.weight") {
+            uint64_t rows = t.dims.size() > 1 ? t.dims[1] : 1;
+            total += static_cast<size_t>(t.n_bytes / std::max<uint64_t>(rows, 1));
+            continue;
+        }
+        total += static_cast<size_t>(t.n_bytes);
+    }
+    return total;
+}
+
+// ---- model runs ------------------------------------------------------------------------------
+
+struct ThreadResult {
+    int threads = 0;
+    Summary prefill_tps, decode_tps, ttft_ms;
+    double load_ms = 0.0;
+    size_t kv_bytes = 0;
+};
+
+struct Workload {
+    std::vector<int32_t> prompt;         // [n_prompt] for ppN
+    std::vector<int32_t> decode_prompt;  // untimed prefix of tgN
+    std::vector<int32_t> decode_tokens;  // [n_gen] fed one by one
+};
+
+Workload make_workload(const BenchArgs& args, const GgufFile& file, size_t n_vocab) {
+    CACTUS_ASSERT(n_vocab > 0);
+    int32_t bos = bos_if_added(file, n_vocab);
+    TokenSource source(n_vocab, 0x5EEDBE7Cull);
+    Workload w;
+    w.prompt = source.take(args.n_prompt, bos);
+    w.decode_prompt = source.take(args.decode_prompt, bos);
+    w.decode_tokens = source.take(args.n_gen, -1);
+    return w;
+}
+
+// Seconds of one ppN run from an empty cache (0 when n_prompt is 0).
+double time_prefill(Model& model, const Workload& w, std::vector<float>& logits) {
+    model.reset();
+    if (w.prompt.empty()) return 0.0;
+    Clock::time_point start = Clock::now();
+    model.forward(w.prompt.data(), w.prompt.size(), &logits);
+    return seconds_between(start, Clock::now());
+}
+
+// Seconds of the N single-token calls of one tgN run (0 when n_gen is 0).
+double time_decode(Model& model, const Workload& w, std::vector<float>& logits) {
+    model.reset();
+    if (!w.decode_prompt.empty()) model.forward(w.decode_prompt.data(), w.decode_prompt.size(), &logits);
+    if (w.decode_tokens.empty()) return 0.0;
+    Clock::time_point start = Clock::now();
+    for (int32_t id : w.decode_tokens) model.forward(&id, 1, &logits);
+    return seconds_between(start, Clock::now());
+}
+
+ModelOptions bench_model_options(const BenchArgs& args, int threads) {
+    ModelOptions options;
+    options.n_threads = threads;
+    options.n_batch = std::max<size_t>(args.n_prompt, 1);  // ppN is one batch
+    options.n_ctx = std::max(args.n_prompt, args.decode_prompt + args.n_gen) + 1;
+    return options;
+}
+
+// One warm-up run of each test, then args.reps timed repetitions.
+ThreadResult bench_model(const BenchArgs& args, Model& model, int threads, const Workload& w) {
+    ThreadResult r;
+    r.threads = threads;
+    std::vector<float> logits;
+    time_prefill(model, w, logits);
+    time_decode(model, w, logits);
+    std::vector<double> pp, tg, ttft;
+    for (int rep = 0; rep < args.reps; ++rep) {
+        double pp_s = time_prefill(model, w, logits);
+        double tg_s = time_decode(model, w, logits);
+        pp.push_back(per_second(static_cast<double>(w.prompt.size()), pp_s));
+        ttft.push_back(1e3 * pp_s);
+        tg.push_back(per_second(static_cast<double>(w.decode_tokens.size()), tg_s));
+    }
+    r.prefill_tps = summarize(pp);
+    r.decode_tps = summarize(tg);
+    r.ttft_ms = summarize(ttft);
+    r.kv_bytes = model.kv_bytes();
+    return r;
+}
+
+std::vector<int> resolved_threads(const std::vector<int>& requested) {
+    std::vector<int> out;
+    for (int t : requested) out.push_back(t > 0 ? t : ThreadPool::default_threads());
+    if (out.empty()) out.push_back(ThreadPool::default_threads());
+    return out;
+}
+
+// ---- model report ----------------------------------------------------------------------------
+
+struct ModelReport {
+    std::string path;
+    std::string architecture, name;
+    size_t file_bytes = 0, weight_bytes = 0, n_vocab = 0;
+    std::string residency;
+    std::vector<ThreadResult> results;
+    size_t peak_rss = 0, current_rss = 0;
+};
+
+Json thread_result_json(const ThreadResult& r, const BenchArgs& args) {
+    return Json{{"threads", r.threads},
+                {"load_ms", r.load_ms},
+                {"kv_bytes", r.kv_bytes},
+                {"prefill", {{"test", "pp" + std::to_string(args.n_prompt)}, {"tokens_per_second", summary_json(r.prefill_tps)}}},
+                {"decode", {{"test", "tg" + std::to_string(args.n_gen)}, {"tokens_per_second", summary_json(r.decode_tps)}}},
+                {"ttft_ms", summary_json(r.ttft_ms)}};
+}
+
+Json report_json(const ModelReport& m, const BenchArgs& args) {
+    Json results = Json::array();
+    for (const ThreadResult& r : m.results) results.push_back(thread_result_json(r, args));
+    return Json{{"engine", "cactus"},
+                {"model", m.path},
+                {"architecture", m.architecture},
+                {"name", m.name},
+                {"file_bytes", m.file_bytes},
+                {"weight_bytes_per_token", m.weight_bytes},
+                {"n_vocab", m.n_vocab},
+                {"residency", m.residency},
+                {"n_prompt", args.n_prompt},
+                {"n_gen", args.n_gen},
+                {"decode_prompt", args.decode_prompt},
+                {"reps", args.reps},
+                {"warmup", 1},
+                {"results", results},
+                {"peak_rss_bytes", m.peak_rss},
+                {"rss_bytes", m.current_rss}};
+}
+
+double mib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+void print_row(int threads, const std::string& test, const Summary& tps, const Summary* ttft) {
+    std::printf("%7d | %-7s | %10.2f | %10.2f | %10.2f | %8.2f |", threads, test.c_str(), tps.median,
+                tps.min, tps.max, tps.stddev);
+    if (ttft != nullptr) std::printf(" %10.1f\n", ttft->median);
+    else std::printf(" %10s\n", "-");
+}
+
+void print_report(const ModelReport& m, const BenchArgs& args) {
+    std::printf("model: %s (%s%s%s, %.1f MiB, weights %s; %.1f MiB read per decoded token)\n",
+                m.path.c_str(), m.architecture.c_str(), m.name.empty() ? "" : ", ", m.name.c_str(),
+                mib(m.file_bytes), m.residency.c_str(), mib(m.weight_bytes));
+    std::printf("%d repetitions after 1 warm-up; tok/s median, min, max, stddev; TTFT = ppN time\n\n", args.reps);
+    std::printf("threads | test    |  tok/s med |  tok/s min |  tok/s max |   stddev |    TTFT ms\n");
+    std::printf("--------+---------+------------+------------+------------+----------+-----------\n");
+    for (const ThreadResult& r : m.results) {
+        if (args.n_prompt > 0) print_row(r.threads, "pp" + std::to_string(args.n_prompt), r.prefill_tps, &r.ttft_ms);
+        if (args.n_gen > 0) print_row(r.threads, "tg" + std::to_string(args.n_gen), r.decode_tps, nullptr);
+    }
+    size_t kv = m.results.empty() ? 0 : m.results.back().kv_bytes;
+    std::printf("\npeak RSS %.1f MiB | current RSS %.1f MiB | KV cache %.1f MiB\n", mib(m.peak_rss),
+                mib(m.current_rss), mib(kv));
+}
+
+int run_model_bench(const BenchArgs& args) {
+    ModelReport m;
+    m.path = resolve_model_path(args.model);
+    std::unique_ptr<GgufFile> file = GgufFile::open(m.path);
+    if (args.mlock && !args.no_mlock) file->lock_in_memory();
+    m.residency = file->residency();
+    m.architecture = file->get_string("general.architecture", "");
+    m.name = file->get_string("general.name", "");
+    m.file_bytes = file->file_size();
+    m.weight_bytes = weight_bytes_per_token(*file);
+    Workload w;
+    for (int threads : resolved_threads(args.threads)) {
+        if (!args.json) std::fprintf(stderr, "bench: %d thread(s)...\n", threads);
+        Clock::time_point load_start = Clock::now();
+        std::unique_ptr<Model> model = Model::load(*file, bench_model_options(args, threads));
+        double load_ms = 1e3 * seconds_between(load_start, Clock::now());
+        if (m.n_vocab == 0) {
+            m.n_vocab = model->info().n_vocab;
+            w = make_workload(args, *file, m.n_vocab);
+        }
+        m.results.push_back(bench_model(args, *model, threads, w));
+        m.results.back().load_ms = load_ms;
+    }
+    m.peak_rss = peak_resident_bytes();
+    m.current_rss = resident_memory_bytes();
+    if (args.json) std::printf("%s\n", report_json(m, args).dump(2).c_str());
+    else print_report(m, args);
+    return 0;
+}
+
+// ---- memory bandwidth ------------------------------------------------------------------------
+
+struct BandwidthResult {
+    int threads = 0;
+    Summary read_gbs, copy_gbs;
+};
+
+// Sums a slice of 64-bit words with independent accumulators so loads, not adds, limit the speed.
+uint64_t sum_words(const uint64_t* words, size_t n) {
+    uint64_t acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        for (int k = 0; k < 8; ++k) acc[k] += words[i + k];
+    }
+    for (; i < n; ++i) acc[0] += words[i];
+    uint64_t total = 0;
+    for (uint64_t a : acc) total += a;
+    return total;
+}
+
+// Runs fn(begin, end) over [0, n_words) split across the pool; returns the seconds it took.
+template <typename Fn>
+double timed_parallel(ThreadPool& pool, size_t n_words, const Fn& fn) {
+    Clock::time_point start = Clock::now();
+    pool.parallel_for(n_words, [&](size_t begin, size_t end) { fn(begin, end); });
+    return seconds_between(start, Clock::now());
+}
+
+BandwidthResult measure_bandwidth(int threads, size_t n_words, int reps, uint64_t* src, uint64_t* dst) {
+    ThreadPool pool(threads);
+    std::atomic<uint64_t> sink{0};  // keeps the sums alive; one add per thread and pass
+    auto read = [&](size_t b, size_t e) { sink.fetch_add(sum_words(src + b, e - b), std::memory_order_relaxed); };
+    auto copy = [&](size_t b, size_t e) { std::memcpy(dst + b, src + b, (e - b) * sizeof(uint64_t)); };
+    timed_parallel(pool, n_words, copy);  // warm-up: pages touched, threads awake
+    double bytes = static_cast<double>(n_words * sizeof(uint64_t));
+    std::vector<double> read_gbs, copy_gbs;
+    for (int rep = 0; rep < reps; ++rep) {
+        read_gbs.push_back(per_second(bytes, timed_parallel(pool, n_words, read)) / 1e9);
+        copy_gbs.push_back(per_second(2.0 * bytes, timed_parallel(pool, n_words, copy)) / 1e9);
+    }
+    BandwidthResult r;
+    r.threads = threads;
+    r.read_gbs = summarize(read_gbs);
+    r.copy_gbs = summarize(copy_gbs);
+    return r;
+}
+
+struct Buffer {
+    explicit Buffer(size_t n) : words(n, 1) {}  // filled, so every page is resident
+    std::vector<uint64_t> words;
+};
+
+int run_bandwidth_bench(const BenchArgs& args) {
+    size_t n_words = args.membw_mib * 1024 * 1024 / sizeof(uint64_t);
+    Buffer src(n_words), dst(n_words);
+    std::vector<BandwidthResult> results;
+    for (int threads : resolved_threads(args.threads)) {
+        results.push_back(measure_bandwidth(threads, n_words, args.reps, src.words.data(), dst.words.data()));
+    }
+    if (args.json) {
+        Json out = Json::array();
+        for (const BandwidthResult& r : results) {
+            out.push_back({{"threads", r.threads}, {"read_gb_per_s", summary_json(r.read_gbs)},
+                           {"copy_gb_per_s", summary_json(r.copy_gbs)}});
+        }
+        Json doc{{"buffer_mib", args.membw_mib}, {"reps", args.reps},
+                 {"note", "copy counts bytes read + written (STREAM convention); GB = 1e9 bytes"},
+                 {"results", out}};
+        std::printf("%s\n", doc.dump(2).c_str());
+        return 0;
+    }
+    std::printf("memory bandwidth, %zu MiB buffers, %d repetitions (GB/s = 1e9 B/s; copy counts read + write)\n\n",
+                args.membw_mib, args.reps);
+    std::printf("threads | read med | read max | copy med | copy max\n");
+    std::printf("--------+----------+----------+----------+---------\n");
+    for (const BandwidthResult& r : results) {
+        std::printf("%7d | %8.2f | %8.2f | %8.2f | %8.2f\n", r.threads, r.read_gbs.median, r.read_gbs.max,
+                    r.copy_gbs.median, r.copy_gbs.max);
+    }
+    return 0;
+}
+
+void check_args(const BenchArgs& args) {
+    if (args.n_prompt == 0 && args.n_gen == 0 && !args.membw) {
+        fail("bench: nothing to measure: both --n-prompt and --n-gen are 0");
+    }
+    for (int t : args.threads) {
+        if (t < 0 || t > 256) fail("bench: thread count %d is outside 0..256", t);
+    }
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+    auto args = std::make_shared<BenchArgs>();
+    CLI::App* bench = app.add_subcommand("bench", "Measure prefill/decode speed, TTFT and memory (or --membw)");
+    bench->add_option("model", args->model, "Model: a short name (see 'cactus list') or a .gguf path")
+        ->capture_default_str();
+    bench->add_option("-p,--n-prompt", args->n_prompt, "Prompt tokens of the prefill test (ppN; 0 = skip)")
+        ->capture_default_str()->check(CLI::Range(size_t{0}, size_t{1} << 16));
+    bench->add_option("-n,--n-gen", args->n_gen, "Tokens of the decode test (tgN; 0 = skip)")
+        ->capture_default_str()->check(CLI::Range(size_t{0}, size_t{1} << 16));
+    bench->add_option("--decode-prompt", args->decode_prompt, "Untimed prompt tokens before the decode test")
+        ->capture_default_str()->check(CLI::Range(size_t{0}, size_t{1} << 16));
+    bench->add_option("-r,--reps", args->reps, "Timed repetitions (after one warm-up)")
+        ->capture_default_str()->check(CLI::Range(1, 1000));
+    bench->add_option("-t,--threads", args->threads, "Thread counts, e.g. -t 1,2 (0 = all cores)")
+        ->delimiter(',');
+    bench->add_flag("--json", args->json, "Print JSON instead of a table");
+    bench->add_flag("--mlock", args->mlock, "Lock the weights in RAM or copy them there (the default)");
+    bench->add_flag("--no-mlock", args->no_mlock, "Leave the weights memory-mapped");
+    bench->add_flag("--membw", args->membw, "Measure memory bandwidth instead (read and copy, per thread count)");
+    bench->add_option("--membw-mib", args->membw_mib, "Buffer size of --membw in MiB (well above the caches)")
+        ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{1} << 16));
+    bench->callback([args]() {
+        check_args(*args);
+        throw CLI::RuntimeError(args->membw ? run_bandwidth_bench(*args) : run_model_bench(*args));
+    });
+}
+
+}  // namespace cactus::cli
