@@ -20,6 +20,9 @@ build/bin/cactus pull smollm2-135m gemma3-270m
 step "C++ tests"
 ctest --test-dir build --output-on-failure -j "$JOBS" --timeout 900
 
+step "aarch64 kernels (cross-compiled, run under qemu)"
+scripts/test_aarch64.sh
+
 step "oracle comparisons (pytest)"
 CACTUS_BUILD_DIR="$ROOT/build" "$ORACLE_PY" -m pytest -q -p no:cacheprovider tests/
 
