@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/memory.h"
 #include "core/thread_pool.h"
@@ -153,6 +155,15 @@ size_t weight_bytes_per_token(const GgufFile& file) {
     return total;
 }
 
+// Bytes of tensor data per type name ("q4_1": ..., "f32": ...), e.g. to label the quantization.
+Json weight_types(const GgufFile& file) {
+    std::map<std::string, uint64_t> bytes;
+    for (const GgufTensor& t : file.tensors()) bytes[dtype_name(t.type)] += t.n_bytes;
+    Json out = Json::object();
+    for (const auto& entry : bytes) out[entry.first] = entry.second;
+    return out;
+}
+
 // ---- model runs ------------------------------------------------------------------------------
 
 struct ThreadResult {
@@ -242,6 +253,7 @@ struct ModelReport {
     std::string architecture, name;
     size_t file_bytes = 0, weight_bytes = 0, n_vocab = 0;
     std::string residency;
+    Json weight_types;
     std::vector<ThreadResult> results;
     size_t peak_rss = 0, current_rss = 0;
 };
@@ -264,6 +276,7 @@ Json report_json(const ModelReport& m, const BenchArgs& args) {
                 {"name", m.name},
                 {"file_bytes", m.file_bytes},
                 {"weight_bytes_per_token", m.weight_bytes},
+                {"weight_types", m.weight_types},
                 {"n_vocab", m.n_vocab},
                 {"residency", m.residency},
                 {"n_prompt", args.n_prompt},
@@ -296,6 +309,12 @@ void print_report(const ModelReport& m, const BenchArgs& args) {
         if (args.n_prompt > 0) print_row(r.threads, "pp" + std::to_string(args.n_prompt), r.prefill_tps, &r.ttft_ms);
         if (args.n_gen > 0) print_row(r.threads, "tg" + std::to_string(args.n_gen), r.decode_tps, nullptr);
     }
+    for (const ThreadResult& r : m.results) {
+        if (args.n_gen == 0) break;
+        std::printf("\n%d thread(s): decode streams the weights at %.1f GB/s (compare: cactus bench --membw)",
+                    r.threads, r.decode_tps.median * static_cast<double>(m.weight_bytes) / 1e9);
+    }
+    if (args.n_gen > 0) std::printf("\n");
     size_t kv = m.results.empty() ? 0 : m.results.back().kv_bytes;
     std::printf("\npeak RSS %.1f MiB | current RSS %.1f MiB | KV cache %.1f MiB\n", mib(m.peak_rss),
                 mib(m.current_rss), mib(kv));
@@ -311,6 +330,7 @@ int run_model_bench(const BenchArgs& args) {
     m.name = file->get_string("general.name", "");
     m.file_bytes = file->file_size();
     m.weight_bytes = weight_bytes_per_token(*file);
+    m.weight_types = weight_types(*file);
     Workload w;
     for (int threads : resolved_threads(args.threads)) {
         if (!args.json) std::fprintf(stderr, "bench: %d thread(s)...\n", threads);

@@ -112,7 +112,9 @@ void geglu(float* out, const float* gate, const float* up, size_t n) {
     constexpr float kSqrt2OverPi = 0.7978845608028654f;
     for (size_t i = 0; i < n; ++i) {
         const float g = gate[i];
-        out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+        // 0.5 (1 + tanh(u)) == 1 / (1 + exp(-2u)): same value, no cancellation for g << 0.
+        const float u = kSqrt2OverPi * (g + 0.044715f * g * g * g);
+        out[i] = g / (1.0f + std::exp(-2.0f * u)) * up[i];
     }
 }
 
