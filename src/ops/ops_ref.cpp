@@ -1,6 +1,8 @@
 #include "ops/ops_ref.h"
 
 #include <cmath>
+
+#include "ops/quant.h"
 #include <cstring>
 #include <vector>
 
@@ -68,24 +70,28 @@ void geglu_ref(float* out, const float* gate, const float* up, size_t n) {
 void attention_head_ref(float* out, const float* q, const uint16_t* k, size_t k_stride,
                         const uint16_t* v, size_t v_stride, const int32_t* row_pos, size_t n_rows,
                         size_t head_dim, size_t head_dim_v, float scale, const AttentionMask& mask) {
+    // The query and the attention weights are rounded to f16, the precision of the KV rows.
     std::vector<double> scores(n_rows, 0.0);
     double max = -INFINITY;
     for (size_t r = 0; r < n_rows; ++r) {
         if (!attention_row_visible(mask, row_pos[r])) continue;
         double dot = 0.0;
-        for (size_t d = 0; d < head_dim; ++d) dot += q[d] * half_to_float_ref(k[r * k_stride + d]);
+        for (size_t d = 0; d < head_dim; ++d)
+            dot += half_to_float_ref(fp32_to_fp16(q[d])) * half_to_float_ref(k[r * k_stride + d]);
         scores[r] = dot * scale;
         max = std::fmax(max, scores[r]);
     }
-    std::vector<double> acc(head_dim_v, 0.0);
     double sum = 0.0;
     for (size_t r = 0; r < n_rows; ++r) {
+        if (attention_row_visible(mask, row_pos[r])) sum += std::exp(scores[r] - max);
+    }
+    std::vector<double> acc(head_dim_v, 0.0);
+    for (size_t r = 0; r < n_rows; ++r) {
         if (!attention_row_visible(mask, row_pos[r])) continue;
-        const double p = std::exp(scores[r] - max);
-        sum += p;
+        const double p = half_to_float_ref(fp32_to_fp16(static_cast<float>(std::exp(scores[r] - max) / sum)));
         for (size_t d = 0; d < head_dim_v; ++d) acc[d] += p * half_to_float_ref(v[r * v_stride + d]);
     }
-    for (size_t d = 0; d < head_dim_v; ++d) out[d] = sum > 0.0 ? static_cast<float>(acc[d] / sum) : 0.0f;
+    for (size_t d = 0; d < head_dim_v; ++d) out[d] = sum > 0.0 ? static_cast<float>(acc[d]) : 0.0f;
 }
 
 float half_to_float_ref(uint16_t h) {
