@@ -15,7 +15,7 @@ namespace {
 struct ChatArgs {
     ModelArgs model;
     SamplingArgs sampling;
-    std::string system;
+    std::string system = "You are a helpful assistant.";
     bool show_metrics = false;
 };
 
@@ -72,7 +72,8 @@ void register_chat(CLI::App& app) {
     CLI::App* chat = app.add_subcommand("chat", "Interactive multi-turn chat on stdin/stdout");
     add_model_args(*chat, args->model);
     add_sampling_args(*chat, args->sampling);
-    chat->add_option("--system", args->system, "A system message");
+    chat->add_option("--system", args->system, "The system message (\"\" = none: the template's default)")
+        ->capture_default_str();
     chat->add_flag("--metrics", args->show_metrics, "Print speed after each reply");
     chat->callback([args]() { throw CLI::RuntimeError(chat_command(*args)); });
 }

@@ -12,7 +12,8 @@ struct RunArgs {
     ModelArgs model;
     SamplingArgs sampling;
     std::string prompt;
-    std::string system;
+    std::string system = "You are a helpful assistant.";
+    bool template_system = false;
     bool raw = false;
 };
 
@@ -21,7 +22,7 @@ int run_command(const RunArgs& args) {
     std::string prompt = args.prompt;
     if (!args.raw) {
         nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-        if (!args.system.empty()) messages.push_back({{"role", "system"}, {"content", args.system}});
+        if (!args.template_system && !args.system.empty()) messages.push_back({{"role", "system"}, {"content", args.system}});
         messages.push_back({{"role", "user"}, {"content", args.prompt}});
         prompt = engine->render_chat(messages, nlohmann::ordered_json(), /*add_generation_prompt=*/true);
     }
@@ -43,7 +44,9 @@ void register_run(CLI::App& app) {
     add_model_args(*run, args->model);
     add_sampling_args(*run, args->sampling);
     run->add_option("-p,--prompt", args->prompt, "The prompt (the user message)")->required();
-    run->add_option("--system", args->system, "A system message");
+    run->add_option("--system", args->system, "The system message")->capture_default_str();
+    run->add_flag("--template-system", args->template_system,
+                  "Send no system message (the chat template's own default applies, if it has one)");
     run->add_flag("--raw", args->raw, "Complete the prompt text as is (no chat template)");
     run->callback([args]() { throw CLI::RuntimeError(run_command(*args)); });
 }

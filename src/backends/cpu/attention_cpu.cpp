@@ -1,0 +1,65 @@
+#include "backends/cpu/ops_cpu.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/quant.h"
+
+namespace cactus {
+
+namespace {
+
+constexpr size_t kMaxHeadDim = 1024;
+
+// q . k for a key row stored in half precision.
+float dot_half(const float* q, const uint16_t* k, size_t n, const float* table) {
+    float acc[8] = {};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        for (size_t j = 0; j < 8; ++j) acc[j] += q[i + j] * table[k[i + j]];
+    }
+    float sum = 0.0f;
+    for (; i < n; ++i) sum += q[i] * table[k[i]];
+    for (float a : acc) sum += a;
+    return sum;
+}
+
+}  // namespace
+
+void attention_head(float* out, const float* q, const uint16_t* k, size_t k_stride,
+                    const uint16_t* v, size_t v_stride, const int32_t* row_pos, size_t n_rows,
+                    size_t head_dim, size_t head_dim_v, float scale, const AttentionMask& mask,
+                    float* scratch) {
+    // Like the KV rows, the query and the attention weights are rounded to f16 (as llama.cpp's
+    // f16 KV path does), so both engines see the same products.
+    const float* table = half_to_float_table();
+    float q_half[kMaxHeadDim];
+    CACTUS_ASSERT(head_dim <= kMaxHeadDim);
+    for (size_t d = 0; d < head_dim; ++d) q_half[d] = table[fp32_to_fp16(q[d])];
+    float max = -INFINITY;
+    for (size_t r = 0; r < n_rows; ++r) {
+        if (!attention_row_visible(mask, row_pos[r])) {
+            scratch[r] = -INFINITY;
+            continue;
+        }
+        scratch[r] = dot_half(q_half, k + r * k_stride, head_dim, table) * scale;
+        max = scratch[r] > max ? scratch[r] : max;
+    }
+    for (size_t d = 0; d < head_dim_v; ++d) out[d] = 0.0f;
+    if (max == -INFINITY) return;
+    float sum = 0.0f;
+    for (size_t r = 0; r < n_rows; ++r) {
+        if (scratch[r] == -INFINITY) continue;
+        scratch[r] = std::exp(scratch[r] - max);
+        sum += scratch[r];
+    }
+    const float inv = 1.0f / sum;
+    for (size_t r = 0; r < n_rows; ++r) {
+        if (scratch[r] == -INFINITY) continue;
+        const float p = table[fp32_to_fp16(scratch[r] * inv)];
+        const uint16_t* vr = v + r * v_stride;
+        for (size_t d = 0; d < head_dim_v; ++d) out[d] += p * table[vr[d]];
+    }
+}
+
+}  // namespace cactus
