@@ -35,8 +35,14 @@ struct Handle {
 thread_local std::string t_last_error;
 std::atomic<int> g_backend{0};  // 0 cpu/auto
 
+// Error messages may quote hostile input; keep them valid UTF-8 (invalid bytes become U+FFFD).
+std::string valid_utf8(const std::string& text) {
+    std::string quoted = json(text).dump(-1, ' ', false, json::error_handler_t::replace);
+    return json::parse(quoted).get<std::string>();
+}
+
 void set_error(const std::string& message) {
-    t_last_error = message;
+    t_last_error = valid_utf8(message);
     CACTUS_LOG_DEBUG("%s", message.c_str());
 }
 

@@ -109,6 +109,18 @@ const std::map<std::string, OptionSetter>& option_table() {
              o.context.n_ctx = static_cast<size_t>(read_int(v, k, 16, 1 << 20)); }},
         {"prefill_chunk", [](ApiOptions& o, const json& v, const std::string& k) {
              o.context.prefill_chunk = static_cast<size_t>(read_int(v, k, 1, 65536)); }},
+        {"kv_cache_type", [](ApiOptions& o, const json& v, const std::string& k) {
+             o.context.kv.type = static_cast<int>(parse_kv_type(read_string(v, k))); }},
+        {"kv_compress", [](ApiOptions& o, const json& v, const std::string& k) {
+             o.context.kv.compress = read_bool(v, k) ? 1 : 0; }},
+        {"kv_compress_at", [](ApiOptions& o, const json& v, const std::string& k) {
+             o.context.kv.compress_at = static_cast<size_t>(read_int(v, k, 2, 1 << 20)); }},
+        {"kv_compress_to", [](ApiOptions& o, const json& v, const std::string& k) {
+             o.context.kv.compress_to = static_cast<size_t>(read_int(v, k, 1, 1 << 20)); }},
+        {"kv_compress_sinks", [](ApiOptions& o, const json& v, const std::string& k) {
+             o.context.kv.compress_sinks = read_int(v, k, 0, 1 << 20); }},
+        {"kv_compress_recent", [](ApiOptions& o, const json& v, const std::string& k) {
+             o.context.kv.compress_recent = read_number(v, k, 0.0, 1.0); }},
     };
     return table;
 }

@@ -79,7 +79,9 @@ bool Engine::configure_context(const EngineContextOptions& options) {
     ModelOptions wanted = model_options_;
     if (options.n_ctx != 0) wanted.n_ctx = options.n_ctx;
     if (options.prefill_chunk != 0) wanted.n_batch = options.prefill_chunk;
-    bool same = wanted.n_ctx == model_options_.n_ctx && wanted.n_batch == model_options_.n_batch;
+    wanted.kv = model_options_.kv.merged(options.kv);
+    bool same = wanted.n_ctx == model_options_.n_ctx && wanted.n_batch == model_options_.n_batch &&
+                wanted.kv == model_options_.kv;
     if (same) return false;
     std::unique_ptr<Model> rebuilt = Model::load(*file_, wanted);  // may throw; keep the old one then
     model_ = std::move(rebuilt);
@@ -91,9 +93,9 @@ bool Engine::configure_context(const EngineContextOptions& options) {
 void Engine::check_prompt(const std::vector<int32_t>& prompt) const {
     if (prompt.empty()) fail("complete: the prompt is empty");
     const size_t n_ctx = model_->info().n_ctx;
-    if (prompt.size() >= n_ctx) {
-        fail("complete: the prompt has %zu tokens but the context holds %zu; shorten it or raise n_ctx",
-             prompt.size(), n_ctx);
+    if (!model_->info().kv.compress.enabled && prompt.size() >= n_ctx) {
+        fail("complete: the prompt has %zu tokens but the context holds %zu and kv_compress is off; "
+             "shorten it, raise n_ctx or turn kv_compress on", prompt.size(), n_ctx);
     }
     for (int32_t id : prompt) {
         if (id < 0 || static_cast<size_t>(id) >= tokenizer_->vocab_size())
@@ -126,9 +128,13 @@ size_t Engine::reuse_prefix(const std::vector<int32_t>& prompt) {
     while (common < limit && cached_ids_[common] == prompt[common]) ++common;
     // The last prompt token is always recomputed: its logits start generation.
     if (common == prompt.size() && common > 0) --common;
-    model_->truncate(common);
-    cached_ids_.resize(common);
-    return common;
+    // cached_ids_ lists every token the session appended, including those whose rows compaction
+    // dropped (positions are logical): a prompt extending them reuses the compacted cache as is.
+    // Going back before the last compaction (or past overwritten ring rows) cannot be restored
+    // exactly; the cache then says how much it kept (0) and the rest is recomputed.
+    const size_t kept = model_->truncate(common);
+    cached_ids_.resize(kept);
+    return kept;
 }
 
 void Engine::forward_cached(const int32_t* ids, size_t n, std::vector<float>* logits) {
@@ -147,8 +153,6 @@ CompletionResult Engine::complete_tokens(const std::vector<int32_t>& prompt,
     Clock::time_point start = Clock::now();
     stop_requested_.store(false);
     check_prompt(prompt);
-    const size_t n_ctx = model_->info().n_ctx;
-
     CompletionResult result;
     result.metrics.prompt_tokens = prompt.size();
     size_t reused = reuse_prefix(prompt);
@@ -191,7 +195,7 @@ CompletionResult Engine::complete_tokens(const std::vector<int32_t>& prompt,
         }
         bool last_step = step + 1 == options.max_tokens;
         if (last_step) break;
-        if (cached_ids_.size() + 1 >= n_ctx) {
+        if (model_->context_room() <= 1) {
             result.finish_reason = "length";
             break;
         }

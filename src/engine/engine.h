@@ -32,6 +32,7 @@ struct EngineOptions {
 struct EngineContextOptions {
     size_t n_ctx = 0;          // 0 = keep the handle's
     size_t prefill_chunk = 0;  // tokens per prefill step; 0 = keep the handle's (default 512)
+    KvRequest kv;              // kv_cache_type, kv_compress*: unset fields keep the handle's
 };
 
 struct GenerationOptions {

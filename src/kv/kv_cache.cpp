@@ -1,78 +1,335 @@
 #include "kv/kv_cache.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "core/error.h"
+#include "ops/quant.h"
 
 namespace cactus {
 
-KvCache::KvCache(std::vector<KvLayerSpec> layers, size_t n_ctx) : n_ctx_(n_ctx) {
-    if (n_ctx == 0) fail("KvCache: n_ctx must be > 0");
-    if (n_ctx > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-        fail("KvCache: n_ctx %zu exceeds the position range", n_ctx);
+namespace {
+
+constexpr size_t kMaxElements = size_t(1) << 36;  // refuse absurd caches before allocating
+
+size_t groups_of(size_t n) { return (n + kKvGroup - 1) / kKvGroup; }
+
+// Physical rows of a layer under this configuration.
+size_t layer_capacity(const KvLayerSpec& spec, const KvCacheConfig& c, size_t ring_chunk) {
+    if (spec.window != 0) return spec.sinks + spec.window + ring_chunk - 1;
+    return c.kv.compress.enabled ? c.kv.compress.at : c.n_ctx;
+}
+
+size_t ring_chunk_of(const std::vector<KvLayerSpec>& layers, const KvCacheConfig& c) {
+    size_t chunk = 0;
+    const size_t wanted = c.max_chunk ? c.max_chunk : c.n_ctx;
+    for (const KvLayerSpec& s : layers) {
+        if (s.window != 0) chunk = chunk ? std::min<size_t>(chunk, s.window) : std::min<size_t>(wanted, s.window);
     }
-    constexpr size_t kMaxElements = size_t(1) << 36;  // 128 GiB of halves: refuse before allocating
+    return chunk;
+}
+
+void check_spec(const KvLayerSpec& spec, size_t il) {
+    if (spec.k_width == 0 || spec.v_width == 0) fail("KvCache: layer %zu has an empty row", il);
+    if (spec.n_head_kv == 0 || spec.k_width % spec.n_head_kv != 0 || spec.v_width % spec.n_head_kv != 0) {
+        fail("KvCache: layer %zu: rows of %zu/%zu elements do not split into %zu heads", il, spec.k_width,
+             spec.v_width, spec.n_head_kv);
+    }
+    if (spec.rope.n_rot % 2 != 0 || spec.rope.n_rot > spec.k_width / spec.n_head_kv) {
+        fail("KvCache: layer %zu: rope dimension %zu does not fit the head", il, spec.rope.n_rot);
+    }
+    if (spec.window == 0 && spec.sinks != 0) fail("KvCache: layer %zu: sinks need a sliding window", il);
+}
+
+size_t layer_bytes(const KvLayerSpec& spec, size_t capacity, KvType type) {
+    const size_t hk = spec.k_width / spec.n_head_kv;
+    const size_t hv = spec.v_width / spec.n_head_kv;
+    size_t per_row = sizeof(int32_t);
+    if (type == KvType::F16) {
+        per_row += (spec.k_width + spec.v_width) * sizeof(uint16_t);
+    } else {
+        per_row += spec.k_width + spec.v_width +
+                   spec.n_head_kv * (groups_of(hk) + groups_of(hv)) * sizeof(float);
+    }
+    return per_row * capacity;
+}
+
+}  // namespace
+
+void kv_quantize_i8(int8_t* q, float* scales, const float* x, size_t n) {
+    for (size_t g = 0; g * kKvGroup < n; ++g) {
+        const size_t begin = g * kKvGroup;
+        const size_t end = std::min(n, begin + kKvGroup);
+        float amax = 0.0f;
+        for (size_t i = begin; i < end; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+        const float scale = amax / 127.0f;
+        const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+        scales[g] = scale;
+        for (size_t i = begin; i < end; ++i) {
+            const float r = std::nearbyint(x[i] * inv);
+            q[i] = static_cast<int8_t>(std::fmax(-127.0f, std::fmin(127.0f, r)));
+        }
+    }
+}
+
+void kv_dequantize_i8(float* x, const int8_t* q, const float* scales, size_t n) {
+    for (size_t i = 0; i < n; ++i) x[i] = scales[i / kKvGroup] * static_cast<float>(q[i]);
+}
+
+KvCache::KvCache(std::vector<KvLayerSpec> layers, size_t n_ctx)
+    : KvCache(std::move(layers), KvCacheConfig{n_ctx, 0, KvOptions{}}) {}
+
+KvCache::KvCache(std::vector<KvLayerSpec> layers, const KvCacheConfig& config) : config_(config) {
+    if (config_.n_ctx == 0) fail("KvCache: n_ctx must be > 0");
+    if (config_.n_ctx > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+        fail("KvCache: n_ctx %zu exceeds the position range", config_.n_ctx);
+    }
+    const KvCompressOptions& c = config_.kv.compress;
+    if (c.enabled && (c.to == 0 || c.to >= c.at || c.at > config_.n_ctx || c.sinks + c.recent > c.to)) {
+        fail("KvCache: compaction %zu -> %zu (sinks %zu, recent %zu) does not fit n_ctx %zu", c.at, c.to,
+             c.sinks, c.recent, config_.n_ctx);
+    }
+    ring_chunk_ = ring_chunk_of(layers, config_);
     layers_.resize(layers.size());
     for (size_t il = 0; il < layers.size(); ++il) {
-        const KvLayerSpec& spec = layers[il];
-        if (spec.k_width == 0 || spec.v_width == 0) fail("KvCache: layer %zu has an empty row", il);
-        if (spec.k_width > kMaxElements / n_ctx || spec.v_width > kMaxElements / n_ctx) {
-            fail("KvCache: layer %zu: %zu x (%zu + %zu) halves is too large", il, n_ctx,
-                 spec.k_width, spec.v_width);
-        }
-        Layer& layer = layers_[il];
-        layer.spec = spec;
-        layer.k.assign(n_ctx * spec.k_width, 0);
-        layer.v.assign(n_ctx * spec.v_width, 0);
-        layer.row_pos.assign(n_ctx, -1);
+        check_spec(layers[il], il);
+        init_layer(layers_[il], layers[il]);
+        has_global_ = has_global_ || layers[il].window == 0;
     }
+}
+
+size_t KvCache::predict_bytes(const std::vector<KvLayerSpec>& layers, const KvCacheConfig& config) {
+    const size_t chunk = ring_chunk_of(layers, config);
+    size_t total = 0;
+    for (const KvLayerSpec& s : layers) total += layer_bytes(s, layer_capacity(s, config, chunk), config.kv.type);
+    return total;
+}
+
+void KvCache::init_layer(Layer& layer, const KvLayerSpec& spec) const {
+    layer.spec = spec;
+    layer.ring = spec.window != 0;
+    layer.capacity = layer_capacity(spec, config_, ring_chunk_);
+    layer.head_dim_k = spec.k_width / spec.n_head_kv;
+    layer.head_dim_v = spec.v_width / spec.n_head_kv;
+    layer.k_groups = spec.n_head_kv * groups_of(layer.head_dim_k);
+    layer.v_groups = spec.n_head_kv * groups_of(layer.head_dim_v);
+    const size_t cap = layer.capacity;
+    if (spec.k_width > kMaxElements / cap || spec.v_width > kMaxElements / cap) {
+        fail("KvCache: %zu rows x (%zu + %zu) elements is too large", cap, spec.k_width, spec.v_width);
+    }
+    if (config_.kv.type == KvType::F16) {
+        layer.k16.assign(cap * spec.k_width, 0);
+        layer.v16.assign(cap * spec.v_width, 0);
+    } else {
+        layer.k8.assign(cap * spec.k_width, 0);
+        layer.v8.assign(cap * spec.v_width, 0);
+        layer.ks.assign(cap * layer.k_groups, 0.0f);
+        layer.vs.assign(cap * layer.v_groups, 0.0f);
+    }
+    layer.row_pos.assign(cap, -1);
+}
+
+size_t KvCache::max_capacity() const {
+    size_t m = 0;
+    for (const Layer& l : layers_) m = std::max(m, l.capacity);
+    return m;
+}
+
+size_t KvCache::reserve(size_t wanted) {
+    if (wanted == 0) fail("KvCache::reserve: no tokens");
+    size_t room = wanted;
+    if (ring_chunk_ != 0) room = std::min(room, ring_chunk_);
+    if (has_global_) {
+        const KvCompressOptions& c = config_.kv.compress;
+        const size_t limit = c.enabled ? c.at : config_.n_ctx;
+        if (global_rows() >= limit) {
+            if (!c.enabled) {
+                fail("KvCache: the conversation has %zu tokens and fills the context (n_ctx %zu) with "
+                     "kv_compress off; raise n_ctx, turn kv_compress on or start a new conversation",
+                     n_tokens_, config_.n_ctx);
+            }
+            compact_all();
+        }
+        room = std::min(room, limit - global_rows());
+    }
+    if (n_tokens_ + room > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+        fail("KvCache: the session exceeds 2^31 tokens; reset it");
+    }
+    return room;
 }
 
 size_t KvCache::append(size_t n) {
-    if (n > n_ctx_ - n_past_) {
-        fail("KvCache::append: %zu tokens after %zu exceed the context of %zu tokens", n, n_past_,
-             n_ctx_);
+    if (n == 0) fail("KvCache::append: no tokens");
+    if (ring_chunk_ != 0 && n > ring_chunk_) {
+        fail("KvCache::append: %zu tokens exceed the chunk of %zu the sliding rings hold", n, ring_chunk_);
     }
-    const size_t first = n_past_;
-    for (size_t il = 0; il < layers_.size(); ++il) {
-        for (size_t pos = first; pos < first + n; ++pos) {
-            layers_[il].row_pos[pos] = static_cast<int32_t>(pos);
+    if (has_global_) {
+        const KvCompressOptions& c = config_.kv.compress;
+        const size_t limit = c.enabled ? c.at : config_.n_ctx;
+        if (n > limit - global_rows()) {
+            fail("KvCache::append: %zu tokens after %zu exceed the context of %zu tokens", n, n_tokens_, limit);
         }
     }
-    n_past_ += n;
+    const size_t first = n_tokens_;
+    n_tokens_ += n;
+    for (size_t il = 0; il < layers_.size(); ++il) {
+        Layer& layer = layers_[il];
+        if (layer.ring) {
+            const size_t ring_len = layer.capacity - layer.spec.sinks;
+            if (n_tokens_ > layer.spec.sinks + ring_len) layer.oldest = std::max(layer.oldest, n_tokens_ - ring_len);
+        }
+        for (size_t t = first; t < first + n; ++t) {
+            const size_t row = row_of(il, t);
+            CACTUS_ASSERT(row < layer.capacity);
+            layer.row_pos[row] = position(il, t);
+            layer.used = std::max(layer.used, row + 1);
+        }
+    }
     return first;
 }
 
-void KvCache::truncate(size_t n) {
-    if (n > n_past_) fail("KvCache::truncate: %zu is beyond the %zu cached tokens", n, n_past_);
-    for (Layer& layer : layers_) {
-        std::fill(layer.row_pos.begin() + static_cast<std::ptrdiff_t>(n),
-                  layer.row_pos.begin() + static_cast<std::ptrdiff_t>(n_past_), -1);
+bool KvCache::ring_can_truncate(const Layer& layer, size_t n) const {
+    // The next query (token n) needs tokens [n - window + 1, n) besides the sinks.
+    const size_t sinks = layer.spec.sinks;
+    const size_t oldest = std::max(sinks, layer.oldest);
+    const size_t needed = std::max(sinks, n + 1 > layer.spec.window ? n + 1 - layer.spec.window : size_t(0));
+    return needed >= oldest || n == 0;
+}
+
+size_t KvCache::truncate(size_t n) {
+    if (n > n_tokens_) fail("KvCache::truncate: %zu is beyond the %zu cached tokens", n, n_tokens_);
+    bool exact = n >= truncate_floor_;
+    for (const Layer& layer : layers_) {
+        if (layer.ring && !ring_can_truncate(layer, n)) exact = false;
     }
-    n_past_ = n;
+    if (!exact) n = 0;
+    for (size_t il = 0; il < layers_.size(); ++il) {
+        Layer& layer = layers_[il];
+        const int32_t limit = n == 0 ? 0 : position(il, n);  // first position dropped
+        for (size_t row = 0; row < layer.used; ++row) {
+            if (layer.row_pos[row] >= limit) layer.row_pos[row] = -1;
+        }
+        if (!layer.ring) layer.used = static_cast<size_t>(limit);
+        if (n == 0) layer.used = layer.oldest = 0;
+    }
+    n_tokens_ = n;
+    if (n == 0) {
+        global_offset_ = 0;
+        truncate_floor_ = 0;
+    }
+    return n;
 }
 
-size_t KvCache::row_of(size_t il, size_t pos) const {
-    CACTUS_ASSERT(il < layers_.size() && pos < n_past_);
-    return pos;
+int32_t KvCache::position(size_t il, size_t token) const {
+    CACTUS_ASSERT(il < layers_.size());
+    const Layer& layer = layers_[il];
+    if (layer.ring) return static_cast<int32_t>(token);
+    CACTUS_ASSERT(token >= global_offset_);
+    return static_cast<int32_t>(token - global_offset_);
 }
 
-RowRange KvCache::rows_for_queries(size_t il, size_t pos_lo, size_t pos_hi) const {
-    CACTUS_ASSERT(il < layers_.size() && pos_lo <= pos_hi);
-    const uint32_t window = layers_[il].spec.window;
-    RowRange range;
-    range.begin = (window != 0 && pos_lo + 1 > window) ? pos_lo + 1 - window : 0;
-    range.end = std::min(pos_hi + 1, n_past_);
-    if (range.begin > range.end) range.begin = range.end;
-    return range;
+size_t KvCache::ring_row(const Layer& layer, size_t token) const {
+    const size_t sinks = layer.spec.sinks;
+    if (token < sinks) return token;
+    return sinks + (token - sinks) % (layer.capacity - sinks);
+}
+
+size_t KvCache::row_of(size_t il, size_t token) const {
+    CACTUS_ASSERT(il < layers_.size() && token < n_tokens_);
+    const Layer& layer = layers_[il];
+    const size_t row = layer.ring ? ring_row(layer, token) : static_cast<size_t>(position(il, token));
+    CACTUS_ASSERT(row < layer.capacity);
+    return row;
+}
+
+RowRange KvCache::rows_for_query(size_t il, size_t token) const {
+    CACTUS_ASSERT(il < layers_.size() && token < n_tokens_);
+    const Layer& layer = layers_[il];
+    RowRange r;
+    r.end = layer.ring ? layer.used : std::min(layer.used, static_cast<size_t>(position(il, token)) + 1);
+    CACTUS_ASSERT(r.end <= layer.capacity);
+    return r;
+}
+
+AttentionMask KvCache::mask_for(size_t il, size_t token) const {
+    AttentionMask mask;
+    mask.q_pos = position(il, token);
+    mask.window = layers_[il].spec.window;
+    mask.sinks = layers_[il].spec.sinks;
+    return mask;
+}
+
+void KvCache::write_row(size_t il, size_t row, const float* k, const float* v) {
+    Layer& layer = layers_[il];
+    CACTUS_ASSERT(row < layer.capacity);
+    for (size_t h = 0; h < layer.spec.n_head_kv; ++h) {
+        write_head(layer, row, h, true, k + h * layer.head_dim_k);
+        write_head(layer, row, h, false, v + h * layer.head_dim_v);
+    }
+}
+
+void KvCache::read_row(size_t il, size_t row, float* k, float* v) const {
+    const Layer& layer = layers_[il];
+    CACTUS_ASSERT(row < layer.capacity);
+    for (size_t h = 0; h < layer.spec.n_head_kv; ++h) {
+        read_head(layer, row, h, true, k + h * layer.head_dim_k);
+        read_head(layer, row, h, false, v + h * layer.head_dim_v);
+    }
+}
+
+void KvCache::read_head(const Layer& layer, size_t row, size_t head, bool key, float* out) const {
+    const size_t dim = key ? layer.head_dim_k : layer.head_dim_v;
+    const size_t offset = row * (key ? layer.spec.k_width : layer.spec.v_width) + head * dim;
+    if (config_.kv.type == KvType::F16) {
+        const uint16_t* src = (key ? layer.k16 : layer.v16).data() + offset;
+        for (size_t i = 0; i < dim; ++i) out[i] = fp16_to_fp32(src[i]);
+        return;
+    }
+    const size_t groups = key ? layer.k_groups : layer.v_groups;
+    const float* scales = (key ? layer.ks : layer.vs).data() + row * groups + head * groups_of(dim);
+    kv_dequantize_i8(out, (key ? layer.k8 : layer.v8).data() + offset, scales, dim);
+}
+
+void KvCache::write_head(Layer& layer, size_t row, size_t head, bool key, const float* in) {
+    const size_t dim = key ? layer.head_dim_k : layer.head_dim_v;
+    const size_t offset = row * (key ? layer.spec.k_width : layer.spec.v_width) + head * dim;
+    if (config_.kv.type == KvType::F16) {
+        uint16_t* dst = (key ? layer.k16 : layer.v16).data() + offset;
+        for (size_t i = 0; i < dim; ++i) dst[i] = fp32_to_fp16(in[i]);
+        return;
+    }
+    const size_t groups = key ? layer.k_groups : layer.v_groups;
+    float* scales = (key ? layer.ks : layer.vs).data() + row * groups + head * groups_of(dim);
+    kv_quantize_i8((key ? layer.k8 : layer.v8).data() + offset, scales, in, dim);
+}
+
+void KvCache::move_head(Layer& layer, size_t dst, size_t src, size_t head) {
+    const size_t hk = layer.head_dim_k;
+    const size_t hv = layer.head_dim_v;
+    const size_t kw = layer.spec.k_width;
+    const size_t vw = layer.spec.v_width;
+    if (config_.kv.type == KvType::F16) {
+        std::memmove(&layer.k16[dst * kw + head * hk], &layer.k16[src * kw + head * hk], hk * sizeof(uint16_t));
+        std::memmove(&layer.v16[dst * vw + head * hv], &layer.v16[src * vw + head * hv], hv * sizeof(uint16_t));
+        return;
+    }
+    std::memmove(&layer.k8[dst * kw + head * hk], &layer.k8[src * kw + head * hk], hk);
+    std::memmove(&layer.v8[dst * vw + head * hv], &layer.v8[src * vw + head * hv], hv);
+    const size_t gk = groups_of(hk);
+    const size_t gv = groups_of(hv);
+    std::memmove(&layer.ks[dst * layer.k_groups + head * gk], &layer.ks[src * layer.k_groups + head * gk],
+                 gk * sizeof(float));
+    std::memmove(&layer.vs[dst * layer.v_groups + head * gv], &layer.vs[src * layer.v_groups + head * gv],
+                 gv * sizeof(float));
 }
 
 size_t KvCache::bytes() const {
     size_t total = 0;
-    for (const Layer& layer : layers_) {
-        total += (layer.k.size() + layer.v.size()) * sizeof(uint16_t) +
-                 layer.row_pos.size() * sizeof(int32_t);
+    for (const Layer& l : layers_) {
+        total += l.k16.size() * sizeof(uint16_t) + l.v16.size() * sizeof(uint16_t) + l.k8.size() +
+                 l.v8.size() + (l.ks.size() + l.vs.size()) * sizeof(float) + l.row_pos.size() * sizeof(int32_t);
     }
     return total;
 }

@@ -1,22 +1,44 @@
 #pragma once
-// The KV cache of a decoder: per layer, keys (after RoPE) and values stored as IEEE half rows.
+// The KV cache of a decoder: per layer, keys (after RoPE) and values, stored as IEEE half rows or
+// as int8 rows with one f32 scale per group of kKvGroup elements along the head dimension.
 //
-// Logical positions (the token's index in the sequence) are kept apart from physical rows: every
-// layer has a `row_pos` array giving the position held by each physical row (-1 = empty), and
-// attention masks by those positions, never by row index. Today every layer uses the full layout
-// (row == position, capacity n_ctx); sliding-window layers keep all rows and attention masks them
-// by window. Sliding rings with sink rows, int8 rows and compaction change only this class:
-// row_of() and rows_for_queries() are the only places that know the layout.
+// Tokens, positions and rows are three different things:
+//  - a token index t counts every token appended in the session (0, 1, 2, ...; n_past() of them);
+//  - a layer's position of token t is what RoPE and the causal mask see: t in sliding layers,
+//    t - (rows dropped by compaction) in global layers;
+//  - a physical row is where the layer stores it. Every layer keeps `row_pos` (the position held by
+//    each physical row, -1 = empty) and attention masks by positions, never by row index.
+//
+// Layouts:
+//  - global layers (window 0): row == position; they hold up to n_ctx rows, or kv_compress_at rows
+//    with compaction on. Compaction (KeyDiff) keeps `to` rows and renumbers them 0..to-1, so the
+//    invariant row == position holds again; keys are re-rotated by their position change.
+//  - sliding layers (window w): a ring of sinks + w + chunk - 1 rows (chunk = the largest append,
+//    at most w), so a whole chunk can be written before its attention runs without overwriting a
+//    row any query of the chunk still needs. Memory does not grow with the conversation.
+// Kernels only ever receive row ranges inside the physical capacity (asserted).
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "kv/kv_options.h"
+#include "ops/ops_ref.h"
+
 namespace cactus {
 
 struct KvLayerSpec {
-    size_t k_width = 0;   // n_head_kv * head_dim_k halves per key row
-    size_t v_width = 0;   // n_head_kv * head_dim_v halves per value row
+    size_t k_width = 0;   // n_head_kv * head_dim_k elements per key row
+    size_t v_width = 0;   // n_head_kv * head_dim_v elements per value row
     uint32_t window = 0;  // sliding window in tokens; 0 = global attention
+    size_t n_head_kv = 1;  // heads per row (int8 groups and compaction work per head)
+    RopeParams rope;       // how the keys were rotated (re-rotation on compaction); n_rot 0 = none
+    uint32_t sinks = 0;    // sliding rings only: first rows never overwritten, visible to all queries
+};
+
+struct KvCacheConfig {
+    size_t n_ctx = 0;       // tokens a global layer holds (without compaction)
+    size_t max_chunk = 0;   // largest append; 0 = n_ctx
+    KvOptions kv;
 };
 
 // Half-open range of physical rows.
@@ -27,34 +49,61 @@ struct RowRange {
 
 class KvCache {
 public:
-    // Throws cactus::Error when n_ctx is 0 or the cache would not fit in memory.
+    // f16, no compaction, appends of any size up to n_ctx.
     KvCache(std::vector<KvLayerSpec> layers, size_t n_ctx);
+    // Throws cactus::Error when n_ctx is 0, a spec is inconsistent or the cache would not fit.
+    KvCache(std::vector<KvLayerSpec> layers, const KvCacheConfig& config);
+
+    // Bytes the cache of these layers takes (what bytes() will report), without allocating.
+    static size_t predict_bytes(const std::vector<KvLayerSpec>& layers, const KvCacheConfig& config);
 
     size_t n_layer() const { return layers_.size(); }
-    size_t capacity() const { return n_ctx_; }  // tokens
-    size_t n_past() const { return n_past_; }
+    size_t n_past() const { return n_tokens_; }  // tokens appended in the session
+    size_t n_ctx() const { return config_.n_ctx; }
+    KvType type() const { return config_.kv.type; }
+    const KvCompressOptions& compress() const { return config_.kv.compress; }
     const KvLayerSpec& spec(size_t il) const { return layers_[il].spec; }
+    size_t capacity(size_t il) const { return layers_[il].capacity; }  // physical rows
+    size_t max_capacity() const;
+    size_t compactions() const { return compactions_; }
+    // Tokens appended since the last compaction is the range truncate() restores exactly.
+    size_t truncate_floor() const { return truncate_floor_; }
 
-    // Claims positions [n_past, n_past + n) in every layer and returns n_past before the call.
-    // Throws cactus::Error when the cache would overflow. The caller then writes the rows.
+    // Makes room for up to `wanted` more tokens (compacting global layers that reached
+    // kv_compress_at) and returns how many may be appended now (1 .. wanted). Throws when a global
+    // layer is full and compaction is off.
+    size_t reserve(size_t wanted);
+    // Claims tokens [n_past, n_past + n) in every layer (n <= reserve(n)) and returns n_past before
+    // the call. The caller then writes their rows (row_of, write_row).
     size_t append(size_t n);
-    // Drops positions >= n (n <= n_past).
-    void truncate(size_t n);
+    // Drops tokens >= n. Returns the tokens kept: n when the layout can restore that state exactly,
+    // else 0 (everything dropped; the caller recomputes). See docs/LONG_CONTEXT.md.
+    size_t truncate(size_t n);
+    void clear() { truncate(0); }
 
-    // Physical row that holds logical position pos in layer il (pos < n_past).
-    size_t row_of(size_t il, size_t pos) const;
-    // Rows that may be visible to queries at positions [pos_lo, pos_hi]; rows in the range must
-    // still be masked by row_positions() (attention_row_visible).
-    RowRange rows_for_queries(size_t il, size_t pos_lo, size_t pos_hi) const;
+    // Position of token t in layer il (RoPE angle and mask).
+    int32_t position(size_t il, size_t token) const;
+    // Physical row of token t (t among the tokens of the last append, or still stored).
+    size_t row_of(size_t il, size_t token) const;
+    // Physical rows a query at token t may see; rows inside must still be masked by positions.
+    RowRange rows_for_query(size_t il, size_t token) const;
+    // The mask for a query at token t of layer il.
+    AttentionMask mask_for(size_t il, size_t token) const;
 
-    uint16_t* k_row(size_t il, size_t row) { return layers_[il].k.data() + row * layers_[il].spec.k_width; }
-    uint16_t* v_row(size_t il, size_t row) { return layers_[il].v.data() + row * layers_[il].spec.v_width; }
-    const uint16_t* k_row(size_t il, size_t row) const {
-        return layers_[il].k.data() + row * layers_[il].spec.k_width;
-    }
-    const uint16_t* v_row(size_t il, size_t row) const {
-        return layers_[il].v.data() + row * layers_[il].spec.v_width;
-    }
+    // Stores one token's key and value rows (k: [k_width], v: [v_width] floats).
+    void write_row(size_t il, size_t row, const float* k, const float* v);
+    // Dequantized key/value row (tests, compaction).
+    void read_row(size_t il, size_t row, float* k, float* v) const;
+
+    // Raw storage for the attention kernels. f16: k16/v16; int8: k8/v8 plus scales.
+    const uint16_t* k16(size_t il, size_t row) const { return layers_[il].k16.data() + row * layers_[il].spec.k_width; }
+    const uint16_t* v16(size_t il, size_t row) const { return layers_[il].v16.data() + row * layers_[il].spec.v_width; }
+    const int8_t* k8(size_t il, size_t row) const { return layers_[il].k8.data() + row * layers_[il].spec.k_width; }
+    const int8_t* v8(size_t il, size_t row) const { return layers_[il].v8.data() + row * layers_[il].spec.v_width; }
+    const float* k_scales(size_t il, size_t row) const { return layers_[il].ks.data() + row * layers_[il].k_groups; }
+    const float* v_scales(size_t il, size_t row) const { return layers_[il].vs.data() + row * layers_[il].v_groups; }
+    size_t k_scale_stride(size_t il) const { return layers_[il].k_groups; }
+    size_t v_scale_stride(size_t il) const { return layers_[il].v_groups; }
     const int32_t* row_positions(size_t il) const { return layers_[il].row_pos.data(); }
 
     size_t bytes() const;
@@ -62,13 +111,43 @@ public:
 private:
     struct Layer {
         KvLayerSpec spec;
-        std::vector<uint16_t> k;        // [n_ctx, k_width]
-        std::vector<uint16_t> v;        // [n_ctx, v_width]
-        std::vector<int32_t> row_pos;   // [n_ctx], -1 = empty
+        bool ring = false;
+        size_t capacity = 0;   // physical rows
+        size_t used = 0;       // rows [0, used) have ever been written (ring) / hold rows (global)
+        size_t oldest = 0;     // ring: tokens [oldest, n_past) (and the sinks) are all still stored
+        size_t head_dim_k = 0;
+        size_t head_dim_v = 0;
+        size_t k_groups = 0;   // scales per key row (int8)
+        size_t v_groups = 0;
+        std::vector<uint16_t> k16, v16;  // [capacity, k_width], [capacity, v_width] (f16)
+        std::vector<int8_t> k8, v8;      // same shapes (int8)
+        std::vector<float> ks, vs;       // [capacity, k_groups], [capacity, v_groups] (int8)
+        std::vector<int32_t> row_pos;    // [capacity], -1 = empty
     };
+
+    void init_layer(Layer& layer, const KvLayerSpec& spec) const;
+    size_t ring_row(const Layer& layer, size_t token) const;
+    bool ring_can_truncate(const Layer& layer, size_t n) const;
+    size_t global_rows() const { return n_tokens_ - global_offset_; }
+    void compact_all();
+    void compact_layer(Layer& layer);
+    void read_head(const Layer& layer, size_t row, size_t head, bool key, float* out) const;
+    void write_head(Layer& layer, size_t row, size_t head, bool key, const float* in);
+    void move_head(Layer& layer, size_t dst, size_t src, size_t head);
+
+    KvCacheConfig config_;
     std::vector<Layer> layers_;
-    size_t n_ctx_ = 0;
-    size_t n_past_ = 0;
+    bool has_global_ = false;
+    size_t ring_chunk_ = 0;       // largest append the rings were sized for (0 = no ring)
+    size_t n_tokens_ = 0;
+    size_t global_offset_ = 0;    // tokens dropped from global layers by compaction
+    size_t truncate_floor_ = 0;   // n_tokens at the last compaction
+    size_t compactions_ = 0;
 };
+
+// Quantizes n floats into int8 groups of kKvGroup (the last group may be shorter):
+// scale = max|x| / 127, q = round(x / scale). scales: [ceil(n / kKvGroup)].
+void kv_quantize_i8(int8_t* q, float* scales, const float* x, size_t n);
+void kv_dequantize_i8(float* x, const int8_t* q, const float* scales, size_t n);
 
 }  // namespace cactus

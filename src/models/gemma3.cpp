@@ -44,14 +44,21 @@ public:
         const char* output_name = file.find_tensor("output.weight") ? "output.weight" : "token_embd.weight";
         set_output(require_matrix(file, output_name, e, hp.n_vocab),
                    require_vector(file, "output_norm.weight", e));
-        std::vector<KvLayerSpec> specs;
-        for (const Gemma3Layer& l : layers_) {
-            specs.push_back({hp.n_head_kv * hp.head_dim_k, hp.n_head_kv * hp.head_dim_v,
-                             l.sliding ? hp.sliding_window : 0u});
-        }
-        init_cache(specs);
         rope_global_ = {RopeStyle::NEOX, hp.n_rot, hp.rope_base, hp.rope_freq_scale};
         rope_local_ = {RopeStyle::NEOX, hp.n_rot, kSlidingRopeBase, 1.0f};
+        // Sliding layers become rings without sink rows: the trained model's local layers see
+        // exactly the window, and so do ours (docs/LONG_CONTEXT.md).
+        std::vector<KvLayerSpec> specs;
+        for (const Gemma3Layer& l : layers_) {
+            KvLayerSpec spec;
+            spec.k_width = hp.n_head_kv * hp.head_dim_k;
+            spec.v_width = hp.n_head_kv * hp.head_dim_v;
+            spec.window = l.sliding ? hp.sliding_window : 0u;
+            spec.n_head_kv = hp.n_head_kv;
+            spec.rope = l.sliding ? rope_local_ : rope_global_;
+            specs.push_back(spec);
+        }
+        init_cache(specs);
     }
 
 protected:
@@ -70,7 +77,7 @@ protected:
             build_matmul(v_.data(), l.wv, cur_.data(), n);         // [n, n_head_kv, head_dim_v]
             build_norm(q_.data(), q_.data(), l.q_norm, n * hp_.n_head, dk);
             build_norm(k_.data(), k_.data(), l.k_norm, n * hp_.n_head_kv, dk);
-            build_rope(batch, l.sliding ? rope_local_ : rope_global_);
+            build_rope(il, batch, l.sliding ? rope_local_ : rope_global_);
             store_kv(il, batch);
             build_attention(il, batch, scale);                     // attn_ [n, n_head * head_dim_v]
             build_matmul(tmp_.data(), l.wo, attn_.data(), n);      // [n, n_embd]

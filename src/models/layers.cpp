@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
+#include "backends/cpu/attention_cpu.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/ops_cpu.h"
 #include "core/error.h"
@@ -147,6 +149,8 @@ DecoderModel::DecoderModel(const GgufFile& file, const ModelOptions& options, co
     info_.n_head_kv = hp_.n_head_kv;
     info_.n_ctx_train = hp_.n_ctx_train;
     info_.n_ctx = options.n_ctx ? options.n_ctx : std::min<size_t>(hp_.n_ctx_train, 8192);
+    kv_request_ = options.kv;
+    info_.kv = resolve_kv_options(options.kv, info_.n_ctx);
     if (options.n_batch == 0) fail("Model::load: n_batch must be > 0");
     n_batch_ = std::min(options.n_batch, info_.n_ctx);
     const int n_threads = options.n_threads > 0 ? options.n_threads : ThreadPool::default_threads();
@@ -167,13 +171,17 @@ DecoderModel::DecoderModel(const GgufFile& file, const ModelOptions& options, co
     attn_.assign(b * hp_.n_head * hp_.head_dim_v, 0.0f);
     gate_.assign(b * hp_.n_ff, 0.0f);
     up_.assign(b * hp_.n_ff, 0.0f);
-    scores_.assign(static_cast<size_t>(pool_->size()) * info_.n_ctx, 0.0f);
 }
 
 DecoderModel::~DecoderModel() = default;
 
 void DecoderModel::init_cache(const std::vector<KvLayerSpec>& layers) {
-    kv_ = std::make_unique<KvCache>(layers, info_.n_ctx);
+    KvCacheConfig config;
+    config.n_ctx = info_.n_ctx;
+    config.max_chunk = n_batch_;
+    config.kv = info_.kv;
+    kv_ = std::make_unique<KvCache>(layers, config);
+    scores_.assign(static_cast<size_t>(pool_->size()) * kv_->max_capacity(), 0.0f);
 }
 
 void DecoderModel::set_output(const Matrix& output, std::vector<float> output_norm) {
@@ -182,8 +190,14 @@ void DecoderModel::set_output(const Matrix& output, std::vector<float> output_no
 }
 
 size_t DecoderModel::n_past() const { return kv_->n_past(); }
-void DecoderModel::truncate(size_t n) { kv_->truncate(n); }
+size_t DecoderModel::truncate(size_t n) { return kv_->truncate(n); }
 size_t DecoderModel::kv_bytes() const { return kv_->bytes(); }
+size_t DecoderModel::kv_compactions() const { return kv_->compactions(); }
+
+size_t DecoderModel::context_room() const {
+    if (info_.kv.compress.enabled) return std::numeric_limits<size_t>::max();
+    return info_.n_ctx - std::min(info_.n_ctx, kv_->n_past());
+}
 
 void DecoderModel::embed(const int32_t* tokens, size_t n) {
     const float scale = embedding_scale();
@@ -206,9 +220,9 @@ void DecoderModel::forward(const int32_t* tokens, size_t n, std::vector<float>* 
     CACTUS_ASSERT(kv_ && output_.data);
     if (n == 0) fail("Model::forward: no tokens");
     if (!tokens) fail("Model::forward: tokens is null");
-    if (n > kv_->capacity() - kv_->n_past()) {
-        fail("Model::forward: %zu tokens after %zu exceed the context of %zu tokens", n,
-             kv_->n_past(), kv_->capacity());
+    if (n > context_room()) {
+        fail("Model::forward: %zu tokens after %zu exceed the context of %zu tokens (kv_compress is off)",
+             n, kv_->n_past(), info_.n_ctx);
     }
     for (size_t t = 0; t < n; ++t) {
         if (tokens[t] < 0 || static_cast<size_t>(tokens[t]) >= hp_.n_vocab) {
@@ -218,7 +232,8 @@ void DecoderModel::forward(const int32_t* tokens, size_t n, std::vector<float>* 
     if (all_logits) all_logits->assign(n * hp_.n_vocab, 0.0f);
     if (logits) logits->assign(hp_.n_vocab, 0.0f);
     for (size_t done = 0; done < n;) {
-        const size_t chunk = std::min(n_batch_, n - done);
+        // The cache may compact here and may take fewer tokens (sliding rings, compaction).
+        const size_t chunk = kv_->reserve(std::min(n_batch_, n - done));
         const bool last = done + chunk == n;
         if (all_logits) {
             forward_chunk(tokens + done, chunk, all_logits->data() + done * hp_.n_vocab, true);
@@ -261,11 +276,11 @@ void DecoderModel::build_matmul(float* y, const Matrix& w, const float* x, size_
     matmul(y, w.data, w.type, w.row_bytes, x, n, w.n_in, w.n_out, *pool_);
 }
 
-void DecoderModel::build_rope(const Batch& batch, const RopeParams& params) {
+void DecoderModel::build_rope(size_t il, const Batch& batch, const RopeParams& params) {
     const size_t q_width = hp_.n_head * hp_.head_dim_k;
     const size_t k_width = hp_.n_head_kv * hp_.head_dim_k;
     for (size_t t = 0; t < batch.n; ++t) {
-        const int32_t pos = static_cast<int32_t>(batch.pos0 + t);
+        const int32_t pos = kv_->position(il, batch.pos0 + t);
         rope(q_.data() + t * q_width, hp_.n_head, hp_.head_dim_k, pos, params);
         rope(k_.data() + t * k_width, hp_.n_head_kv, hp_.head_dim_k, pos, params);
     }
@@ -276,8 +291,7 @@ void DecoderModel::store_kv(size_t il, const Batch& batch) {
     const size_t v_width = hp_.n_head_kv * hp_.head_dim_v;
     for (size_t t = 0; t < batch.n; ++t) {
         const size_t row = kv_->row_of(il, batch.pos0 + t);
-        float_to_half_row(kv_->k_row(il, row), k_.data() + t * k_width, k_width);
-        float_to_half_row(kv_->v_row(il, row), v_.data() + t * v_width, v_width);
+        kv_->write_row(il, row, k_.data() + t * k_width, v_.data() + t * v_width);
     }
 }
 
@@ -288,25 +302,37 @@ void DecoderModel::build_attention(size_t il, const Batch& batch, float scale) {
     const size_t dv = hp_.head_dim_v;
     const KvLayerSpec& spec = kv_->spec(il);
     const KvCache& kv = *kv_;
+    const size_t scratch_rows = kv.max_capacity();
+    const size_t gph_k = (dk + kKvGroup - 1) / kKvGroup;  // int8 scale groups per head
+    const size_t gph_v = (dv + kKvGroup - 1) / kKvGroup;
     pool_->run([&](int index, int count) {
         const size_t per = (n_items + static_cast<size_t>(count) - 1) / static_cast<size_t>(count);
         const size_t begin = std::min(n_items, per * static_cast<size_t>(index));
         const size_t end = std::min(n_items, begin + per);
-        float* scratch = scores_.data() + static_cast<size_t>(index) * info_.n_ctx;
+        float* scratch = scores_.data() + static_cast<size_t>(index) * scratch_rows;
         for (size_t item = begin; item < end; ++item) {
             const size_t t = item / hp_.n_head;
             const size_t h = item % hp_.n_head;
             const size_t kvh = h / group;
-            const size_t pos = batch.pos0 + t;
-            AttentionMask mask;
-            mask.q_pos = static_cast<int32_t>(pos);
-            mask.window = spec.window;
-            const RowRange rows = kv.rows_for_queries(il, pos, pos);
-            attention_head(attn_.data() + (t * hp_.n_head + h) * dv, q_.data() + (t * hp_.n_head + h) * dk,
-                           kv.k_row(il, rows.begin) + kvh * dk, spec.k_width,
-                           kv.v_row(il, rows.begin) + kvh * dv, spec.v_width,
-                           kv.row_positions(il) + rows.begin, rows.end - rows.begin, dk, dv, scale,
-                           mask, scratch);
+            const size_t token = batch.pos0 + t;
+            const AttentionMask mask = kv.mask_for(il, token);
+            const RowRange rows = kv.rows_for_query(il, token);  // physical bounds
+            CACTUS_ASSERT(rows.begin <= rows.end && rows.end <= kv.capacity(il) && rows.end <= scratch_rows);
+            float* out = attn_.data() + (t * hp_.n_head + h) * dv;      // [head_dim_v]
+            const float* q = q_.data() + (t * hp_.n_head + h) * dk;     // [head_dim_k]
+            const int32_t* row_pos = kv.row_positions(il) + rows.begin;
+            const size_t n_rows = rows.end - rows.begin;
+            if (kv.type() == KvType::F16) {
+                attention_head(out, q, kv.k16(il, rows.begin) + kvh * dk, spec.k_width,
+                               kv.v16(il, rows.begin) + kvh * dv, spec.v_width, row_pos, n_rows, dk, dv,
+                               scale, mask, scratch);
+            } else {
+                attention_head_q8(out, q, kv.k8(il, rows.begin) + kvh * dk, spec.k_width,
+                                  kv.k_scales(il, rows.begin) + kvh * gph_k, kv.k_scale_stride(il),
+                                  kv.v8(il, rows.begin) + kvh * dv, spec.v_width,
+                                  kv.v_scales(il, rows.begin) + kvh * gph_v, kv.v_scale_stride(il),
+                                  row_pos, n_rows, dk, dv, scale, mask, scratch);
+            }
         }
     });
 }

@@ -56,7 +56,8 @@ std::vector<float> require_vector(const GgufFile& file, const std::string& name,
 // "blk.<il>.<suffix>".
 std::string layer_tensor(size_t il, const char* suffix);
 
-// One chunk of tokens in flight: n tokens at positions pos0 .. pos0 + n - 1.
+// One chunk of tokens in flight: n tokens, token indices pos0 .. pos0 + n - 1 (each layer's RoPE
+// position comes from the cache: KvCache::position).
 struct Batch {
     size_t n = 0;
     size_t pos0 = 0;
@@ -71,8 +72,11 @@ public:
     void forward(const int32_t* tokens, size_t n, std::vector<float>* logits,
                  std::vector<float>* all_logits) override;
     size_t n_past() const override;
-    void truncate(size_t n) override;
+    size_t truncate(size_t n) override;
+    size_t context_room() const override;
     size_t kv_bytes() const override;
+    size_t kv_compactions() const override;
+    const KvCache& kv_cache() const { return *kv_; }
 
 protected:
     // Runs every layer over x_ ([batch.n, n_embd], the embeddings on entry, the residual stream
@@ -89,8 +93,8 @@ protected:
     void build_norm(float* y, const float* x, const std::vector<float>& w, size_t n_rows, size_t width) const;
     // y [n, w.n_out] = x [n, w.n_in] W^T.
     void build_matmul(float* y, const Matrix& w, const float* x, size_t n) const;
-    // Rotates q_ [n, n_head, head_dim_k] and k_ [n, n_head_kv, head_dim_k] at their positions.
-    void build_rope(const Batch& batch, const RopeParams& params);
+    // Rotates q_ [n, n_head, head_dim_k] and k_ [n, n_head_kv, head_dim_k] at layer il's positions.
+    void build_rope(size_t il, const Batch& batch, const RopeParams& params);
     // Writes k_ and v_ of the batch to layer il's cache rows.
     void store_kv(size_t il, const Batch& batch);
     // attn_ [n, n_head * head_dim_v] = softmax(scale * q k^T, masked) v over layer il's cache.
@@ -122,6 +126,7 @@ private:
 
     const GgufFile& file_;
     ModelInfo info_;
+    KvRequest kv_request_;
     size_t n_batch_ = 0;
     std::unique_ptr<ThreadPool> pool_;
     std::unique_ptr<KvCache> kv_;

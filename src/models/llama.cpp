@@ -47,11 +47,16 @@ public:
         const char* output_name = file.find_tensor("output.weight") ? "output.weight" : "token_embd.weight";
         set_output(require_matrix(file, output_name, e, hp.n_vocab),
                    require_vector(file, "output_norm.weight", e));
-        init_cache(std::vector<KvLayerSpec>(hp.n_layer, KvLayerSpec{k_width, v_width, 0}));
         rope_.style = RopeStyle::NORMAL;
         rope_.n_rot = hp.n_rot;
         rope_.freq_base = hp.rope_base;
         rope_.freq_scale = hp.rope_freq_scale;
+        KvLayerSpec spec;
+        spec.k_width = k_width;
+        spec.v_width = v_width;
+        spec.n_head_kv = hp.n_head_kv;
+        spec.rope = rope_;
+        init_cache(std::vector<KvLayerSpec>(hp.n_layer, spec));
     }
 
 protected:
@@ -65,7 +70,7 @@ protected:
             build_matmul(q_.data(), l.wq, cur_.data(), n);         // [n, n_head * head_dim]
             build_matmul(k_.data(), l.wk, cur_.data(), n);         // [n, n_head_kv * head_dim]
             build_matmul(v_.data(), l.wv, cur_.data(), n);         // [n, n_head_kv * head_dim_v]
-            build_rope(batch, rope_);
+            build_rope(il, batch, rope_);
             store_kv(il, batch);
             build_attention(il, batch, scale);                     // attn_ [n, n_head * head_dim_v]
             build_matmul(tmp_.data(), l.wo, attn_.data(), n);      // [n, n_embd]

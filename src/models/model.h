@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "kv/kv_options.h"
+
 namespace cactus {
 
 class GgufFile;
@@ -19,6 +21,7 @@ struct ModelOptions {
     size_t n_ctx = 0;     // context length in tokens; 0 = min(model's trained context, 8192)
     int n_threads = 0;    // 0 = ThreadPool::default_threads()
     size_t n_batch = 512; // max tokens per forward call chunk (prefill is split internally)
+    KvRequest kv;         // KV precision and compaction; unset fields take the defaults
 };
 
 struct ModelInfo {
@@ -30,7 +33,8 @@ struct ModelInfo {
     size_t n_head = 0;
     size_t n_head_kv = 0;
     size_t n_ctx_train = 0;
-    size_t n_ctx = 0;           // the cache's capacity in tokens
+    size_t n_ctx = 0;           // the cache's capacity in tokens (global layers, no compaction)
+    KvOptions kv;               // resolved KV precision and compaction
 };
 
 class Model {
@@ -49,14 +53,19 @@ public:
     virtual void forward(const int32_t* tokens, size_t n, std::vector<float>* logits,
                          std::vector<float>* all_logits = nullptr) = 0;
 
-    // Tokens currently in the cache.
+    // Tokens appended in the session (compaction drops rows, not tokens: positions are logical).
     virtual size_t n_past() const = 0;
-    // Drops cached tokens from position n on (keeps the prefix [0, n)); n <= n_past().
-    virtual void truncate(size_t n) = 0;
+    // Drops cached tokens from token n on (keeps the prefix [0, n)); n <= n_past(). Returns the
+    // tokens kept: n, or 0 when the cache cannot restore that state exactly (n before the last
+    // compaction, or sliding rows already overwritten); the caller then recomputes from there.
+    virtual size_t truncate(size_t n) = 0;
     void reset() { truncate(0); }
 
-    // Bytes held by the KV cache.
+    // Tokens that may still be appended before the context is full; SIZE_MAX with compaction on.
+    virtual size_t context_room() const = 0;
+    // Bytes held by the KV cache (all layers, as laid out), and compactions done so far.
     virtual size_t kv_bytes() const = 0;
+    virtual size_t kv_compactions() const = 0;
 };
 
 }  // namespace cactus

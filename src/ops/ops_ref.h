@@ -19,15 +19,18 @@ struct RopeParams {
 };
 
 // Which cached rows a query may see: rows whose position is in [q_pos - window + 1, q_pos]
-// (window == 0: every position <= q_pos). Rows with position < 0 are empty.
+// (window == 0: every position <= q_pos), plus sink rows (position < sinks, sliding rings with
+// attention sinks). Rows with position < 0 are empty.
 struct AttentionMask {
     int32_t q_pos = 0;
     uint32_t window = 0;
+    uint32_t sinks = 0;
 };
 
 inline bool attention_row_visible(const AttentionMask& mask, int32_t row_pos) {
     if (row_pos < 0 || row_pos > mask.q_pos) return false;
-    return mask.window == 0 || mask.q_pos - row_pos < static_cast<int32_t>(mask.window);
+    if (row_pos < static_cast<int64_t>(mask.sinks)) return true;
+    return mask.window == 0 || mask.q_pos - row_pos < static_cast<int64_t>(mask.window);
 }
 
 // y[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]  (w == nullptr: no weight). y may alias x.
@@ -56,6 +59,16 @@ void geglu_ref(float* out, const float* gate, const float* up, size_t n);
 void attention_head_ref(float* out, const float* q, const uint16_t* k, size_t k_stride,
                         const uint16_t* v, size_t v_stride, const int32_t* row_pos, size_t n_rows,
                         size_t head_dim, size_t head_dim_v, float scale, const AttentionMask& mask);
+
+// As attention_head_ref with int8 keys and values: each row holds head_dim int8 values and one f32
+// scale per group of kKvGroup (32) elements (the last group may be shorter). k_scale / v_scale
+// point at the row's first scale, with strides k_scale_stride / v_scale_stride (floats). The query
+// and the attention weights stay in f32.
+void attention_head_q8_ref(float* out, const float* q, const int8_t* k, size_t k_stride,
+                           const float* k_scale, size_t k_scale_stride, const int8_t* v,
+                           size_t v_stride, const float* v_scale, size_t v_scale_stride,
+                           const int32_t* row_pos, size_t n_rows, size_t head_dim,
+                           size_t head_dim_v, float scale, const AttentionMask& mask);
 
 // IEEE binary16 conversions (round to nearest even), the reference for the cache's storage.
 float half_to_float_ref(uint16_t h);

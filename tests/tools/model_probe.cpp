@@ -65,13 +65,16 @@ void score(cactus::Model& model, const std::vector<int32_t>& tokens, size_t scor
            const json& score_ids, json& out) {
     if (score_from == 0 || score_from > tokens.size()) cactus::fail("probe: bad score_from %zu", score_from);
     model.reset();
-    std::vector<float> all;
-    model.forward(tokens.data(), tokens.size(), nullptr, &all);
+    // The prompt before the scored rows needs no logits: only the tail computes all of them.
+    const size_t head = score_from - 1;
+    std::vector<float> last, all;
+    if (head > 0) model.forward(tokens.data(), head, &last);
+    model.forward(tokens.data() + head, tokens.size() - head, nullptr, &all);
     const size_t n_vocab = model.info().n_vocab;
     json logprobs = json::array();
     json best = json::array();
-    for (size_t row = score_from - 1; row + 1 < tokens.size(); ++row) {
-        const float* x = all.data() + row * n_vocab;
+    for (size_t row = head; row + 1 < tokens.size(); ++row) {
+        const float* x = all.data() + (row - head) * n_vocab;
         const double lse = log_sum_exp(x, n_vocab);
         const size_t step = row + 1 - score_from;
         json values = json::array();

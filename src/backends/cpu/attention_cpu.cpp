@@ -1,4 +1,5 @@
 #include "backends/cpu/ops_cpu.h"
+#include "backends/cpu/attention_cpu.h"
 
 #include <cmath>
 
@@ -24,7 +25,65 @@ float dot_half(const float* q, const uint16_t* k, size_t n, const float* table) 
     return sum;
 }
 
+constexpr size_t kGroup = 32;  // kKvGroup (src/kv/kv_options.h)
+
+// q . k for an int8 key row with one scale per group of kGroup elements.
+float dot_q8(const float* q, const int8_t* k, const float* k_scale, size_t n) {
+    float sum = 0.0f;
+    for (size_t g0 = 0; g0 < n; g0 += kGroup) {
+        const size_t len = n - g0 < kGroup ? n - g0 : kGroup;
+        float acc[8] = {};
+        size_t i = 0;
+        for (; i + 8 <= len; i += 8) {
+            for (size_t j = 0; j < 8; ++j) acc[j] += q[g0 + i + j] * static_cast<float>(k[g0 + i + j]);
+        }
+        float part = 0.0f;
+        for (; i < len; ++i) part += q[g0 + i] * static_cast<float>(k[g0 + i]);
+        for (float a : acc) part += a;
+        sum += part * k_scale[g0 / kGroup];
+    }
+    return sum;
+}
+
+// out += p * dequantized v row.
+void accumulate_q8(float* out, float p, const int8_t* v, const float* v_scale, size_t n) {
+    for (size_t g0 = 0; g0 < n; g0 += kGroup) {
+        const size_t len = n - g0 < kGroup ? n - g0 : kGroup;
+        const float w = p * v_scale[g0 / kGroup];
+        for (size_t i = 0; i < len; ++i) out[g0 + i] += w * static_cast<float>(v[g0 + i]);
+    }
+}
+
 }  // namespace
+
+void attention_head_q8(float* out, const float* q, const int8_t* k, size_t k_stride,
+                       const float* k_scale, size_t k_scale_stride, const int8_t* v, size_t v_stride,
+                       const float* v_scale, size_t v_scale_stride, const int32_t* row_pos,
+                       size_t n_rows, size_t head_dim, size_t head_dim_v, float scale,
+                       const AttentionMask& mask, float* scratch) {
+    float max = -INFINITY;
+    for (size_t r = 0; r < n_rows; ++r) {
+        if (!attention_row_visible(mask, row_pos[r])) {
+            scratch[r] = -INFINITY;
+            continue;
+        }
+        scratch[r] = dot_q8(q, k + r * k_stride, k_scale + r * k_scale_stride, head_dim) * scale;
+        max = scratch[r] > max ? scratch[r] : max;
+    }
+    for (size_t d = 0; d < head_dim_v; ++d) out[d] = 0.0f;
+    if (max == -INFINITY) return;
+    float sum = 0.0f;
+    for (size_t r = 0; r < n_rows; ++r) {
+        if (scratch[r] == -INFINITY) continue;
+        scratch[r] = std::exp(scratch[r] - max);
+        sum += scratch[r];
+    }
+    const float inv = 1.0f / sum;
+    for (size_t r = 0; r < n_rows; ++r) {
+        if (scratch[r] == -INFINITY) continue;
+        accumulate_q8(out, scratch[r] * inv, v + r * v_stride, v_scale + r * v_scale_stride, head_dim_v);
+    }
+}
 
 void attention_head(float* out, const float* q, const uint16_t* k, size_t k_stride,
                     const uint16_t* v, size_t v_stride, const int32_t* row_pos, size_t n_rows,

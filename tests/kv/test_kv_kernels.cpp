@@ -1,0 +1,93 @@
+// Attention kernels over int8 KV rows: the optimised CPU kernel against the scalar reference on
+// random data of odd sizes, and the int8 group quantizer's error bound.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/attention_cpu.h"
+#include "kv/kv_cache.h"
+#include "ops/ops_ref.h"
+
+namespace cactus {
+namespace {
+
+struct Q8Rows {
+    std::vector<int8_t> q;      // [n_rows, stride]
+    std::vector<float> scales;  // [n_rows, groups]
+    size_t stride = 0;
+    size_t groups = 0;
+};
+
+Q8Rows random_rows(std::mt19937& rng, size_t n_rows, size_t dim, size_t pad) {
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    Q8Rows rows;
+    rows.stride = dim + pad;
+    rows.groups = (dim + kKvGroup - 1) / kKvGroup + 1;
+    rows.q.assign(n_rows * rows.stride, 0);
+    rows.scales.assign(n_rows * rows.groups, 0.0f);
+    std::vector<float> x(dim);
+    for (size_t r = 0; r < n_rows; ++r) {
+        for (float& v : x) v = normal(rng) * 2.0f;
+        kv_quantize_i8(rows.q.data() + r * rows.stride, rows.scales.data() + r * rows.groups, x.data(), dim);
+    }
+    return rows;
+}
+
+TEST(KvKernels, Int8AttentionMatchesReferenceOnOddSizes) {
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (size_t dim : {1u, 7u, 31u, 32u, 33u, 64u, 95u, 256u}) {
+        for (size_t n_rows : {1u, 3u, 17u, 130u}) {
+            for (uint32_t window : {0u, 5u}) {
+                const Q8Rows k = random_rows(rng, n_rows, dim, 3);
+                const Q8Rows v = random_rows(rng, n_rows, dim + 1, 1);
+                std::vector<float> q(dim);
+                for (float& x : q) x = normal(rng);
+                std::vector<int32_t> pos(n_rows);
+                for (size_t r = 0; r < n_rows; ++r) pos[r] = (r % 5 == 4) ? -1 : static_cast<int32_t>(r);
+                AttentionMask mask;
+                mask.q_pos = static_cast<int32_t>(n_rows) - 1;
+                mask.window = window;
+                mask.sinks = window ? 2 : 0;
+                std::vector<float> want(dim + 1), got(dim + 1), scratch(n_rows);
+                const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
+                attention_head_q8_ref(want.data(), q.data(), k.q.data(), k.stride, k.scales.data(), k.groups,
+                                      v.q.data(), v.stride, v.scales.data(), v.groups, pos.data(), n_rows, dim,
+                                      dim + 1, scale, mask);
+                attention_head_q8(got.data(), q.data(), k.q.data(), k.stride, k.scales.data(), k.groups,
+                                  v.q.data(), v.stride, v.scales.data(), v.groups, pos.data(), n_rows, dim,
+                                  dim + 1, scale, mask, scratch.data());
+                double err = 0.0, norm = 0.0;
+                for (size_t d = 0; d <= dim; ++d) {
+                    err += (want[d] - got[d]) * (want[d] - got[d]);
+                    norm += want[d] * want[d];
+                }
+                EXPECT_LE(err, 1e-9 * norm + 1e-12) << "dim " << dim << " rows " << n_rows;
+            }
+        }
+    }
+}
+
+TEST(KvKernels, Int8QuantizerErrorIsWithinHalfAStep) {
+    std::mt19937 rng(3);
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    for (size_t n : {1u, 5u, 32u, 45u, 100u}) {
+        std::vector<float> x(n), back(n), scales((n + 31) / 32);
+        std::vector<int8_t> q(n);
+        for (float& v : x) v = normal(rng);
+        kv_quantize_i8(q.data(), scales.data(), x.data(), n);
+        kv_dequantize_i8(back.data(), q.data(), scales.data(), n);
+        for (size_t i = 0; i < n; ++i) EXPECT_LE(std::fabs(back[i] - x[i]), 0.5f * scales[i / 32] + 1e-6f);
+    }
+    std::vector<float> zeros(40, 0.0f), back(40);
+    std::vector<int8_t> q(40);
+    std::vector<float> scales(2);
+    kv_quantize_i8(q.data(), scales.data(), zeros.data(), 40);
+    kv_dequantize_i8(back.data(), q.data(), scales.data(), 40);
+    for (float b : back) EXPECT_EQ(b, 0.0f);
+}
+
+}  // namespace
+}  // namespace cactus
