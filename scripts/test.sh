@@ -24,7 +24,7 @@ step "aarch64 kernels (cross-compiled, run under qemu)"
 scripts/test_aarch64.sh
 
 step "oracle comparisons (pytest)"
-CACTUS_BUILD_DIR="$ROOT/build" "$ORACLE_PY" -m pytest -q -p no:cacheprovider tests/
+CACTUS_BUILD_DIR="$ROOT/build" "$ORACLE_PY" -m pytest -q -p no:cacheprovider --durations=10 tests/ python/tests/
 
 if [ "${FAST:-0}" != "1" ]; then
   step "AddressSanitizer + UBSan"
