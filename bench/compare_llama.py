@@ -248,6 +248,7 @@ def plot(rows, path):
 def main():
     args = parse_args()
     cactus = find_cactus(args.cactus)
+    commit = git_commit()  # at the start: the tree may be committed to while this runs
     llama_bench = find_llama_bench(args.llama_bench)
     os.makedirs(args.out, exist_ok=True)
     print("compare_llama: cactus %s, llama-bench %s" % (cactus, llama_bench), flush=True)
@@ -260,7 +261,7 @@ def main():
             rows.append(summarize(model, threads, ours, theirs, ours_doc, theirs_doc, bw, args))
     table = markdown_table(rows)
     print("\n" + table)
-    doc = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "cactus_commit": git_commit(),
+    doc = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "cactus_commit": commit, "cactus_binary": cactus,
            "llama_cpp_build": {k: theirs_doc.get(k) for k in ("build_commit", "build_number", "cpu_info")},
            "machine": machine_summary(), "membw": bw_doc, "rows": rows}
     with open(os.path.join(args.out, "compare.json"), "w") as f:

@@ -5,18 +5,17 @@
 set -euo pipefail
 ORACLE_DIR=${CACTUS_ORACLE_DIR:-$HOME/.cache/cactus/oracle}
 VENV="$ORACLE_DIR/venv"
-STAMP="$VENV/.cactus-oracle-v1"
-REQUIREMENTS=(llama-cpp-python==0.3.36 gguf==0.19.0 numpy jinja2==3.1.6 pytest)
+STAMP="$VENV/.cactus-oracle-requirements"
+REQUIREMENTS=(llama-cpp-python==0.3.36 gguf==0.19.0 numpy jinja2==3.1.6 pytest matplotlib)
 
-if [ -f "$STAMP" ]; then
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "${REQUIREMENTS[*]}" ]; then
   exit 0
 fi
 mkdir -p "$ORACLE_DIR"
-rm -rf "$VENV"
-python3 -m venv "$VENV"
-echo "setup_oracle: building llama-cpp-python and friends into $VENV (a few minutes)" >&2
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+echo "setup_oracle: installing ${REQUIREMENTS[*]} into $VENV (llama-cpp-python compiles llama.cpp: a few minutes)" >&2
 CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_OPENMP=OFF" \
 CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
   "$VENV/bin/pip" install --disable-pip-version-check -q "${REQUIREMENTS[@]}"
-"$VENV/bin/python" -c "import llama_cpp, gguf, jinja2, numpy, pytest"
-touch "$STAMP"
+"$VENV/bin/python" -c "import llama_cpp, gguf, jinja2, numpy, pytest, matplotlib"
+echo "${REQUIREMENTS[*]}" > "$STAMP"

@@ -1,12 +1,12 @@
 """Smoke tests of `cactus bench` (a few seconds): the JSON has every field, rates are positive and
 consistent with the sizes asked for, bad input fails cleanly. Run:
-    CACTUS_BUILD_DIR=build ~/.cache/cactus/oracle/venv/bin/python -m pytest -q bench/test_bench_cli.py
+    CACTUS_BUILD_DIR=build ~/.cache/cactus/oracle/venv/bin/python -m pytest -q tests/bench/test_bench_cli.py
 """
 import json
 import os
 import subprocess
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.join(os.environ.get("CACTUS_BUILD_DIR", os.path.join(REPO, "build")), "bin", "cactus")
 MODELS = os.environ.get("CACTUS_MODELS", os.path.expanduser("~/.cache/cactus/models"))
 SMOLLM = os.path.join(MODELS, "smollm2-135m.gguf")
