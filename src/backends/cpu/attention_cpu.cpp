@@ -1,5 +1,7 @@
-#include "backends/cpu/ops_cpu.h"
 #include "backends/cpu/attention_cpu.h"
+#include "backends/cpu/attention_rows.h"
+#include "backends/cpu/cpu_features.h"
+#include "backends/cpu/ops_cpu.h"
 
 #include <cmath>
 
@@ -13,7 +15,8 @@ namespace {
 constexpr size_t kMaxHeadDim = 1024;
 
 // q . k for a key row stored in half precision.
-float dot_half(const float* q, const uint16_t* k, size_t n, const float* table) {
+float dot_half(const float* q, const uint16_t* k, size_t n) {
+    const float* table = half_to_float_table();
     float acc[8] = {};
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -54,20 +57,44 @@ void accumulate_q8(float* out, float p, const int8_t* v, const float* v_scale, s
     }
 }
 
+void axpy_half(float* out, float p, const uint16_t* v, size_t n) {
+    const float* table = half_to_float_table();
+    for (size_t d = 0; d < n; ++d) out[d] += p * table[v[d]];
+}
+
 }  // namespace
+
+const AttentionRowKernels& attention_row_kernels_generic() {
+    static const AttentionRowKernels table = {"generic", dot_half, axpy_half, dot_q8, accumulate_q8};
+    return table;
+}
+
+#if defined(__x86_64__) || defined(_M_X64)
+static const AttentionRowKernels& pick_attention_row_kernels() {
+    return cpu_features().avx2 ? attention_row_kernels_avx2() : attention_row_kernels_generic();
+}
+#else
+static const AttentionRowKernels& pick_attention_row_kernels() { return attention_row_kernels_generic(); }
+#endif
+
+const AttentionRowKernels& attention_row_kernels() {
+    static const AttentionRowKernels& chosen = pick_attention_row_kernels();
+    return chosen;
+}
 
 void attention_head_q8(float* out, const float* q, const int8_t* k, size_t k_stride,
                        const float* k_scale, size_t k_scale_stride, const int8_t* v, size_t v_stride,
                        const float* v_scale, size_t v_scale_stride, const int32_t* row_pos,
                        size_t n_rows, size_t head_dim, size_t head_dim_v, float scale,
                        const AttentionMask& mask, float* scratch) {
+    const AttentionRowKernels& rows = attention_row_kernels();
     float max = -INFINITY;
     for (size_t r = 0; r < n_rows; ++r) {
         if (!attention_row_visible(mask, row_pos[r])) {
             scratch[r] = -INFINITY;
             continue;
         }
-        scratch[r] = dot_q8(q, k + r * k_stride, k_scale + r * k_scale_stride, head_dim) * scale;
+        scratch[r] = rows.dot_q8(q, k + r * k_stride, k_scale + r * k_scale_stride, head_dim) * scale;
         max = scratch[r] > max ? scratch[r] : max;
     }
     for (size_t d = 0; d < head_dim_v; ++d) out[d] = 0.0f;
@@ -81,7 +108,7 @@ void attention_head_q8(float* out, const float* q, const int8_t* k, size_t k_str
     const float inv = 1.0f / sum;
     for (size_t r = 0; r < n_rows; ++r) {
         if (scratch[r] == -INFINITY) continue;
-        accumulate_q8(out, scratch[r] * inv, v + r * v_stride, v_scale + r * v_scale_stride, head_dim_v);
+        rows.axpy_q8(out, scratch[r] * inv, v + r * v_stride, v_scale + r * v_scale_stride, head_dim_v);
     }
 }
 
@@ -91,6 +118,7 @@ void attention_head(float* out, const float* q, const uint16_t* k, size_t k_stri
                     float* scratch) {
     // Like the KV rows, the query and the attention weights are rounded to f16 (as llama.cpp's
     // f16 KV path does), so both engines see the same products.
+    const AttentionRowKernels& rows = attention_row_kernels();
     const float* table = half_to_float_table();
     float q_half[kMaxHeadDim];
     CACTUS_ASSERT(head_dim <= kMaxHeadDim);
@@ -101,7 +129,7 @@ void attention_head(float* out, const float* q, const uint16_t* k, size_t k_stri
             scratch[r] = -INFINITY;
             continue;
         }
-        scratch[r] = dot_half(q_half, k + r * k_stride, head_dim, table) * scale;
+        scratch[r] = rows.dot_f16(q_half, k + r * k_stride, head_dim) * scale;
         max = scratch[r] > max ? scratch[r] : max;
     }
     for (size_t d = 0; d < head_dim_v; ++d) out[d] = 0.0f;
@@ -116,8 +144,7 @@ void attention_head(float* out, const float* q, const uint16_t* k, size_t k_stri
     for (size_t r = 0; r < n_rows; ++r) {
         if (scratch[r] == -INFINITY) continue;
         const float p = table[fp32_to_fp16(scratch[r] * inv)];
-        const uint16_t* vr = v + r * v_stride;
-        for (size_t d = 0; d < head_dim_v; ++d) out[d] += p * table[vr[d]];
+        rows.axpy_f16(out, p, v + r * v_stride, head_dim_v);
     }
 }
 
