@@ -1,7 +1,6 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "core/error.h"
 
@@ -9,6 +8,19 @@ namespace cactus {
 
 namespace {
 constexpr int kSpinIterations = 20000;
+// parallel_for granularity. Every claim and completion moves a cache line between cores (~0.1 us),
+// a real cost for the ~10 us loops of decode, so one chunk per thread; a thread that is not
+// running still never holds a loop up, since any thread may claim any chunk.
+constexpr size_t kChunksPerThread = 1;
+constexpr int kCountBits = 20;
+constexpr uint64_t kCountMask = (uint64_t(1) << kCountBits) - 1;
+
+inline uint64_t state_generation(uint64_t s) { return s >> (2 * kCountBits); }
+inline size_t state_count(uint64_t s) { return static_cast<size_t>((s >> kCountBits) & kCountMask); }
+inline size_t state_next(uint64_t s) { return static_cast<size_t>(s & kCountMask); }
+inline uint64_t make_state(uint64_t generation, size_t count) {
+    return (generation << (2 * kCountBits)) | (static_cast<uint64_t>(count) << kCountBits);
+}
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -20,16 +32,13 @@ inline void cpu_relax() {
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
-    for (int i = 1; i < n_threads_; ++i) {
-        workers_.emplace_back([this, i] { worker_loop(i); });
-    }
+    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         stopping_.store(true);
-        generation_.fetch_add(1);
     }
     wake_.notify_all();
     for (std::thread& t : workers_) t.join();
@@ -41,48 +50,73 @@ int ThreadPool::default_threads() {
 }
 
 void ThreadPool::run(const std::function<void(int, int)>& fn) {
-    if (n_threads_ == 1) {
-        fn(0, 1);
-        return;
-    }
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        job_ = &fn;
-        pending_.store(n_threads_ - 1);
-        generation_.fetch_add(1);
-    }
-    wake_.notify_all();
-    fn(0, n_threads_);
-    // Workers always finish: each runs fn once and decrements pending_.
-    while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+    const int count = n_threads_;
+    run_chunks(static_cast<size_t>(count), [&](size_t index) { fn(static_cast<int>(index), count); });
 }
 
 void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn) {
     if (n == 0) return;
-    run([&](int index, int count) {
-        size_t chunk = (n + static_cast<size_t>(count) - 1) / static_cast<size_t>(count);
-        size_t begin = std::min(n, chunk * static_cast<size_t>(index));
-        size_t end = std::min(n, begin + chunk);
+    const size_t n_chunks = std::min(n, static_cast<size_t>(n_threads_) * kChunksPerThread);
+    const size_t per = (n + n_chunks - 1) / n_chunks;
+    run_chunks(n_chunks, [&](size_t chunk) {
+        const size_t begin = std::min(n, chunk * per);
+        const size_t end = std::min(n, begin + per);
         if (begin < end) fn(begin, end);
     });
 }
 
-void ThreadPool::worker_loop(int index) {
+void ThreadPool::run_chunks(size_t n_chunks, const std::function<void(size_t)>& fn) {
+    if (n_chunks == 0) return;
+    CACTUS_ASSERT(n_chunks <= kCountMask);
+    if (n_threads_ == 1 || n_chunks == 1) {
+        for (size_t c = 0; c < n_chunks; ++c) fn(c);
+        return;
+    }
+    // The previous job is complete (done_ reached its count), so no thread touches job_ or done_.
+    const uint64_t generation = (state_generation(state_.load()) + 1) & ((uint64_t(1) << 24) - 1);
+    done_.store(0);
+    job_.store(&fn);
+    state_.store(make_state(generation, n_chunks));  // seq_cst: ordered before sleepers_ below
+    if (sleepers_.load() > 0) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        wake_.notify_all();
+    }
+    work_on(generation);
+    // Workers always finish a chunk they claimed.
+    while (done_.load(std::memory_order_acquire) != n_chunks) cpu_relax();
+}
+
+void ThreadPool::work_on(uint64_t generation) {
+    for (;;) {
+        uint64_t s = state_.load(std::memory_order_acquire);
+        if (state_generation(s) != generation || state_next(s) >= state_count(s)) return;
+        // Read before the claim: while chunk next(s) is unclaimed the job cannot finish, so a
+        // successful claim of exactly s proves this is the job's function.
+        const std::function<void(size_t)>* fn = job_.load(std::memory_order_acquire);
+        if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) continue;
+        (*fn)(state_next(s));
+        done_.fetch_add(1, std::memory_order_acq_rel);
+    }
+}
+
+void ThreadPool::worker_loop() {
     uint64_t seen = 0;
     for (;;) {
         int spins = 0;
-        while (generation_.load(std::memory_order_acquire) == seen && spins < kSpinIterations) {
+        while (state_generation(state_.load(std::memory_order_acquire)) == seen && !stopping_.load() &&
+               spins < kSpinIterations) {
             cpu_relax();
             ++spins;
         }
-        if (generation_.load(std::memory_order_acquire) == seen) {
+        if (state_generation(state_.load()) == seen && !stopping_.load()) {
             std::unique_lock<std::mutex> lock(mutex_);
-            wake_.wait(lock, [&] { return generation_.load() != seen; });
+            sleepers_.fetch_add(1);  // seq_cst: a publisher that misses it is seen by the check below
+            wake_.wait(lock, [&] { return state_generation(state_.load()) != seen || stopping_.load(); });
+            sleepers_.fetch_sub(1);
         }
-        seen = generation_.load(std::memory_order_acquire);
         if (stopping_.load()) return;
-        (*job_)(index, n_threads_);
-        pending_.fetch_sub(1, std::memory_order_acq_rel);
+        seen = state_generation(state_.load(std::memory_order_acquire));
+        work_on(seen);
     }
 }
 

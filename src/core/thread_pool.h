@@ -1,10 +1,14 @@
 #pragma once
 // A small persistent thread pool for data-parallel loops. The calling thread takes part in the
-// work, so a pool of n threads starts n-1 workers. Workers spin briefly, then sleep on a condition
-// variable, so decode steps (many short loops) stay cheap without burning idle cores.
+// work, so a pool of n threads starts n-1 workers. Work is cut into chunks that threads claim with
+// one atomic compare-and-swap each, so a worker that the OS has not scheduled yet (a busy machine)
+// never holds the loop up: the others, the caller included, take its chunks. Workers spin briefly
+// after each loop, then sleep on a condition variable, so decode steps (many ~100 us loops) start
+// without a system call while idle pools burn nothing.
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -21,26 +25,36 @@ public:
 
     int size() const { return n_threads_; }
 
-    // Runs fn(thread_index, n_threads) on every thread of the pool (the caller is index 0) and
-    // returns when all are done. Not re-entrant: fn must not call run() on the same pool.
+    // Runs fn(index, n_threads) once for every index < n_threads and returns when all are done.
+    // Each index runs on one thread (which thread is not fixed: the caller may run several in
+    // turn), so per-index scratch is safe. Not re-entrant: fn must not call the same pool.
     void run(const std::function<void(int, int)>& fn);
 
     // Splits [0, n) into contiguous ranges, one per thread: fn(begin, end).
     void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn);
 
+    // Runs fn(chunk) once for every chunk < n_chunks (n_chunks < 2^20), on any threads.
+    void run_chunks(size_t n_chunks, const std::function<void(size_t)>& fn);
+
     // Number of threads to use when the user gives none: the physical cores we may run on.
     static int default_threads();
 
 private:
-    void worker_loop(int index);
+    void worker_loop();
+    // Claims and runs chunks of the job published as `generation` until none is left.
+    void work_on(uint64_t generation);
 
     int n_threads_;
     std::vector<std::thread> workers_;
     std::mutex mutex_;
     std::condition_variable wake_;
-    const std::function<void(int, int)>* job_ = nullptr;
-    std::atomic<uint64_t> generation_{0};
-    std::atomic<int> pending_{0};
+    // The job: generation (24 bits) | chunk count (20 bits) | next unclaimed chunk (20 bits).
+    // Separate cache lines: claims (state_), completions (done_) and the spinning readers of each
+    // must not invalidate one another.
+    alignas(64) std::atomic<uint64_t> state_{0};
+    std::atomic<const std::function<void(size_t)>*> job_{nullptr};
+    alignas(64) std::atomic<size_t> done_{0};  // chunks of the current job finished
+    alignas(64) std::atomic<int> sleepers_{0};  // workers blocked on wake_
     std::atomic<bool> stopping_{false};
 };
 

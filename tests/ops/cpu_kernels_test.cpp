@@ -95,6 +95,54 @@ TEST(CpuKernels, ActivationQuantizersMatchReferenceBytes) {
     }
 }
 
+// Exact rounding ties: every 32-block has max |x| = 127, so the scale is 1 (or -1 for Q8_K with a
+// negative first maximum) and x * (1/d) lands exactly on k + 0.5: Q8_0/Q8_1 round half away from
+// zero (roundf), Q8_K half to even (nearest_int). Any other rounding changes the bytes.
+TEST(CpuKernels, ActivationQuantizersRoundTiesLikeReference) {
+    const size_t n = 512;
+    std::vector<float> x(n);
+    for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(static_cast<int>(i % 41) - 20) + 0.5f;
+    for (size_t b = 0; b < n / 32; ++b) x[b * 32 + (b % 7)] = (b % 2 == 0) ? 127.0f : -127.0f;
+    x[256] = -127.0f;  // second Q8_K super-block: first maximum negative
+    for (const CpuKernels* k : cpu_kernel_tables()) {
+        for (DType type : {DType::Q8_0, DType::Q8_1, DType::Q8_K}) {
+            std::vector<uint8_t> ref = test::quantized_activations(type, x);
+            std::vector<uint8_t> got(ref.size(), 0xCD);
+            k->quantize_row[static_cast<size_t>(type)](got.data(), x.data(), n);
+            EXPECT_EQ(got, ref) << k->isa_name << " " << dtype_name(type);
+        }
+    }
+    // The references themselves: 2.5 -> 3 (away from zero) in Q8_0; 2.5 -> 2 (even) in Q8_K.
+    std::vector<float> one(256, 0.0f);
+    one[0] = 127.0f;
+    one[1] = 2.5f;
+    one[2] = -3.5f;
+    const std::vector<uint8_t> q80 = test::quantized_activations(DType::Q8_0, one);
+    const BlockQ8_0* b80 = reinterpret_cast<const BlockQ8_0*>(q80.data());
+    EXPECT_EQ(b80->qs[1], 3);
+    EXPECT_EQ(b80->qs[2], -4);
+    const std::vector<uint8_t> q8k = test::quantized_activations(DType::Q8_K, one);
+    const BlockQ8_K* b8k = reinterpret_cast<const BlockQ8_K*>(q8k.data());
+    EXPECT_EQ(std::abs(b8k->qs[1]), 2);
+    EXPECT_EQ(std::abs(b8k->qs[2]), 4);
+}
+
+// Many plain random rows (the distribution matmul sees): quantizer bytes equal the reference's.
+TEST(CpuKernels, ActivationQuantizersMatchReferenceOnManyRows) {
+    for (const CpuKernels* k : cpu_kernel_tables()) {
+        std::mt19937 rng(23);
+        for (int rep = 0; rep < 300; ++rep) {
+            const std::vector<float> x = test::random_floats(512, rng, rep % 2 ? 1.0f : 0.01f);
+            for (DType type : {DType::Q8_0, DType::Q8_1, DType::Q8_K}) {
+                std::vector<uint8_t> ref = test::quantized_activations(type, x);
+                std::vector<uint8_t> got(ref.size(), 0xCD);
+                k->quantize_row[static_cast<size_t>(type)](got.data(), x.data(), x.size());
+                ASSERT_EQ(got, ref) << k->isa_name << " " << dtype_name(type) << " rep=" << rep;
+            }
+        }
+    }
+}
+
 TEST(CpuKernels, DequantizersMatchReference) {
     for (const CpuKernels* k : cpu_kernel_tables()) {
         std::mt19937 rng(13);
@@ -115,7 +163,7 @@ TEST(CpuKernels, MatmulEqualsRowDotProducts) {
     ThreadPool pools[] = {ThreadPool(1), ThreadPool(3)};
     std::mt19937 rng(17);
     for (const CpuKernels* k : cpu_kernel_tables()) {
-        for (DType type : {DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q6_K, DType::Q4_K, DType::F16}) {
+        for (DType type : {DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q6_K, DType::Q4_K, DType::F16, DType::Q4_0}) {
             const size_t n_in = 512;
             const size_t stride = dtype_row_bytes(type, n_in) + 8;  // padded rows
             for (size_t n_tokens : {1, 5, 17}) {

@@ -71,9 +71,11 @@ struct MatmulArgs {
     size_t xq_row_bytes;
     size_t n_tokens, n_in, n_out;
     VecDotFn dot;
+    GemmTileFn tile;      // null: row-at-a-time vec_dot
 };
 
-void matmul_rows(const MatmulArgs& a, size_t row_begin, size_t row_end) {
+// Row-at-a-time fallback: each tile of rows stays hot in L1 while every token passes over it.
+void matmul_rows_dot(const MatmulArgs& a, size_t row_begin, size_t row_end) {
     for (size_t tile = row_begin; tile < row_end; tile += kRowTile) {
         const size_t tile_end = std::min(row_end, tile + kRowTile);
         for (size_t t = 0; t < a.n_tokens; ++t) {
@@ -82,6 +84,25 @@ void matmul_rows(const MatmulArgs& a, size_t row_begin, size_t row_end) {
             for (size_t o = tile; o < tile_end; ++o) y[o] = a.dot(a.w + o * a.w_row_bytes, x, a.n_in);
         }
     }
+}
+
+// Register tiles of kGemmTileRows rows x kGemmTileTokens tokens; leftover rows by vec_dot. One
+// token (decode) goes row by row: measured 2.5x faster than 4-row tiles when the rows come from
+// memory (tiles interleave 4 streams; software prefetch did not recover it).
+void matmul_rows(const MatmulArgs& a, size_t row_begin, size_t row_end) {
+    if (a.tile == nullptr || a.n_tokens == 1) {
+        matmul_rows_dot(a, row_begin, row_end);
+        return;
+    }
+    size_t o = row_begin;
+    for (; o + kGemmTileRows <= row_end; o += kGemmTileRows) {
+        for (size_t t = 0; t < a.n_tokens; t += kGemmTileTokens) {
+            a.tile(a.y + t * a.n_out + o, a.n_out, a.w + o * a.w_row_bytes, a.w_row_bytes,
+                   a.xq + t * a.xq_row_bytes, a.xq_row_bytes, a.n_in,
+                   std::min(kGemmTileTokens, a.n_tokens - t));
+        }
+    }
+    if (o < row_end) matmul_rows_dot(a, o, row_end);
 }
 
 // Quantizes the activation rows into `dot_type` (thread-local scratch reused between calls).
@@ -148,6 +169,7 @@ void matmul_with(const CpuKernels& k, float* y, const void* w, DType w_type, siz
     a.n_in = n_in;
     a.n_out = n_out;
     a.dot = dot;
+    a.tile = k.gemm_tile[static_cast<size_t>(w_type)];
     // Contiguous row ranges per thread, in whole tiles so no tile straddles two threads.
     const size_t n_tiles = (n_out + kRowTile - 1) / kRowTile;
     pool.parallel_for(n_tiles, [&](size_t tile_begin, size_t tile_end) {

@@ -15,11 +15,22 @@ using VecDotFn = float (*)(const void* w, const void* x, size_t n);
 using QuantizeRowFn = void (*)(void* dst, const float* src, size_t n);
 using DequantizeRowFn = void (*)(float* dst, const void* src, size_t n);
 
+// Rows of weights that one GEMM tile reads at once, and the most tokens it takes per call.
+constexpr size_t kGemmTileRows = 4;
+constexpr size_t kGemmTileTokens = 8;
+// A register tile of the matrix product: for r < kGemmTileRows, t < n_tokens (1..kGemmTileTokens)
+//   y[t * y_stride + r] = vec_dot(w + r * w_row_bytes, x + t * x_row_bytes, n)
+// with the same result, bit for bit, as the table's vec_dot (each loaded weight block is reused
+// across the tokens and each activation block across the rows).
+using GemmTileFn = void (*)(float* y, size_t y_stride, const void* w, size_t w_row_bytes,
+                            const void* x, size_t x_row_bytes, size_t n, size_t n_tokens);
+
 struct CpuKernels {
     const char* isa_name = "generic";
     VecDotFn vec_dot[32] = {};             // indexed by weight DType
     QuantizeRowFn quantize_row[32] = {};   // indexed by activation DType
     DequantizeRowFn dequantize_row[32] = {};
+    GemmTileFn gemm_tile[32] = {};         // indexed by weight DType; null: matmul uses vec_dot
 };
 
 // The table for this machine (chosen once, thread-safe).

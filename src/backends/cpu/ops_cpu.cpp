@@ -54,21 +54,18 @@ void rms_norm_rows(float* y, const float* x, const float* w, size_t n_rows, size
     for (size_t r = 0; r < n_rows; ++r) rms_norm(y + r * n, x + r * n, w, n, eps);
 }
 
-void rope(float* x, size_t n_head, size_t head_dim, int32_t pos, const RopeParams& params) {
+void rope_cos_sin(float* cs, int32_t pos, const RopeParams& params) {
     const size_t half = params.n_rot / 2;
-    float cos_sin[2 * 256];
-    float* cs = half <= 256 ? cos_sin : nullptr;
-    std::vector<float> heap;
-    if (!cs) {
-        heap.resize(2 * half);
-        cs = heap.data();
-    }
     for (size_t i = 0; i < half; ++i) {
         const double inv_freq = std::pow(static_cast<double>(params.freq_base), -2.0 * i / params.n_rot);
         const double theta = pos * params.freq_scale * inv_freq;
         cs[2 * i] = static_cast<float>(std::cos(theta));
         cs[2 * i + 1] = static_cast<float>(std::sin(theta));
     }
+}
+
+void rope_rotate(float* x, size_t n_head, size_t head_dim, const float* cs, const RopeParams& params) {
+    const size_t half = params.n_rot / 2;
     const bool neox = params.style == RopeStyle::NEOX;
     for (size_t h = 0; h < n_head; ++h) {
         float* head = x + h * head_dim;
@@ -81,6 +78,14 @@ void rope(float* x, size_t n_head, size_t head_dim, int32_t pos, const RopeParam
             head[b] = x0 * cs[2 * i + 1] + x1 * cs[2 * i];
         }
     }
+}
+
+void rope(float* x, size_t n_head, size_t head_dim, int32_t pos, const RopeParams& params) {
+    float on_stack[512];
+    std::vector<float> on_heap(params.n_rot <= 512 ? 0 : params.n_rot);
+    float* cs = params.n_rot <= 512 ? on_stack : on_heap.data();
+    rope_cos_sin(cs, pos, params);
+    rope_rotate(x, n_head, head_dim, cs, params);
 }
 
 void softmax(float* x, size_t n) {

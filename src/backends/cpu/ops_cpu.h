@@ -16,6 +16,10 @@ void rms_norm_rows(float* y, const float* x, const float* w, size_t n_rows, size
 
 // Rotates one token's heads in place. x: [n_head, head_dim].
 void rope(float* x, size_t n_head, size_t head_dim, int32_t pos, const RopeParams& params);
+// The same in two steps, so q and k of one token share the angles: cs [n_rot] = (cos, sin) pairs
+// of position pos, then the rotation of x [n_head, head_dim] by them.
+void rope_cos_sin(float* cs, int32_t pos, const RopeParams& params);
+void rope_rotate(float* x, size_t n_head, size_t head_dim, const float* cs, const RopeParams& params);
 
 void softmax(float* x, size_t n);
 void swiglu(float* out, const float* gate, const float* up, size_t n);

@@ -1,8 +1,10 @@
 // AVX2 + FMA + F16C kernels (compiled with -mavx2 -mfma -mf16c; used only when the CPU has them).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/avx2/avx2_kernels.h"
 #include "ops/quant.h"
@@ -21,17 +23,18 @@ inline __m256i dot_u8_s8(__m256i acc, __m256i a, __m256i b) {
 
 #include "backends/cpu/avx2/x86_quant_kernels.inl"
 
+constexpr bool kExactU8Dot = false;
+constexpr size_t kMaxTileTokens = 2;
+
+#include "backends/cpu/avx2/x86_gemm_tiles.inl"
+
 }  // namespace
 
 void register_avx2_kernels(CpuKernels& t) {
     t.isa_name = "avx2";
-    t.vec_dot[static_cast<size_t>(DType::Q4_0)] = vec_dot_q4_0;
-    t.vec_dot[static_cast<size_t>(DType::Q4_1)] = vec_dot_q4_1;
-    t.vec_dot[static_cast<size_t>(DType::Q5_0)] = vec_dot_q5_0;
-    t.vec_dot[static_cast<size_t>(DType::Q8_0)] = vec_dot_q8_0;
-    t.vec_dot[static_cast<size_t>(DType::Q4_K)] = vec_dot_q4_k;
+    register_legacy_tiles(t);
     t.vec_dot[static_cast<size_t>(DType::Q5_K)] = vec_dot_q5_k;
-    t.vec_dot[static_cast<size_t>(DType::Q6_K)] = vec_dot_q6_k;
+    register_k_tiles(t);
     t.vec_dot[static_cast<size_t>(DType::F16)] = vec_dot_f16;
     t.vec_dot[static_cast<size_t>(DType::BF16)] = vec_dot_bf16;
     t.vec_dot[static_cast<size_t>(DType::F32)] = vec_dot_f32;

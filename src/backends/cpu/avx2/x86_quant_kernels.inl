@@ -62,60 +62,7 @@ inline __m256 half_product(uint16_t a, uint16_t b) {
     return _mm256_set1_ps(h2f(a) * h2f(b));
 }
 
-// ---- 32-element formats --------------------------------------------------------------------------
-
-float vec_dot_q4_0(const void* w, const void* x, size_t n) {
-    const BlockQ4_0* a = static_cast<const BlockQ4_0*>(w);
-    const BlockQ8_0* b = static_cast<const BlockQ8_0*>(x);
-    __m256 acc = _mm256_setzero_ps();
-    for (size_t i = 0; i < n / kQK32; ++i) {
-        const __m256i qa = _mm256_sub_epi8(nibbles_to_bytes(a[i].qs), _mm256_set1_epi8(8));
-        const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
-        acc = _mm256_fmadd_ps(half_product(a[i].d, b[i].d), _mm256_cvtepi32_ps(dot_s8_s8(qa, qb)), acc);
-    }
-    return hsum_ps(acc);
-}
-
-float vec_dot_q4_1(const void* w, const void* x, size_t n) {
-    const BlockQ4_1* a = static_cast<const BlockQ4_1*>(w);
-    const BlockQ8_1* b = static_cast<const BlockQ8_1*>(x);
-    __m256 acc = _mm256_setzero_ps();
-    float offsets = 0.0f;  // sum of m * s: the mins times the activation sums
-    for (size_t i = 0; i < n / kQK32; ++i) {
-        offsets += h2f(a[i].m) * h2f(b[i].s);
-        const __m256i qa = nibbles_to_bytes(a[i].qs);
-        const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
-        const __m256i dot = dot_u8_s8(_mm256_setzero_si256(), qa, qb);
-        acc = _mm256_fmadd_ps(half_product(a[i].d, b[i].d), _mm256_cvtepi32_ps(dot), acc);
-    }
-    return hsum_ps(acc) + offsets;
-}
-
-float vec_dot_q5_0(const void* w, const void* x, size_t n) {
-    const BlockQ5_0* a = static_cast<const BlockQ5_0*>(w);
-    const BlockQ8_0* b = static_cast<const BlockQ8_0*>(x);
-    __m256 acc = _mm256_setzero_ps();
-    for (size_t i = 0; i < n / kQK32; ++i) {
-        // value - 16: a clear fifth bit makes the byte negative (0xF0 | nibble)
-        const __m256i high = _mm256_andnot_si256(bits_to_bytes(a[i].qh), _mm256_set1_epi8(static_cast<char>(0xF0)));
-        const __m256i qa = _mm256_or_si256(nibbles_to_bytes(a[i].qs), high);
-        const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
-        acc = _mm256_fmadd_ps(half_product(a[i].d, b[i].d), _mm256_cvtepi32_ps(dot_s8_s8(qa, qb)), acc);
-    }
-    return hsum_ps(acc);
-}
-
-float vec_dot_q8_0(const void* w, const void* x, size_t n) {
-    const BlockQ8_0* a = static_cast<const BlockQ8_0*>(w);
-    const BlockQ8_0* b = static_cast<const BlockQ8_0*>(x);
-    __m256 acc = _mm256_setzero_ps();
-    for (size_t i = 0; i < n / kQK32; ++i) {
-        const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs));
-        const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
-        acc = _mm256_fmadd_ps(half_product(a[i].d, b[i].d), _mm256_cvtepi32_ps(dot_s8_s8(qa, qb)), acc);
-    }
-    return hsum_ps(acc);
-}
+// ---- 32-element formats: x86_gemm_tiles.inl ---------------------------------------------------
 
 // ---- K-quants ------------------------------------------------------------------------------------
 
@@ -147,29 +94,6 @@ inline __m256i scaled_dot(__m256i acc, int scale, __m256i q_u8, const int8_t* q8
     const __m256i act = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8));
     const __m256i dot = dot_u8_s8(_mm256_setzero_si256(), q_u8, act);
     return _mm256_add_epi32(acc, _mm256_mullo_epi32(dot, _mm256_set1_epi32(scale)));
-}
-
-float vec_dot_q4_k(const void* w, const void* x, size_t n) {
-    const BlockQ4_K* a = static_cast<const BlockQ4_K*>(w);
-    const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
-    float sum = 0.0f;
-    for (size_t i = 0; i < n / kQKK; ++i) {
-        uint32_t sm[4];
-        unpack_k_scales(a[i].scales, sm);
-        const uint8_t* scales = reinterpret_cast<const uint8_t*>(sm);
-        __m256i acc = _mm256_setzero_si256();
-        for (size_t j = 0; j < 4; ++j) {
-            const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs + 32 * j));
-            acc = scaled_dot(acc, scales[2 * j], _mm256_and_si256(bits, low4), b[i].qs + 64 * j);
-            acc = scaled_dot(acc, scales[2 * j + 1], _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4),
-                             b[i].qs + 64 * j + 32);
-        }
-        const float d = b[i].d * h2f(a[i].d);
-        const float dmin = b[i].d * h2f(a[i].dmin);
-        sum += d * static_cast<float>(hsum_epi32(acc)) - dmin * static_cast<float>(k_mins_dot(sm, b[i].bsums));
-    }
-    return sum;
 }
 
 float vec_dot_q5_k(const void* w, const void* x, size_t n) {
@@ -204,45 +128,7 @@ inline __m256i two_scales(int8_t s0, int8_t s1) {
     return _mm256_set_m128i(_mm_set1_epi16(s1), _mm_set1_epi16(s0));
 }
 
-// sum over 32 elements of scale * (q - 32) * act, q in 0..63, as 8 int32
-inline __m256i q6_scaled_dot(__m256i q, const int8_t* q8, __m256i scales16) {
-    const __m256i act = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8));
-    const __m256i with_offset = _mm256_maddubs_epi16(q, act);              // |.| <= 2*63*127
-    const __m256i offset = _mm256_maddubs_epi16(_mm256_set1_epi8(32), act);  // |.| <= 2*32*127
-    return _mm256_madd_epi16(scales16, _mm256_sub_epi16(with_offset, offset));
-}
-
-float vec_dot_q6_k(const void* w, const void* x, size_t n) {
-    const BlockQ6_K* a = static_cast<const BlockQ6_K*>(w);
-    const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
-    const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(3);
-    float sum = 0.0f;
-    for (size_t i = 0; i < n / kQKK; ++i) {
-        __m256i acc = _mm256_setzero_si256();
-        for (size_t half = 0; half < 2; ++half) {
-            const uint8_t* ql = a[i].ql + 64 * half;
-            const int8_t* sc = a[i].scales + 8 * half;
-            const int8_t* q8 = b[i].qs + 128 * half;
-            const __m256i lo0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
-            const __m256i lo1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
-            const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qh + 32 * half));
-            const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(hi, low2), 4);
-            const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hi, 2), low2), 4);
-            const __m256i h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hi, 4), low2), 4);
-            const __m256i h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hi, 6), low2), 4);
-            const __m256i q0 = _mm256_or_si256(_mm256_and_si256(lo0, low4), h0);
-            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(lo1, low4), h1);
-            const __m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo0, 4), low4), h2);
-            const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo1, 4), low4), h3);
-            acc = _mm256_add_epi32(acc, q6_scaled_dot(q0, q8, two_scales(sc[0], sc[1])));
-            acc = _mm256_add_epi32(acc, q6_scaled_dot(q1, q8 + 32, two_scales(sc[2], sc[3])));
-            acc = _mm256_add_epi32(acc, q6_scaled_dot(q2, q8 + 64, two_scales(sc[4], sc[5])));
-            acc = _mm256_add_epi32(acc, q6_scaled_dot(q3, q8 + 96, two_scales(sc[6], sc[7])));
-        }
-        sum += b[i].d * h2f(a[i].d) * static_cast<float>(hsum_epi32(acc));
-    }
-    return sum;
-}
+// (Q4_K and Q6_K: x86_gemm_tiles.inl)
 
 // ---- float weights -------------------------------------------------------------------------------
 
