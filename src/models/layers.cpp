@@ -18,6 +18,9 @@ namespace cactus {
 namespace {
 
 constexpr size_t kMaxDim = size_t(1) << 20;  // sanity bound on any hyper-parameter
+// Row-wise ops (norms, RoPE, GLU) use the thread pool from this many rows on (prefill); below it
+// (decode) waking the workers costs more than the work.
+constexpr size_t kMinParallelRows = 8;
 
 size_t read_dim(const GgufFile& file, const std::string& key) {
     const uint64_t v = file.get_uint(key);
@@ -269,7 +272,13 @@ void DecoderModel::forward_chunk(const int32_t* tokens, size_t n, float* logits_
 void DecoderModel::build_norm(float* y, const float* x, const std::vector<float>& w, size_t n_rows,
                               size_t width) const {
     CACTUS_ASSERT(w.size() == width);
-    rms_norm_rows(y, x, w.data(), n_rows, width, hp_.rms_eps);
+    if (n_rows < kMinParallelRows) {
+        rms_norm_rows(y, x, w.data(), n_rows, width, hp_.rms_eps);
+        return;
+    }
+    pool_->parallel_for(n_rows, [&](size_t begin, size_t end) {
+        rms_norm_rows(y + begin * width, x + begin * width, w.data(), end - begin, width, hp_.rms_eps);
+    });
 }
 
 void DecoderModel::build_matmul(float* y, const Matrix& w, const float* x, size_t n) const {
@@ -279,10 +288,18 @@ void DecoderModel::build_matmul(float* y, const Matrix& w, const float* x, size_
 void DecoderModel::build_rope(size_t il, const Batch& batch, const RopeParams& params) {
     const size_t q_width = hp_.n_head * hp_.head_dim_k;
     const size_t k_width = hp_.n_head_kv * hp_.head_dim_k;
-    for (size_t t = 0; t < batch.n; ++t) {
-        const int32_t pos = kv_->position(il, batch.pos0 + t);
-        rope(q_.data() + t * q_width, hp_.n_head, hp_.head_dim_k, pos, params);
-        rope(k_.data() + t * k_width, hp_.n_head_kv, hp_.head_dim_k, pos, params);
+    auto rotate = [&](size_t begin, size_t end) {
+        std::vector<float> cos_sin(params.n_rot);  // [n_rot / 2] (cos, sin) pairs
+        for (size_t t = begin; t < end; ++t) {
+            rope_cos_sin(cos_sin.data(), kv_->position(il, batch.pos0 + t), params);
+            rope_rotate(q_.data() + t * q_width, hp_.n_head, hp_.head_dim_k, cos_sin.data(), params);
+            rope_rotate(k_.data() + t * k_width, hp_.n_head_kv, hp_.head_dim_k, cos_sin.data(), params);
+        }
+    };
+    if (batch.n < kMinParallelRows) {
+        rotate(0, batch.n);
+    } else {
+        pool_->parallel_for(batch.n, rotate);
     }
 }
 
@@ -341,11 +358,20 @@ void DecoderModel::build_ffn(float* y, const float* x, size_t n, const Matrix& g
                              const Matrix& down, Activation act) {
     build_matmul(gate_.data(), gate, x, n);
     build_matmul(up_.data(), up, x, n);
-    const size_t width = n * hp_.n_ff;
-    if (act == Activation::SILU) {
-        swiglu(gate_.data(), gate_.data(), up_.data(), width);
+    auto activate = [&](size_t begin, size_t end) {  // token rows [begin, end)
+        float* g = gate_.data() + begin * hp_.n_ff;
+        const float* u = up_.data() + begin * hp_.n_ff;
+        const size_t width = (end - begin) * hp_.n_ff;
+        if (act == Activation::SILU) {
+            swiglu(g, g, u, width);
+        } else {
+            geglu(g, g, u, width);
+        }
+    };
+    if (n < kMinParallelRows) {
+        activate(0, n);
     } else {
-        geglu(gate_.data(), gate_.data(), up_.data(), width);
+        pool_->parallel_for(n, activate);
     }
     build_matmul(y, down, gate_.data(), n);
 }
