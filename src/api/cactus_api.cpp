@@ -105,6 +105,27 @@ void check_no_audio(const uint8_t* pcm, size_t pcm_size) {
         fail("pcm_buffer: this model has no audio encoder; pass NULL and 0");
 }
 
+// A validated chat request: parsed inputs, the handle locked, the context configured and the
+// prompt rendered. Shared by cactus_complete and cactus_prefill.
+struct ChatRequest {
+    json tools;
+    api::ApiOptions options;
+    std::unique_lock<std::timed_mutex> lock;
+    std::string prompt;
+};
+
+ChatRequest prepare_chat(Handle* h, const char* messages_json, const char* options_json,
+                         const char* tools_json) {
+    ChatRequest r;
+    json messages = api::parse_messages(messages_json);
+    r.tools = api::parse_tools(tools_json);
+    r.options = api::parse_options(options_json);
+    r.lock = lock_handle(h);
+    h->engine->configure_context(r.options.context);
+    r.prompt = render(*h->engine, messages, r.tools, r.options);
+    return r;
+}
+
 }  // namespace
 
 extern "C" {
@@ -172,21 +193,16 @@ int cactus_complete(cactus_model_t model, const char* messages_json, char* respo
         check_buffer(response_buffer, buffer_size);
         Handle* h = checked_handle(model);
         check_no_audio(pcm_buffer, pcm_buffer_size);
-        json messages = api::parse_messages(messages_json);
-        json tools = api::parse_tools(tools_json);
-        api::ApiOptions options = api::parse_options(options_json);
-        auto lock = lock_handle(h);
+        ChatRequest request = prepare_chat(h, messages_json, options_json, tools_json);
         Engine& engine = *h->engine;
-        engine.configure_context(options.context);
-        std::string prompt = render(engine, messages, tools, options);
         TokenCallback on_token;
         if (callback != nullptr) {
             on_token = [&](const std::string& piece, int32_t id) {
                 callback(piece.c_str(), static_cast<uint32_t>(id), user_data);
             };
         }
-        CompletionResult result = engine.complete(prompt, options.generation, on_token);
-        ParsedReply reply = parse_reply(result.text, !tools.empty());
+        CompletionResult result = engine.complete(request.prompt, request.options.generation, on_token);
+        ParsedReply reply = parse_reply(result.text, !request.tools.empty());
         return finish_write(api::completion_response(result, reply, engine.model().kv_bytes()),
                             response_buffer, buffer_size);
     });
@@ -200,14 +216,8 @@ int cactus_prefill(cactus_model_t model, const char* messages_json, char* respon
         check_buffer(response_buffer, buffer_size);
         Handle* h = checked_handle(model);
         check_no_audio(pcm_buffer, pcm_buffer_size);
-        json messages = api::parse_messages(messages_json);
-        json tools = api::parse_tools(tools_json);
-        api::ApiOptions options = api::parse_options(options_json);
-        auto lock = lock_handle(h);
-        Engine& engine = *h->engine;
-        engine.configure_context(options.context);
-        std::string prompt = render(engine, messages, tools, options);
-        CompletionMetrics m = engine.prefill(engine.tokenize_prompt(prompt));
+        ChatRequest request = prepare_chat(h, messages_json, options_json, tools_json);
+        CompletionMetrics m = h->engine->prefill(h->engine->tokenize_prompt(request.prompt));
         return finish_write(api::prefill_response(m), response_buffer, buffer_size);
     });
     return rc == CACTUS_ERROR ? fail_into(response_buffer, buffer_size) : rc;
