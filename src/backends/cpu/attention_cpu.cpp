@@ -62,6 +62,30 @@ void axpy_half(float* out, float p, const uint16_t* v, size_t n) {
     for (size_t d = 0; d < n; ++d) out[d] += p * table[v[d]];
 }
 
+// The shared shape of both attention kernels: scores of the visible rows (score(r)), a softmax in
+// scratch, then out = sum_r p_r * v_r (accumulate(r, p) adds one value row).
+template <typename Score, typename Accumulate>
+void attend(float* out, size_t head_dim_v, const int32_t* row_pos, size_t n_rows,
+            const AttentionMask& mask, float* scratch, Score score, Accumulate accumulate) {
+    float max = -INFINITY;
+    for (size_t r = 0; r < n_rows; ++r) {
+        scratch[r] = attention_row_visible(mask, row_pos[r]) ? score(r) : -INFINITY;
+        max = scratch[r] > max ? scratch[r] : max;
+    }
+    for (size_t d = 0; d < head_dim_v; ++d) out[d] = 0.0f;
+    if (max == -INFINITY) return;
+    float sum = 0.0f;
+    for (size_t r = 0; r < n_rows; ++r) {
+        if (scratch[r] == -INFINITY) continue;
+        scratch[r] = std::exp(scratch[r] - max);
+        sum += scratch[r];
+    }
+    const float inv = 1.0f / sum;
+    for (size_t r = 0; r < n_rows; ++r) {
+        if (scratch[r] != -INFINITY) accumulate(r, scratch[r] * inv);
+    }
+}
+
 }  // namespace
 
 const AttentionRowKernels& attention_row_kernels_generic() {
@@ -88,28 +112,11 @@ void attention_head_q8(float* out, const float* q, const int8_t* k, size_t k_str
                        size_t n_rows, size_t head_dim, size_t head_dim_v, float scale,
                        const AttentionMask& mask, float* scratch) {
     const AttentionRowKernels& rows = attention_row_kernels();
-    float max = -INFINITY;
-    for (size_t r = 0; r < n_rows; ++r) {
-        if (!attention_row_visible(mask, row_pos[r])) {
-            scratch[r] = -INFINITY;
-            continue;
-        }
-        scratch[r] = rows.dot_q8(q, k + r * k_stride, k_scale + r * k_scale_stride, head_dim) * scale;
-        max = scratch[r] > max ? scratch[r] : max;
-    }
-    for (size_t d = 0; d < head_dim_v; ++d) out[d] = 0.0f;
-    if (max == -INFINITY) return;
-    float sum = 0.0f;
-    for (size_t r = 0; r < n_rows; ++r) {
-        if (scratch[r] == -INFINITY) continue;
-        scratch[r] = std::exp(scratch[r] - max);
-        sum += scratch[r];
-    }
-    const float inv = 1.0f / sum;
-    for (size_t r = 0; r < n_rows; ++r) {
-        if (scratch[r] == -INFINITY) continue;
-        rows.axpy_q8(out, scratch[r] * inv, v + r * v_stride, v_scale + r * v_scale_stride, head_dim_v);
-    }
+    attend(out, head_dim_v, row_pos, n_rows, mask, scratch,
+           [&](size_t r) { return rows.dot_q8(q, k + r * k_stride, k_scale + r * k_scale_stride, head_dim) * scale; },
+           [&](size_t r, float p) {
+               rows.axpy_q8(out, p, v + r * v_stride, v_scale + r * v_scale_stride, head_dim_v);
+           });
 }
 
 void attention_head(float* out, const float* q, const uint16_t* k, size_t k_stride,
@@ -123,29 +130,11 @@ void attention_head(float* out, const float* q, const uint16_t* k, size_t k_stri
     float q_half[kMaxHeadDim];
     CACTUS_ASSERT(head_dim <= kMaxHeadDim);
     for (size_t d = 0; d < head_dim; ++d) q_half[d] = table[fp32_to_fp16(q[d])];
-    float max = -INFINITY;
-    for (size_t r = 0; r < n_rows; ++r) {
-        if (!attention_row_visible(mask, row_pos[r])) {
-            scratch[r] = -INFINITY;
-            continue;
-        }
-        scratch[r] = rows.dot_f16(q_half, k + r * k_stride, head_dim) * scale;
-        max = scratch[r] > max ? scratch[r] : max;
-    }
-    for (size_t d = 0; d < head_dim_v; ++d) out[d] = 0.0f;
-    if (max == -INFINITY) return;
-    float sum = 0.0f;
-    for (size_t r = 0; r < n_rows; ++r) {
-        if (scratch[r] == -INFINITY) continue;
-        scratch[r] = std::exp(scratch[r] - max);
-        sum += scratch[r];
-    }
-    const float inv = 1.0f / sum;
-    for (size_t r = 0; r < n_rows; ++r) {
-        if (scratch[r] == -INFINITY) continue;
-        const float p = table[fp32_to_fp16(scratch[r] * inv)];
-        rows.axpy_f16(out, p, v + r * v_stride, head_dim_v);
-    }
+    attend(out, head_dim_v, row_pos, n_rows, mask, scratch,
+           [&](size_t r) { return rows.dot_f16(q_half, k + r * k_stride, head_dim) * scale; },
+           [&](size_t r, float p) {
+               rows.axpy_f16(out, table[fp32_to_fp16(p)], v + r * v_stride, head_dim_v);
+           });
 }
 
 }  // namespace cactus
