@@ -27,6 +27,7 @@ constexpr bool kExactU8Dot = false;
 constexpr size_t kMaxTileTokens = 2;
 
 #include "backends/cpu/avx2/x86_gemm_tiles.inl"
+#include "backends/cpu/avx2/x86_k_tiles.inl"
 
 }  // namespace
 

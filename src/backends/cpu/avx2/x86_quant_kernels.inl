@@ -128,7 +128,7 @@ inline __m256i two_scales(int8_t s0, int8_t s1) {
     return _mm256_set_m128i(_mm_set1_epi16(s1), _mm_set1_epi16(s0));
 }
 
-// (Q4_K and Q6_K: x86_gemm_tiles.inl)
+// (Q4_K and Q6_K: x86_k_tiles.inl)
 
 // ---- float weights -------------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ constexpr bool kExactU8Dot = true;
 constexpr size_t kMaxTileTokens = 4;
 
 #include "backends/cpu/avx2/x86_gemm_tiles.inl"
+#include "backends/cpu/avx2/x86_k_tiles.inl"
 
 // ---- 512-bit tiles: two tokens per zmm --------------------------------------------------------
 // The weight block (256 bits) is repeated in both halves; each half holds one token's activations.
