@@ -184,7 +184,8 @@ void DecoderModel::init_cache(const std::vector<KvLayerSpec>& layers) {
     config.max_chunk = n_batch_;
     config.kv = info_.kv;
     kv_ = std::make_unique<KvCache>(layers, config);
-    scores_.assign(static_cast<size_t>(pool_->size()) * kv_->max_capacity(), 0.0f);
+    attn_ws_.assign(static_cast<size_t>(pool_->size()), AttentionWorkspace());
+    for (AttentionWorkspace& ws : attn_ws_) ws.reserve(hp_.n_head / hp_.n_head_kv, kv_->max_capacity(), hp_.head_dim_k);
 }
 
 void DecoderModel::set_output(const Matrix& output, std::vector<float> output_norm) {
@@ -313,45 +314,51 @@ void DecoderModel::store_kv(size_t il, const Batch& batch) {
 }
 
 void DecoderModel::build_attention(size_t il, const Batch& batch, float scale) {
-    const size_t n_items = batch.n * hp_.n_head;
+    // Work items: (token, KV head) with the group's query heads together; with too few of those to
+    // keep every thread busy (decode), (token, head). Either way each head's output is the same.
     const size_t group = hp_.n_head / hp_.n_head_kv;
-    const size_t dk = hp_.head_dim_k;
-    const size_t dv = hp_.head_dim_v;
-    const KvLayerSpec& spec = kv_->spec(il);
-    const KvCache& kv = *kv_;
-    const size_t scratch_rows = kv.max_capacity();
-    const size_t gph_k = (dk + kKvGroup - 1) / kKvGroup;  // int8 scale groups per head
-    const size_t gph_v = (dv + kKvGroup - 1) / kKvGroup;
+    const bool whole_groups = batch.n * hp_.n_head_kv >= 2 * static_cast<size_t>(pool_->size());
+    const size_t n_q = whole_groups ? group : 1;
+    const size_t n_items = batch.n * hp_.n_head / n_q;
     pool_->run([&](int index, int count) {
         const size_t per = (n_items + static_cast<size_t>(count) - 1) / static_cast<size_t>(count);
         const size_t begin = std::min(n_items, per * static_cast<size_t>(index));
         const size_t end = std::min(n_items, begin + per);
-        float* scratch = scores_.data() + static_cast<size_t>(index) * scratch_rows;
+        AttentionWorkspace& ws = attn_ws_[static_cast<size_t>(index)];
         for (size_t item = begin; item < end; ++item) {
-            const size_t t = item / hp_.n_head;
-            const size_t h = item % hp_.n_head;
-            const size_t kvh = h / group;
-            const size_t token = batch.pos0 + t;
-            const AttentionMask mask = kv.mask_for(il, token);
-            const RowRange rows = kv.rows_for_query(il, token);  // physical bounds
-            CACTUS_ASSERT(rows.begin <= rows.end && rows.end <= kv.capacity(il) && rows.end <= scratch_rows);
-            float* out = attn_.data() + (t * hp_.n_head + h) * dv;      // [head_dim_v]
-            const float* q = q_.data() + (t * hp_.n_head + h) * dk;     // [head_dim_k]
-            const int32_t* row_pos = kv.row_positions(il) + rows.begin;
-            const size_t n_rows = rows.end - rows.begin;
-            if (kv.type() == KvType::F16) {
-                attention_head(out, q, kv.k16(il, rows.begin) + kvh * dk, spec.k_width,
-                               kv.v16(il, rows.begin) + kvh * dv, spec.v_width, row_pos, n_rows, dk, dv,
-                               scale, mask, scratch);
-            } else {
-                attention_head_q8(out, q, kv.k8(il, rows.begin) + kvh * dk, spec.k_width,
-                                  kv.k_scales(il, rows.begin) + kvh * gph_k, kv.k_scale_stride(il),
-                                  kv.v8(il, rows.begin) + kvh * dv, spec.v_width,
-                                  kv.v_scales(il, rows.begin) + kvh * gph_v, kv.v_scale_stride(il),
-                                  row_pos, n_rows, dk, dv, scale, mask, scratch);
-            }
+            const size_t t = item / (hp_.n_head / n_q);
+            const size_t h = item % (hp_.n_head / n_q) * n_q;  // first query head of the item
+            attend_heads(il, batch.pos0 + t, t * hp_.n_head + h, n_q, scale, ws);
         }
     });
+}
+
+// Query heads [head, head + n_q) of the batch (flat index t * n_head + h; one KV head) at `token`.
+void DecoderModel::attend_heads(size_t il, size_t token, size_t head, size_t n_q, float scale,
+                                AttentionWorkspace& ws) {
+    const size_t dk = hp_.head_dim_k;
+    const size_t dv = hp_.head_dim_v;
+    const size_t kvh = head % hp_.n_head / (hp_.n_head / hp_.n_head_kv);
+    const KvLayerSpec& spec = kv_->spec(il);
+    const KvCache& kv = *kv_;
+    const RowRange rows = kv.rows_for_query(il, token);  // physical bounds
+    CACTUS_ASSERT(rows.begin <= rows.end && rows.end <= kv.capacity(il));
+    const AttentionQueries q = {q_.data() + head * dk, dk, attn_.data() + head * dv, dv, n_q};
+    const AttentionShape shape = {kv.row_positions(il) + rows.begin, rows.end - rows.begin, dk, dv, scale,
+                                  kv.mask_for(il, token)};
+    if (kv.type() == KvType::F16) {
+        const KvRowsF16 k = {kv.k16(il, rows.begin) + kvh * dk, spec.k_width, kv.v16(il, rows.begin) + kvh * dv,
+                             spec.v_width};
+        attention_group(q, k, shape, ws);
+        return;
+    }
+    const size_t gph_k = (dk + kKvGroup - 1) / kKvGroup;  // int8 scale groups per head
+    const size_t gph_v = (dv + kKvGroup - 1) / kKvGroup;
+    const KvRowsQ8 k = {kv.k8(il, rows.begin) + kvh * dk, spec.k_width,
+                        kv.k_scales(il, rows.begin) + kvh * gph_k, kv.k_scale_stride(il),
+                        kv.v8(il, rows.begin) + kvh * dv, spec.v_width,
+                        kv.v_scales(il, rows.begin) + kvh * gph_v, kv.v_scale_stride(il)};
+    attention_group(q, k, shape, ws);
 }
 
 void DecoderModel::build_ffn(float* y, const float* x, size_t n, const Matrix& gate, const Matrix& up,

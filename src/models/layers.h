@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/attention_cpu.h"
 #include "core/dtype.h"
 #include "kv/kv_cache.h"
 #include "models/model.h"
@@ -99,6 +100,7 @@ protected:
     void store_kv(size_t il, const Batch& batch);
     // attn_ [n, n_head * head_dim_v] = softmax(scale * q k^T, masked) v over layer il's cache.
     void build_attention(size_t il, const Batch& batch, float scale);
+    void attend_heads(size_t il, size_t token, size_t head, size_t n_q, float scale, AttentionWorkspace& ws);
     // y [n, n_embd] = down(act(gate(x)) * up(x)), x: [n, n_embd]; uses gate_ and up_.
     enum class Activation { SILU, GELU_TANH };
     void build_ffn(float* y, const float* x, size_t n, const Matrix& gate, const Matrix& up,
@@ -135,7 +137,7 @@ private:
     size_t token_embd_row_bytes_ = 0;
     Matrix output_;                   // [n_vocab, n_embd]
     std::vector<float> output_norm_;  // [n_embd]
-    std::vector<float> scores_;       // [n_threads, n_ctx] attention scratch
+    std::vector<AttentionWorkspace> attn_ws_;  // [n_threads] attention scratch
 };
 
 }  // namespace cactus

@@ -1,70 +1,196 @@
-// Every ISA's attention row primitives against the generic ones, on random rows of odd sizes.
+// Attention row primitives: every ISA's multi-query forms against the generic ones on random rows
+// of odd sizes, query grouping bit-exact against one query and one row at a time, and
+// attention_group against attention_head (bit-exact) and the reference (tolerance).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
+#include "backends/cpu/attention_cpu.h"
 #include "backends/cpu/attention_rows.h"
 #include "backends/cpu/cpu_features.h"
+#include "ops/ops_ref.h"
 #include "ops/quant.h"
 
 using namespace cactus;
 
 namespace {
 
-std::vector<const AttentionRowKernels*> optimised_tables() {
-    std::vector<const AttentionRowKernels*> tables;
+std::vector<const AttentionRowKernels*> all_tables() {
+    std::vector<const AttentionRowKernels*> tables = {&attention_row_kernels_generic()};
     if (cpu_features().avx2) tables.push_back(&attention_row_kernels_avx2());
     return tables;
 }
 
-struct Rows {
-    std::vector<float> q, out_a, out_b, scales;
+// n_rows rows of width n (row stride n + 3), n_q queries, weights, a shuffled subset of row ids.
+struct Case {
+    size_t n = 0, stride = 0, n_q = 0, groups = 0;
+    std::vector<float> q, p, scales, out;
     std::vector<uint16_t> half;
     std::vector<int8_t> bytes;
+    std::vector<uint32_t> ids;
 };
 
-Rows random_rows(size_t n, std::mt19937& rng) {
+Case random_case(size_t n, size_t n_rows, size_t n_q, std::mt19937& rng) {
     std::normal_distribution<float> normal(0.0f, 1.0f);
     std::uniform_int_distribution<int> byte(-127, 127);
-    Rows r;
-    for (size_t i = 0; i < n; ++i) {
-        r.q.push_back(normal(rng));
-        r.half.push_back(fp32_to_fp16(normal(rng)));
-        r.bytes.push_back(static_cast<int8_t>(byte(rng)));
-        r.out_a.push_back(normal(rng));
+    Case c;
+    c.n = n;
+    c.stride = n + 3;
+    c.n_q = n_q;
+    c.groups = (n + 31) / 32 + 1;
+    for (size_t i = 0; i < n_q * n; ++i) c.q.push_back(normal(rng));
+    for (size_t i = 0; i < n_q * n; ++i) c.out.push_back(normal(rng));
+    for (size_t i = 0; i < n_rows * c.stride; ++i) {
+        c.half.push_back(fp32_to_fp16(normal(rng)));
+        c.bytes.push_back(static_cast<int8_t>(byte(rng)));
     }
-    r.out_b = r.out_a;
-    for (size_t g = 0; g < (n + 31) / 32; ++g) r.scales.push_back(std::fabs(normal(rng)) * 0.01f + 1e-3f);
+    for (size_t i = 0; i < n_rows * c.groups; ++i) c.scales.push_back(std::fabs(normal(rng)) * 0.01f + 1e-3f);
+    for (uint32_t r = 0; r < n_rows; ++r) {
+        if (rng() % 4 != 0) c.ids.push_back(r);
+    }
+    std::shuffle(c.ids.begin(), c.ids.end(), rng);
+    for (size_t i = 0; i < n_q * c.ids.size(); ++i) c.p.push_back(std::fabs(normal(rng)) * 0.1f);
+    return c;
+}
+
+// The four primitives of one table on the whole case: scores [n_q, ids] twice, outputs twice.
+struct Results {
+    std::vector<float> dots_f16, dots_q8, acc_f16, acc_q8;
+};
+
+Results run(const AttentionRowKernels& t, const Case& c) {
+    const size_t ld = c.ids.size();
+    const RowList rows = {c.ids.data(), c.ids.size()};
+    const QueryBlock q = {c.q.data(), c.n, c.n_q};
+    Results r;
+    r.dots_f16.assign(c.n_q * ld, 0.0f);
+    r.dots_q8.assign(c.n_q * ld, 0.0f);
+    t.dots_f16(r.dots_f16.data(), ld, q, c.half.data(), c.stride, rows, c.n);
+    t.dots_q8(r.dots_q8.data(), ld, q, c.bytes.data(), c.stride, c.scales.data(), c.groups, rows, c.n);
+    r.acc_f16 = c.out;
+    r.acc_q8 = c.out;
+    const WeightBlock p = {c.p.data(), ld};
+    t.accumulate_f16(OutputBlock{r.acc_f16.data(), c.n, c.n_q}, p, c.half.data(), c.stride, rows, c.n);
+    t.accumulate_q8(OutputBlock{r.acc_q8.data(), c.n, c.n_q}, p, c.bytes.data(), c.stride, c.scales.data(),
+                    c.groups, rows, c.n);
     return r;
 }
+
+// The same, one query and one row per call.
+Results run_one_by_one(const AttentionRowKernels& t, const Case& c) {
+    const size_t ld = c.ids.size();
+    Results r;
+    r.dots_f16.assign(c.n_q * ld, 0.0f);
+    r.dots_q8.assign(c.n_q * ld, 0.0f);
+    r.acc_f16 = c.out;
+    r.acc_q8 = c.out;
+    for (size_t j = 0; j < c.n_q; ++j) {
+        const QueryBlock q = {c.q.data() + j * c.n, c.n, 1};
+        for (size_t i = 0; i < ld; ++i) {
+            const RowList row = {c.ids.data() + i, 1};
+            t.dots_f16(&r.dots_f16[j * ld + i], 1, q, c.half.data(), c.stride, row, c.n);
+            t.dots_q8(&r.dots_q8[j * ld + i], 1, q, c.bytes.data(), c.stride, c.scales.data(), c.groups, row, c.n);
+            const WeightBlock p = {&c.p[j * ld + i], 1};
+            t.accumulate_f16(OutputBlock{r.acc_f16.data() + j * c.n, c.n, 1}, p, c.half.data(), c.stride, row, c.n);
+            t.accumulate_q8(OutputBlock{r.acc_q8.data() + j * c.n, c.n, 1}, p, c.bytes.data(), c.stride,
+                            c.scales.data(), c.groups, row, c.n);
+        }
+    }
+    return r;
+}
+
+void expect_bitwise_equal(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+    ASSERT_EQ(a.size(), b.size()) << what;
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what;
+}
+
+void expect_near(const std::vector<float>& want, const std::vector<float>& got, const char* what) {
+    ASSERT_EQ(want.size(), got.size()) << what;
+    for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(want[i], got[i], 1e-4f * (1.0f + std::fabs(want[i]))) << what << " at " << i;
+}
+
+const size_t kWidths[] = {1, 7, 8, 15, 16, 31, 32, 33, 64, 95, 128, 256, 257};
+const size_t kQueries[] = {1, 2, 3, 4, 5, 7, 8};
 
 }  // namespace
 
 TEST(AttentionRows, OptimisedMatchGenericOnOddSizes) {
-    const AttentionRowKernels& ref = attention_row_kernels_generic();
     std::mt19937 rng(11);
     size_t checked = 0;
-    for (const AttentionRowKernels* t : optimised_tables()) {
-        for (size_t n : {1u, 7u, 8u, 15u, 31u, 32u, 33u, 64u, 95u, 128u, 256u, 257u}) {
-            Rows r = random_rows(n, rng);
-            float a = ref.dot_f16(r.q.data(), r.half.data(), n);
-            float b = t->dot_f16(r.q.data(), r.half.data(), n);
-            EXPECT_NEAR(a, b, 1e-4f * (1.0f + std::fabs(a))) << t->isa_name << " dot_f16 n=" << n;
-            a = ref.dot_q8(r.q.data(), r.bytes.data(), r.scales.data(), n);
-            b = t->dot_q8(r.q.data(), r.bytes.data(), r.scales.data(), n);
-            EXPECT_NEAR(a, b, 1e-4f * (1.0f + std::fabs(a))) << t->isa_name << " dot_q8 n=" << n;
-            ref.axpy_f16(r.out_a.data(), 0.37f, r.half.data(), n);
-            t->axpy_f16(r.out_b.data(), 0.37f, r.half.data(), n);
-            ref.axpy_q8(r.out_a.data(), -0.61f, r.bytes.data(), r.scales.data(), n);
-            t->axpy_q8(r.out_b.data(), -0.61f, r.bytes.data(), r.scales.data(), n);
-            for (size_t i = 0; i < n; ++i) ASSERT_NEAR(r.out_a[i], r.out_b[i], 1e-5f) << t->isa_name << " axpy n=" << n;
-            ++checked;
+    for (size_t n : kWidths) {
+        for (size_t n_q : kQueries) {
+            const Case c = random_case(n, 70 + n % 13, n_q, rng);
+            const Results want = run(attention_row_kernels_generic(), c);
+            for (const AttentionRowKernels* t : all_tables()) {
+                SCOPED_TRACE(testing::Message() << t->isa_name << " n=" << n << " n_q=" << n_q);
+                const Results got = run(*t, c);
+                expect_near(want.dots_f16, got.dots_f16, "dots_f16");
+                expect_near(want.dots_q8, got.dots_q8, "dots_q8");
+                expect_near(want.acc_f16, got.acc_f16, "accumulate_f16");
+                expect_near(want.acc_q8, got.acc_q8, "accumulate_q8");
+                ++checked;
+            }
         }
     }
-    if (cpu_features().avx2) {
-        EXPECT_GT(checked, 0u);
-    }
+    EXPECT_EQ(checked, std::size(kWidths) * std::size(kQueries) * all_tables().size());
     EXPECT_STRNE(attention_row_kernels().isa_name, "");
+}
+
+TEST(AttentionRows, GroupingQueriesAndRowsChangesNoBit) {
+    std::mt19937 rng(12);
+    for (const AttentionRowKernels* t : all_tables()) {
+        for (size_t n : kWidths) {
+            for (size_t n_q : kQueries) {
+                SCOPED_TRACE(testing::Message() << t->isa_name << " n=" << n << " n_q=" << n_q);
+                const Case c = random_case(n, 150, n_q, rng);  // > one 64-row block of values
+                const Results grouped = run(*t, c);
+                const Results single = run_one_by_one(*t, c);
+                expect_bitwise_equal(grouped.dots_f16, single.dots_f16, "dots_f16");
+                expect_bitwise_equal(grouped.dots_q8, single.dots_q8, "dots_q8");
+                expect_bitwise_equal(grouped.acc_f16, single.acc_f16, "accumulate_f16");
+                expect_bitwise_equal(grouped.acc_q8, single.acc_q8, "accumulate_q8");
+            }
+        }
+    }
+}
+
+// A GQA group through attention_group: bit-exact with each head alone, close to the reference.
+TEST(AttentionRows, GroupEqualsHeadsAndReference) {
+    std::mt19937 rng(13);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    AttentionWorkspace ws;
+    for (size_t dim : {5u, 64u, 129u, 256u}) {
+        for (size_t n_q : {1u, 3u, 4u, 6u}) {
+            const size_t n_rows = 97, stride = 2 * dim;
+            std::vector<uint16_t> k(n_rows * stride), v(n_rows * stride);
+            for (size_t i = 0; i < k.size(); ++i) {
+                k[i] = fp32_to_fp16(normal(rng));
+                v[i] = fp32_to_fp16(normal(rng));
+            }
+            std::vector<int32_t> pos(n_rows);
+            for (size_t r = 0; r < n_rows; ++r) pos[r] = (r % 11 == 3) ? -1 : static_cast<int32_t>((r * 13) % n_rows);
+            std::vector<float> q(n_q * dim);
+            for (float& x : q) x = normal(rng);
+            const AttentionMask mask{80, 40, 4};
+            const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
+            std::vector<float> grouped(n_q * dim), alone(dim), want(dim);
+            attention_group(AttentionQueries{q.data(), dim, grouped.data(), dim, n_q},
+                            KvRowsF16{k.data() + dim, stride, v.data() + dim, stride},
+                            AttentionShape{pos.data(), n_rows, dim, dim, scale, mask}, ws);
+            for (size_t j = 0; j < n_q; ++j) {
+                SCOPED_TRACE(testing::Message() << "dim=" << dim << " n_q=" << n_q << " head " << j);
+                attention_head(alone.data(), q.data() + j * dim, k.data() + dim, stride, v.data() + dim, stride,
+                               pos.data(), n_rows, dim, dim, scale, mask, ws);
+                EXPECT_EQ(std::memcmp(alone.data(), grouped.data() + j * dim, dim * sizeof(float)), 0);
+                attention_head_ref(want.data(), q.data() + j * dim, k.data() + dim, stride, v.data() + dim, stride,
+                                   pos.data(), n_rows, dim, dim, scale, mask);
+                for (size_t d = 0; d < dim; ++d) ASSERT_NEAR(want[d], alone[d], 2e-3f);
+            }
+        }
+    }
 }

@@ -255,7 +255,8 @@ struct Harness {
         ASSERT_EQ(got, want) << "layer " << il << " token " << token;
         std::normal_distribution<float> normal(0.0f, 1.0f);
         const size_t n = rows.end - rows.begin;
-        std::vector<float> scratch(n + 1), out(rl.hv);
+        std::vector<float> out(rl.hv);
+        AttentionWorkspace scratch;
         for (size_t h = 0; h < s.n_head_kv; ++h) {
             std::vector<float> q(rl.hk);
             for (float& x : q) x = normal(rng);
@@ -264,14 +265,14 @@ struct Harness {
             if (cache.type() == KvType::F16) {
                 attention_head(out.data(), q.data(), cache.k16(il, rows.begin) + h * rl.hk, s.k_width,
                                cache.v16(il, rows.begin) + h * rl.hv, s.v_width, pos, n, rl.hk, rl.hv, scale,
-                               mask, scratch.data());
+                               mask, scratch);
             } else {
                 const size_t gk = (rl.hk + kKvGroup - 1) / kKvGroup, gv = (rl.hv + kKvGroup - 1) / kKvGroup;
                 attention_head_q8(out.data(), q.data(), cache.k8(il, rows.begin) + h * rl.hk, s.k_width,
                                   cache.k_scales(il, rows.begin) + h * gk, cache.k_scale_stride(il),
                                   cache.v8(il, rows.begin) + h * rl.hv, s.v_width,
                                   cache.v_scales(il, rows.begin) + h * gv, cache.v_scale_stride(il), pos, n, rl.hk,
-                                  rl.hv, scale, mask, scratch.data());
+                                  rl.hv, scale, mask, scratch);
             }
             const std::vector<float> want_out = ref_attention(rl, h, q, mask.q_pos);
             const float tol = cache.type() == KvType::F16 ? 2e-2f : 1e-4f;

@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "backends/cpu/attention_cpu.h"
 #include "backends/cpu/ops_cpu.h"
 #include "ops/ops_ref.h"
 
@@ -131,13 +132,14 @@ TEST(OpsCpu, AttentionMatchesReferenceWithWindowAndGaps) {
             std::vector<int32_t> pos(n_rows);
             for (size_t r = 0; r < n_rows; ++r) pos[r] = (r % 9 == 4) ? -1 : static_cast<int32_t>((r * 7) % n_rows);
             auto q = random_vector(head_dim, rng);
-            std::vector<float> want(head_dim), got(head_dim), scratch(n_rows);
+            std::vector<float> want(head_dim), got(head_dim);
+            AttentionWorkspace scratch;
             for (int32_t q_pos : {0, 10, 36}) {
                 AttentionMask mask{q_pos, window};
                 attention_head_ref(want.data(), q.data(), k.data() + head_dim, stride, v.data() + head_dim,
                                    stride, pos.data(), n_rows, head_dim, head_dim, 0.3f, mask);
                 attention_head(got.data(), q.data(), k.data() + head_dim, stride, v.data() + head_dim,
-                               stride, pos.data(), n_rows, head_dim, head_dim, 0.3f, mask, scratch.data());
+                               stride, pos.data(), n_rows, head_dim, head_dim, 0.3f, mask, scratch);
                 EXPECT_LT(nmse(got, want), 1e-9) << head_dim << " " << window << " " << q_pos;
             }
         }
@@ -148,7 +150,8 @@ TEST(OpsCpu, AttentionWithOneVisibleRowReturnsItsValue) {
     std::vector<uint16_t> k = {float_to_half_ref(1.0f), float_to_half_ref(2.0f)};
     std::vector<uint16_t> v = {float_to_half_ref(5.0f), float_to_half_ref(-3.0f)};
     std::vector<int32_t> pos = {0, 1};
-    float q = 1.0f, out = 0.0f, scratch[2];
+    float q = 1.0f, out = 0.0f;
+    AttentionWorkspace scratch;
     attention_head(&out, &q, k.data(), 1, v.data(), 1, pos.data(), 2, 1, 1, 1.0f, {1, 1}, scratch);
     EXPECT_FLOAT_EQ(out, -3.0f);  // window 1: only the query's own position
     attention_head(&out, &q, k.data(), 1, v.data(), 1, pos.data(), 2, 1, 1, 1.0f, {0, 0}, scratch);

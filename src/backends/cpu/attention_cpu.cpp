@@ -12,8 +12,6 @@ namespace cactus {
 
 namespace {
 
-constexpr size_t kMaxHeadDim = 1024;
-
 // q . k for a key row stored in half precision.
 float dot_half(const float* q, const uint16_t* k, size_t n) {
     const float* table = half_to_float_table();
@@ -62,34 +60,96 @@ void axpy_half(float* out, float p, const uint16_t* v, size_t n) {
     for (size_t d = 0; d < n; ++d) out[d] += p * table[v[d]];
 }
 
-// The shared shape of both attention kernels: scores of the visible rows (score(r)), a softmax in
-// scratch, then out = sum_r p_r * v_r (accumulate(r, p) adds one value row).
-template <typename Score, typename Accumulate>
-void attend(float* out, size_t head_dim_v, const int32_t* row_pos, size_t n_rows,
-            const AttentionMask& mask, float* scratch, Score score, Accumulate accumulate) {
-    float max = -INFINITY;
-    for (size_t r = 0; r < n_rows; ++r) {
-        scratch[r] = attention_row_visible(mask, row_pos[r]) ? score(r) : -INFINITY;
-        max = scratch[r] > max ? scratch[r] : max;
+// The generic multi-query forms: one row primitive call per (query, row) pair.
+void dots_f16_generic(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride,
+                      const RowList& rows, size_t n) {
+    for (size_t j = 0; j < q.n_q; ++j) {
+        for (size_t i = 0; i < rows.n_rows; ++i)
+            scores[j * ld + i] = dot_half(q.q + j * q.q_stride, k + rows.rows[i] * k_stride, n);
     }
-    for (size_t d = 0; d < head_dim_v; ++d) out[d] = 0.0f;
-    if (max == -INFINITY) return;
-    float sum = 0.0f;
-    for (size_t r = 0; r < n_rows; ++r) {
-        if (scratch[r] == -INFINITY) continue;
-        scratch[r] = std::exp(scratch[r] - max);
-        sum += scratch[r];
+}
+
+void accumulate_f16_generic(const OutputBlock& out, const WeightBlock& p, const uint16_t* v,
+                            size_t v_stride, const RowList& rows, size_t n) {
+    for (size_t j = 0; j < out.n_q; ++j) {
+        for (size_t i = 0; i < rows.n_rows; ++i)
+            axpy_half(out.out + j * out.out_stride, p.p[j * p.ld + i], v + rows.rows[i] * v_stride, n);
     }
-    const float inv = 1.0f / sum;
-    for (size_t r = 0; r < n_rows; ++r) {
-        if (scratch[r] != -INFINITY) accumulate(r, scratch[r] * inv);
+}
+
+void dots_q8_generic(float* scores, size_t ld, const QueryBlock& q, const int8_t* k, size_t k_stride,
+                     const float* k_scale, size_t k_scale_stride, const RowList& rows, size_t n) {
+    for (size_t j = 0; j < q.n_q; ++j) {
+        for (size_t i = 0; i < rows.n_rows; ++i) {
+            const size_t r = rows.rows[i];
+            scores[j * ld + i] = dot_q8(q.q + j * q.q_stride, k + r * k_stride, k_scale + r * k_scale_stride, n);
+        }
     }
+}
+
+void accumulate_q8_generic(const OutputBlock& out, const WeightBlock& p, const int8_t* v, size_t v_stride,
+                           const float* v_scale, size_t v_scale_stride, const RowList& rows, size_t n) {
+    for (size_t j = 0; j < out.n_q; ++j) {
+        for (size_t i = 0; i < rows.n_rows; ++i) {
+            const size_t r = rows.rows[i];
+            accumulate_q8(out.out + j * out.out_stride, p.p[j * p.ld + i], v + r * v_stride,
+                          v_scale + r * v_scale_stride, n);
+        }
+    }
+}
+
+// The ids of the rows the mask lets the query see, in row order.
+RowList visible_rows(const AttentionShape& s, uint32_t* ids) {
+    size_t n = 0;
+    for (size_t r = 0; r < s.n_rows; ++r) {
+        if (attention_row_visible(s.mask, s.row_pos[r])) ids[n++] = static_cast<uint32_t>(r);
+    }
+    return {ids, n};
+}
+
+// Softmax of each query's scores [n_q, ld] over the first n entries, in place: (scale * s - max)
+// exponentiated, normalised; round_half: the weights are rounded to f16 (the f16 KV path).
+void softmax_rows(float* scores, size_t ld, size_t n_q, size_t n, float scale, bool round_half) {
+    const float* table = half_to_float_table();
+    for (size_t j = 0; j < n_q; ++j) {
+        float* s = scores + j * ld;
+        float max = -INFINITY;
+        for (size_t i = 0; i < n; ++i) {
+            s[i] *= scale;
+            max = s[i] > max ? s[i] : max;
+        }
+        float sum = 0.0f;
+        for (size_t i = 0; i < n; ++i) {
+            s[i] = std::exp(s[i] - max);
+            sum += s[i];
+        }
+        const float inv = 1.0f / sum;
+        for (size_t i = 0; i < n; ++i) s[i] = round_half ? table[fp32_to_fp16(s[i] * inv)] : s[i] * inv;
+    }
+}
+
+// The shared shape of both precisions: visible rows, scores (dots), softmax, weighted value sum.
+template <typename Dots, typename Accumulate>
+void attend_group(const AttentionQueries& aq, const AttentionShape& s, AttentionWorkspace& ws,
+                  bool round_half, Dots dots, Accumulate accumulate) {
+    ws.reserve(aq.n_q, s.n_rows, s.head_dim);
+    const RowList rows = visible_rows(s, ws.row_ids());
+    for (size_t j = 0; j < aq.n_q; ++j) {
+        for (size_t d = 0; d < s.head_dim_v; ++d) aq.out[j * aq.out_stride + d] = 0.0f;
+    }
+    if (rows.n_rows == 0) return;
+    const size_t ld = rows.n_rows;
+    float* scores = ws.scores();
+    dots(scores, ld, rows);
+    softmax_rows(scores, ld, aq.n_q, rows.n_rows, s.scale, round_half);
+    accumulate(OutputBlock{aq.out, aq.out_stride, aq.n_q}, WeightBlock{scores, ld}, rows);
 }
 
 }  // namespace
 
 const AttentionRowKernels& attention_row_kernels_generic() {
-    static const AttentionRowKernels table = {"generic", dot_half, axpy_half, dot_q8, accumulate_q8};
+    static const AttentionRowKernels table = {"generic", dots_f16_generic, accumulate_f16_generic, dots_q8_generic,
+                                              accumulate_q8_generic};
     return table;
 }
 
@@ -106,35 +166,63 @@ const AttentionRowKernels& attention_row_kernels() {
     return chosen;
 }
 
+void AttentionWorkspace::reserve(size_t n_q, size_t n_rows, size_t head_dim) {
+    if (scores_.size() < n_q * n_rows) scores_.resize(n_q * n_rows);
+    if (row_ids_.size() < n_rows) row_ids_.resize(n_rows);
+    if (q_.size() < n_q * head_dim) q_.resize(n_q * head_dim);
+}
+
+void attention_group(const AttentionQueries& aq, const KvRowsF16& kv, const AttentionShape& s,
+                     AttentionWorkspace& ws) {
+    // Like the KV rows, the queries and the attention weights are rounded to f16 (as llama.cpp's
+    // f16 KV path does), so both engines see the same products.
+    const AttentionRowKernels& rk = attention_row_kernels();
+    ws.reserve(aq.n_q, s.n_rows, s.head_dim);
+    const float* table = half_to_float_table();
+    float* q_half = ws.queries();  // [n_q, head_dim]
+    for (size_t j = 0; j < aq.n_q; ++j) {
+        for (size_t d = 0; d < s.head_dim; ++d) q_half[j * s.head_dim + d] = table[fp32_to_fp16(aq.q[j * aq.q_stride + d])];
+    }
+    const QueryBlock qb = {q_half, s.head_dim, aq.n_q};
+    attend_group(aq, s, ws, true,
+                 [&](float* scores, size_t ld, const RowList& rows) {
+                     rk.dots_f16(scores, ld, qb, kv.k, kv.k_stride, rows, s.head_dim);
+                 },
+                 [&](const OutputBlock& out, const WeightBlock& p, const RowList& rows) {
+                     rk.accumulate_f16(out, p, kv.v, kv.v_stride, rows, s.head_dim_v);
+                 });
+}
+
+void attention_group(const AttentionQueries& aq, const KvRowsQ8& kv, const AttentionShape& s,
+                     AttentionWorkspace& ws) {
+    const AttentionRowKernels& rk = attention_row_kernels();
+    const QueryBlock qb = {aq.q, aq.q_stride, aq.n_q};
+    attend_group(aq, s, ws, false,
+                 [&](float* scores, size_t ld, const RowList& rows) {
+                     rk.dots_q8(scores, ld, qb, kv.k, kv.k_stride, kv.k_scale, kv.k_scale_stride, rows, s.head_dim);
+                 },
+                 [&](const OutputBlock& out, const WeightBlock& p, const RowList& rows) {
+                     rk.accumulate_q8(out, p, kv.v, kv.v_stride, kv.v_scale, kv.v_scale_stride, rows, s.head_dim_v);
+                 });
+}
+
 void attention_head_q8(float* out, const float* q, const int8_t* k, size_t k_stride,
                        const float* k_scale, size_t k_scale_stride, const int8_t* v, size_t v_stride,
                        const float* v_scale, size_t v_scale_stride, const int32_t* row_pos,
                        size_t n_rows, size_t head_dim, size_t head_dim_v, float scale,
-                       const AttentionMask& mask, float* scratch) {
-    const AttentionRowKernels& rows = attention_row_kernels();
-    attend(out, head_dim_v, row_pos, n_rows, mask, scratch,
-           [&](size_t r) { return rows.dot_q8(q, k + r * k_stride, k_scale + r * k_scale_stride, head_dim) * scale; },
-           [&](size_t r, float p) {
-               rows.axpy_q8(out, p, v + r * v_stride, v_scale + r * v_scale_stride, head_dim_v);
-           });
+                       const AttentionMask& mask, AttentionWorkspace& ws) {
+    const AttentionQueries aq = {q, head_dim, out, head_dim_v, 1};
+    const KvRowsQ8 kv = {k, k_stride, k_scale, k_scale_stride, v, v_stride, v_scale, v_scale_stride};
+    attention_group(aq, kv, AttentionShape{row_pos, n_rows, head_dim, head_dim_v, scale, mask}, ws);
 }
 
 void attention_head(float* out, const float* q, const uint16_t* k, size_t k_stride,
                     const uint16_t* v, size_t v_stride, const int32_t* row_pos, size_t n_rows,
                     size_t head_dim, size_t head_dim_v, float scale, const AttentionMask& mask,
-                    float* scratch) {
-    // Like the KV rows, the query and the attention weights are rounded to f16 (as llama.cpp's
-    // f16 KV path does), so both engines see the same products.
-    const AttentionRowKernels& rows = attention_row_kernels();
-    const float* table = half_to_float_table();
-    float q_half[kMaxHeadDim];
-    CACTUS_ASSERT(head_dim <= kMaxHeadDim);
-    for (size_t d = 0; d < head_dim; ++d) q_half[d] = table[fp32_to_fp16(q[d])];
-    attend(out, head_dim_v, row_pos, n_rows, mask, scratch,
-           [&](size_t r) { return rows.dot_f16(q_half, k + r * k_stride, head_dim) * scale; },
-           [&](size_t r, float p) {
-               rows.axpy_f16(out, table[fp32_to_fp16(p)], v + r * v_stride, head_dim_v);
-           });
+                    AttentionWorkspace& ws) {
+    const AttentionQueries aq = {q, head_dim, out, head_dim_v, 1};
+    const KvRowsF16 kv = {k, k_stride, v, v_stride};
+    attention_group(aq, kv, AttentionShape{row_pos, n_rows, head_dim, head_dim_v, scale, mask}, ws);
 }
 
 }  // namespace cactus

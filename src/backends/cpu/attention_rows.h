@@ -1,18 +1,50 @@
 #pragma once
-// Row primitives of attention, one implementation per ISA, chosen once (attention_cpu.cpp):
-//   dot:  q . k for one key row            axpy: out += p * v for one value row
-// Rows are f16 or int8 with one scale per group of 32 (kKvGroup).
+// Row primitives of attention, one implementation per ISA, chosen once (attention_cpu.cpp).
+// Rows are f16, or int8 with one f32 scale per group of 32 elements (kKvGroup).
+//
+// Multi-query forms: n_q queries that share the keys and values (the heads of one KV group) over a
+// list of row ids; k / v / scales of row id r start at r * stride.
+//   dots:       scores[j * ld + i] = q_j . k_{rows[i]}                   (j < n_q, i < n_rows)
+//   accumulate: out_j[d] += sum_i p[j * ld + i] * v_{rows[i]}[d], adding the rows in list order
+// with q_j = q + j * q_stride and out_j = out + j * out_stride. Every (query, row) pair gets bit for
+// bit the result of n_q = 1 and a one-row list, so grouping queries never changes a number.
 #include <cstddef>
 #include <cstdint>
 
 namespace cactus {
 
+struct QueryBlock {
+    const float* q;  // [n_q, q_stride]
+    size_t q_stride;
+    size_t n_q;
+};
+
+struct OutputBlock {
+    float* out;  // [n_q, out_stride]
+    size_t out_stride;
+    size_t n_q;
+};
+
+struct WeightBlock {
+    const float* p;  // [n_q, ld]: p[j * ld + i] weights row rows[i] for query j
+    size_t ld;
+};
+
+struct RowList {
+    const uint32_t* rows;  // [n_rows] row ids, in the order they are summed
+    size_t n_rows;
+};
+
 struct AttentionRowKernels {
     const char* isa_name;
-    float (*dot_f16)(const float* q, const uint16_t* k, size_t n);
-    void (*axpy_f16)(float* out, float p, const uint16_t* v, size_t n);
-    float (*dot_q8)(const float* q, const int8_t* k, const float* k_scale, size_t n);
-    void (*axpy_q8)(float* out, float p, const int8_t* v, const float* v_scale, size_t n);
+    void (*dots_f16)(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride,
+                     const RowList& rows, size_t n);
+    void (*accumulate_f16)(const OutputBlock& out, const WeightBlock& p, const uint16_t* v,
+                           size_t v_stride, const RowList& rows, size_t n);
+    void (*dots_q8)(float* scores, size_t ld, const QueryBlock& q, const int8_t* k, size_t k_stride,
+                    const float* k_scale, size_t k_scale_stride, const RowList& rows, size_t n);
+    void (*accumulate_q8)(const OutputBlock& out, const WeightBlock& p, const int8_t* v, size_t v_stride,
+                          const float* v_scale, size_t v_scale_stride, const RowList& rows, size_t n);
 };
 
 const AttentionRowKernels& attention_row_kernels_generic();

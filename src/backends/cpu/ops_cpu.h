@@ -25,11 +25,7 @@ void softmax(float* x, size_t n);
 void swiglu(float* out, const float* gate, const float* up, size_t n);
 void geglu(float* out, const float* gate, const float* up, size_t n);
 
-// As attention_head_ref (in attention_cpu.cpp); scratch: [n_rows] floats owned by the caller (no allocation here).
-void attention_head(float* out, const float* q, const uint16_t* k, size_t k_stride,
-                    const uint16_t* v, size_t v_stride, const int32_t* row_pos, size_t n_rows,
-                    size_t head_dim, size_t head_dim_v, float scale, const AttentionMask& mask,
-                    float* scratch);
+// Attention over the KV cache: attention_cpu.h.
 
 // Half precision conversions through a 64k-entry table (built once, thread-safe).
 float half_to_float(uint16_t h);

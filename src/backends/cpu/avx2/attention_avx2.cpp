@@ -1,5 +1,11 @@
-// AVX2 + FMA + F16C row primitives of attention (see attention_rows.h).
+// AVX2 + FMA + F16C attention row primitives (see attention_rows.h). Each (query, row) pair runs
+// the same instruction sequence whatever the query count (scalar steps are explicit fmas, so the
+// compiler cannot contract them differently per instantiation): the tiles only share the loads (and the
+// f16 / int8 conversions) of a key or value row between queries, and interleave independent rows.
 #include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
 
 #include "backends/cpu/attention_rows.h"
 #include "backends/cpu/ops_cpu.h"
@@ -8,7 +14,8 @@ namespace cactus {
 
 namespace {
 
-constexpr size_t kGroup = 32;
+constexpr size_t kGroup = 32;     // kKvGroup (src/kv/kv_options.h)
+constexpr size_t kRowBlock = 64;  // value rows summed per pass over an output slice (stay in L1)
 
 inline float hsum(__m256 v) {
     __m128 lo = _mm256_castps256_ps128(v);
@@ -28,64 +35,236 @@ inline __m256 load_i8(const int8_t* p) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
 }
 
-float dot_f16(const float* q, const uint16_t* k, size_t n) {
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_f16(k + i), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), load_f16(k + i + 8), acc1);
-    }
-    for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_f16(k + i), acc0);
-    float sum = hsum(_mm256_add_ps(acc0, acc1));
-    for (; i < n; ++i) sum += q[i] * half_to_float(k[i]);
-    return sum;
-}
+// ---- scores -------------------------------------------------------------------------------------
 
-void axpy_f16(float* out, float p, const uint16_t* v, size_t n) {
-    const __m256 w = _mm256_set1_ps(p);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        _mm256_storeu_ps(out + i, _mm256_fmadd_ps(w, load_f16(v + i), _mm256_loadu_ps(out + i)));
+// R rows x NQ queries of q . k over f16 keys: two accumulators per pair (even / odd 8-lane chunks of
+// each 16), a last 8-lane chunk into the first, then the scalar tail.
+template <int NQ, int R>
+void dots_f16_tile(float* scores, size_t ld, const QueryBlock& qb, const uint16_t* const* k, size_t n) {
+    __m256 acc0[NQ][R], acc1[NQ][R];
+    for (int j = 0; j < NQ; ++j) {
+        for (int r = 0; r < R; ++r) acc0[j][r] = acc1[j][r] = _mm256_setzero_ps();
     }
-    for (; i < n; ++i) out[i] += p * half_to_float(v[i]);
-}
-
-float dot_q8(const float* q, const int8_t* k, const float* k_scale, size_t n) {
-    float sum = 0.0f;
-    size_t g0 = 0;
-    for (; g0 + kGroup <= n; g0 += kGroup) {
-        __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(q + g0), load_i8(k + g0));
-        for (size_t i = 8; i < kGroup; i += 8)
-            acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + g0 + i), load_i8(k + g0 + i), acc);
-        sum += hsum(acc) * k_scale[g0 / kGroup];
-    }
-    if (g0 < n) {
-        float part = 0.0f;
-        for (size_t i = g0; i < n; ++i) part += q[i] * static_cast<float>(k[i]);
-        sum += part * k_scale[g0 / kGroup];
-    }
-    return sum;
-}
-
-void axpy_q8(float* out, float p, const int8_t* v, const float* v_scale, size_t n) {
-    size_t g0 = 0;
-    for (; g0 + kGroup <= n; g0 += kGroup) {
-        const __m256 w = _mm256_set1_ps(p * v_scale[g0 / kGroup]);
-        for (size_t i = 0; i < kGroup; i += 8) {
-            float* o = out + g0 + i;
-            _mm256_storeu_ps(o, _mm256_fmadd_ps(w, load_i8(v + g0 + i), _mm256_loadu_ps(o)));
+    size_t d = 0;
+    for (; d + 16 <= n; d += 16) {
+        for (int r = 0; r < R; ++r) {
+            const __m256 ka = load_f16(k[r] + d), kb = load_f16(k[r] + d + 8);
+            for (int j = 0; j < NQ; ++j) {
+                const float* q = qb.q + j * qb.q_stride + d;
+                acc0[j][r] = _mm256_fmadd_ps(_mm256_loadu_ps(q), ka, acc0[j][r]);
+                acc1[j][r] = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8), kb, acc1[j][r]);
+            }
         }
     }
-    if (g0 < n) {
-        const float w = p * v_scale[g0 / kGroup];
-        for (size_t i = g0; i < n; ++i) out[i] += w * static_cast<float>(v[i]);
+    const bool chunk8 = d + 8 <= n;
+    for (int r = 0; r < R; ++r) {
+        const __m256 ka = chunk8 ? load_f16(k[r] + d) : _mm256_setzero_ps();
+        for (int j = 0; j < NQ; ++j) {
+            const float* q = qb.q + j * qb.q_stride;
+            if (chunk8) acc0[j][r] = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), ka, acc0[j][r]);
+            float sum = hsum(_mm256_add_ps(acc0[j][r], acc1[j][r]));
+            for (size_t i = chunk8 ? d + 8 : d; i < n; ++i) sum = std::fma(q[i], half_to_float(k[r][i]), sum);
+            scores[j * ld + r] = sum;
+        }
     }
+}
+
+// Groups of 32: each group's 8-lane products summed, scaled by the group's scale, added in order.
+template <int NQ, int R>
+void dots_q8_tile(float* scores, size_t ld, const QueryBlock& qb, const int8_t* const* k,
+                  const float* const* k_scale, size_t n) {
+    float sum[NQ][R] = {};
+    size_t g0 = 0;
+    for (; g0 + kGroup <= n; g0 += kGroup) {
+        for (int r = 0; r < R; ++r) {
+            const __m256 k0 = load_i8(k[r] + g0), k1 = load_i8(k[r] + g0 + 8);
+            const __m256 k2 = load_i8(k[r] + g0 + 16), k3 = load_i8(k[r] + g0 + 24);
+            const float scale = k_scale[r][g0 / kGroup];
+            for (int j = 0; j < NQ; ++j) {
+                const float* q = qb.q + j * qb.q_stride + g0;
+                __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(q), k0);
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8), k1, acc);
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + 16), k2, acc);
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + 24), k3, acc);
+                sum[j][r] = std::fma(hsum(acc), scale, sum[j][r]);
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r) {
+        for (int j = 0; j < NQ; ++j) {
+            const float* q = qb.q + j * qb.q_stride;
+            if (g0 < n) {
+                float part = 0.0f;
+                for (size_t i = g0; i < n; ++i) part = std::fma(q[i], static_cast<float>(k[r][i]), part);
+                sum[j][r] = std::fma(part, k_scale[r][g0 / kGroup], sum[j][r]);
+            }
+            scores[j * ld + r] = sum[j][r];
+        }
+    }
+}
+
+// Rows per tile: more independent rows when few queries share them.
+template <int NQ>
+constexpr int rows_per_tile() { return NQ == 1 ? 4 : (NQ == 2 ? 2 : 1); }
+
+template <int NQ>
+void dots_f16_rows(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride,
+                   const RowList& rows, size_t n) {
+    constexpr int R = rows_per_tile<NQ>();
+    size_t i = 0;
+    for (; i + R <= rows.n_rows; i += R) {
+        const uint16_t* kr[R];
+        for (int r = 0; r < R; ++r) kr[r] = k + rows.rows[i + r] * k_stride;
+        dots_f16_tile<NQ, R>(scores + i, ld, q, kr, n);
+    }
+    for (; i < rows.n_rows; ++i) {
+        const uint16_t* kr[1] = {k + rows.rows[i] * k_stride};
+        dots_f16_tile<NQ, 1>(scores + i, ld, q, kr, n);
+    }
+}
+
+template <int NQ>
+void dots_q8_rows(float* scores, size_t ld, const QueryBlock& q, const int8_t* k, size_t k_stride,
+                  const float* k_scale, size_t k_scale_stride, const RowList& rows, size_t n) {
+    constexpr int R = rows_per_tile<NQ>();
+    size_t i = 0;
+    for (; i + R <= rows.n_rows; i += R) {
+        const int8_t* kr[R];
+        const float* sr[R];
+        for (int r = 0; r < R; ++r) {
+            kr[r] = k + rows.rows[i + r] * k_stride;
+            sr[r] = k_scale + rows.rows[i + r] * k_scale_stride;
+        }
+        dots_q8_tile<NQ, R>(scores + i, ld, q, kr, sr, n);
+    }
+    for (; i < rows.n_rows; ++i) {
+        const int8_t* kr[1] = {k + rows.rows[i] * k_stride};
+        const float* sr[1] = {k_scale + rows.rows[i] * k_scale_stride};
+        dots_q8_tile<NQ, 1>(scores + i, ld, q, kr, sr, n);
+    }
+}
+
+// Queries in tiles of at most 4 (4 x 2 accumulators, one key row at a time, fit the 16 registers).
+template <class Tile>
+void for_query_tiles(size_t n_q, Tile tile) {
+    size_t j = 0;
+    for (; j + 4 <= n_q; j += 4) tile(j, std::integral_constant<int, 4>());
+    if (n_q - j == 3) tile(j, std::integral_constant<int, 3>());
+    if (n_q - j == 2) tile(j, std::integral_constant<int, 2>());
+    if (n_q - j == 1) tile(j, std::integral_constant<int, 1>());
+}
+
+void dots_f16(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride,
+              const RowList& rows, size_t n) {
+    for_query_tiles(q.n_q, [&](size_t j, auto nq) {
+        const QueryBlock part = {q.q + j * q.q_stride, q.q_stride, decltype(nq)::value};
+        dots_f16_rows<decltype(nq)::value>(scores + j * ld, ld, part, k, k_stride, rows, n);
+    });
+}
+
+void dots_q8(float* scores, size_t ld, const QueryBlock& q, const int8_t* k, size_t k_stride,
+             const float* k_scale, size_t k_scale_stride, const RowList& rows, size_t n) {
+    for_query_tiles(q.n_q, [&](size_t j, auto nq) {
+        const QueryBlock part = {q.q + j * q.q_stride, q.q_stride, decltype(nq)::value};
+        dots_q8_rows<decltype(nq)::value>(scores + j * ld, ld, part, k, k_stride, k_scale, k_scale_stride, rows, n);
+    });
+}
+
+// ---- weighted sums of value rows ------------------------------------------------------------------
+
+// out_j[d .. d + 8 * C) += p_j,i * v_i over rows [i0, i1) of the list, each lane one fma per row in
+// list order, as a one-row, one-query call would do. Value row i's lanes: value(i, chunk).
+template <int NQ, int C, class Value, class Weight>
+void accumulate_slice(const OutputBlock& ob, size_t d, size_t i0, size_t i1, Value value, Weight weight) {
+    __m256 acc[NQ][C];
+    for (int j = 0; j < NQ; ++j) {
+        for (int c = 0; c < C; ++c) acc[j][c] = _mm256_loadu_ps(ob.out + j * ob.out_stride + d + 8 * c);
+    }
+    for (size_t i = i0; i < i1; ++i) {
+        for (int c = 0; c < C; ++c) {
+            const __m256 v = value(i, d + 8 * c);
+            for (int j = 0; j < NQ; ++j) acc[j][c] = _mm256_fmadd_ps(weight(j, i, d + 8 * c), v, acc[j][c]);
+        }
+    }
+    for (int j = 0; j < NQ; ++j) {
+        for (int c = 0; c < C; ++c) _mm256_storeu_ps(ob.out + j * ob.out_stride + d + 8 * c, acc[j][c]);
+    }
+}
+
+// Lanes [0, n_vec) in slices of 8 * C (C chunks keep enough fma chains in flight), then 8 at a time.
+template <int NQ, class Value, class Weight>
+void accumulate_vectors(const OutputBlock& ob, size_t n_vec, size_t i0, size_t i1, Value value, Weight weight) {
+    constexpr int C = NQ == 1 ? 8 : (NQ == 2 ? 4 : 2);
+    size_t d = 0;
+    for (; d + 8 * C <= n_vec; d += 8 * C) accumulate_slice<NQ, C>(ob, d, i0, i1, value, weight);
+    for (; d + 8 <= n_vec; d += 8) accumulate_slice<NQ, 1>(ob, d, i0, i1, value, weight);
+}
+
+template <int NQ>
+void accumulate_f16_n(const OutputBlock& ob, const WeightBlock& pb, const uint16_t* v, size_t v_stride,
+                      const RowList& rows, size_t n) {
+    auto value = [&](size_t i, size_t d) { return load_f16(v + rows.rows[i] * v_stride + d); };
+    auto weight = [&](int j, size_t i, size_t) { return _mm256_broadcast_ss(pb.p + j * pb.ld + i); };
+    const size_t n_vec = n / 8 * 8;
+    for (size_t i0 = 0; i0 < rows.n_rows; i0 += kRowBlock) {
+        const size_t i1 = std::min(rows.n_rows, i0 + kRowBlock);
+        accumulate_vectors<NQ>(ob, n_vec, i0, i1, value, weight);
+        for (int j = 0; j < NQ; ++j) {
+            for (size_t d = n_vec; d < n; ++d) {
+                float o = ob.out[j * ob.out_stride + d];
+                for (size_t i = i0; i < i1; ++i) o = std::fma(pb.p[j * pb.ld + i], half_to_float(v[rows.rows[i] * v_stride + d]), o);
+                ob.out[j * ob.out_stride + d] = o;
+            }
+        }
+    }
+}
+
+template <int NQ>
+void accumulate_q8_n(const OutputBlock& ob, const WeightBlock& pb, const int8_t* v, size_t v_stride,
+                     const float* v_scale, size_t v_scale_stride, const RowList& rows, size_t n) {
+    auto value = [&](size_t i, size_t d) { return load_i8(v + rows.rows[i] * v_stride + d); };
+    auto weight = [&](int j, size_t i, size_t d) {
+        return _mm256_set1_ps(pb.p[j * pb.ld + i] * v_scale[rows.rows[i] * v_scale_stride + d / kGroup]);
+    };
+    const size_t n_vec = n / kGroup * kGroup;  // whole groups; the last partial group is scalar
+    for (size_t i0 = 0; i0 < rows.n_rows; i0 += kRowBlock) {
+        const size_t i1 = std::min(rows.n_rows, i0 + kRowBlock);
+        accumulate_vectors<NQ>(ob, n_vec, i0, i1, value, weight);
+        for (int j = 0; j < NQ; ++j) {
+            for (size_t d = n_vec; d < n; ++d) {
+                float o = ob.out[j * ob.out_stride + d];
+                for (size_t i = i0; i < i1; ++i) {
+                    const float w = pb.p[j * pb.ld + i] * v_scale[rows.rows[i] * v_scale_stride + d / kGroup];
+                    o = std::fma(w, static_cast<float>(v[rows.rows[i] * v_stride + d]), o);
+                }
+                ob.out[j * ob.out_stride + d] = o;
+            }
+        }
+    }
+}
+
+void accumulate_f16(const OutputBlock& out, const WeightBlock& p, const uint16_t* v, size_t v_stride,
+                    const RowList& rows, size_t n) {
+    for_query_tiles(out.n_q, [&](size_t j, auto nq) {
+        const OutputBlock part = {out.out + j * out.out_stride, out.out_stride, decltype(nq)::value};
+        const WeightBlock pj = {p.p + j * p.ld, p.ld};
+        accumulate_f16_n<decltype(nq)::value>(part, pj, v, v_stride, rows, n);
+    });
+}
+
+void accumulate_q8(const OutputBlock& out, const WeightBlock& p, const int8_t* v, size_t v_stride,
+                   const float* v_scale, size_t v_scale_stride, const RowList& rows, size_t n) {
+    for_query_tiles(out.n_q, [&](size_t j, auto nq) {
+        const OutputBlock part = {out.out + j * out.out_stride, out.out_stride, decltype(nq)::value};
+        const WeightBlock pj = {p.p + j * p.ld, p.ld};
+        accumulate_q8_n<decltype(nq)::value>(part, pj, v, v_stride, v_scale, v_scale_stride, rows, n);
+    });
 }
 
 }  // namespace
 
 const AttentionRowKernels& attention_row_kernels_avx2() {
-    static const AttentionRowKernels table = {"avx2", dot_f16, axpy_f16, dot_q8, axpy_q8};
+    static const AttentionRowKernels table = {"avx2", dots_f16, accumulate_f16, dots_q8, accumulate_q8};
     return table;
 }
 
