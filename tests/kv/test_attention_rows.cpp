@@ -194,3 +194,27 @@ TEST(AttentionRows, GroupEqualsHeadsAndReference) {
         }
     }
 }
+
+TEST(AttentionRows, SoftmaxMatchesGenericOnOddSizes) {
+    std::mt19937 rng(14);
+    std::normal_distribution<float> normal(0.0f, 30.0f);  // wide: some weights underflow to 0
+    for (const AttentionRowKernels* t : all_tables()) {
+        for (size_t n : {1u, 2u, 7u, 8u, 9u, 63u, 64u, 65u, 1000u}) {
+            for (bool round_half : {false, true}) {
+                SCOPED_TRACE(testing::Message() << t->isa_name << " n=" << n << " half=" << round_half);
+                std::vector<float> want(n);
+                for (float& x : want) x = normal(rng);
+                std::vector<float> got = want;
+                attention_row_kernels_generic().softmax(want.data(), n, 0.7f, round_half);
+                t->softmax(got.data(), n, 0.7f, round_half);
+                double sum = 0.0;
+                for (size_t i = 0; i < n; ++i) {
+                    // one f16 step (2^-11 relative) when rounded, a few f32 ulps otherwise
+                    ASSERT_NEAR(got[i], want[i], (round_half ? 1e-3f : 1e-6f) * want[i] + 1e-30f) << i;
+                    sum += got[i];
+                }
+                EXPECT_NEAR(sum, 1.0, round_half ? 1e-3 * std::sqrt(static_cast<double>(n)) : 1e-5);
+            }
+        }
+    }
+}

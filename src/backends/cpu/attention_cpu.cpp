@@ -107,25 +107,20 @@ RowList visible_rows(const AttentionShape& s, uint32_t* ids) {
     return {ids, n};
 }
 
-// Softmax of each query's scores [n_q, ld] over the first n entries, in place: (scale * s - max)
-// exponentiated, normalised; round_half: the weights are rounded to f16 (the f16 KV path).
-void softmax_rows(float* scores, size_t ld, size_t n_q, size_t n, float scale, bool round_half) {
+void softmax_generic(float* s, size_t n, float scale, bool round_half) {
     const float* table = half_to_float_table();
-    for (size_t j = 0; j < n_q; ++j) {
-        float* s = scores + j * ld;
-        float max = -INFINITY;
-        for (size_t i = 0; i < n; ++i) {
-            s[i] *= scale;
-            max = s[i] > max ? s[i] : max;
-        }
-        float sum = 0.0f;
-        for (size_t i = 0; i < n; ++i) {
-            s[i] = std::exp(s[i] - max);
-            sum += s[i];
-        }
-        const float inv = 1.0f / sum;
-        for (size_t i = 0; i < n; ++i) s[i] = round_half ? table[fp32_to_fp16(s[i] * inv)] : s[i] * inv;
+    float max = -INFINITY;
+    for (size_t i = 0; i < n; ++i) {
+        s[i] *= scale;
+        max = s[i] > max ? s[i] : max;
     }
+    float sum = 0.0f;
+    for (size_t i = 0; i < n; ++i) {
+        s[i] = std::exp(s[i] - max);
+        sum += s[i];
+    }
+    const float inv = 1.0f / sum;
+    for (size_t i = 0; i < n; ++i) s[i] = round_half ? table[fp32_to_fp16(s[i] * inv)] : s[i] * inv;
 }
 
 // The shared shape of both precisions: visible rows, scores (dots), softmax, weighted value sum.
@@ -141,14 +136,15 @@ void attend_group(const AttentionQueries& aq, const AttentionShape& s, Attention
     const size_t ld = rows.n_rows;
     float* scores = ws.scores();
     dots(scores, ld, rows);
-    softmax_rows(scores, ld, aq.n_q, rows.n_rows, s.scale, round_half);
+    const AttentionRowKernels& rk = attention_row_kernels();
+    for (size_t j = 0; j < aq.n_q; ++j) rk.softmax(scores + j * ld, rows.n_rows, s.scale, round_half);
     accumulate(OutputBlock{aq.out, aq.out_stride, aq.n_q}, WeightBlock{scores, ld}, rows);
 }
 
 }  // namespace
 
 const AttentionRowKernels& attention_row_kernels_generic() {
-    static const AttentionRowKernels table = {"generic", dots_f16_generic, accumulate_f16_generic, dots_q8_generic,
+    static const AttentionRowKernels table = {"generic", softmax_generic, dots_f16_generic, accumulate_f16_generic, dots_q8_generic,
                                               accumulate_q8_generic};
     return table;
 }

@@ -37,6 +37,8 @@ struct RowList {
 
 struct AttentionRowKernels {
     const char* isa_name;
+    // s[i] = exp(scale * s[i] - max) / sum over i < n (n >= 1), then rounded to f16 if round_half.
+    void (*softmax)(float* s, size_t n, float scale, bool round_half);
     void (*dots_f16)(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride,
                      const RowList& rows, size_t n);
     void (*accumulate_f16)(const OutputBlock& out, const WeightBlock& p, const uint16_t* v,

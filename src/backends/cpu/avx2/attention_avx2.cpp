@@ -35,6 +35,87 @@ inline __m256 load_i8(const int8_t* p) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
 }
 
+// ---- softmax ------------------------------------------------------------------------------------
+
+// exp(x) for x <= 0 (Cephes' single-precision polynomial, about 1 ulp); below -87.3 it is 0.
+inline __m256 exp_nonpositive(__m256 x) {
+    const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    x = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+    const __m256i pow2 = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_andnot_ps(tiny, _mm256_mul_ps(y, _mm256_castsi256_ps(pow2)));
+}
+
+inline __m256 round_to_half(__m256 x) {
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+// Lanes [i, n) of s as one vector, the missing lanes filled with `fill`; store_tail writes them back.
+inline __m256 load_tail(const float* s, size_t i, size_t n, float fill) {
+    alignas(32) float buf[8];
+    for (size_t l = 0; l < 8; ++l) buf[l] = i + l < n ? s[i + l] : fill;
+    return _mm256_load_ps(buf);
+}
+
+inline void store_tail(float* s, size_t i, size_t n, __m256 v) {
+    alignas(32) float buf[8];
+    _mm256_store_ps(buf, v);
+    for (size_t l = 0; i + l < n; ++l) s[i + l] = buf[l];
+}
+
+void softmax(float* s, size_t n, float scale, bool round_half) {
+    const __m256 vscale = _mm256_set1_ps(scale);
+    __m256 vmax = _mm256_set1_ps(-INFINITY);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(s + i), vscale);
+        _mm256_storeu_ps(s + i, x);
+        vmax = _mm256_max_ps(vmax, x);
+    }
+    if (i < n) {
+        const __m256 x = _mm256_mul_ps(load_tail(s, i, n, -INFINITY), vscale);
+        store_tail(s, i, n, x);
+        vmax = _mm256_max_ps(vmax, x);
+    }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, vmax);
+    float max = lanes[0];
+    for (float l : lanes) max = l > max ? l : max;
+    const __m256 vm = _mm256_set1_ps(max);
+    __m256 vsum = _mm256_setzero_ps();
+    for (i = 0; i + 8 <= n; i += 8) {
+        const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(s + i), vm));
+        _mm256_storeu_ps(s + i, e);
+        vsum = _mm256_add_ps(vsum, e);
+    }
+    if (i < n) {
+        const __m256 e = exp_nonpositive(_mm256_sub_ps(load_tail(s, i, n, -INFINITY), vm));
+        store_tail(s, i, n, e);
+        vsum = _mm256_add_ps(vsum, e);
+    }
+    const __m256 inv = _mm256_set1_ps(1.0f / hsum(vsum));
+    for (i = 0; i < n; i += 8) {
+        const __m256 x = i + 8 <= n ? _mm256_loadu_ps(s + i) : load_tail(s, i, n, 0.0f);
+        __m256 p = _mm256_mul_ps(x, inv);
+        if (round_half) p = round_to_half(p);
+        if (i + 8 <= n) {
+            _mm256_storeu_ps(s + i, p);
+        } else {
+            store_tail(s, i, n, p);
+        }
+    }
+}
+
 // ---- scores -------------------------------------------------------------------------------------
 
 // R rows x NQ queries of q . k over f16 keys: two accumulators per pair (even / odd 8-lane chunks of
@@ -264,7 +345,7 @@ void accumulate_q8(const OutputBlock& out, const WeightBlock& p, const int8_t* v
 }  // namespace
 
 const AttentionRowKernels& attention_row_kernels_avx2() {
-    static const AttentionRowKernels table = {"avx2", dots_f16, accumulate_f16, dots_q8, accumulate_q8};
+    static const AttentionRowKernels table = {"avx2", softmax, dots_f16, accumulate_f16, dots_q8, accumulate_q8};
     return table;
 }
 
