@@ -22,6 +22,7 @@ namespace {
 std::vector<const AttentionRowKernels*> all_tables() {
     std::vector<const AttentionRowKernels*> tables = {&attention_row_kernels_generic()};
     if (cpu_features().avx2) tables.push_back(&attention_row_kernels_avx2());
+    if (cpu_features().avx512_vnni) tables.push_back(&attention_row_kernels_avx512());
     return tables;
 }
 
@@ -191,6 +192,22 @@ TEST(AttentionRows, GroupEqualsHeadsAndReference) {
                                    pos.data(), n_rows, dim, dim, scale, mask);
                 for (size_t d = 0; d < dim; ++d) ASSERT_NEAR(want[d], alone[d], 2e-3f);
             }
+        }
+    }
+}
+
+// The AVX-512 f16 kernels are the AVX2 ones on wider registers: bit-identical results.
+TEST(AttentionRows, Avx512EqualsAvx2BitForBit) {
+    if (!cpu_features().avx512_vnni) GTEST_SKIP() << "no AVX-512 on this CPU";
+    std::mt19937 rng(15);
+    for (size_t n : kWidths) {
+        for (size_t n_q : kQueries) {
+            SCOPED_TRACE(testing::Message() << "n=" << n << " n_q=" << n_q);
+            const Case c = random_case(n, 150, n_q, rng);
+            const Results a = run(attention_row_kernels_avx2(), c);
+            const Results b = run(attention_row_kernels_avx512(), c);
+            expect_bitwise_equal(a.dots_f16, b.dots_f16, "dots_f16");
+            expect_bitwise_equal(a.acc_f16, b.acc_f16, "accumulate_f16");
         }
     }
 }

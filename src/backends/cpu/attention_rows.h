@@ -50,7 +50,8 @@ struct AttentionRowKernels {
 };
 
 const AttentionRowKernels& attention_row_kernels_generic();
-const AttentionRowKernels& attention_row_kernels_avx2();  // x86-64 only (avx2/attention_avx2.cpp)
+const AttentionRowKernels& attention_row_kernels_avx2();    // x86-64 only (avx2/attention_avx2.cpp)
+const AttentionRowKernels& attention_row_kernels_avx512();  // x86-64 only (avx512/attention_avx512.cpp)
 // The best table for this CPU (chosen once).
 const AttentionRowKernels& attention_row_kernels();
 

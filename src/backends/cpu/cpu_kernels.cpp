@@ -72,6 +72,9 @@ struct MatmulArgs {
     size_t n_tokens, n_in, n_out;
     VecDotFn dot;
     GemmTileFn tile;      // null: row-at-a-time vec_dot
+    PackPanelFn pack_panel;         // null: no row panels for this type
+    PanelGemmFn panel_gemm;
+    const PanelActBlock* act;       // [n_tokens, n_in / 32] (panels only)
 };
 
 // Row-at-a-time fallback: each tile of rows stays hot in L1 while every token passes over it.
@@ -103,6 +106,31 @@ void matmul_rows(const MatmulArgs& a, size_t row_begin, size_t row_end) {
         }
     }
     if (o < row_end) matmul_rows_dot(a, o, row_end);
+}
+
+// Row panels: each full panel of kPanelRows rows is unpacked once into a thread-local scratch and
+// multiplied with every token while it sits in L1/L2; a ragged last tile goes row by row.
+void matmul_rows_panel(const MatmulArgs& a, size_t row_begin, size_t row_end) {
+    const size_t n_blocks = a.n_in / 32;
+    thread_local std::vector<uint8_t> panel;
+    if (panel.size() < n_blocks * kPanelBlockBytes) panel.resize(n_blocks * kPanelBlockBytes);
+    size_t o = row_begin;
+    for (; o + kPanelRows <= row_end; o += kPanelRows) {
+        a.pack_panel(panel.data(), a.w + o * a.w_row_bytes, a.w_row_bytes, a.n_in);
+        a.panel_gemm(a.y + o, a.n_out, panel.data(), a.xq, a.xq_row_bytes, a.act, n_blocks, a.n_in,
+                     a.n_tokens);
+    }
+    if (o < row_end) matmul_rows_dot(a, o, row_end);
+}
+
+// Per (token, block) scale, offset bias and sum of the quantized activations, for the panels.
+const PanelActBlock* panel_activations(PanelActFn fn, const uint8_t* xq, size_t xq_row_bytes,
+                                       size_t n_tokens, size_t n_in) {
+    const size_t n_blocks = n_in / 32;
+    thread_local std::vector<PanelActBlock> act;
+    if (act.size() < n_tokens * n_blocks) act.resize(n_tokens * n_blocks);
+    for (size_t t = 0; t < n_tokens; ++t) fn(act.data() + t * n_blocks, xq + t * xq_row_bytes, n_in);
+    return act.data();
 }
 
 // Quantizes the activation rows into `dot_type` (thread-local scratch reused between calls).
@@ -170,10 +198,28 @@ void matmul_with(const CpuKernels& k, float* y, const void* w, DType w_type, siz
     a.n_out = n_out;
     a.dot = dot;
     a.tile = k.gemm_tile[static_cast<size_t>(w_type)];
+    a.pack_panel = nullptr;
+    a.panel_gemm = nullptr;
+    a.act = nullptr;
+    const PanelActFn panel_act = k.panel_act[static_cast<size_t>(w_type)];
+    // One token (decode) reads each row once: unpacking a panel first would only add work.
+    if (n_tokens >= 2 && panel_act != nullptr && k.pack_panel[static_cast<size_t>(w_type)] != nullptr &&
+        k.panel_gemm[static_cast<size_t>(w_type)] != nullptr) {
+        CACTUS_ASSERT(traits->block_size == 32);
+        a.pack_panel = k.pack_panel[static_cast<size_t>(w_type)];
+        a.panel_gemm = k.panel_gemm[static_cast<size_t>(w_type)];
+        a.act = panel_activations(panel_act, a.xq, a.xq_row_bytes, n_tokens, n_in);
+    }
     // Contiguous row ranges per thread, in whole tiles so no tile straddles two threads.
+    static_assert(kRowTile % kPanelRows == 0, "a row tile holds whole panels");
     const size_t n_tiles = (n_out + kRowTile - 1) / kRowTile;
     pool.parallel_for(n_tiles, [&](size_t tile_begin, size_t tile_end) {
-        matmul_rows(a, tile_begin * kRowTile, std::min(n_out, tile_end * kRowTile));
+        const size_t begin = tile_begin * kRowTile, end = std::min(n_out, tile_end * kRowTile);
+        if (a.panel_gemm != nullptr) {
+            matmul_rows_panel(a, begin, end);
+        } else {
+            matmul_rows(a, begin, end);
+        }
     });
 }
 

@@ -25,12 +25,44 @@ constexpr size_t kGemmTileTokens = 8;
 using GemmTileFn = void (*)(float* y, size_t y_stride, const void* w, size_t w_row_bytes,
                             const void* x, size_t x_row_bytes, size_t n, size_t n_tokens);
 
+// Row panels of the 32-element formats (AVX-512 VNNI table): kPanelRows weight rows unpacked to one
+// unsigned byte per quant (u = q + offset) and interleaved so that 32-bit lane r of a 512-bit vector
+// holds 4 quants of row r. One vpdpbusd then advances 16 rows of one token, and the float work of a
+// block (convert, scale, accumulate) is one instruction per 16 (row, token) pairs instead of 16.
+// Panels are built per call in a thread-local scratch from the original GGUF rows (no extra memory).
+// Panel block b, kPanelBlockBytes bytes:
+//   u8  quants[8][kPanelRows][4]  group g: quants 4g..4g+3 of each row
+//   f32 d[kPanelRows]             row scales
+//   f32 m[kPanelRows]             row minimums (Q4_1; zero otherwise)
+constexpr size_t kPanelRows = 16;
+constexpr size_t kPanelBlockBytes = 8 * kPanelRows * 4 + 2 * kPanelRows * 4;
+// Per (token, block) facts the panel product needs from a quantized activation row.
+struct PanelActBlock {
+    float d;       // activation scale
+    int32_t bias;  // -offset * sum(q): turns the unsigned weight dot into the signed one
+    float s;       // d * sum(q) as stored by Q8_1 (formats with a minimum), else 0
+    float unused;
+};
+// panel: [n / 32] panel blocks  <-  w: kPanelRows rows of n elements, row stride w_row_bytes
+using PackPanelFn = void (*)(uint8_t* panel, const void* w, size_t w_row_bytes, size_t n);
+// act: [n / 32]  <-  x: one quantized activation row of n elements
+using PanelActFn = void (*)(PanelActBlock* act, const void* x, size_t n);
+// y[t * y_stride + r] = vec_dot(row r, token t) bit for bit, r < kPanelRows, t < n_tokens (any).
+// x: token rows of x_row_bytes; act: token rows of act_row_blocks PanelActBlocks.
+using PanelGemmFn = void (*)(float* y, size_t y_stride, const uint8_t* panel, const void* x,
+                             size_t x_row_bytes, const PanelActBlock* act, size_t act_row_blocks,
+                             size_t n, size_t n_tokens);
+
 struct CpuKernels {
     const char* isa_name = "generic";
     VecDotFn vec_dot[32] = {};             // indexed by weight DType
     QuantizeRowFn quantize_row[32] = {};   // indexed by activation DType
     DequantizeRowFn dequantize_row[32] = {};
     GemmTileFn gemm_tile[32] = {};         // indexed by weight DType; null: matmul uses vec_dot
+    // Row panels, indexed by weight DType; all three or none. Used for 2+ tokens before gemm_tile.
+    PackPanelFn pack_panel[32] = {};
+    PanelActFn panel_act[32] = {};
+    PanelGemmFn panel_gemm[32] = {};
 };
 
 // The table for this machine (chosen once, thread-safe).

@@ -117,7 +117,7 @@ void k_gemm_tile(float* y, size_t y_stride, const void* w, size_t w_row_bytes, c
     }
 }
 
-void register_k_tiles(CpuKernels& t) {
+[[maybe_unused]] void register_k_tiles(CpuKernels& t) {  // the AVX-512 table has its own
     t.vec_dot[static_cast<size_t>(DType::Q4_K)] = k_vec_dot<Q4_KFormat>;
     t.vec_dot[static_cast<size_t>(DType::Q6_K)] = k_vec_dot<Q6_KFormat>;
     t.gemm_tile[static_cast<size_t>(DType::Q4_K)] = k_gemm_tile<Q4_KFormat>;
