@@ -235,3 +235,8 @@ TEST(AttentionRows, SoftmaxMatchesGenericOnOddSizes) {
         }
     }
 }
+
+TEST(AttentionRows, ChosenTableIsTheWidestThisCpuRuns) {
+    const char* want = cpu_features().avx512_vnni ? "avx512" : (cpu_features().avx2 ? "avx2" : "generic");
+    EXPECT_STREQ(attention_row_kernels().isa_name, want);
+}

@@ -151,6 +151,7 @@ const AttentionRowKernels& attention_row_kernels_generic() {
 
 #if defined(__x86_64__) || defined(_M_X64)
 static const AttentionRowKernels& pick_attention_row_kernels() {
+    if (cpu_features().avx512_vnni) return attention_row_kernels_avx512();
     return cpu_features().avx2 ? attention_row_kernels_avx2() : attention_row_kernels_generic();
 }
 #else

@@ -96,7 +96,7 @@ inline __m256i scaled_dot(__m256i acc, int scale, __m256i q_u8, const int8_t* q8
     return _mm256_add_epi32(acc, _mm256_mullo_epi32(dot, _mm256_set1_epi32(scale)));
 }
 
-float vec_dot_q5_k(const void* w, const void* x, size_t n) {
+[[maybe_unused]] float vec_dot_q5_k(const void* w, const void* x, size_t n) {
     const BlockQ5_K* a = static_cast<const BlockQ5_K*>(w);
     const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
     const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
