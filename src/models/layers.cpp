@@ -289,12 +289,19 @@ void DecoderModel::build_matmul(float* y, const Matrix& w, const float* x, size_
 void DecoderModel::build_rope(size_t il, const Batch& batch, const RopeParams& params) {
     const size_t q_width = hp_.n_head * hp_.head_dim_k;
     const size_t k_width = hp_.n_head_kv * hp_.head_dim_k;
+    int32_t lo = kv_->position(il, batch.pos0), hi = lo;
+    for (size_t t = 0; t < batch.n; ++t) {
+        lo = std::min(lo, kv_->position(il, batch.pos0 + t));
+        hi = std::max(hi, kv_->position(il, batch.pos0 + t));
+    }
+    // The batch's positions are contiguous (one per token); the table holds exactly those.
+    CACTUS_ASSERT(static_cast<size_t>(hi - lo) < batch.n);
+    const float* angles = rope_angles_.table(params, lo, hi, *pool_);  // [hi - lo + 1, n_rot]
     auto rotate = [&](size_t begin, size_t end) {
-        std::vector<float> cos_sin(params.n_rot);  // [n_rot / 2] (cos, sin) pairs
         for (size_t t = begin; t < end; ++t) {
-            rope_cos_sin(cos_sin.data(), kv_->position(il, batch.pos0 + t), params);
-            rope_rotate(q_.data() + t * q_width, hp_.n_head, hp_.head_dim_k, cos_sin.data(), params);
-            rope_rotate(k_.data() + t * k_width, hp_.n_head_kv, hp_.head_dim_k, cos_sin.data(), params);
+            const float* cos_sin = angles + static_cast<size_t>(kv_->position(il, batch.pos0 + t) - lo) * params.n_rot;
+            rope_rotate(q_.data() + t * q_width, hp_.n_head, hp_.head_dim_k, cos_sin, params);
+            rope_rotate(k_.data() + t * k_width, hp_.n_head_kv, hp_.head_dim_k, cos_sin, params);
         }
     };
     if (batch.n < kMinParallelRows) {

@@ -10,6 +10,7 @@
 #include "backends/cpu/attention_cpu.h"
 #include "core/dtype.h"
 #include "kv/kv_cache.h"
+#include "models/rope_angles.h"
 #include "models/model.h"
 #include "ops/ops_ref.h"
 
@@ -138,6 +139,7 @@ private:
     Matrix output_;                   // [n_vocab, n_embd]
     std::vector<float> output_norm_;  // [n_embd]
     std::vector<AttentionWorkspace> attn_ws_;  // [n_threads] attention scratch
+    RopeAngles rope_angles_;                   // cos/sin of the batch positions, shared by layers
 };
 
 }  // namespace cactus

@@ -101,19 +101,7 @@ void softmax(float* x, size_t n) {
     for (size_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-void swiglu(float* out, const float* gate, const float* up, size_t n) {
-    for (size_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
-}
-
-void geglu(float* out, const float* gate, const float* up, size_t n) {
-    constexpr float kSqrt2OverPi = 0.7978845608028654f;
-    for (size_t i = 0; i < n; ++i) {
-        const float g = gate[i];
-        // 0.5 (1 + tanh(u)) == 1 / (1 + exp(-2u)): same value, no cancellation for g << 0.
-        const float u = kSqrt2OverPi * (g + 0.044715f * g * g * g);
-        out[i] = g / (1.0f + std::exp(-2.0f * u)) * up[i];
-    }
-}
+// swiglu and geglu: activations.cpp (one implementation per ISA).
 
 void add_scaled(float* dst, const float* src, float scale, size_t n) {
     for (size_t i = 0; i < n; ++i) dst[i] += src[i] * scale;

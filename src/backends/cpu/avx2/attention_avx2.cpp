@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "backends/cpu/attention_rows.h"
+#include "backends/cpu/avx2/exp_avx2.h"
 #include "backends/cpu/ops_cpu.h"
 
 namespace cactus {
@@ -36,25 +37,6 @@ inline __m256 load_i8(const int8_t* p) {
 }
 
 // ---- softmax ------------------------------------------------------------------------------------
-
-// exp(x) for x <= 0 (Cephes' single-precision polynomial, about 1 ulp); below -87.3 it is 0.
-inline __m256 exp_nonpositive(__m256 x) {
-    const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    x = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    x = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), x);
-    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
-    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-    const __m256i pow2 = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_andnot_ps(tiny, _mm256_mul_ps(y, _mm256_castsi256_ps(pow2)));
-}
 
 inline __m256 round_to_half(__m256 x) {
     return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
@@ -94,12 +76,12 @@ void softmax(float* s, size_t n, float scale, bool round_half) {
     const __m256 vm = _mm256_set1_ps(max);
     __m256 vsum = _mm256_setzero_ps();
     for (i = 0; i + 8 <= n; i += 8) {
-        const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(s + i), vm));
+        const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + i), vm));
         _mm256_storeu_ps(s + i, e);
         vsum = _mm256_add_ps(vsum, e);
     }
     if (i < n) {
-        const __m256 e = exp_nonpositive(_mm256_sub_ps(load_tail(s, i, n, -INFINITY), vm));
+        const __m256 e = exp_avx2(_mm256_sub_ps(load_tail(s, i, n, -INFINITY), vm));
         store_tail(s, i, n, e);
         vsum = _mm256_add_ps(vsum, e);
     }

@@ -1,0 +1,51 @@
+#include "backends/cpu/activations.h"
+
+#include <cmath>
+
+#include "backends/cpu/cpu_features.h"
+#include "backends/cpu/ops_cpu.h"
+
+namespace cactus {
+
+namespace {
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+
+void swiglu_generic(float* out, const float* gate, const float* up, size_t n) {
+    for (size_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void geglu_generic(float* out, const float* gate, const float* up, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        const float g = gate[i];
+        // 0.5 (1 + tanh(u)) == 1 / (1 + exp(-2u)): same value, no cancellation for g << 0.
+        const float u = kSqrt2OverPi * (g + 0.044715f * g * g * g);
+        out[i] = g / (1.0f + std::exp(-2.0f * u)) * up[i];
+    }
+}
+
+#if defined(__x86_64__) || defined(_M_X64)
+const ActivationKernels& pick() {
+    return cpu_features().avx2 ? activation_kernels_avx2() : activation_kernels_generic();
+}
+#else
+const ActivationKernels& pick() { return activation_kernels_generic(); }
+#endif
+
+}  // namespace
+
+const ActivationKernels& activation_kernels_generic() {
+    static const ActivationKernels table = {"generic", swiglu_generic, geglu_generic};
+    return table;
+}
+
+const ActivationKernels& activation_kernels() {
+    static const ActivationKernels& chosen = pick();
+    return chosen;
+}
+
+void swiglu(float* out, const float* gate, const float* up, size_t n) { activation_kernels().swiglu(out, gate, up, n); }
+
+void geglu(float* out, const float* gate, const float* up, size_t n) { activation_kernels().geglu(out, gate, up, n); }
+
+}  // namespace cactus

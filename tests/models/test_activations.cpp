@@ -1,0 +1,67 @@
+// Every ISA's gated activations against the generic ones, on odd sizes and extreme gates.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/activations.h"
+#include "backends/cpu/cpu_features.h"
+#include "ops/ops_ref.h"
+
+namespace cactus {
+namespace {
+
+std::vector<const ActivationKernels*> tables() {
+    std::vector<const ActivationKernels*> t = {&activation_kernels_generic()};
+    if (cpu_features().avx2) t.push_back(&activation_kernels_avx2());
+    return t;
+}
+
+std::vector<float> gates(size_t n, std::mt19937& rng) {
+    std::normal_distribution<float> normal(0.0f, 4.0f);
+    const float extremes[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 100.0f, -100.0f, 1e4f, -1e4f, 88.0f, -88.0f, 3e38f, -3e38f};
+    std::vector<float> g(n);
+    for (size_t i = 0; i < n; ++i) g[i] = i < std::size(extremes) ? extremes[i] : normal(rng);
+    return g;
+}
+
+void expect_close(const std::vector<float>& want, const std::vector<float>& got, const char* what) {
+    for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_FALSE(std::isnan(got[i])) << what << " at " << i;
+        if (got[i] == want[i]) continue;  // also +-inf (gates near 3e38)
+        // relative, with an absolute floor far below any activation that matters (the tails of
+        // gelu(g) for g << 0 are ~1e-13 and carry the rounding of g's cube)
+        ASSERT_NEAR(got[i], want[i], 4e-6f * std::fabs(want[i]) + 1e-9f) << what << " at " << i;
+    }
+}
+
+TEST(Activations, EveryTableMatchesTheReferenceOnOddSizes) {
+    std::mt19937 rng(21);
+    for (const ActivationKernels* t : tables()) {
+        for (size_t n : {1u, 7u, 8u, 9u, 13u, 64u, 2049u}) {
+            SCOPED_TRACE(testing::Message() << t->isa_name << " n=" << n);
+            const std::vector<float> g = gates(n, rng);
+            std::vector<float> u(n);
+            std::normal_distribution<float> normal(0.0f, 1.0f);
+            for (float& x : u) x = normal(rng);
+            std::vector<float> want(n), got(n);
+            swiglu_ref(want.data(), g.data(), u.data(), n);
+            t->swiglu(got.data(), g.data(), u.data(), n);
+            expect_close(want, got, "swiglu");
+            geglu_ref(want.data(), g.data(), u.data(), n);
+            t->geglu(got.data(), g.data(), u.data(), n);
+            expect_close(want, got, "geglu");
+            got = g;  // in place (out aliases gate)
+            t->geglu(got.data(), got.data(), u.data(), n);
+            expect_close(want, got, "geglu in place");
+        }
+    }
+}
+
+TEST(Activations, ChosenTableIsTheWidestThisCpuRuns) {
+    EXPECT_STREQ(activation_kernels().isa_name, cpu_features().avx2 ? "avx2" : "generic");
+}
+
+}  // namespace
+}  // namespace cactus
