@@ -1,5 +1,7 @@
 #include "kv/kv_cache.h"
 
+#include "backends/cpu/attention_rows.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -297,7 +299,7 @@ void KvCache::write_head(Layer& layer, size_t row, size_t head, bool key, const 
     const size_t offset = row * (key ? layer.spec.k_width : layer.spec.v_width) + head * dim;
     if (config_.kv.type == KvType::F16) {
         uint16_t* dst = (key ? layer.k16 : layer.v16).data() + offset;
-        for (size_t i = 0; i < dim; ++i) dst[i] = fp32_to_fp16(in[i]);
+        attention_row_kernels().to_half(dst, in, dim);
         return;
     }
     const size_t groups = key ? layer.k_groups : layer.v_groups;

@@ -12,6 +12,7 @@
 #include "backends/cpu/attention_cpu.h"
 #include "backends/cpu/attention_rows.h"
 #include "backends/cpu/cpu_features.h"
+#include "backends/cpu/ops_cpu.h"
 #include "ops/ops_ref.h"
 #include "ops/quant.h"
 
@@ -239,4 +240,27 @@ TEST(AttentionRows, SoftmaxMatchesGenericOnOddSizes) {
 TEST(AttentionRows, ChosenTableIsTheWidestThisCpuRuns) {
     const char* want = cpu_features().avx512_vnni ? "avx512" : (cpu_features().avx2 ? "avx2" : "generic");
     EXPECT_STREQ(attention_row_kernels().isa_name, want);
+}
+
+// Half conversions: every table gives fp32_to_fp16's bits, ties and subnormals included.
+TEST(AttentionRows, HalfConversionsMatchTheReferenceBitForBit) {
+    std::mt19937 rng(16);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> src = {0.0f, -0.0f, 1.0f, 65504.0f, 65520.0f, -70000.0f, 1e-8f, -3e-6f, 6.1e-5f,
+                              1.0f + 1.0f / 2048.0f, 1.0f + 3.0f / 2048.0f, 2049.0f, 2051.0f};  // ties
+    for (int i = 0; i < 1000; ++i) src.push_back(normal(rng) * std::exp2(static_cast<float>(i % 40 - 25)));
+    const float* table = half_to_float_table();
+    for (const AttentionRowKernels* t : all_tables()) {
+        for (size_t n : {size_t{1}, size_t{7}, size_t{8}, size_t{9}, src.size()}) {
+            SCOPED_TRACE(testing::Message() << t->isa_name << " n=" << n);
+            std::vector<uint16_t> h(n);
+            std::vector<float> r(n);
+            t->to_half(h.data(), src.data(), n);
+            t->round_half(r.data(), src.data(), n);
+            for (size_t i = 0; i < n; ++i) {
+                ASSERT_EQ(h[i], fp32_to_fp16(src[i])) << src[i];
+                ASSERT_EQ(std::memcmp(&r[i], &table[h[i]], sizeof(float)), 0) << src[i];
+            }
+        }
+    }
 }

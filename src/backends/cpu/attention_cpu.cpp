@@ -107,6 +107,15 @@ RowList visible_rows(const AttentionShape& s, uint32_t* ids) {
     return {ids, n};
 }
 
+void to_half_generic(uint16_t* dst, const float* src, size_t n) {
+    for (size_t i = 0; i < n; ++i) dst[i] = fp32_to_fp16(src[i]);
+}
+
+void round_half_generic(float* dst, const float* src, size_t n) {
+    const float* table = half_to_float_table();
+    for (size_t i = 0; i < n; ++i) dst[i] = table[fp32_to_fp16(src[i])];
+}
+
 void softmax_generic(float* s, size_t n, float scale, bool round_half) {
     const float* table = half_to_float_table();
     float max = -INFINITY;
@@ -144,7 +153,7 @@ void attend_group(const AttentionQueries& aq, const AttentionShape& s, Attention
 }  // namespace
 
 const AttentionRowKernels& attention_row_kernels_generic() {
-    static const AttentionRowKernels table = {"generic", softmax_generic, dots_f16_generic, accumulate_f16_generic, dots_q8_generic,
+    static const AttentionRowKernels table = {"generic", to_half_generic, round_half_generic, softmax_generic, dots_f16_generic, accumulate_f16_generic, dots_q8_generic,
                                               accumulate_q8_generic};
     return table;
 }
@@ -175,11 +184,8 @@ void attention_group(const AttentionQueries& aq, const KvRowsF16& kv, const Atte
     // f16 KV path does), so both engines see the same products.
     const AttentionRowKernels& rk = attention_row_kernels();
     ws.reserve(aq.n_q, s.n_rows, s.head_dim);
-    const float* table = half_to_float_table();
     float* q_half = ws.queries();  // [n_q, head_dim]
-    for (size_t j = 0; j < aq.n_q; ++j) {
-        for (size_t d = 0; d < s.head_dim; ++d) q_half[j * s.head_dim + d] = table[fp32_to_fp16(aq.q[j * aq.q_stride + d])];
-    }
+    for (size_t j = 0; j < aq.n_q; ++j) rk.round_half(q_half + j * s.head_dim, aq.q + j * aq.q_stride, s.head_dim);
     const QueryBlock qb = {q_half, s.head_dim, aq.n_q};
     attend_group(aq, s, ws, true,
                  [&](float* scores, size_t ld, const RowList& rows) {

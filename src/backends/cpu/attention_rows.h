@@ -37,6 +37,10 @@ struct RowList {
 
 struct AttentionRowKernels {
     const char* isa_name;
+    // dst[i] = src[i] in IEEE half precision (round to nearest even), as fp32_to_fp16 (src/ops/quant.h).
+    void (*to_half)(uint16_t* dst, const float* src, size_t n);
+    // dst[i] = src[i] rounded to the nearest half-precision value (dst may be src).
+    void (*round_half)(float* dst, const float* src, size_t n);
     // s[i] = exp(scale * s[i] - max) / sum over i < n (n >= 1), then rounded to f16 if round_half.
     void (*softmax)(float* s, size_t n, float scale, bool round_half);
     void (*dots_f16)(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride,

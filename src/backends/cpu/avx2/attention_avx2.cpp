@@ -55,6 +55,26 @@ inline void store_tail(float* s, size_t i, size_t n, __m256 v) {
     for (size_t l = 0; i + l < n; ++l) s[i + l] = buf[l];
 }
 
+void to_half_row(uint16_t* dst, const float* src, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+    }
+    if (i < n) {
+        alignas(16) uint16_t buf[8];
+        _mm_store_si128(reinterpret_cast<__m128i*>(buf),
+                        _mm256_cvtps_ph(load_tail(src, i, n, 0.0f), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        for (size_t l = 0; i + l < n; ++l) dst[i + l] = buf[l];
+    }
+}
+
+void round_half_row(float* dst, const float* src, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, round_to_half(_mm256_loadu_ps(src + i)));
+    if (i < n) store_tail(dst, i, n, round_to_half(load_tail(src, i, n, 0.0f)));
+}
+
 void softmax(float* s, size_t n, float scale, bool round_half) {
     const __m256 vscale = _mm256_set1_ps(scale);
     __m256 vmax = _mm256_set1_ps(-INFINITY);
@@ -327,7 +347,7 @@ void accumulate_q8(const OutputBlock& out, const WeightBlock& p, const int8_t* v
 }  // namespace
 
 const AttentionRowKernels& attention_row_kernels_avx2() {
-    static const AttentionRowKernels table = {"avx2", softmax, dots_f16, accumulate_f16, dots_q8, accumulate_q8};
+    static const AttentionRowKernels table = {"avx2", to_half_row, round_half_row, softmax, dots_f16, accumulate_f16, dots_q8, accumulate_q8};
     return table;
 }
 
