@@ -74,7 +74,8 @@ struct MatmulArgs {
     GemmTileFn tile;      // null: row-at-a-time vec_dot
     PackPanelFn pack_panel;         // null: no row panels for this type
     PanelGemmFn panel_gemm;
-    const PanelActBlock* act;       // [n_tokens, n_in / 32] (panels only)
+    const PanelActBlock* act;       // [n_tokens, n_in / 32] (panels and panel_decode only)
+    PanelDecodeFn decode;           // one token, full panels of rows; null: vec_dot
 };
 
 // Row-at-a-time fallback: each tile of rows stays hot in L1 while every token passes over it.
@@ -87,6 +88,15 @@ void matmul_rows_dot(const MatmulArgs& a, size_t row_begin, size_t row_end) {
             for (size_t o = tile; o < tile_end; ++o) y[o] = a.dot(a.w + o * a.w_row_bytes, x, a.n_in);
         }
     }
+}
+
+// One token: full panels of kPanelRows rows through panel_decode, a ragged rest row by row.
+void matmul_rows_decode(const MatmulArgs& a, size_t row_begin, size_t row_end) {
+    size_t o = row_begin;
+    for (; o + kPanelRows <= row_end; o += kPanelRows) {
+        a.decode(a.y + o, a.w + o * a.w_row_bytes, a.w_row_bytes, a.xq, a.act, a.n_in);
+    }
+    if (o < row_end) matmul_rows_dot(a, o, row_end);
 }
 
 // Register tiles of kGemmTileRows rows x kGemmTileTokens tokens; leftover rows by vec_dot. One
@@ -201,7 +211,14 @@ void matmul_with(const CpuKernels& k, float* y, const void* w, DType w_type, siz
     a.pack_panel = nullptr;
     a.panel_gemm = nullptr;
     a.act = nullptr;
+    a.decode = nullptr;
     const PanelActFn panel_act = k.panel_act[static_cast<size_t>(w_type)];
+    const PanelDecodeFn decode = k.panel_decode[static_cast<size_t>(w_type)];
+    if (n_tokens == 1 && decode != nullptr && panel_act != nullptr) {
+        CACTUS_ASSERT(traits->block_size == 32);
+        a.decode = decode;
+        a.act = panel_activations(panel_act, a.xq, a.xq_row_bytes, 1, n_in);
+    }
     // One token (decode) reads each row once: unpacking a panel first would only add work.
     if (n_tokens >= 2 && panel_act != nullptr && k.pack_panel[static_cast<size_t>(w_type)] != nullptr &&
         k.panel_gemm[static_cast<size_t>(w_type)] != nullptr) {
@@ -215,7 +232,9 @@ void matmul_with(const CpuKernels& k, float* y, const void* w, DType w_type, siz
     const size_t n_tiles = (n_out + kRowTile - 1) / kRowTile;
     pool.parallel_for(n_tiles, [&](size_t tile_begin, size_t tile_end) {
         const size_t begin = tile_begin * kRowTile, end = std::min(n_out, tile_end * kRowTile);
-        if (a.panel_gemm != nullptr) {
+        if (a.decode != nullptr) {
+            matmul_rows_decode(a, begin, end);
+        } else if (a.panel_gemm != nullptr) {
             matmul_rows_panel(a, begin, end);
         } else {
             matmul_rows(a, begin, end);

@@ -53,6 +53,12 @@ using PanelGemmFn = void (*)(float* y, size_t y_stride, const uint8_t* panel, co
                              size_t x_row_bytes, const PanelActBlock* act, size_t act_row_blocks,
                              size_t n, size_t n_tokens);
 
+// One token (decode) over kPanelRows rows read straight from the GGUF rows (no unpacked panel):
+//   y[r] = vec_dot(w + r * w_row_bytes, x, n) bit for bit, r < kPanelRows
+// act: [n / 32] from the table's panel_act of the same type. Reads nothing past row 15's n elements.
+using PanelDecodeFn = void (*)(float* y /* [kPanelRows] */, const void* w, size_t w_row_bytes,
+                               const void* x, const PanelActBlock* act, size_t n);
+
 struct CpuKernels {
     const char* isa_name = "generic";
     VecDotFn vec_dot[32] = {};             // indexed by weight DType
@@ -63,6 +69,8 @@ struct CpuKernels {
     PackPanelFn pack_panel[32] = {};
     PanelActFn panel_act[32] = {};
     PanelGemmFn panel_gemm[32] = {};
+    // One-token products of kPanelRows rows, indexed by weight DType; needs panel_act of the type.
+    PanelDecodeFn panel_decode[32] = {};
 };
 
 // The table for this machine (chosen once, thread-safe).

@@ -1,6 +1,7 @@
 // AVX-512 VNNI kernels: the x86 kernels with the u8 x s8 dot product done by vpdpbusd (one
 // instruction, no int16 saturation), mostly on 256-bit vectors (AVX512VL); the 32-element formats
-// multiply 16-row panels on 512-bit vectors, one row per 32-bit lane (avx512_panels.inl).
+// multiply 16-row panels on 512-bit vectors, one row per 32-bit lane (avx512_panels.inl; one token
+// straight from the GGUF rows: avx512_decode.inl).
 // GCC 12's AVX-512 headers seed some intrinsics with _mm512_undefined_*() and then warn about it.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <type_traits>
 
@@ -30,8 +32,8 @@ constexpr size_t kMaxTileTokens = 4;
 #include "backends/cpu/avx2/x86_k_tiles.inl"
 #include "backends/cpu/avx512/avx512_k_tiles.inl"
 
-#include "backends/cpu/avx512/avx512_legacy_tiles.inl"
 #include "backends/cpu/avx512/avx512_panels.inl"
+#include "backends/cpu/avx512/avx512_decode.inl"
 
 }  // namespace
 
@@ -39,6 +41,7 @@ void register_avx512_kernels(CpuKernels& t) {
     t.isa_name = "avx512_vnni";
     register_legacy_tiles(t);
     register_panels(t);  // replaces the legacy entries: another accumulation order, see there
+    register_decode_panels(t);  // one token, in the panels' order
     register_k_tiles_zmm(t);
     t.vec_dot[static_cast<size_t>(DType::F16)] = vec_dot_f16;
     t.vec_dot[static_cast<size_t>(DType::BF16)] = vec_dot_bf16;

@@ -1,0 +1,125 @@
+// One-token panel products (panel_decode, AVX-512 VNNI table): equal to the table's vec_dot row by
+// row, bit for bit, for block counts with every step tail (1..3 blocks left over), exact and padded
+// row strides (the last row and the activations end at an inaccessible page: nothing may be read
+// past them), ragged row counts through matmul; and close to the scalar reference.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_kernels.h"
+#include "core/thread_pool.h"
+#include "ops/quant.h"
+#include "quant_test_util.h"
+
+namespace cactus {
+namespace {
+
+const DType kDecodeTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0};
+
+std::vector<uint8_t> random_rows(DType type, size_t n_in, size_t n_out, size_t stride, std::mt19937& rng) {
+    std::vector<uint8_t> w(stride * n_out, 0xA5);
+    for (size_t o = 0; o < n_out; ++o) {
+        std::vector<uint8_t> row = test::quantized_row(type, n_in, rng);
+        std::copy(row.begin(), row.end(), w.begin() + o * stride);
+    }
+    return w;
+}
+
+// Bytes that end exactly where an inaccessible page begins: any read past them faults.
+class GuardedBytes {
+public:
+    explicit GuardedBytes(const std::vector<uint8_t>& bytes) {
+        const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+        map_bytes_ = (bytes.size() + page - 1) / page * page + page;
+        void* m = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) throw std::runtime_error("mmap failed");
+        map_ = static_cast<uint8_t*>(m);
+        mprotect(map_ + map_bytes_ - page, page, PROT_NONE);
+        data_ = map_ + map_bytes_ - page - bytes.size();
+        std::memcpy(data_, bytes.data(), bytes.size());
+    }
+    ~GuardedBytes() { munmap(map_, map_bytes_); }
+    GuardedBytes(const GuardedBytes&) = delete;
+    GuardedBytes& operator=(const GuardedBytes&) = delete;
+    const uint8_t* data() const { return data_; }
+
+private:
+    uint8_t* map_ = nullptr;
+    uint8_t* data_ = nullptr;
+    size_t map_bytes_ = 0;
+};
+
+TEST(CpuPanelDecode, EqualsVecDotForEveryTail) {
+    std::mt19937 rng(41);
+    size_t tables_with_decode = 0;
+    for (const CpuKernels* k : cpu_kernel_tables()) {
+        for (DType type : kDecodeTypes) {
+            const size_t ti = static_cast<size_t>(type);
+            if (k->panel_decode[ti] == nullptr) continue;
+            ASSERT_NE(k->panel_act[ti], nullptr) << k->isa_name;
+            ++tables_with_decode;
+            for (size_t n_blocks : {1, 2, 3, 4, 5, 7, 18, 20}) {
+                const size_t n_in = 32 * n_blocks;
+                for (size_t pad : {0, 6}) {
+                    const size_t stride = dtype_row_bytes(type, n_in) + pad;
+                    std::vector<uint8_t> rows = random_rows(type, n_in, kPanelRows, stride, rng);
+                    rows.resize(stride * (kPanelRows - 1) + dtype_row_bytes(type, n_in));
+                    const GuardedBytes w(rows);  // nothing readable after the last row
+                    std::vector<float> x = test::random_floats(n_in, rng);
+                    const GuardedBytes xq(test::quantized_activations(vec_dot_type(type), x));
+                    std::vector<PanelActBlock> act(n_blocks);
+                    k->panel_act[ti](act.data(), xq.data(), n_in);
+                    std::vector<float> y(kPanelRows, NAN);
+                    k->panel_decode[ti](y.data(), w.data(), stride, xq.data(), act.data(), n_in);
+                    for (size_t r = 0; r < kPanelRows; ++r) {
+                        const float want = k->vec_dot[ti](w.data() + r * stride, xq.data(), n_in);
+                        const float ref = cpu_kernels_generic().vec_dot[ti](w.data() + r * stride, xq.data(), n_in);
+                        ASSERT_EQ(y[r], want) << k->isa_name << " " << dtype_name(type) << " blocks=" << n_blocks
+                                              << " pad=" << pad << " r=" << r;
+                        ASSERT_NEAR(y[r], ref, 1e-4f * (1.0f + std::fabs(ref))) << dtype_name(type);
+                    }
+                }
+            }
+        }
+    }
+    if (cpu_kernels().isa_name == std::string("avx512_vnni")) {
+        EXPECT_EQ(tables_with_decode, 4u);
+    }
+}
+
+// Decode through matmul (panels + ragged rows, 1 and 2 threads) equals vec_dot, and equals the
+// prefill path's result for the same token bit for bit.
+TEST(CpuPanelDecode, MatmulOneTokenEqualsVecDotAndPrefill) {
+    ThreadPool pools[] = {ThreadPool(1), ThreadPool(2)};
+    std::mt19937 rng(43);
+    for (const CpuKernels* k : cpu_kernel_tables()) {
+        for (DType type : kDecodeTypes) {
+            const size_t ti = static_cast<size_t>(type);
+            const size_t n_in = 32 * 18, n_out = 4 * kPanelRows + 7;
+            const size_t stride = dtype_row_bytes(type, n_in);
+            std::vector<uint8_t> w = random_rows(type, n_in, n_out, stride, rng);
+            std::vector<float> x = test::random_floats(3 * n_in, rng);
+            std::vector<uint8_t> xq = test::quantized_activations(vec_dot_type(type), {x.begin(), x.begin() + n_in});
+            for (ThreadPool& pool : pools) {
+                std::vector<float> y1(n_out, NAN), y3(3 * n_out, NAN);
+                matmul_with(*k, y1.data(), w.data(), type, stride, x.data(), 1, n_in, n_out, pool);
+                matmul_with(*k, y3.data(), w.data(), type, stride, x.data(), 3, n_in, n_out, pool);
+                for (size_t o = 0; o < n_out; ++o) {
+                    const float want = k->vec_dot[ti](w.data() + o * stride, xq.data(), n_in);
+                    ASSERT_EQ(y1[o], want) << k->isa_name << " " << dtype_name(type) << " o=" << o;
+                    ASSERT_EQ(y3[o], y1[o]) << k->isa_name << " " << dtype_name(type) << " o=" << o;
+                }
+            }
+        }
+    }
+}
+
+}  // namespace
+}  // namespace cactus
