@@ -39,11 +39,16 @@ def parse_args():
     p.add_argument("-n", "--n-gen", type=int, default=128, help="decode test tokens (tgN)")
     p.add_argument("--cactus", default=None, help="cactus binary (default $CACTUS_BUILD_DIR/bin/cactus)")
     p.add_argument("--llama-bench", default=None, help="llama-bench binary (default: build/cached)")
-    p.add_argument("--out", default=os.path.join(REPO, "bench", "results"), help="output folder")
+    p.add_argument("--isa", choices=["native", "avx2"], default="native",
+                   help="kernel tier of both engines: native (everything this CPU has) or avx2 (cactus with "
+                        "CACTUS_CPU_ISA=avx2, llama-bench built with AVX/AVX2/FMA/F16C only)")
+    p.add_argument("--out", default=None, help="output folder (default bench/results, bench/results/avx2 for --isa avx2)")
     p.add_argument("--membw-mib", type=int, default=256, help="buffer size of the bandwidth test")
     p.add_argument("--timeout", type=int, default=1800, help="seconds allowed per invocation")
     args = p.parse_args()
     args.threads = [int(t) for t in args.threads.split(",") if t.strip()]
+    if args.out is None:
+        args.out = os.path.join(REPO, "bench", "results", *(["avx2"] if args.isa == "avx2" else []))
     if args.reps < 1 or not args.threads or min(args.threads) < 1:
         p.error("--reps must be >= 1 and --threads a list of positive integers")
     if args.n_prompt < 1 or args.n_gen < 1:
@@ -54,9 +59,9 @@ def parse_args():
     return args
 
 
-def run_json(cmd, timeout):
+def run_json(cmd, timeout, env=None):
     """Runs a command and parses its stdout as JSON; raises with stderr on failure."""
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout, env=env)
     if proc.returncode != 0:
         raise RuntimeError("%s failed (%d):\n%s" % (" ".join(cmd), proc.returncode, proc.stderr[-4000:]))
     try:
@@ -72,11 +77,12 @@ def find_cactus(explicit):
     return path
 
 
-def find_llama_bench(explicit):
+def find_llama_bench(explicit, isa):
     if explicit:
         return explicit
     script = os.path.join(REPO, "bench", "build_llama_bench.sh")
-    out = subprocess.run(["bash", script], stdout=subprocess.PIPE, text=True, check=True).stdout
+    env = dict(os.environ, LLAMA_BENCH_ISA=isa)
+    out = subprocess.run(["bash", script], stdout=subprocess.PIPE, text=True, check=True, env=env).stdout
     return out.strip().splitlines()[-1]
 
 
@@ -109,8 +115,9 @@ def git_commit():
 
 
 def ours_once(cactus, model, threads, args):
+    env = dict(os.environ, CACTUS_CPU_ISA="avx2") if args.isa == "avx2" else None
     doc = run_json([cactus, "bench", model, "-p", str(args.n_prompt), "-n", str(args.n_gen), "-r", "1", "-t",
-                    str(threads), "--json"], args.timeout)
+                    str(threads), "--json"], args.timeout, env)
     r = doc["results"][0]
     return {"pp": r["prefill"]["tokens_per_second"]["median"], "tg": r["decode"]["tokens_per_second"]["median"],
             "ttft_ms": r["ttft_ms"]["median"], "peak_rss_bytes": doc["peak_rss_bytes"]}, doc
@@ -179,7 +186,8 @@ def summarize(model, threads, ours, theirs, ours_doc, theirs_doc, bw, args):
     quant = llama_type.split(" ", 2)[2] if llama_type.count(" ") >= 2 else quant_label(ours_doc["weight_types"])
     row = {"model": os.path.basename(model), "threads": threads, "quant": quant,
            "tensor_mix": quant_label(ours_doc["weight_types"]), "llama_model_type": llama_type, "n_prompt": args.n_prompt, "n_gen": args.n_gen,
-           "reps": args.reps, "weight_bytes_per_token": ours_doc["weight_bytes_per_token"]}
+           "reps": args.reps, "weight_bytes_per_token": ours_doc["weight_bytes_per_token"],
+           "cactus_kernels": ours_doc.get("kernels", "")}
     for name, samples in (("ours", ours), ("llama_cpp", theirs)):
         row[name] = {"pp_tps": median([s["pp"] for s in samples]), "tg_tps": median([s["tg"] for s in samples]),
                      "ttft_ms": median([s["ttft_ms"] for s in samples]),
@@ -245,11 +253,16 @@ def plot(rows, path):
     return True
 
 
+def ours_doc_kernels(rows):
+    """The kernel table cactus reported (cactus bench --json "kernels"), per row."""
+    return sorted({r.get("cactus_kernels", "") for r in rows})
+
+
 def main():
     args = parse_args()
     cactus = find_cactus(args.cactus)
     commit = git_commit()  # at the start: the tree may be committed to while this runs
-    llama_bench = find_llama_bench(args.llama_bench)
+    llama_bench = find_llama_bench(args.llama_bench, args.isa)
     os.makedirs(args.out, exist_ok=True)
     print("compare_llama: cactus %s, llama-bench %s" % (cactus, llama_bench), flush=True)
     bw, bw_doc = bandwidth(cactus, args)
@@ -261,7 +274,8 @@ def main():
             rows.append(summarize(model, threads, ours, theirs, ours_doc, theirs_doc, bw, args))
     table = markdown_table(rows)
     print("\n" + table)
-    doc = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "cactus_commit": commit, "cactus_binary": cactus,
+    doc = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "isa": args.isa,
+           "cactus_kernels": ours_doc_kernels(rows), "cactus_commit": commit, "cactus_binary": cactus,
            "llama_cpp_build": {k: theirs_doc.get(k) for k in ("build_commit", "build_number", "cpu_info")},
            "machine": machine_summary(), "membw": bw_doc, "rows": rows}
     with open(os.path.join(args.out, "compare.json"), "w") as f:

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
+#include "backends/cpu/cpu_kernels.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/memory.h"
@@ -279,6 +280,7 @@ Json report_json(const ModelReport& m, const BenchArgs& args) {
                 {"weight_types", m.weight_types},
                 {"n_vocab", m.n_vocab},
                 {"residency", m.residency},
+                {"kernels", cpu_kernels().isa_name},
                 {"n_prompt", args.n_prompt},
                 {"n_gen", args.n_gen},
                 {"decode_prompt", args.decode_prompt},
@@ -302,7 +304,8 @@ void print_report(const ModelReport& m, const BenchArgs& args) {
     std::printf("model: %s (%s%s%s, %.1f MiB, weights %s; %.1f MiB read per decoded token)\n",
                 m.path.c_str(), m.architecture.c_str(), m.name.empty() ? "" : ", ", m.name.c_str(),
                 mib(m.file_bytes), m.residency.c_str(), mib(m.weight_bytes));
-    std::printf("%d repetitions after 1 warm-up; tok/s median, min, max, stddev; TTFT = ppN time\n\n", args.reps);
+    std::printf("kernels: %s (CACTUS_CPU_ISA caps the tier); %d repetitions after 1 warm-up; tok/s median, min, "
+                "max, stddev; TTFT = ppN time\n\n", cpu_kernels().isa_name, args.reps);
     std::printf("threads | test    |  tok/s med |  tok/s min |  tok/s max |   stddev |    TTFT ms\n");
     std::printf("--------+---------+------------+------------+------------+----------+-----------\n");
     for (const ThreadResult& r : m.results) {

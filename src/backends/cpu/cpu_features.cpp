@@ -1,5 +1,10 @@
 #include "backends/cpu/cpu_features.h"
 
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 #endif
@@ -29,10 +34,37 @@ CpuFeatures detect() {
 CpuFeatures detect() { return CpuFeatures{}; }
 #endif
 
+// CACTUS_CPU_ISA caps the kernel tier below what the CPU has (to benchmark or debug a tier on a
+// bigger CPU); a tier the CPU lacks is never turned on. Unknown values are an error.
+CpuFeatures apply_cap(CpuFeatures f, const char* cap) {
+    if (cap == nullptr || *cap == '\0') return f;
+#if defined(__x86_64__) || defined(__i386__)
+    if (std::strcmp(cap, "avx512") == 0) return f;
+    if (std::strcmp(cap, "avx2") == 0) {
+        f.avx512_vnni = false;
+        return f;
+    }
+    if (std::strcmp(cap, "generic") == 0) return CpuFeatures{};
+    fail("CACTUS_CPU_ISA: unknown value '%s' (on x86-64: generic, avx2, avx512)", cap);
+#elif defined(__aarch64__)
+    if (std::strcmp(cap, "neon_dotprod") == 0) return f;
+    if (std::strcmp(cap, "neon") == 0) {
+        f.neon_dotprod = false;
+        return f;
+    }
+    fail("CACTUS_CPU_ISA: unknown value '%s' (on aarch64: neon, neon_dotprod)", cap);
+#else
+    if (std::strcmp(cap, "generic") == 0) return f;
+    fail("CACTUS_CPU_ISA: unknown value '%s' (on this CPU: generic)", cap);
+#endif
+}
+
 }  // namespace
 
+CpuFeatures cpu_features_capped(const char* cap) { return apply_cap(detect(), cap); }
+
 const CpuFeatures& cpu_features() {
-    static const CpuFeatures features = detect();
+    static const CpuFeatures features = apply_cap(detect(), std::getenv("CACTUS_CPU_ISA"));
     return features;
 }
 

@@ -9,6 +9,11 @@ struct CpuFeatures {
     bool neon_dotprod = false;  // aarch64 ASIMD dot product (sdot/udot)
 };
 
+// Read once; the environment variable CACTUS_CPU_ISA caps the tier (x86-64: generic, avx2, avx512;
+// aarch64: neon, neon_dotprod), e.g. to benchmark the AVX2 kernels on an AVX-512 CPU. An unknown
+// value throws cactus::Error on first use (every kernel table is chosen through this).
 const CpuFeatures& cpu_features();
+// The detected features capped by `cap` (nullptr or "" = no cap); throws on an unknown value.
+CpuFeatures cpu_features_capped(const char* cap);
 
 }  // namespace cactus

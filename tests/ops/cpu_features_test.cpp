@@ -1,0 +1,45 @@
+// CACTUS_CPU_ISA: caps the kernel tier, never adds one, and rejects unknown values clearly.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "backends/cpu/cpu_features.h"
+#include "core/error.h"
+
+using namespace cactus;
+
+TEST(CpuFeatures, UnknownCapIsAClearError) {
+    try {
+        cpu_features_capped("sse9");
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("CACTUS_CPU_ISA: unknown value 'sse9'"), std::string::npos) << e.what();
+    }
+}
+
+TEST(CpuFeatures, CapsNeverAddFeatures) {
+    const CpuFeatures all = cpu_features_capped(nullptr);
+    int known = 0;
+    for (const char* cap : {"", "generic", "avx2", "avx512", "neon", "neon_dotprod"}) {
+        CpuFeatures f;
+        try {
+            f = cpu_features_capped(cap);
+        } catch (const Error&) {
+            continue;  // a name of another architecture
+        }
+        ++known;
+        EXPECT_LE(f.avx2, all.avx2) << cap;
+        EXPECT_LE(f.avx512_vnni, all.avx512_vnni) << cap;
+        EXPECT_LE(f.neon_dotprod, all.neon_dotprod) << cap;
+    }
+    EXPECT_GE(known, 2);
+}
+
+TEST(CpuFeatures, Avx2CapKeepsAvx2AndDropsAvx512) {
+    const CpuFeatures all = cpu_features_capped(nullptr);
+    if (!all.avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+    const CpuFeatures f = cpu_features_capped("avx2");
+    EXPECT_TRUE(f.avx2);
+    EXPECT_FALSE(f.avx512_vnni);
+    EXPECT_FALSE(cpu_features_capped("generic").avx2);
+}
