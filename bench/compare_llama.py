@@ -253,11 +253,6 @@ def plot(rows, path):
     return True
 
 
-def ours_doc_kernels(rows):
-    """The kernel table cactus reported (cactus bench --json "kernels"), per row."""
-    return sorted({r.get("cactus_kernels", "") for r in rows})
-
-
 def main():
     args = parse_args()
     cactus = find_cactus(args.cactus)
@@ -275,7 +270,7 @@ def main():
     table = markdown_table(rows)
     print("\n" + table)
     doc = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "isa": args.isa,
-           "cactus_kernels": ours_doc_kernels(rows), "cactus_commit": commit, "cactus_binary": cactus,
+           "cactus_kernels": sorted({r["cactus_kernels"] for r in rows}), "cactus_commit": commit, "cactus_binary": cactus,
            "llama_cpp_build": {k: theirs_doc.get(k) for k in ("build_commit", "build_number", "cpu_info")},
            "machine": machine_summary(), "membw": bw_doc, "rows": rows}
     with open(os.path.join(args.out, "compare.json"), "w") as f:

@@ -289,13 +289,10 @@ void DecoderModel::build_matmul(float* y, const Matrix& w, const float* x, size_
 void DecoderModel::build_rope(size_t il, const Batch& batch, const RopeParams& params) {
     const size_t q_width = hp_.n_head * hp_.head_dim_k;
     const size_t k_width = hp_.n_head_kv * hp_.head_dim_k;
-    int32_t lo = kv_->position(il, batch.pos0), hi = lo;
-    for (size_t t = 0; t < batch.n; ++t) {
-        lo = std::min(lo, kv_->position(il, batch.pos0 + t));
-        hi = std::max(hi, kv_->position(il, batch.pos0 + t));
-    }
-    // The batch's positions are contiguous (one per token); the table holds exactly those.
-    CACTUS_ASSERT(static_cast<size_t>(hi - lo) < batch.n);
+    // A batch's positions are consecutive (one per token); the table holds exactly those.
+    const int32_t lo = kv_->position(il, batch.pos0);
+    const int32_t hi = kv_->position(il, batch.pos0 + batch.n - 1);
+    CACTUS_ASSERT(hi >= lo && static_cast<size_t>(hi - lo) + 1 == batch.n);
     const float* angles = rope_angles_.table(params, lo, hi, *pool_);  // [hi - lo + 1, n_rot]
     auto rotate = [&](size_t begin, size_t end) {
         for (size_t t = begin; t < end; ++t) {

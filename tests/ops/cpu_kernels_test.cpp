@@ -168,11 +168,7 @@ TEST(CpuKernels, MatmulEqualsRowDotProducts) {
             const size_t stride = dtype_row_bytes(type, n_in) + 8;  // padded rows
             for (size_t n_tokens : {1, 5, 17}) {
                 for (size_t n_out : {1, 37, 70}) {
-                    std::vector<uint8_t> w(stride * n_out);
-                    for (size_t o = 0; o < n_out; ++o) {
-                        std::vector<uint8_t> row = test::quantized_row(type, n_in, rng);
-                        std::copy(row.begin(), row.end(), w.begin() + o * stride);
-                    }
+                    const std::vector<uint8_t> w = test::quantized_rows(type, n_in, n_out, stride, rng);
                     std::vector<float> x = test::random_floats(n_tokens * n_in, rng);
                     for (ThreadPool& pool : pools) {
                         std::vector<float> y(n_tokens * n_out, NAN);

@@ -23,15 +23,6 @@ namespace {
 
 const DType kDecodeTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0};
 
-std::vector<uint8_t> random_rows(DType type, size_t n_in, size_t n_out, size_t stride, std::mt19937& rng) {
-    std::vector<uint8_t> w(stride * n_out, 0xA5);
-    for (size_t o = 0; o < n_out; ++o) {
-        std::vector<uint8_t> row = test::quantized_row(type, n_in, rng);
-        std::copy(row.begin(), row.end(), w.begin() + o * stride);
-    }
-    return w;
-}
-
 // Bytes that end exactly where an inaccessible page begins: any read past them faults.
 class GuardedBytes {
 public:
@@ -69,7 +60,7 @@ TEST(CpuPanelDecode, EqualsVecDotForEveryTail) {
                 const size_t n_in = 32 * n_blocks;
                 for (size_t pad : {0, 6}) {
                     const size_t stride = dtype_row_bytes(type, n_in) + pad;
-                    std::vector<uint8_t> rows = random_rows(type, n_in, kPanelRows, stride, rng);
+                    std::vector<uint8_t> rows = test::quantized_rows(type, n_in, kPanelRows, stride, rng);
                     rows.resize(stride * (kPanelRows - 1) + dtype_row_bytes(type, n_in));
                     const GuardedBytes w(rows);  // nothing readable after the last row
                     std::vector<float> x = test::random_floats(n_in, rng);
@@ -104,7 +95,7 @@ TEST(CpuPanelDecode, MatmulOneTokenEqualsVecDotAndPrefill) {
             const size_t ti = static_cast<size_t>(type);
             const size_t n_in = 32 * 18, n_out = 4 * kPanelRows + 7;
             const size_t stride = dtype_row_bytes(type, n_in);
-            std::vector<uint8_t> w = random_rows(type, n_in, n_out, stride, rng);
+            std::vector<uint8_t> w = test::quantized_rows(type, n_in, n_out, stride, rng);
             std::vector<float> x = test::random_floats(3 * n_in, rng);
             std::vector<uint8_t> xq = test::quantized_activations(vec_dot_type(type), {x.begin(), x.begin() + n_in});
             for (ThreadPool& pool : pools) {

@@ -26,11 +26,7 @@ TEST(CpuPanels, MatmulThroughPanelsEqualsVecDot) {
             const size_t n_in = 32 * 7;  // odd block count: 4-block and single-block paths
             const size_t n_out = 3 * kPanelRows + 5;
             const size_t stride = dtype_row_bytes(type, n_in) + 6;
-            std::vector<uint8_t> w(stride * n_out);
-            for (size_t o = 0; o < n_out; ++o) {
-                std::vector<uint8_t> row = test::quantized_row(type, n_in, rng);
-                std::copy(row.begin(), row.end(), w.begin() + o * stride);
-            }
+            const std::vector<uint8_t> w = test::quantized_rows(type, n_in, n_out, stride, rng);
             for (size_t n_tokens : {2, 9, 19}) {
                 std::vector<float> x = test::random_floats(n_tokens * n_in, rng);
                 std::vector<float> y(n_tokens * n_out, NAN);

@@ -1,5 +1,6 @@
 #pragma once
 // Shared helpers of the quantization tests: random rows of every type and error measures.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -74,6 +75,16 @@ inline std::vector<uint8_t> quantized_row(DType type, size_t n, std::mt19937& rn
     std::vector<float> x = random_floats(n, rng);
     quantize_row_ref(type, row.data(), x.data(), n);
     return row;
+}
+
+// n_out quantized rows of n_in elements, `stride` bytes apart (padding bytes filled with 0xA5).
+inline std::vector<uint8_t> quantized_rows(DType type, size_t n_in, size_t n_out, size_t stride, std::mt19937& rng) {
+    std::vector<uint8_t> w(stride * n_out, 0xA5);
+    for (size_t o = 0; o < n_out; ++o) {
+        std::vector<uint8_t> row = quantized_row(type, n_in, rng);
+        std::copy(row.begin(), row.end(), w.begin() + o * stride);
+    }
+    return w;
 }
 
 // Activations of n elements in `type` (F32 rows are returned as their bytes).

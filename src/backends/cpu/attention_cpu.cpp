@@ -133,10 +133,10 @@ void softmax_generic(float* s, size_t n, float scale, bool round_half) {
 }
 
 // The shared shape of both precisions: visible rows, scores (dots), softmax, weighted value sum.
+// ws is reserved by the caller for (n_q, n_rows, head_dim).
 template <typename Dots, typename Accumulate>
 void attend_group(const AttentionQueries& aq, const AttentionShape& s, AttentionWorkspace& ws,
                   bool round_half, Dots dots, Accumulate accumulate) {
-    ws.reserve(aq.n_q, s.n_rows, s.head_dim);
     const RowList rows = visible_rows(s, ws.row_ids());
     for (size_t j = 0; j < aq.n_q; ++j) {
         for (size_t d = 0; d < s.head_dim_v; ++d) aq.out[j * aq.out_stride + d] = 0.0f;
@@ -199,6 +199,7 @@ void attention_group(const AttentionQueries& aq, const KvRowsF16& kv, const Atte
 void attention_group(const AttentionQueries& aq, const KvRowsQ8& kv, const AttentionShape& s,
                      AttentionWorkspace& ws) {
     const AttentionRowKernels& rk = attention_row_kernels();
+    ws.reserve(aq.n_q, s.n_rows, s.head_dim);
     const QueryBlock qb = {aq.q, aq.q_stride, aq.n_q};
     attend_group(aq, s, ws, false,
                  [&](float* scores, size_t ld, const RowList& rows) {

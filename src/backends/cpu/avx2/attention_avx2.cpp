@@ -16,20 +16,7 @@ namespace cactus {
 namespace {
 
 constexpr size_t kGroup = 32;     // kKvGroup (src/kv/kv_options.h)
-constexpr size_t kRowBlock = 64;  // value rows summed per pass over an output slice (stay in L1)
-
-inline float hsum(__m256 v) {
-    __m128 lo = _mm256_castps256_ps128(v);
-    __m128 hi = _mm256_extractf128_ps(v, 1);
-    lo = _mm_add_ps(lo, hi);
-    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-    lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 1));
-    return _mm_cvtss_f32(lo);
-}
-
-inline __m256 load_f16(const uint16_t* p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
+#include "backends/cpu/avx2/attention_tiles.inl"
 
 inline __m256 load_i8(const int8_t* p) {
     __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
@@ -193,25 +180,19 @@ constexpr int rows_per_tile() { return NQ == 1 ? 4 : (NQ == 2 ? 2 : 1); }
 template <int NQ>
 void dots_f16_rows(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride,
                    const RowList& rows, size_t n) {
-    constexpr int R = rows_per_tile<NQ>();
-    size_t i = 0;
-    for (; i + R <= rows.n_rows; i += R) {
+    for_row_tiles<rows_per_tile<NQ>()>(rows, [&](size_t i, auto tile_rows) {
+        constexpr int R = decltype(tile_rows)::value;
         const uint16_t* kr[R];
         for (int r = 0; r < R; ++r) kr[r] = k + rows.rows[i + r] * k_stride;
         dots_f16_tile<NQ, R>(scores + i, ld, q, kr, n);
-    }
-    for (; i < rows.n_rows; ++i) {
-        const uint16_t* kr[1] = {k + rows.rows[i] * k_stride};
-        dots_f16_tile<NQ, 1>(scores + i, ld, q, kr, n);
-    }
+    });
 }
 
 template <int NQ>
 void dots_q8_rows(float* scores, size_t ld, const QueryBlock& q, const int8_t* k, size_t k_stride,
                   const float* k_scale, size_t k_scale_stride, const RowList& rows, size_t n) {
-    constexpr int R = rows_per_tile<NQ>();
-    size_t i = 0;
-    for (; i + R <= rows.n_rows; i += R) {
+    for_row_tiles<rows_per_tile<NQ>()>(rows, [&](size_t i, auto tile_rows) {
+        constexpr int R = decltype(tile_rows)::value;
         const int8_t* kr[R];
         const float* sr[R];
         for (int r = 0; r < R; ++r) {
@@ -219,22 +200,7 @@ void dots_q8_rows(float* scores, size_t ld, const QueryBlock& q, const int8_t* k
             sr[r] = k_scale + rows.rows[i + r] * k_scale_stride;
         }
         dots_q8_tile<NQ, R>(scores + i, ld, q, kr, sr, n);
-    }
-    for (; i < rows.n_rows; ++i) {
-        const int8_t* kr[1] = {k + rows.rows[i] * k_stride};
-        const float* sr[1] = {k_scale + rows.rows[i] * k_scale_stride};
-        dots_q8_tile<NQ, 1>(scores + i, ld, q, kr, sr, n);
-    }
-}
-
-// Queries in tiles of at most 4 (4 x 2 accumulators, one key row at a time, fit the 16 registers).
-template <class Tile>
-void for_query_tiles(size_t n_q, Tile tile) {
-    size_t j = 0;
-    for (; j + 4 <= n_q; j += 4) tile(j, std::integral_constant<int, 4>());
-    if (n_q - j == 3) tile(j, std::integral_constant<int, 3>());
-    if (n_q - j == 2) tile(j, std::integral_constant<int, 2>());
-    if (n_q - j == 1) tile(j, std::integral_constant<int, 1>());
+    });
 }
 
 void dots_f16(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride,
@@ -283,19 +249,18 @@ void accumulate_vectors(const OutputBlock& ob, size_t n_vec, size_t i0, size_t i
     for (; d + 8 <= n_vec; d += 8) accumulate_slice<NQ, 1>(ob, d, i0, i1, value, weight);
 }
 
-template <int NQ>
-void accumulate_f16_n(const OutputBlock& ob, const WeightBlock& pb, const uint16_t* v, size_t v_stride,
-                      const RowList& rows, size_t n) {
-    auto value = [&](size_t i, size_t d) { return load_f16(v + rows.rows[i] * v_stride + d); };
-    auto weight = [&](int j, size_t i, size_t) { return _mm256_broadcast_ss(pb.p + j * pb.ld + i); };
-    const size_t n_vec = n / 8 * 8;
+// Rows in blocks of kRowBlock: lanes [0, n_vec) vectorised, [n_vec, n) one at a time, each lane
+// adding fma(scalar_weight(j, i, d), scalar_value(i, d)) per row in list order.
+template <int NQ, class Value, class Weight, class ScalarWeight, class ScalarValue>
+void accumulate_rows(const OutputBlock& ob, const RowList& rows, size_t n_vec, size_t n, Value value,
+                     Weight weight, ScalarWeight scalar_weight, ScalarValue scalar_value) {
     for (size_t i0 = 0; i0 < rows.n_rows; i0 += kRowBlock) {
         const size_t i1 = std::min(rows.n_rows, i0 + kRowBlock);
         accumulate_vectors<NQ>(ob, n_vec, i0, i1, value, weight);
         for (int j = 0; j < NQ; ++j) {
             for (size_t d = n_vec; d < n; ++d) {
                 float o = ob.out[j * ob.out_stride + d];
-                for (size_t i = i0; i < i1; ++i) o = std::fma(pb.p[j * pb.ld + i], half_to_float(v[rows.rows[i] * v_stride + d]), o);
+                for (size_t i = i0; i < i1; ++i) o = std::fma(scalar_weight(j, i, d), scalar_value(i, d), o);
                 ob.out[j * ob.out_stride + d] = o;
             }
         }
@@ -303,27 +268,28 @@ void accumulate_f16_n(const OutputBlock& ob, const WeightBlock& pb, const uint16
 }
 
 template <int NQ>
+void accumulate_f16_n(const OutputBlock& ob, const WeightBlock& pb, const uint16_t* v, size_t v_stride,
+                      const RowList& rows, size_t n) {
+    auto at = [&](size_t i, size_t d) { return v + rows.rows[i] * v_stride + d; };
+    accumulate_rows<NQ>(
+        ob, rows, n / 8 * 8, n, [&](size_t i, size_t d) { return load_f16(at(i, d)); },
+        [&](int j, size_t i, size_t) { return _mm256_broadcast_ss(pb.p + j * pb.ld + i); },
+        [&](int j, size_t i, size_t) { return pb.p[j * pb.ld + i]; },
+        [&](size_t i, size_t d) { return half_to_float(*at(i, d)); });
+}
+
+template <int NQ>
 void accumulate_q8_n(const OutputBlock& ob, const WeightBlock& pb, const int8_t* v, size_t v_stride,
                      const float* v_scale, size_t v_scale_stride, const RowList& rows, size_t n) {
-    auto value = [&](size_t i, size_t d) { return load_i8(v + rows.rows[i] * v_stride + d); };
-    auto weight = [&](int j, size_t i, size_t d) {
-        return _mm256_set1_ps(pb.p[j * pb.ld + i] * v_scale[rows.rows[i] * v_scale_stride + d / kGroup]);
+    auto at = [&](size_t i, size_t d) { return v + rows.rows[i] * v_stride + d; };
+    auto scaled_weight = [&](int j, size_t i, size_t d) {
+        return pb.p[j * pb.ld + i] * v_scale[rows.rows[i] * v_scale_stride + d / kGroup];
     };
-    const size_t n_vec = n / kGroup * kGroup;  // whole groups; the last partial group is scalar
-    for (size_t i0 = 0; i0 < rows.n_rows; i0 += kRowBlock) {
-        const size_t i1 = std::min(rows.n_rows, i0 + kRowBlock);
-        accumulate_vectors<NQ>(ob, n_vec, i0, i1, value, weight);
-        for (int j = 0; j < NQ; ++j) {
-            for (size_t d = n_vec; d < n; ++d) {
-                float o = ob.out[j * ob.out_stride + d];
-                for (size_t i = i0; i < i1; ++i) {
-                    const float w = pb.p[j * pb.ld + i] * v_scale[rows.rows[i] * v_scale_stride + d / kGroup];
-                    o = std::fma(w, static_cast<float>(v[rows.rows[i] * v_stride + d]), o);
-                }
-                ob.out[j * ob.out_stride + d] = o;
-            }
-        }
-    }
+    accumulate_rows<NQ>(
+        ob, rows, n / kGroup * kGroup, n,  // whole groups vectorised; the last partial group scalar
+        [&](size_t i, size_t d) { return load_i8(at(i, d)); },
+        [&](int j, size_t i, size_t d) { return _mm256_set1_ps(scaled_weight(j, i, d)); }, scaled_weight,
+        [&](size_t i, size_t d) { return static_cast<float>(*at(i, d)); });
 }
 
 void accumulate_f16(const OutputBlock& out, const WeightBlock& p, const uint16_t* v, size_t v_stride,

@@ -17,23 +17,10 @@ namespace cactus {
 
 namespace {
 
-constexpr size_t kRowBlock = 64;  // as attention_avx2.cpp: value rows per pass over an output slice
-
-inline float hsum(__m256 v) {  // the AVX2 table's reduction order
-    __m128 lo = _mm256_castps256_ps128(v);
-    __m128 hi = _mm256_extractf128_ps(v, 1);
-    lo = _mm_add_ps(lo, hi);
-    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-    lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 1));
-    return _mm_cvtss_f32(lo);
-}
+#include "backends/cpu/avx2/attention_tiles.inl"
 
 inline __m512 load_f16x16(const uint16_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-
-inline __m256 load_f16x8(const uint16_t* p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
 template <int NQ, int R>
@@ -52,7 +39,7 @@ void dots_f16_tile(float* scores, size_t ld, const QueryBlock& qb, const uint16_
     }
     const bool chunk8 = d + 8 <= n;
     for (int r = 0; r < R; ++r) {
-        const __m256 ka = chunk8 ? load_f16x8(k[r] + d) : _mm256_setzero_ps();
+        const __m256 ka = chunk8 ? load_f16(k[r] + d) : _mm256_setzero_ps();
         for (int j = 0; j < NQ; ++j) {
             const float* q = qb.q + j * qb.q_stride;
             __m256 even = _mm512_castps512_ps256(acc[j][r]);
@@ -71,26 +58,12 @@ constexpr int rows_per_tile() { return NQ == 1 ? 8 : (NQ == 2 ? 4 : 2); }
 template <int NQ>
 void dots_f16_rows(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride,
                    const RowList& rows, size_t n) {
-    constexpr int R = rows_per_tile<NQ>();
-    size_t i = 0;
-    for (; i + R <= rows.n_rows; i += R) {
+    for_row_tiles<rows_per_tile<NQ>()>(rows, [&](size_t i, auto tile_rows) {
+        constexpr int R = decltype(tile_rows)::value;
         const uint16_t* kr[R];
         for (int r = 0; r < R; ++r) kr[r] = k + rows.rows[i + r] * k_stride;
         dots_f16_tile<NQ, R>(scores + i, ld, q, kr, n);
-    }
-    for (; i < rows.n_rows; ++i) {
-        const uint16_t* kr[1] = {k + rows.rows[i] * k_stride};
-        dots_f16_tile<NQ, 1>(scores + i, ld, q, kr, n);
-    }
-}
-
-template <class Tile>
-void for_query_tiles(size_t n_q, Tile tile) {
-    size_t j = 0;
-    for (; j + 4 <= n_q; j += 4) tile(j, std::integral_constant<int, 4>());
-    if (n_q - j == 3) tile(j, std::integral_constant<int, 3>());
-    if (n_q - j == 2) tile(j, std::integral_constant<int, 2>());
-    if (n_q - j == 1) tile(j, std::integral_constant<int, 1>());
+    });
 }
 
 void dots_f16(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride,
@@ -137,7 +110,7 @@ void accumulate_f16_n(const OutputBlock& ob, const WeightBlock& pb, const uint16
             if (d + 8 <= n) {
                 __m256 acc = _mm256_loadu_ps(out + d);
                 for (size_t i = i0; i < i1; ++i)
-                    acc = _mm256_fmadd_ps(_mm256_set1_ps(p[i]), load_f16x8(v + rows.rows[i] * v_stride + d), acc);
+                    acc = _mm256_fmadd_ps(_mm256_set1_ps(p[i]), load_f16(v + rows.rows[i] * v_stride + d), acc);
                 _mm256_storeu_ps(out + d, acc);
             }
             for (size_t e = d + 8 <= n ? d + 8 : d; e < n; ++e) {
