@@ -265,6 +265,12 @@ private:
                 fail("template: cannot assign attribute on non-namespace '%s' at line %d", s.text.c_str(), s.line);
             }
             target.dict->set(Value::string(s.attribute), value);
+            try {
+                check_value_nesting(target, s.line);
+            } catch (...) {
+                target.dict->set(Value::string(s.attribute), Value::none());  // never keep a cycle
+                throw;
+            }
             return;
         }
         bind_targets(scopes_.back(), s.targets, value, s.line);

@@ -37,6 +37,8 @@ constexpr size_t kStackScale = 16;
 constexpr size_t kStackScale = 1;
 #endif
 
+constexpr int kMaxExprHeightForTest = 100;  // a chain this long renders
+
 // Runs fn on a thread with a 256 KiB stack, as the engine does.
 void on_small_stack(const std::function<void()>& fn) {
     struct Box { const std::function<void()>* fn; } box{&fn};
@@ -187,6 +189,59 @@ TEST(ChatTemplate, HostileNestingFailsCleanlyOnSmallStack) {
         for (int k = 0; k < 50; ++k) { ok_ifs += "{% if true %}"; ends += "{% endif %}"; }
         EXPECT_EQ(render(ok_ifs + "x" + ends), "x");
         EXPECT_NE(error_of("{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}").find("nested deeper"), std::string::npos);
+    });
+}
+
+// Chains the parser builds in loops (not by recursion) used to make trees as deep as the template
+// is long; evaluating or merely destroying them overflowed the stack. Each kind, 200,000 long.
+TEST(ChatTemplate, HugeChainsFailCleanlyOnSmallStack) {
+    on_small_stack([] {
+        const int n = 200000;
+        auto chain = [n](const std::string& head, const std::string& link) {
+            std::string s = head;
+            s.reserve(head.size() + link.size() * n);
+            for (int k = 0; k < n; ++k) s += link;
+            return s;
+        };
+        const std::vector<std::string> exprs = {
+            chain("1", " + 1"),        chain("1", " * 1"),       chain("'a'", " ~ 'a'"),
+            chain("1", " == 1"),       chain("x", " or x"),      chain("x", " and x"),
+            chain("x", " in y"),       chain("2", " ** 1"),      chain("x", "|string"),
+            chain("x", "|default(1)"), chain("x", ".a"),         chain("x", "[0]"),
+            chain("x", "()"),          chain("x", "[1:2]"),      chain("x", " is defined"),
+            chain("1", " if x"),
+        };
+        for (const std::string& e : exprs) {
+            std::string err = error_of("{{ " + e + " }}");
+            EXPECT_NE(err.find("kMaxExprHeight"), std::string::npos) << e.substr(0, 40) << ": " << err;
+        }
+        // Nested literals, unary chains and blocks hit the parser's nesting limit.
+        EXPECT_NE(error_of("{{ " + std::string(n, '[') + std::string(n, ']') + " }}").find("nesting deeper"),
+                  std::string::npos);
+        EXPECT_NE(error_of("{{ " + chain("", "{'a': ") + "1" + chain("", "}") + " }}").find("nesting deeper"),
+                  std::string::npos);
+        EXPECT_NE(error_of("{{ " + chain("", "-+") + "1 }}").find("nesting deeper"), std::string::npos);
+        EXPECT_NE(error_of(chain("", "{% for x in y %}")).find("nesting deeper"), std::string::npos);
+        EXPECT_NE(error_of(chain("", "{% macro m() %}")).find("nesting deeper"), std::string::npos);
+        // Long but shallow templates still render: many statements, a chain just under the limit.
+        EXPECT_EQ(render(chain("", "{{ 1 }}")).size(), static_cast<size_t>(n));
+        std::string sum = "1";
+        for (int k = 1; k < kMaxExprHeightForTest; ++k) sum += " + 1";
+        EXPECT_EQ(render("{{ " + sum + " }}"), std::to_string(kMaxExprHeightForTest));
+    });
+}
+
+// A namespace is the one place a template can feed a value back into itself.
+TEST(ChatTemplate, RuntimeValueNestingAndCyclesFailCleanlyOnSmallStack) {
+    on_small_stack([] {
+        std::string deep = "{% set ns = namespace(x=0) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}"
+                           "{% endfor %}{{ ns.x|length }}";
+        EXPECT_NE(error_of(deep).find("kMaxValueNesting"), std::string::npos);
+        std::string cycle = "{% set ns = namespace(x=0) %}{% set ns.x = [ns] %}{{ ns }}";
+        EXPECT_NE(error_of(cycle).find("kMaxValueNesting"), std::string::npos);
+        std::string shared = "{% set ns = namespace(x=[1]) %}{% for i in range(100) %}{% set ns.x = [ns.x, ns.x] %}"
+                             "{% endfor %}{{ ns.x|length }}";  // shared, not deep: 100 levels
+        EXPECT_EQ(render(shared), "2");
     });
 }
 
