@@ -12,6 +12,7 @@
 
 #include "api/request.h"
 #include "api/response.h"
+#include "chat/json_parse.h"
 #include "chat/output_parser.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -38,7 +39,7 @@ std::atomic<int> g_backend{0};  // 0 cpu/auto
 // Error messages may quote hostile input; keep them valid UTF-8 (invalid bytes become U+FFFD).
 std::string valid_utf8(const std::string& text) {
     std::string quoted = json(text).dump(-1, ' ', false, json::error_handler_t::replace);
-    return json::parse(quoted).get<std::string>();
+    return parse_json(quoted, "error message").get<std::string>();
 }
 
 void set_error(const std::string& message) {
