@@ -428,6 +428,13 @@ struct NestingWalk {
 
 }  // namespace
 
+void check_string_size(size_t bytes, const char* what, int line) {
+    if (bytes > kMaxStringBytes) {
+        fail("template: %s would make a string of %zu bytes, more than %zu (kMaxStringBytes) at line %d", what,
+             bytes, kMaxStringBytes, line);
+    }
+}
+
 void check_value_nesting(const Value& v, int line) {
     NestingWalk walk{line, {}, {}};
     walk.walk(v, 0);

@@ -88,6 +88,12 @@ Value from_json(const nlohmann::ordered_json& j);
 // assignment checks the value it stores; the recursive walks over values (str, repr, tojson, the
 // destructor) then stay within a 256 KiB stack.
 constexpr int kMaxValueNesting = 128;
+// Bytes of any string a template builds (the rendered prompt included), and evaluation steps
+// (statements and expressions evaluated) of one render: a template cannot exhaust memory or hang.
+constexpr size_t kMaxStringBytes = size_t(64) << 20;
+constexpr long kMaxEvalSteps = 1000000;
+// Fails naming kMaxStringBytes when a string of `bytes` would exceed it.
+void check_string_size(size_t bytes, const char* what, int line);
 // Fails naming kMaxValueNesting and `line` when v nests deeper or contains a cycle. Visits each
 // container once (shared ones included), recursing at most kMaxValueNesting levels.
 void check_value_nesting(const Value& v, int line);

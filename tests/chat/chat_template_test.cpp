@@ -257,3 +257,20 @@ TEST(ChatTemplate, RealTemplates) {
     nlohmann::json plain = {{"messages", nlohmann::json::array({{{"role", "user"}, {"content", "hi"}}})}};
     EXPECT_EQ(qwen.render(plain), "<|im_start|>user\nhi<|im_end|>\n");
 }
+
+// Renders cannot hang the host or exhaust its memory: a step budget, a string size bound, and
+// 64-bit integer arithmetic that reports overflow instead of wrapping (or UB).
+TEST(ChatTemplate, RenderIsBoundedInTimeMemoryAndArithmetic) {
+    std::string loops = "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}";
+    EXPECT_NE(error_of(loops).find("kMaxEvalSteps"), std::string::npos);
+    std::string doubling = "{% set ns = namespace(s='ab') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}"
+                           "{% endfor %}{{ ns.s|length }}";
+    EXPECT_NE(error_of(doubling).find("kMaxStringBytes"), std::string::npos);
+    EXPECT_NE(error_of("{{ ('a' * 1000000)|replace('a', 'a' * 1000) }}").find("kMaxStringBytes"), std::string::npos);
+    EXPECT_NE(error_of("{{ 'ab' * 4611686018427387904 }}").find("too large"), std::string::npos);
+    EXPECT_NE(error_of("{{ 9223372036854775807 + 1 }}").find("overflow"), std::string::npos);
+    EXPECT_NE(error_of("{{ 3 ** 100 }}").find("overflow"), std::string::npos);
+    EXPECT_NE(error_of("{{ -9223372036854775807 - 1 - 1 }}").find("overflow"), std::string::npos);
+    EXPECT_EQ(render("{{ 2 ** 62 }} {{ (-1) ** 1000001 }} {{ 7 // -2 }} {{ 'ab' * 3 }}"),
+              "4611686018427387904 -1 -4 ababab");
+}
