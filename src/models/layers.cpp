@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
+#include "models/model_budget.h"
 #include "ops/quant.h"
 
 namespace cactus {
@@ -75,6 +76,7 @@ HParams read_hparams(const GgufFile& file, const std::string& arch) {
     hp.arch = arch;
     const std::string p = arch + ".";
     hp.n_layer = read_dim(file, p + "block_count");
+    check_layer_count(file, hp.n_layer);  // model_budget.h: no per-layer allocation past the file
     hp.n_embd = read_dim(file, p + "embedding_length");
     hp.n_ff = read_dim(file, p + "feed_forward_length");
     hp.n_head = read_dim(file, p + "attention.head_count");
@@ -163,17 +165,8 @@ DecoderModel::DecoderModel(const GgufFile& file, const ModelOptions& options, co
     token_embd_ = embd.data;
     token_embd_type_ = embd.type;
     token_embd_row_bytes_ = dtype_row_bytes(embd.type, hp_.n_embd);
-
-    const size_t b = n_batch_;
-    x_.assign(b * hp_.n_embd, 0.0f);
-    cur_.assign(b * hp_.n_embd, 0.0f);
-    tmp_.assign(b * hp_.n_embd, 0.0f);
-    q_.assign(b * hp_.n_head * hp_.head_dim_k, 0.0f);
-    k_.assign(b * hp_.n_head_kv * hp_.head_dim_k, 0.0f);
-    v_.assign(b * hp_.n_head_kv * hp_.head_dim_v, 0.0f);
-    attn_.assign(b * hp_.n_head * hp_.head_dim_v, 0.0f);
-    gate_.assign(b * hp_.n_ff, 0.0f);
-    up_.assign(b * hp_.n_ff, 0.0f);
+    memory_budget_ = options.memory_budget;
+    // Activations are allocated in init_cache(), once the architecture has checked every weight.
 }
 
 DecoderModel::~DecoderModel() = default;
@@ -183,7 +176,35 @@ void DecoderModel::init_cache(const std::vector<KvLayerSpec>& layers) {
     config.n_ctx = info_.n_ctx;
     config.max_chunk = n_batch_;
     config.kv = info_.kv;
+    // Every weight is checked by now (the architecture calls this last), so the widths below are
+    // backed by tensors in the file. Predict, check against the budget, then allocate.
+    ActivationDims dims;
+    dims.n_batch = n_batch_;
+    dims.n_embd = hp_.n_embd;
+    dims.q_width = hp_.n_head * hp_.head_dim_k;
+    dims.k_width = hp_.n_head_kv * hp_.head_dim_k;
+    dims.v_width = hp_.n_head_kv * hp_.head_dim_v;
+    dims.attn_width = hp_.n_head * hp_.head_dim_v;
+    dims.n_ff = hp_.n_ff;
+    dims.n_vocab = hp_.n_vocab;
+    dims.n_threads = static_cast<size_t>(pool_->size());
+    dims.scratch_rows = info_.n_ctx + n_batch_;
+    dims.head_group = hp_.n_head / hp_.n_head_kv;
+    ModelMemoryPlan plan;
+    plan.kv_bytes = KvCache::predict_bytes(layers, config);
+    plan.activation_bytes = predict_activation_bytes(dims);
+    check_memory_budget(plan, info_.n_ctx, hp_.n_ctx_train, memory_budget_);
     kv_ = std::make_unique<KvCache>(layers, config);
+    const size_t b = n_batch_;
+    x_.assign(b * hp_.n_embd, 0.0f);
+    cur_.assign(b * hp_.n_embd, 0.0f);
+    tmp_.assign(b * hp_.n_embd, 0.0f);
+    q_.assign(b * dims.q_width, 0.0f);
+    k_.assign(b * dims.k_width, 0.0f);
+    v_.assign(b * dims.v_width, 0.0f);
+    attn_.assign(b * dims.attn_width, 0.0f);
+    gate_.assign(b * hp_.n_ff, 0.0f);
+    up_.assign(b * hp_.n_ff, 0.0f);
     attn_ws_.assign(static_cast<size_t>(pool_->size()), AttentionWorkspace());
     for (AttentionWorkspace& ws : attn_ws_) ws.reserve(hp_.n_head / hp_.n_head_kv, kv_->max_capacity(), hp_.head_dim_k);
 }

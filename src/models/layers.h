@@ -128,6 +128,7 @@ private:
     void forward_chunk(const int32_t* tokens, size_t n, float* logits_out, bool all_rows);
 
     const GgufFile& file_;
+    size_t memory_budget_ = 0;  // ModelOptions::memory_budget (model_budget.h)
     ModelInfo info_;
     KvRequest kv_request_;
     size_t n_batch_ = 0;

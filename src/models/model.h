@@ -22,6 +22,7 @@ struct ModelOptions {
     int n_threads = 0;    // 0 = ThreadPool::default_threads()
     size_t n_batch = 512; // max tokens per forward call chunk (prefill is split internally)
     KvRequest kv;         // KV precision and compaction; unset fields take the defaults
+    size_t memory_budget = 0;  // bytes for KV cache + activations; 0 = physical memory (model_budget.h)
 };
 
 struct ModelInfo {
