@@ -44,6 +44,7 @@ struct Handle {
     bool busy = false;
     std::thread::id owner;            // the thread of the call in flight
     bool closed = false;              // cactus_destroy was called
+    bool destroy_waiting = false;     // cactus_destroy waits to free the engine itself
 };
 
 std::mutex g_registry_mutex;
@@ -84,7 +85,7 @@ public:
             std::lock_guard<std::mutex> lock(h_->mutex);
             h_->busy = false;
             h_->owner = std::thread::id();
-            if (h_->closed) freed = std::move(h_->engine);  // destroy could not wait for us
+            if (h_->closed && !h_->destroy_waiting) freed = std::move(h_->engine);  // destroy did not wait
         }
         h_->idle.notify_all();
     }
@@ -218,7 +219,10 @@ void cactus_destroy(cactus_model_t model) {
         if (h->engine) h->engine->request_stop();  // the call in flight ends within a step
         h->idle.notify_all();                      // queued calls wake up and fail
         if (h->busy && h->owner == std::this_thread::get_id()) return 0;  // from a callback: freed by that call
-        if (!h->idle.wait_for(lock, kHandleWait, [&] { return !h->busy; })) {
+        h->destroy_waiting = true;
+        const bool idle = h->idle.wait_for(lock, kHandleWait, [&] { return !h->busy; });
+        h->destroy_waiting = false;
+        if (!idle) {
             fail("the call in flight did not end within %lld s; the model is freed when it does",
                  static_cast<long long>(kHandleWait.count()));
         }
