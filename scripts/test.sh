@@ -29,7 +29,7 @@ CACTUS_BUILD_DIR="$ROOT/build" "$ORACLE_PY" -m pytest -q -p no:cacheprovider --d
 
 if [ "${FAST:-0}" != "1" ]; then
   step "AddressSanitizer + UBSan"
-  SAN_TARGETS="test_unit test_gguf test_tokenizer test_chat test_sampling test_engine test_api test_kv"
+  SAN_TARGETS="test_unit test_gguf test_tokenizer test_chat test_sampling test_engine test_api test_kv test_ops test_models"
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCACTUS_SANITIZE=ON >/dev/null
   cmake --build build-asan -j "$JOBS" --target $SAN_TARGETS
   for t in $SAN_TARGETS; do
@@ -37,6 +37,14 @@ if [ "${FAST:-0}" != "1" ]; then
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       build-asan/bin/$t --gtest_brief=1
   done
+
+  step "ThreadSanitizer (thread pool, C API threads, stop and destroy)"
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCACTUS_TSAN=ON >/dev/null
+  cmake --build build-tsan -j "$JOBS" --target test_ops test_api
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/bin/test_ops --gtest_brief=1 \
+      --gtest_filter='ThreadPool*'
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/bin/test_api --gtest_brief=1 \
+      --gtest_filter='CApiThreads*:CApiLifecycle*'
 
   step "fuzzers (libFuzzer, short runs)"
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -53,10 +61,11 @@ if [ "${FAST:-0}" != "1" ]; then
     rm -rf "$corpus" && mkdir -p "$corpus"
     if [ -x "build-fuzz/bin/${f}_seeds" ]; then "build-fuzz/bin/${f}_seeds" "$corpus" >/dev/null; fi
     if [ -d "tests/fuzz/seeds/$f" ]; then cp tests/fuzz/seeds/$f/* "$corpus"/; fi
+    if [ "$f" = fuzz_template ]; then cp tests/chat/templates/*.jinja "$corpus"/; fi
     dict=""
     if [ -f "tests/fuzz/${f#fuzz_}.dict" ]; then dict="-dict=tests/fuzz/${f#fuzz_}.dict"; fi
-    echo "fuzzing $f for ${FUZZ_SECONDS:-60} s" >&2
-    build-fuzz/bin/$f $dict -max_total_time="${FUZZ_SECONDS:-60}" -rss_limit_mb=4096 -print_final_stats=1 \
+    echo "fuzzing $f for ${FUZZ_SECONDS:-45} s" >&2
+    build-fuzz/bin/$f $dict -max_total_time="${FUZZ_SECONDS:-45}" -rss_limit_mb=4096 -timeout=30 -print_final_stats=1 \
         "$corpus" > "build-fuzz/$f.log" 2>&1 || { tail -n 40 "build-fuzz/$f.log"; exit 1; }
     grep -E "stat::number_of_executed_units" "build-fuzz/$f.log" >&2 || true
   done

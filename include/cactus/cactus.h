@@ -4,8 +4,19 @@
  * the number of bytes written (excluding the terminating NUL), or a negative code:
  *   CACTUS_ERROR (-1)            the call failed; cactus_get_last_error() says why
  *   CACTUS_BUFFER_TOO_SMALL (-2) the result did not fit; nothing was written past buffer_size
- * No C++ exception ever crosses this interface. Calls on one handle are serialized; different
- * handles run concurrently. See docs/API.md for the JSON formats and every option.
+ * No C++ exception ever crosses this interface. See docs/API.md for the JSON formats and every
+ * option, docs/RELIABILITY.md for every limit.
+ *
+ * Threads and handles:
+ * - Calls on one handle are serialized (a call waits at most 600 s, then fails "busy"); different
+ *   handles run concurrently.
+ * - cactus_stop applies to every call on the handle that entered (was called) before the stop and
+ *   has not returned, wherever it is: waiting for the handle, rendering, prefilling (checked between
+ *   prefill chunks) or decoding (checked before every token). Never to a call entered later.
+ * - A token callback must not call back into the same handle: such a call returns an error at once.
+ *   cactus_stop and cactus_destroy are allowed from a callback.
+ * - cactus_destroy stops the call in flight and waits for it (at most 600 s); queued and later
+ *   calls on the handle fail cleanly with an error (a handle is an id checked on every call).
  */
 #ifndef CACTUS_CACTUS_H
 #define CACTUS_CACTUS_H
@@ -40,13 +51,16 @@ typedef void (*cactus_log_callback)(int level, const char* message, void* user_d
  * corpus_dir may be NULL. Returns NULL on failure (reason in cactus_get_last_error()). */
 CACTUS_API cactus_model_t cactus_init(const char* model_path, const char* corpus_dir, bool cache_index);
 
-/* Frees everything the handle holds. NULL is ignored. */
+/* Frees everything the handle holds: stops the call in flight and waits for it (at most 600 s;
+ * from inside a callback, no wait: freed when that call returns); queued calls fail. NULL is
+ * ignored; a stale handle is an error (cactus_get_last_error), never a crash. */
 CACTUS_API void cactus_destroy(cactus_model_t model);
 
 /* Forgets the cached conversation (KV cache and processed token ids). */
 CACTUS_API void cactus_reset(cactus_model_t model);
 
-/* Asks a running completion on this handle to stop after the current step. Thread-safe. */
+/* Stops every call on this handle entered before this stop: a waiting call fails to start
+ * generating, prefill ends within one chunk, decode within one token. Any thread, callbacks too. */
 CACTUS_API void cactus_stop(cactus_model_t model);
 
 /* "cpu", "cuda" or "auto"; applies to handles created afterwards. 0 on success, -1 if unavailable. */

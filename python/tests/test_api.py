@@ -108,8 +108,7 @@ def test_long_conversation_with_tools_from_a_python_thread(gemma):
 
     thread = threading.Thread(target=worker)
     thread.start()
-    thread.join(timeout=1800)
-    assert not thread.is_alive(), "completion did not finish"
+    thread.join()
     assert not errors, errors
     assert len(results) == 2
     for target, r, pieces in results:

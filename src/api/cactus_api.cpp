@@ -4,14 +4,19 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <string>
+#include <thread>
+#include <unordered_map>
 
 #include "api/request.h"
 #include "api/response.h"
+#include "chat/json_parse.h"
 #include "chat/output_parser.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -24,12 +29,72 @@ namespace {
 using json = nlohmann::ordered_json;
 using namespace cactus;
 
-// How long a call waits for another call on the same handle to finish.
+// How long a call waits for another call on the same handle to finish, and how long
+// cactus_destroy waits for the call in flight.
 constexpr std::chrono::seconds kHandleWait{600};
 
+// One loaded model. cactus_model_t is not a pointer to it but an id looked up in a registry, so a
+// destroyed (or never valid) handle is an error, never a use after free. Calls hold the handle
+// through a Lease: `busy` (with the calling thread as owner) while the call runs, the mutex only
+// for a moment, so cactus_stop and cactus_destroy never wait behind a call.
 struct Handle {
-    std::unique_ptr<Engine> engine;
-    std::timed_mutex mutex;
+    std::unique_ptr<Engine> engine;   // freed by destroy, or by the last call once destroyed
+    std::mutex mutex;                 // guards everything below and the engine pointer
+    std::condition_variable idle;     // signalled when busy clears or the handle closes
+    bool busy = false;
+    std::thread::id owner;            // the thread of the call in flight
+    bool closed = false;              // cactus_destroy was called
+    bool destroy_waiting = false;     // cactus_destroy waits to free the engine itself
+};
+
+std::mutex g_registry_mutex;
+std::unordered_map<uintptr_t, std::shared_ptr<Handle>> g_registry;
+uintptr_t g_next_id = 0x1000;  // ids step by 16: never NULL, never a small integer
+
+std::shared_ptr<Handle> find_handle(cactus_model_t model) {
+    if (model == nullptr) fail("the model handle is NULL");
+    std::lock_guard<std::mutex> lock(g_registry_mutex);
+    auto it = g_registry.find(reinterpret_cast<uintptr_t>(model));
+    if (it == g_registry.end()) fail("the model handle is not valid (destroyed, or never returned by cactus_init)");
+    return it->second;
+}
+
+// Exclusive use of a handle's engine for one call. The stop counter is read at entry, before
+// waiting, so a stop sent while this call waits (or renders, or prefills) ends it.
+class Lease {
+public:
+    explicit Lease(cactus_model_t model) : h_(find_handle(model)) {
+        std::unique_lock<std::mutex> lock(h_->mutex);
+        if (h_->closed || !h_->engine) fail("the model handle was destroyed");
+        const uint64_t entry_epoch = h_->engine->stop_epoch();
+        if (h_->busy && h_->owner == std::this_thread::get_id()) {
+            fail("called from inside a callback of a call on the same handle; calls on a handle do not "
+                 "nest (return from the callback first; cactus_stop is allowed)");
+        }
+        if (!h_->idle.wait_for(lock, kHandleWait, [&] { return !h_->busy || h_->closed; })) {
+            fail("the handle is busy with another call (waited %lld s)", static_cast<long long>(kHandleWait.count()));
+        }
+        if (h_->closed) fail("the model handle was destroyed while this call waited for it");
+        h_->busy = true;
+        h_->owner = std::this_thread::get_id();
+        h_->engine->begin_call(entry_epoch);
+    }
+    ~Lease() {
+        std::unique_ptr<Engine> freed;
+        {
+            std::lock_guard<std::mutex> lock(h_->mutex);
+            h_->busy = false;
+            h_->owner = std::thread::id();
+            if (h_->closed && !h_->destroy_waiting) freed = std::move(h_->engine);  // destroy did not wait
+        }
+        h_->idle.notify_all();
+    }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    Engine& engine() const { return *h_->engine; }
+
+private:
+    std::shared_ptr<Handle> h_;
 };
 
 thread_local std::string t_last_error;
@@ -38,7 +103,7 @@ std::atomic<int> g_backend{0};  // 0 cpu/auto
 // Error messages may quote hostile input; keep them valid UTF-8 (invalid bytes become U+FFFD).
 std::string valid_utf8(const std::string& text) {
     std::string quoted = json(text).dump(-1, ' ', false, json::error_handler_t::replace);
-    return json::parse(quoted).get<std::string>();
+    return parse_json(quoted, "error message").get<std::string>();
 }
 
 void set_error(const std::string& message) {
@@ -62,17 +127,6 @@ int guarded(const char* function, Body&& body) {
         set_error(std::string(function) + ": unknown error");
     }
     return CACTUS_ERROR;
-}
-
-Handle* checked_handle(cactus_model_t model) {
-    if (model == nullptr) fail("the model handle is NULL");
-    return static_cast<Handle*>(model);
-}
-
-std::unique_lock<std::timed_mutex> lock_handle(Handle* h) {
-    std::unique_lock<std::timed_mutex> lock(h->mutex, std::defer_lock);
-    if (!lock.try_lock_for(kHandleWait)) fail("the handle is busy with another call (waited 600 s)");
-    return lock;
 }
 
 void check_buffer(const char* buffer, size_t size) {
@@ -105,24 +159,22 @@ void check_no_audio(const uint8_t* pcm, size_t pcm_size) {
         fail("pcm_buffer: this model has no audio encoder; pass NULL and 0");
 }
 
-// A validated chat request: parsed inputs, the handle locked, the context configured and the
-// prompt rendered. Shared by cactus_complete and cactus_prefill.
+// A validated chat request: parsed inputs, the context configured and the prompt rendered, under
+// the caller's lease. Shared by cactus_complete and cactus_prefill.
 struct ChatRequest {
     json tools;
     api::ApiOptions options;
-    std::unique_lock<std::timed_mutex> lock;
     std::string prompt;
 };
 
-ChatRequest prepare_chat(Handle* h, const char* messages_json, const char* options_json,
+ChatRequest prepare_chat(Engine& engine, const char* messages_json, const char* options_json,
                          const char* tools_json) {
     ChatRequest r;
     json messages = api::parse_messages(messages_json);
     r.tools = api::parse_tools(tools_json);
     r.options = api::parse_options(options_json);
-    r.lock = lock_handle(h);
-    h->engine->configure_context(r.options.context);
-    r.prompt = render(*h->engine, messages, r.tools, r.options);
+    engine.configure_context(r.options.context);
+    r.prompt = render(engine, messages, r.tools, r.options);
     return r;
 }
 
@@ -131,45 +183,70 @@ ChatRequest prepare_chat(Handle* h, const char* messages_json, const char* optio
 extern "C" {
 
 cactus_model_t cactus_init(const char* model_path, const char* corpus_dir, bool cache_index) {
-    Handle* result = nullptr;
+    cactus_model_t result = nullptr;
     guarded("cactus_init", [&]() -> int {
         if (model_path == nullptr) fail("model_path is NULL");
         if (corpus_dir != nullptr && corpus_dir[0] != '\0')
             fail("corpus_dir: retrieval over a corpus is not supported by this build; pass NULL");
         if (g_backend.load() != 0) fail("the selected backend is not available");
-        auto handle = std::make_unique<Handle>();
+        auto handle = std::make_shared<Handle>();
         handle->engine = Engine::load(resolve_model_path(model_path), EngineOptions{});
-        result = handle.release();
+        std::lock_guard<std::mutex> lock(g_registry_mutex);
+        const uintptr_t id = g_next_id;
+        g_next_id += 16;
+        g_registry.emplace(id, std::move(handle));
+        result = reinterpret_cast<cactus_model_t>(id);
         return 0;
     });
+    (void)cache_index;
     return result;
 }
 
 void cactus_destroy(cactus_model_t model) {
     if (model == nullptr) return;
-    Handle* h = static_cast<Handle*>(model);
-    {
-        h->engine->request_stop();
-        std::unique_lock<std::timed_mutex> lock(h->mutex, std::defer_lock);
-        if (!lock.try_lock_for(kHandleWait)) {
-            set_error("cactus_destroy: the handle is still busy; not freed");
-            return;
+    guarded("cactus_destroy", [&]() -> int {
+        std::shared_ptr<Handle> h;
+        {
+            std::lock_guard<std::mutex> lock(g_registry_mutex);
+            auto it = g_registry.find(reinterpret_cast<uintptr_t>(model));
+            if (it == g_registry.end()) fail("the model handle is not valid (already destroyed?)");
+            h = std::move(it->second);
+            g_registry.erase(it);  // later calls fail at once
         }
-    }
-    delete h;
+        std::unique_ptr<Engine> freed;
+        std::unique_lock<std::mutex> lock(h->mutex);
+        h->closed = true;
+        if (h->engine) h->engine->request_stop();  // the call in flight ends within a step
+        h->idle.notify_all();                      // queued calls wake up and fail
+        if (h->busy && h->owner == std::this_thread::get_id()) return 0;  // from a callback: freed by that call
+        h->destroy_waiting = true;
+        const bool idle = h->idle.wait_for(lock, kHandleWait, [&] { return !h->busy; });
+        h->destroy_waiting = false;
+        if (!idle) {
+            fail("the call in flight did not end within %lld s; the model is freed when it does",
+                 static_cast<long long>(kHandleWait.count()));
+        }
+        freed = std::move(h->engine);
+        lock.unlock();
+        return 0;  // `freed` goes here, outside the lock
+    });
 }
 
 void cactus_reset(cactus_model_t model) {
     guarded("cactus_reset", [&]() -> int {
-        Handle* h = checked_handle(model);
-        auto lock = lock_handle(h);
-        h->engine->reset();
+        Lease lease(model);
+        lease.engine().reset();
         return 0;
     });
 }
 
 void cactus_stop(cactus_model_t model) {
-    if (model != nullptr) static_cast<Handle*>(model)->engine->request_stop();
+    guarded("cactus_stop", [&]() -> int {
+        std::shared_ptr<Handle> h = find_handle(model);
+        std::lock_guard<std::mutex> lock(h->mutex);
+        if (h->engine) h->engine->request_stop();
+        return 0;
+    });
 }
 
 int cactus_set_backend(const char* name) {
@@ -191,10 +268,10 @@ int cactus_complete(cactus_model_t model, const char* messages_json, char* respo
                     size_t pcm_buffer_size) {
     int rc = guarded("cactus_complete", [&]() -> int {
         check_buffer(response_buffer, buffer_size);
-        Handle* h = checked_handle(model);
         check_no_audio(pcm_buffer, pcm_buffer_size);
-        ChatRequest request = prepare_chat(h, messages_json, options_json, tools_json);
-        Engine& engine = *h->engine;
+        Lease lease(model);
+        Engine& engine = lease.engine();
+        ChatRequest request = prepare_chat(engine, messages_json, options_json, tools_json);
         TokenCallback on_token;
         if (callback != nullptr) {
             on_token = [&](const std::string& piece, int32_t id) {
@@ -214,10 +291,15 @@ int cactus_prefill(cactus_model_t model, const char* messages_json, char* respon
                    const uint8_t* pcm_buffer, size_t pcm_buffer_size) {
     int rc = guarded("cactus_prefill", [&]() -> int {
         check_buffer(response_buffer, buffer_size);
-        Handle* h = checked_handle(model);
         check_no_audio(pcm_buffer, pcm_buffer_size);
-        ChatRequest request = prepare_chat(h, messages_json, options_json, tools_json);
-        CompletionMetrics m = h->engine->prefill(h->engine->tokenize_prompt(request.prompt));
+        Lease lease(model);
+        Engine& engine = lease.engine();
+        ChatRequest request = prepare_chat(engine, messages_json, options_json, tools_json);
+        CompletionMetrics m = engine.prefill(engine.tokenize_prompt(request.prompt));
+        if (m.cancelled) {
+            fail("stopped by cactus_stop after %zu of %zu prompt tokens", m.prefill_tokens,
+                 m.prompt_tokens);
+        }
         return finish_write(api::prefill_response(m), response_buffer, buffer_size);
     });
     return rc == CACTUS_ERROR ? fail_into(response_buffer, buffer_size) : rc;
@@ -226,11 +308,10 @@ int cactus_prefill(cactus_model_t model, const char* messages_json, char* respon
 int cactus_tokenize(cactus_model_t model, const char* text, uint32_t* token_buffer,
                     size_t token_buffer_len, size_t* out_token_len) {
     return guarded("cactus_tokenize", [&]() -> int {
-        Handle* h = checked_handle(model);
         if (text == nullptr) fail("text is NULL");
         if (out_token_len == nullptr) fail("out_token_len is NULL");
-        auto lock = lock_handle(h);
-        std::vector<int32_t> ids = h->engine->tokenizer().encode(text, /*add_special=*/false,
+        Lease lease(model);
+        std::vector<int32_t> ids = lease.engine().tokenizer().encode(text, /*add_special=*/false,
                                                                 /*parse_special=*/true);
         *out_token_len = ids.size();
         if (token_buffer == nullptr) return 0;
@@ -248,12 +329,11 @@ int cactus_render_prompt(cactus_model_t model, const char* messages_json, const 
                          const char* tools_json, char* buffer, size_t buffer_size) {
     return guarded("cactus_render_prompt", [&]() -> int {
         check_buffer(buffer, buffer_size);
-        Handle* h = checked_handle(model);
         json messages = api::parse_messages(messages_json);
         json tools = api::parse_tools(tools_json);
         api::ApiOptions options = api::parse_options(options_json);
-        auto lock = lock_handle(h);
-        std::string prompt = render(*h->engine, messages, tools, options);
+        Lease lease(model);
+        std::string prompt = render(lease.engine(), messages, tools, options);
         int written = api::write_text(prompt, buffer, buffer_size);
         if (written == CACTUS_BUFFER_TOO_SMALL)
             set_error("cactus_render_prompt: the prompt needs " + std::to_string(prompt.size() + 1) +

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "chat/json_parse.h"
 #include "core/error.h"
 
 namespace cactus::api {
@@ -17,8 +18,6 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-constexpr int kMaxJsonDepth = 64;
-constexpr size_t kMaxJsonBytes = 64u << 20;
 
 // --- typed option readers -----------------------------------------------------------------------
 
@@ -154,8 +153,9 @@ void normalize_tool_calls(json& message, size_t index) {
         if (!fn->contains("arguments")) (*fn)["arguments"] = json::object();
         json& args = (*fn)["arguments"];
         if (args.is_string()) {
-            json parsed = json::parse(args.get<std::string>(), nullptr, false);
-            if (!parsed.is_discarded() && parsed.is_object()) args = parsed;
+            // Same limits as the request itself; text that breaks them stays a string.
+            json parsed;
+            if (try_parse_json(args.get_ref<const std::string&>(), parsed) && parsed.is_object()) args = parsed;
         }
         if (!call.contains("function")) call = json{{"type", "function"}, {"function", *fn}};
         if (!call.contains("type")) call["type"] = "function";
@@ -221,28 +221,7 @@ std::string last_user_text(const json& messages) {
 
 json parse_json_text(const char* text, const char* what) {
     if (text == nullptr) fail("%s is NULL", what);
-    size_t length = std::strlen(text);
-    if (length > kMaxJsonBytes) fail("%s is larger than %zu bytes", what, kMaxJsonBytes);
-    int depth = 0;
-    bool in_string = false;
-    for (size_t i = 0; i < length; ++i) {
-        char c = text[i];
-        if (in_string) {
-            if (c == '\\') ++i;
-            else if (c == '"') in_string = false;
-        } else if (c == '"') {
-            in_string = true;
-        } else if (c == '[' || c == '{') {
-            if (++depth > kMaxJsonDepth) fail("%s is nested deeper than %d levels", what, kMaxJsonDepth);
-        } else if (c == ']' || c == '}') {
-            --depth;
-        }
-    }
-    try {
-        return json::parse(text, text + length);
-    } catch (const json::exception& e) {
-        fail("%s is not valid JSON: %s", what, e.what());
-    }
+    return parse_json(text, text + std::strlen(text), what);
 }
 
 ApiOptions parse_options(const char* options_json) {

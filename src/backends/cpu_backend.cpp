@@ -39,12 +39,7 @@ void dequantize_row_any(DType type, float* dst, const void* src, size_t n) {
         std::memcpy(dst, src, n * sizeof(float));
         return;
     }
-    const DequantizeRowFn fn = cpu_kernels().dequantize_row[static_cast<uint32_t>(type) & 31u];
-    if (fn) {
-        fn(dst, src, n);
-    } else {
-        dequantize_row_ref(type, dst, src, n);
-    }
+    dequantize_row_cpu(type, dst, src, n);  // unknown type ids are errors (cpu_kernels.h)
 }
 
 float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
@@ -94,7 +89,8 @@ Tensor CpuBackend::place_weight(const void* host, DType type, size_t width, size
 
 bool CpuBackend::supports_weight(DType type) const {
     const DTypeTraits* traits = dtype_traits(static_cast<uint32_t>(type));
-    return traits != nullptr && (type == DType::F32 || cpu_kernels().vec_dot[static_cast<uint32_t>(type)] != nullptr);
+    if (traits == nullptr || static_cast<uint32_t>(type) >= 32) return false;
+    return type == DType::F32 || cpu_kernels().vec_dot[static_cast<uint32_t>(type)] != nullptr;
 }
 
 std::unique_ptr<KvStorage> CpuBackend::make_kv_storage(const std::vector<KvLayerLayout>& layers, KvType type) {

@@ -1,6 +1,9 @@
 #include "chat/output_parser.h"
 
 #include <cctype>
+#include <utility>
+
+#include "chat/json_parse.h"
 
 namespace cactus {
 
@@ -59,8 +62,8 @@ bool as_call(const json& j, json& call) {
     if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
     json args = j.contains("arguments") ? j["arguments"] : j.value("parameters", json::object());
     if (args.is_string()) {
-        json parsed = json::parse(args.get<std::string>(), nullptr, false);
-        if (!parsed.is_discarded()) args = parsed;
+        json parsed;
+        if (try_parse_json(args.get_ref<const std::string&>(), parsed)) args = std::move(parsed);
     }
     call = json{{"name", j["name"]}, {"arguments", args}};
     return true;
@@ -75,10 +78,9 @@ void extract_calls(std::string& text, json& calls) {
         if (brace == std::string::npos) break;
         size_t end = object_end(text, brace);
         if (end == std::string::npos) break;
-        json parsed = json::parse(text.begin() + static_cast<long>(brace),
-                                  text.begin() + static_cast<long>(end), nullptr, false);
+        json parsed;
         json call;
-        if (!parsed.is_discarded() && as_call(parsed, call)) {
+        if (try_parse_json(text.data() + brace, text.data() + end, parsed) && as_call(parsed, call)) {
             calls.push_back(call);
             kept += text.substr(pos, brace - pos);
         } else {

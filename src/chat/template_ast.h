@@ -1,7 +1,11 @@
 #pragma once
 // Syntax tree of a chat template, produced by parse_template() (template_parser.cpp) and walked by
-// the evaluator (template_eval.cpp). Nesting depth is bounded at parse time (kMaxNesting), so the
-// recursive walks stay within a 256 KiB stack.
+// the evaluator (template_eval.cpp). Nesting is bounded at parse time, so the recursive walks
+// (parsing, evaluation and destruction of the tree) stay within a 256 KiB stack:
+// - kMaxNesting: blocks inside blocks, parentheses, literals inside literals, unary operators
+//   (the parser's own recursion);
+// - kMaxExprHeight: the height of any expression tree, which also counts the chains the parser
+//   builds in loops (a + b + c ..., x|f|g ..., a.b[c](d) ..., v if c if d ...).
 #include <memory>
 #include <string>
 #include <utility>
@@ -13,6 +17,7 @@ namespace cactus {
 namespace tmpl {
 
 constexpr int kMaxNesting = 128;
+constexpr int kMaxExprHeight = 128;
 
 struct Expr;
 using ExprPtr = std::unique_ptr<Expr>;
@@ -36,6 +41,7 @@ enum class ExprKind {
 struct Expr {
     ExprKind kind;
     int line = 0;
+    int height = 1;              // 1 + the largest height of args and kwargs (<= kMaxExprHeight)
     Value value;                 // Literal
     std::string name;            // Name, Attr, Filter, Test; operator for Unary/Binary
     bool negated = false;        // Test

@@ -106,6 +106,7 @@ std::string replace_all(const std::string& s, const std::string& from, const std
         for (const std::string& c : chars) {
             if (count < 0 || done < count) { out += to; ++done; }
             out += c;
+            check_string_size(out.size(), "replace", 0);
         }
         if (count < 0 || done < count) out += to;
         return out;
@@ -116,6 +117,7 @@ std::string replace_all(const std::string& s, const std::string& from, const std
         size_t hit = s.find(from, pos);
         if (hit == std::string::npos) break;
         out += s.substr(pos, hit - pos) + to;
+        check_string_size(out.size(), "replace", 0);
         pos = hit + from.size();
         ++done;
     }
@@ -208,6 +210,7 @@ Value string_method(const Value& self, const std::string& name) {
              for (size_t k = 0; k < list.size(); ++k) {
                  if (k) out += s.s;
                  out += expect_string(&list[k], "str.join", 0);
+                 check_string_size(out.size(), "str.join", 0);
              }
              return Value::string(out);
          }},
@@ -389,7 +392,9 @@ Value indent_text(const Value& input, const CallArgs& args, int line) {
     const Value* width = args.arg(0, "width");
     bool first = args.arg(1, "first") && args.arg(1, "first")->truthy();
     bool blank = args.arg(2, "blank") && args.arg(2, "blank")->truthy();
-    std::string pad = !width ? "    " : width->is_string() ? width->s : std::string(static_cast<size_t>(std::max<int64_t>(0, expect_int(width, "indent", line))), ' ');
+    const int64_t pad_width = width && !width->is_string() ? std::max<int64_t>(0, expect_int(width, "indent", line)) : 4;
+    check_string_size(static_cast<size_t>(std::min<int64_t>(pad_width, INT64_MAX / 2)), "indent", line);
+    std::string pad = width && width->is_string() ? width->s : std::string(static_cast<size_t>(pad_width), ' ');
     std::string s = to_str(input) + "\n";
     std::vector<std::string> lines;
     size_t start = 0;
@@ -398,7 +403,10 @@ Value indent_text(const Value& input, const CallArgs& args, int line) {
         start = nl + 1;
     }
     std::string out = lines.empty() ? "" : lines[0];
-    for (size_t k = 1; k < lines.size(); ++k) out += "\n" + ((blank || !lines[k].empty()) ? pad + lines[k] : lines[k]);
+    for (size_t k = 1; k < lines.size(); ++k) {
+        out += "\n" + ((blank || !lines[k].empty()) ? pad + lines[k] : lines[k]);
+        check_string_size(out.size(), "indent", line);
+    }
     return Value::string(first ? pad + out : out);
 }
 
@@ -505,6 +513,7 @@ const std::unordered_map<std::string, FilterFn>& filter_table() {
              for (size_t k = 0; k < items.size(); ++k) {
                  if (k) out += sep ? to_str(*sep) : "";
                  out += to_str(attribute ? attribute_path(items[k], to_str(*attribute)) : items[k]);
+                 check_string_size(out.size(), "join", l);
              }
              return Value::string(out);
          }},

@@ -37,7 +37,10 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b, int line
     if (a.is_undefined()) undefined_error(a, line);
     if (b.is_undefined()) undefined_error(b, line);
     if (op == "+") {
-        if (a.is_string() && b.is_string()) return Value::string(a.s + b.s);
+        if (a.is_string() && b.is_string()) {
+            check_string_size(a.s.size() + b.s.size(), "'+'", line);
+            return Value::string(a.s + b.s);
+        }
         if (a.kind == Kind::List && b.kind == Kind::List) {
             ValueList items = *a.list;
             items.insert(items.end(), b.list->begin(), b.list->end());
@@ -49,7 +52,10 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b, int line
         const Value* count = seq == &a ? &b : &a;
         if (seq && is_integral(*count)) {
             int64_t n = std::max<int64_t>(0, as_int_operand(*count));
-            if (n > 0 && length_of(*seq, line) * n > (1 << 24)) fail("template: repetition too large at line %d", line);
+            const int64_t length = length_of(*seq, line);
+            if (n > 0 && length > 0 && n > (int64_t(1) << 24) / length) {
+                fail("template: repetition too large (more than %d items or characters) at line %d", 1 << 24, line);
+            }
             if (seq->is_string()) {
                 std::string out;
                 for (int64_t k = 0; k < n; ++k) out += seq->s;
@@ -70,20 +76,32 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b, int line
         return Value::number(a.as_double() / b.as_double());
     }
     if (ints) {
-        int64_t x = as_int_operand(a), y = as_int_operand(b);
-        if (op == "+") return Value::integer(x + y);
-        if (op == "-") return Value::integer(x - y);
-        if (op == "*") return Value::integer(x * y);
-        if (op == "//" || op == "%") {
+        // Python integers do not overflow; ours are 64-bit, and overflow is an error.
+        int64_t x = as_int_operand(a), y = as_int_operand(b), r = 0;
+        bool overflow = false, integer_op = true;
+        if (op == "+") {
+            overflow = __builtin_add_overflow(x, y, &r);
+        } else if (op == "-") {
+            overflow = __builtin_sub_overflow(x, y, &r);
+        } else if (op == "*") {
+            overflow = __builtin_mul_overflow(x, y, &r);
+        } else if (op == "//" || op == "%") {
             if (y == 0) fail("template: integer division or modulo by zero at line %d", line);
-            int64_t q = floor_div(x, y);
-            return Value::integer(op == "//" ? q : x - q * y);
+            overflow = x == INT64_MIN && y == -1;
+            if (!overflow) {
+                int64_t q = floor_div(x, y);
+                r = op == "//" ? q : x - q * y;
+            }
+        } else if (op == "**" && y >= 0) {
+            r = 1;
+            if (x == 0 || x == 1) r = (x == 0 && y > 0) ? 0 : 1;
+            else if (x == -1) r = y % 2 == 0 ? 1 : -1;
+            else for (int64_t k = 0; k < y && !overflow; ++k) overflow = __builtin_mul_overflow(r, x, &r);
+        } else {
+            integer_op = false;  // computed in floating point below
         }
-        if (op == "**" && y >= 0) {
-            int64_t r = 1;
-            for (int64_t k = 0; k < y && k < 64; ++k) r *= x;
-            return Value::integer(r);
-        }
+        if (overflow) fail("template: integer overflow in %s at line %d", op.c_str(), line);
+        if (integer_op) return Value::integer(r);
     }
     double x = a.as_double(), y = b.as_double();
     if (op == "+") return Value::number(x + y);
@@ -132,6 +150,7 @@ public:
 private:
     struct DepthGuard {
         DepthGuard(Evaluator& e, int line) : e_(e) {
+            e_.step(line);
             if (++e_.depth_ > kMaxRuntimeDepth) {
                 fail("template: evaluation nested deeper than %d levels (recursive macro?) at line %d",
                      kMaxRuntimeDepth, line);
@@ -140,6 +159,13 @@ private:
         ~DepthGuard() { --e_.depth_; }
         Evaluator& e_;
     };
+
+    // One unit of work: a statement, an expression or a loop iteration.
+    void step(int line) {
+        if (++steps_ > kMaxEvalSteps) {
+            fail("template: evaluation took more than %ld steps (kMaxEvalSteps) at line %d", kMaxEvalSteps, line);
+        }
+    }
 
     Value lookup(const std::string& name) const {
         for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
@@ -161,8 +187,16 @@ private:
     Flow exec(const Stmt& s, std::string& out) {
         DepthGuard guard(*this, s.line);
         switch (s.kind) {
-            case StmtKind::Text: out += s.text; return Flow::Normal;
-            case StmtKind::Output: out += to_str(eval(*s.expr)); return Flow::Normal;
+            case StmtKind::Text:
+                check_string_size(out.size() + s.text.size(), "the output", s.line);
+                out += s.text;
+                return Flow::Normal;
+            case StmtKind::Output: {
+                std::string piece = to_str(eval(*s.expr));
+                check_string_size(out.size() + piece.size(), "the output", s.line);
+                out += piece;
+                return Flow::Normal;
+            }
             case StmtKind::If: return exec_if(s, out);
             case StmtKind::For: return exec_for(s, out);
             case StmtKind::Set: exec_set(s); return Flow::Normal;
@@ -206,6 +240,7 @@ private:
         if (!s.filter) return items;
         ValueList kept;
         for (const Value& item : items) {
+            step(s.line);
             scopes_.emplace_back();
             bind_targets(scopes_.back(), s.targets, item, s.line);
             bool keep = eval(*s.filter).truthy();
@@ -247,6 +282,7 @@ private:
         ValueList items = loop_items(s);
         if (items.empty()) return exec_body(s.else_body, out);
         for (size_t k = 0; k < items.size(); ++k) {
+            step(s.line);
             scopes_.emplace_back();
             bind_targets(scopes_.back(), s.targets, items[k], s.line);
             scopes_.back()["loop"] = make_loop(items, k);
@@ -265,6 +301,12 @@ private:
                 fail("template: cannot assign attribute on non-namespace '%s' at line %d", s.text.c_str(), s.line);
             }
             target.dict->set(Value::string(s.attribute), value);
+            try {
+                check_value_nesting(target, s.line);
+            } catch (...) {
+                target.dict->set(Value::string(s.attribute), Value::none());  // never keep a cycle
+                throw;
+            }
             return;
         }
         bind_targets(scopes_.back(), s.targets, value, s.line);
@@ -450,7 +492,11 @@ private:
         if (op == "!=") return Value::boolean(!values_equal(a, b));
         if (op == "in") return Value::boolean(contains(b, a, e.line));
         if (op == "not in") return Value::boolean(!contains(b, a, e.line));
-        if (op == "~") return Value::string(to_str(a) + to_str(b));
+        if (op == "~") {
+            std::string left = to_str(a), right = to_str(b);
+            check_string_size(left.size() + right.size(), "'~'", e.line);
+            return Value::string(left + right);
+        }
         if (op == "<" || op == ">" || op == "<=" || op == ">=") {
             if (a.is_undefined()) undefined_error(a, e.line);
             if (b.is_undefined()) undefined_error(b, e.line);
@@ -463,6 +509,7 @@ private:
 
     std::vector<Scope> scopes_;
     int depth_ = 0;
+    long steps_ = 0;
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Lexer and parser of the chat-template Jinja2 subset. Lexing follows jinja2's rules as
 // transformers configures them: trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False,
 // `-`/`+` whitespace control on tags.
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -343,6 +344,24 @@ private:
         next();
     }
 
+    // Records e's height once its children are attached; fails past kMaxExprHeight, so no tree
+    // deeper than the limit ever exists (its destruction recurses too).
+    static ExprPtr seal(ExprPtr e) {
+        int h = 0;
+        for (const ExprPtr& a : e->args) {
+            if (a) h = std::max(h, a->height);
+        }
+        for (const auto& kw : e->kwargs) {
+            if (kw.second) h = std::max(h, kw.second->height);
+        }
+        e->height = h + 1;
+        if (e->height > kMaxExprHeight) {
+            fail("template: expression nested deeper than %d levels (kMaxExprHeight; chains of operators, "
+                 "filters, attributes, subscripts and calls count) at line %d", kMaxExprHeight, e->line);
+        }
+        return e;
+    }
+
     ExprPtr make(ExprKind kind, int line) {
         auto e = std::make_unique<Expr>();
         e->kind = kind;
@@ -548,7 +567,7 @@ public:
             t->args.push_back(parse_or());     // condition
             t->args.push_back(std::move(expr));  // value when true
             t->args.push_back(accept_name("else") ? parse_expression() : nullptr);
-            expr = std::move(t);
+            expr = seal(std::move(t));
         }
         return expr;
     }
@@ -559,7 +578,7 @@ private:
         e->name = op;
         e->args.push_back(std::move(left));
         e->args.push_back(std::move(right));
-        return e;
+        return seal(std::move(e));
     }
 
     ExprPtr parse_or() {
@@ -587,7 +606,7 @@ private:
             auto e = make(ExprKind::Unary, line);
             e->name = "not";
             e->args.push_back(parse_not());
-            return e;
+            return seal(std::move(e));
         }
         return parse_compare();
     }
@@ -659,6 +678,7 @@ private:
             node = make(ExprKind::Unary, t.line);
             node->name = t.text;
             node->args.push_back(parse_unary(false));
+            node = seal(std::move(node));
         } else {
             node = parse_primary();
         }
@@ -706,7 +726,7 @@ private:
                 tuple->args.push_back(parse_expression());
             }
             expect_op(")");
-            return tuple;
+            return seal(std::move(tuple));
         }
         if (accept_op("[")) {
             auto list = make(ExprKind::List, line);
@@ -714,7 +734,7 @@ private:
                 list->args.push_back(parse_expression());
                 if (!at_op("]")) expect_op(",");
             }
-            return list;
+            return seal(std::move(list));
         }
         if (accept_op("{")) {
             auto dict = make(ExprKind::Dict, line);
@@ -724,7 +744,7 @@ private:
                 dict->args.push_back(parse_expression());
                 if (!at_op("}")) expect_op(",");
             }
-            return dict;
+            return seal(std::move(dict));
         }
         unexpected("an expression");
     }
@@ -765,7 +785,7 @@ private:
         e->args.push_back(std::move(target));
         if (!is_slice && !parts[0]) fail("template: empty subscript at line %d", line);
         for (int k = 0; k < (is_slice ? 3 : 1); ++k) e->args.push_back(std::move(parts[k]));
-        return e;
+        return seal(std::move(e));
     }
 
     ExprPtr parse_postfix(ExprPtr node) {
@@ -783,14 +803,14 @@ private:
                     e->name = expect_name();
                     e->args.push_back(std::move(node));
                 }
-                node = std::move(e);
+                node = seal(std::move(e));
             } else if (accept_op("[")) {
                 node = parse_subscript(std::move(node), line);
             } else if (accept_op("(")) {
                 auto e = make(ExprKind::Call, line);
                 e->args.push_back(std::move(node));
                 parse_call_args(*e);
-                node = std::move(e);
+                node = seal(std::move(e));
             } else {
                 return node;
             }
@@ -816,7 +836,7 @@ private:
                 e->name = expect_name();
                 e->args.push_back(std::move(node));
                 if (accept_op("(")) parse_call_args(*e);
-                node = std::move(e);
+                node = seal(std::move(e));
             } else if (accept_name("is")) {
                 auto e = make(ExprKind::Test, line);
                 e->negated = accept_name("not");
@@ -827,12 +847,12 @@ private:
                 } else if (starts_test_argument()) {
                     e->args.push_back(parse_postfix(parse_primary()));
                 }
-                node = std::move(e);
+                node = seal(std::move(e));
             } else if (accept_op("(")) {
                 auto e = make(ExprKind::Call, line);
                 e->args.push_back(std::move(node));
                 parse_call_args(*e);
-                node = std::move(e);
+                node = seal(std::move(e));
             } else {
                 return node;
             }

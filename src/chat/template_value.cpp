@@ -1,9 +1,12 @@
 #include "chat/template_value.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "core/error.h"
 
@@ -389,6 +392,52 @@ size_t utf8_length(const std::string& s) {
     size_t n = 0;
     for (unsigned char c : s) n += (c & 0xC0) != 0x80;
     return n;
+}
+
+namespace {
+
+// Nesting of v's containers (0 for a scalar). depth_of caches finished containers; on_path holds
+// the containers being walked, so reaching one again is a cycle.
+struct NestingWalk {
+    int line;
+    std::unordered_map<const void*, int> depth_of;
+    std::unordered_set<const void*> on_path;
+
+    int walk(const Value& v, int level) {
+        const void* id = v.list ? static_cast<const void*>(v.list.get())
+                         : v.dict ? static_cast<const void*>(v.dict.get()) : nullptr;
+        if (id == nullptr) return 0;
+        auto known = depth_of.find(id);
+        if (known != depth_of.end()) return known->second;
+        if (level >= kMaxValueNesting || on_path.count(id)) {
+            fail("template: value nested deeper than %d levels or containing itself (kMaxValueNesting) "
+                 "at line %d", kMaxValueNesting, line);
+        }
+        on_path.insert(id);
+        int deepest = 0;
+        if (v.list) {
+            for (const Value& item : *v.list) deepest = std::max(deepest, walk(item, level + 1));
+        } else {
+            for (const auto& kv : v.dict->items) deepest = std::max(deepest, walk(kv.second, level + 1));
+        }
+        on_path.erase(id);
+        depth_of[id] = deepest + 1;
+        return deepest + 1;
+    }
+};
+
+}  // namespace
+
+void check_string_size(size_t bytes, const char* what, int line) {
+    if (bytes > kMaxStringBytes) {
+        fail("template: %s would make a string of %zu bytes, more than %zu (kMaxStringBytes) at line %d", what,
+             bytes, kMaxStringBytes, line);
+    }
+}
+
+void check_value_nesting(const Value& v, int line) {
+    NestingWalk walk{line, {}, {}};
+    walk.walk(v, 0);
 }
 
 }  // namespace tmpl

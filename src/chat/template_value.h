@@ -83,6 +83,21 @@ std::string to_json(const Value& v, int indent);
 
 Value from_json(const nlohmann::ordered_json& j);
 
+// Containers inside containers, at most: namespaces are the one way a template can feed a value
+// back into itself (a loop doing `set ns.x = [ns.x]`, or `set ns.me = ns`), so every namespace
+// assignment checks the value it stores; the recursive walks over values (str, repr, tojson, the
+// destructor) then stay within a 256 KiB stack.
+constexpr int kMaxValueNesting = 128;
+// Bytes of any string a template builds (the rendered prompt included), and evaluation steps
+// (statements and expressions evaluated) of one render: a template cannot exhaust memory or hang.
+constexpr size_t kMaxStringBytes = size_t(64) << 20;
+constexpr long kMaxEvalSteps = 1000000;
+// Fails naming kMaxStringBytes when a string of `bytes` would exceed it.
+void check_string_size(size_t bytes, const char* what, int line);
+// Fails naming kMaxValueNesting and `line` when v nests deeper or contains a cycle. Visits each
+// container once (shared ones included), recursing at most kMaxValueNesting levels.
+void check_value_nesting(const Value& v, int line);
+
 // UTF-8 helpers: strings index by code point, as Python does.
 std::vector<std::string> utf8_chars(const std::string& s);
 size_t utf8_length(const std::string& s);

@@ -72,7 +72,10 @@ void ThreadPool::run_chunks(size_t n_chunks, const std::function<void(size_t)>& 
         for (size_t c = 0; c < n_chunks; ++c) fn(c);
         return;
     }
-    // The previous job is complete (done_ reached its count), so no thread touches job_ or done_.
+    // The previous job is complete (done_ reached its count), so no thread touches job_, done_
+    // or the error slot.
+    error_ = nullptr;
+    failed_.store(false);
     const uint64_t generation = (state_generation(state_.load()) + 1) & ((uint64_t(1) << 24) - 1);
     done_.store(0);
     job_.store(&fn);
@@ -82,8 +85,24 @@ void ThreadPool::run_chunks(size_t n_chunks, const std::function<void(size_t)>& 
         wake_.notify_all();
     }
     work_on(generation);
-    // Workers always finish a chunk they claimed.
+    // Workers always finish (or skip, after an error) a chunk they claimed, so once done_ reaches
+    // the count no thread is inside fn and the caller's frame may go.
     while (done_.load(std::memory_order_acquire) != n_chunks) cpu_relax();
+    if (failed_.load(std::memory_order_acquire)) {
+        std::exception_ptr error;
+        {
+            std::lock_guard<std::mutex> lock(error_mutex_);
+            error.swap(error_);
+        }
+        failed_.store(false);
+        std::rethrow_exception(error);
+    }
+}
+
+void ThreadPool::record_error(std::exception_ptr error) {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    if (!error_) error_ = std::move(error);
+    failed_.store(true, std::memory_order_release);
 }
 
 void ThreadPool::work_on(uint64_t generation) {
@@ -94,7 +113,13 @@ void ThreadPool::work_on(uint64_t generation) {
         // successful claim of exactly s proves this is the job's function.
         const std::function<void(size_t)>* fn = job_.load(std::memory_order_acquire);
         if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) continue;
-        (*fn)(state_next(s));
+        if (!failed_.load(std::memory_order_acquire)) {
+            try {
+                (*fn)(state_next(s));
+            } catch (...) {
+                record_error(std::current_exception());
+            }
+        }
         done_.fetch_add(1, std::memory_order_acq_rel);
     }
 }

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -28,6 +29,10 @@ public:
     // Runs fn(index, n_threads) once for every index < n_threads and returns when all are done.
     // Each index runs on one thread (which thread is not fixed: the caller may run several in
     // turn), so per-index scratch is safe. Not re-entrant: fn must not call the same pool.
+    //
+    // Errors: an exception thrown by fn on any thread (caller or worker) is captured; chunks not
+    // yet started are skipped, every thread leaves the job, then the first exception is rethrown
+    // on the caller. The pool stays usable. The same holds for parallel_for and run_chunks.
     void run(const std::function<void(int, int)>& fn);
 
     // Splits [0, n) into contiguous ranges, one per thread: fn(begin, end).
@@ -43,6 +48,8 @@ private:
     void worker_loop();
     // Claims and runs chunks of the job published as `generation` until none is left.
     void work_on(uint64_t generation);
+    // Keeps the first exception of the current job; later chunks of the job are skipped.
+    void record_error(std::exception_ptr error);
 
     int n_threads_;
     std::vector<std::thread> workers_;
@@ -56,6 +63,10 @@ private:
     alignas(64) std::atomic<size_t> done_{0};  // chunks of the current job finished
     alignas(64) std::atomic<int> sleepers_{0};  // workers blocked on wake_
     std::atomic<bool> stopping_{false};
+    // The current job's first error (guarded by error_mutex_); failed_ says one was recorded.
+    std::mutex error_mutex_;
+    std::exception_ptr error_;
+    std::atomic<bool> failed_{false};
 };
 
 }  // namespace cactus

@@ -103,15 +103,32 @@ void Engine::check_prompt(const std::vector<int32_t>& prompt) const {
     }
 }
 
+void Engine::take_call_epoch() {
+    call_epoch_ = have_pending_epoch_ ? pending_epoch_ : stop_epoch_.load();
+    have_pending_epoch_ = false;
+}
+
+size_t Engine::prefill_chunks(const int32_t* ids, size_t n, std::vector<float>* logits) {
+    const size_t chunk = std::max<size_t>(1, model_options_.n_batch);
+    size_t done = 0;
+    while (done < n && !stopped()) {
+        const size_t take = std::min(chunk, n - done);
+        forward_cached(ids + done, take, logits);
+        done += take;
+    }
+    return done;
+}
+
 CompletionMetrics Engine::prefill(const std::vector<int32_t>& prompt) {
     Clock::time_point start = Clock::now();
+    take_call_epoch();
     check_prompt(prompt);
     CompletionMetrics m;
     m.prompt_tokens = prompt.size();
     size_t reused = reuse_prefix(prompt);
-    m.prefill_tokens = prompt.size() - reused;
     std::vector<float> logits;
-    forward_cached(prompt.data() + reused, prompt.size() - reused, &logits);
+    m.prefill_tokens = prefill_chunks(prompt.data() + reused, prompt.size() - reused, &logits);
+    m.cancelled = m.prefill_tokens < prompt.size() - reused;
     Clock::time_point end = Clock::now();
     finish_metrics(m, start, end, true, end);
     return m;
@@ -151,17 +168,23 @@ CompletionResult Engine::complete_tokens(const std::vector<int32_t>& prompt,
                                          const GenerationOptions& options,
                                          const TokenCallback& on_token) {
     Clock::time_point start = Clock::now();
-    stop_requested_.store(false);
+    take_call_epoch();
     check_prompt(prompt);
     CompletionResult result;
     result.metrics.prompt_tokens = prompt.size();
     size_t reused = reuse_prefix(prompt);
-    result.metrics.prefill_tokens = prompt.size() - reused;
 
     Sampler sampler(options.sampling);
     for (int32_t id : prompt) sampler.accept(id);
     std::vector<float> logits;
-    forward_cached(prompt.data() + reused, prompt.size() - reused, &logits);
+    const size_t suffix = prompt.size() - reused;
+    result.metrics.prefill_tokens = prefill_chunks(prompt.data() + reused, suffix, &logits);
+    if (result.metrics.prefill_tokens < suffix) {  // stopped during prefill: no token to sample
+        result.metrics.cancelled = true;
+        result.finish_reason = "cancelled";
+        finish_metrics(result.metrics, start, start, false, Clock::now());
+        return result;
+    }
 
     StreamingDetokenizer detok(*tokenizer_);
     TextStream stream(options.stop_sequences, options.include_stop_sequences);
@@ -171,7 +194,7 @@ CompletionResult Engine::complete_tokens(const std::vector<int32_t>& prompt,
     result.finish_reason = "length";
 
     for (size_t step = 0; step < options.max_tokens; ++step) {
-        if (stop_requested_.load()) {
+        if (stopped()) {
             result.finish_reason = "cancelled";
             break;
         }

@@ -51,6 +51,7 @@ struct CompletionMetrics {
     double total_time_ms = 0.0;
     double prefill_tps = 0.0;   // prefill_tokens / prefill time; 0 when undefined
     double decode_tps = 0.0;    // (decode_tokens - 1) / (total - TTFT); 0 when undefined
+    bool cancelled = false;     // a stop ended prefill early; prefill_tokens counts those computed
 };
 
 struct CompletionResult {
@@ -91,7 +92,16 @@ public:
     CompletionMetrics prefill(const std::vector<int32_t>& prompt);
 
     void reset();                 // forget the cached conversation
-    void request_stop() { stop_requested_.store(true); }  // thread-safe; ends the current completion
+
+    // Cancellation. request_stop() (any thread) bumps a counter; a call is cancelled once the
+    // counter differs from the value it started with: the value given to begin_call() (the C API
+    // reads it when a call enters, before it waits for the handle), else the value at the start
+    // of complete()/prefill(). So a stop applies to every call entered before it and still
+    // running or waiting, wherever it is (waiting, rendering, prefilling, decoding), and never to
+    // a later call. Prefill checks between chunks of the prefill chunk size, decode every token.
+    void request_stop() { stop_epoch_.fetch_add(1); }
+    uint64_t stop_epoch() const { return stop_epoch_.load(); }
+    void begin_call(uint64_t entry_epoch) { pending_epoch_ = entry_epoch; have_pending_epoch_ = true; }
     const std::vector<int32_t>& cached_tokens() const { return cached_ids_; }
 
 private:
@@ -107,7 +117,16 @@ private:
     std::unique_ptr<Tokenizer> tokenizer_;
     std::unique_ptr<ChatTemplate> template_;
     std::vector<int32_t> cached_ids_;  // ids whose keys/values are in the cache, in order
-    std::atomic<bool> stop_requested_{false};
+    bool stopped() const { return stop_epoch_.load(std::memory_order_relaxed) != call_epoch_; }
+    void take_call_epoch();
+    // Runs the prompt suffix through the model in prefill chunks, checking for a stop before
+    // each; returns the tokens computed (n unless stopped).
+    size_t prefill_chunks(const int32_t* ids, size_t n, std::vector<float>* logits);
+
+    std::atomic<uint64_t> stop_epoch_{0};
+    uint64_t call_epoch_ = 0;       // the current call's entry value of stop_epoch_
+    uint64_t pending_epoch_ = 0;    // set by begin_call() for the next call
+    bool have_pending_epoch_ = false;
 };
 
 }  // namespace cactus

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "gguf/gguf.h"
+#include "models/model_budget.h"
 
 namespace cactus {
 
@@ -43,6 +44,7 @@ DecoderModel::DecoderModel(const GgufFile& file, const ModelOptions& options, co
         fail("Model::load: n_seq %zu is not in [1, %zu]", options.n_seq, kMaxSequences);
     }
     info_.n_seq = options.n_seq;
+    memory_budget_ = options.memory_budget;
     n_batch_ = std::min(options.n_batch, info_.n_ctx * options.n_seq);
     token_embd_ = weights_.matrix("token_embd.weight", hp_.n_embd, hp_.n_vocab);
 }
@@ -60,9 +62,6 @@ void DecoderModel::init(const std::vector<KvLayerSpec>& layers, const Tensor& ou
     const KvStorageFactory storage = [this](const std::vector<KvLayerLayout>& l, KvType type) {
         return backend_->make_kv_storage(l, type);
     };
-    for (size_t s = 0; s < info_.n_seq; ++s) kv_.push_back(std::make_unique<KvCache>(layers, config, storage));
-    for (const KvLayerSpec& spec : layers) ring_layer_.push_back(spec.window != 0);
-
     // Activations, in one buffer: [n_batch, width] each, then ids / positions / logits.
     const size_t b = n_batch_;
     n_logit_rows_ = std::min(b, std::max(kLogitRowsMin, info_.n_seq));
@@ -72,6 +71,27 @@ void DecoderModel::init(const std::vector<KvLayerSpec>& layers, const Tensor& ou
     size_t floats = 0;
     for (size_t w : widths) floats += w * b;
     const size_t bytes = floats * sizeof(float) + 3 * b * sizeof(int32_t) + n_logit_rows_ * hp_.n_vocab * sizeof(float);
+    // Every weight is checked by now (the architecture calls init() last), so these sizes are backed
+    // by tensors in the file: predict, check against the budget, then allocate (model_budget.h).
+    ActivationDims dims;
+    dims.n_batch = b;
+    dims.n_embd = hp_.n_embd;
+    dims.q_width = hp_.n_head * hp_.head_dim_k;
+    dims.k_width = hp_.n_head_kv * hp_.head_dim_k;
+    dims.v_width = hp_.n_head_kv * hp_.head_dim_v;
+    dims.attn_width = hp_.n_head * hp_.head_dim_v;
+    dims.n_ff = hp_.n_ff;
+    dims.n_vocab = hp_.n_vocab * n_logit_rows_;
+    dims.n_threads = static_cast<size_t>(backend_->n_threads());
+    dims.scratch_rows = info_.n_ctx + b;
+    dims.head_group = hp_.n_head / hp_.n_head_kv;
+    ModelMemoryPlan plan;
+    const size_t kv_one = KvCache::predict_bytes(layers, config);
+    plan.kv_bytes = kv_one > SIZE_MAX / info_.n_seq ? SIZE_MAX : kv_one * info_.n_seq;
+    plan.activation_bytes = predict_activation_bytes(dims);
+    check_memory_budget(plan, info_.n_ctx, hp_.n_ctx_train, memory_budget_);
+    for (size_t s = 0; s < info_.n_seq; ++s) kv_.push_back(std::make_unique<KvCache>(layers, config, storage));
+    for (const KvLayerSpec& spec : layers) ring_layer_.push_back(spec.window != 0);
     act_buffer_ = backend_->alloc(bytes);
     size_t offset = 0;
     auto next = [&](DType type, size_t width, size_t rows) {

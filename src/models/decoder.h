@@ -86,6 +86,7 @@ private:
 
     ModelInfo info_;
     size_t n_batch_ = 0;
+    size_t memory_budget_ = 0;  // ModelOptions::memory_budget (model_budget.h)
     std::unique_ptr<Backend> backend_;
     WeightLoader weights_;
     Blocks nn_;

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "gguf/gguf.h"
+#include "models/model_budget.h"
 
 namespace cactus {
 
@@ -34,6 +35,7 @@ HParams read_hparams(const GgufFile& file, const std::string& arch) {
     hp.arch = arch;
     const std::string p = arch + ".";
     hp.n_layer = read_dim(file, p + "block_count");
+    check_layer_count(file, hp.n_layer);  // model_budget.h: no per-layer allocation past the file
     hp.n_embd = read_dim(file, p + "embedding_length");
     hp.n_ff = read_dim(file, p + "feed_forward_length");
     hp.n_head = read_dim(file, p + "attention.head_count");

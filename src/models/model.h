@@ -25,6 +25,7 @@ struct ModelOptions {
     size_t n_seq = 1;     // independent sequences (each with its own KV cache), decoded together
     std::string device = "cpu";  // backend (src/backends/backend.h)
     KvRequest kv;         // KV precision and compaction; unset fields take the defaults
+    size_t memory_budget = 0;  // bytes for KV cache + activations; 0 = physical memory (model_budget.h)
 };
 
 // One forward step over n tokens of one or several sequences. Token i of the batch is either a

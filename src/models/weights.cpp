@@ -40,12 +40,7 @@ void dequantize_to_f32(DType type, float* dst, const void* src, size_t n) {
         std::memcpy(dst, src, n * sizeof(float));
         return;
     }
-    const DequantizeRowFn fn = cpu_kernels().dequantize_row[static_cast<uint32_t>(type) & 31u];
-    if (fn) {
-        fn(dst, src, n);
-    } else {
-        dequantize_row_ref(type, dst, src, n);
-    }
+    dequantize_row_cpu(type, dst, src, n);  // unknown type ids are errors (cpu_kernels.h)
 }
 
 }  // namespace

@@ -51,42 +51,67 @@ TEST(CApiThreads, StopFromAnotherThreadEndsWithinOneStep) {
     EXPECT_LE(r["decode_tokens"].get<int>(), probe.tokens_at_stop.load() + 1);
 }
 
-TEST(CApiThreads, CallsOnOneHandleFromManyThreadsAreSerialized) {
+namespace {
+
+void record_token(const char*, uint32_t id, void* user) { static_cast<std::vector<uint32_t>*>(user)->push_back(id); }
+
+// Greedy completion of "Count to n": the generated token ids (via the callback) and the response.
+std::vector<uint32_t> greedy_tokens(cactus_model_t model, int n, json* response = nullptr) {
+    std::vector<char> buffer(1 << 16);
+    std::vector<uint32_t> tokens;
+    std::string messages = R"([{"role":"user","content":"Count to )" + std::to_string(n) + R"("}])";
+    int rc = cactus_complete(model, messages.c_str(), buffer.data(), buffer.size(),
+                             R"({"max_tokens":8,"temperature":0,"ignore_eos":true})", nullptr, record_token,
+                             &tokens, nullptr, 0);
+    if (rc <= 0) ADD_FAILURE() << cactus_get_last_error();
+    if (response != nullptr) *response = json::parse(buffer.data(), nullptr, false);
+    return tokens;
+}
+
+}  // namespace
+
+TEST(CApiThreads, CallsOnOneHandleFromManyThreadsAreSerializedAndMatchTheSerialRun) {
     cactus_model_t model = shared_model("smollm2-135m");
+    const int kThreads = 4;
+    std::vector<std::vector<uint32_t>> serial(kThreads);
+    for (int t = 0; t < kThreads; ++t) {
+        cactus_reset(model);
+        serial[t] = greedy_tokens(model, t + 2);
+        ASSERT_EQ(serial[t].size(), 8u);
+    }
+    std::vector<std::vector<uint32_t>> concurrent(kThreads);
+    std::vector<json> responses(kThreads);
     std::vector<std::thread> threads;
-    std::atomic<int> successes{0};
-    for (int t = 0; t < 4; ++t) {
+    for (int t = 0; t < kThreads; ++t) {
         threads.emplace_back([&, t] {
-            std::vector<char> buffer(1 << 16);
-            std::string messages = R"([{"role":"user","content":"Count to )" + std::to_string(t + 2) + R"("}])";
-            int rc = cactus_complete(model, messages.c_str(), buffer.data(), buffer.size(),
-                                     R"({"max_tokens":6})", nullptr, nullptr, nullptr, nullptr, 0);
-            if (rc > 0 && json::parse(buffer.data())["success"] == true) ++successes;
+            concurrent[t] = greedy_tokens(model, t + 2, &responses[t]);
             cactus_reset(model);
         });
     }
     for (auto& th : threads) th.join();
-    EXPECT_EQ(successes.load(), 4);
+    for (int t = 0; t < kThreads; ++t) {
+        EXPECT_EQ(responses[t]["success"], true) << "thread " << t;
+        EXPECT_EQ(concurrent[t], serial[t]) << "thread " << t << ": the concurrent result differs from the serial one";
+    }
 }
 
-TEST(CApiThreads, DifferentHandlesRunConcurrentlyAndAgree) {
+TEST(CApiThreads, DifferentHandlesRunConcurrentlyAndMatchTheSerialRun) {
     std::string path = test_model_path("smollm2-135m");
     cactus_model_t a = cactus_init(path.c_str(), nullptr, false);
     cactus_model_t b = cactus_init(path.c_str(), nullptr, false);
     ASSERT_NE(a, nullptr);
     ASSERT_NE(b, nullptr);
-    std::string ra, rb;
-    auto run = [](cactus_model_t m, std::string* out) {
-        std::vector<char> buffer(1 << 16);
-        cactus_complete(m, R"([{"role":"user","content":"Name three colors."}])", buffer.data(), buffer.size(),
-                        R"({"max_tokens":12,"temperature":0})", nullptr, nullptr, nullptr, nullptr, 0);
-        *out = json::parse(buffer.data())["response"].get<std::string>();
-    };
-    std::thread ta(run, a, &ra), tb(run, b, &rb);
+    const std::vector<uint32_t> serial_a = greedy_tokens(a, 5), serial_b = greedy_tokens(b, 7);
+    cactus_reset(a);
+    cactus_reset(b);
+    std::vector<uint32_t> ta_tokens, tb_tokens;
+    std::thread ta([&] { ta_tokens = greedy_tokens(a, 5); });
+    std::thread tb([&] { tb_tokens = greedy_tokens(b, 7); });
     ta.join();
     tb.join();
-    EXPECT_FALSE(ra.empty());
-    EXPECT_EQ(ra, rb);
+    EXPECT_EQ(serial_a.size(), 8u);
+    EXPECT_EQ(ta_tokens, serial_a);
+    EXPECT_EQ(tb_tokens, serial_b);
     cactus_destroy(a);
     cactus_destroy(b);
 }

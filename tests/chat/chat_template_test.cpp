@@ -37,6 +37,8 @@ constexpr size_t kStackScale = 16;
 constexpr size_t kStackScale = 1;
 #endif
 
+constexpr int kMaxExprHeightForTest = 100;  // a chain this long renders
+
 // Runs fn on a thread with a 256 KiB stack, as the engine does.
 void on_small_stack(const std::function<void()>& fn) {
     struct Box { const std::function<void()>* fn; } box{&fn};
@@ -190,6 +192,59 @@ TEST(ChatTemplate, HostileNestingFailsCleanlyOnSmallStack) {
     });
 }
 
+// Chains the parser builds in loops (not by recursion) used to make trees as deep as the template
+// is long; evaluating or merely destroying them overflowed the stack. Each kind, 200,000 long.
+TEST(ChatTemplate, HugeChainsFailCleanlyOnSmallStack) {
+    on_small_stack([] {
+        const int n = 200000;
+        auto chain = [n](const std::string& head, const std::string& link) {
+            std::string s = head;
+            s.reserve(head.size() + link.size() * n);
+            for (int k = 0; k < n; ++k) s += link;
+            return s;
+        };
+        const std::vector<std::string> exprs = {
+            chain("1", " + 1"),        chain("1", " * 1"),       chain("'a'", " ~ 'a'"),
+            chain("1", " == 1"),       chain("x", " or x"),      chain("x", " and x"),
+            chain("x", " in y"),       chain("2", " ** 1"),      chain("x", "|string"),
+            chain("x", "|default(1)"), chain("x", ".a"),         chain("x", "[0]"),
+            chain("x", "()"),          chain("x", "[1:2]"),      chain("x", " is defined"),
+            chain("1", " if x"),
+        };
+        for (const std::string& e : exprs) {
+            std::string err = error_of("{{ " + e + " }}");
+            EXPECT_NE(err.find("kMaxExprHeight"), std::string::npos) << e.substr(0, 40) << ": " << err;
+        }
+        // Nested literals, unary chains and blocks hit the parser's nesting limit.
+        EXPECT_NE(error_of("{{ " + std::string(n, '[') + std::string(n, ']') + " }}").find("nesting deeper"),
+                  std::string::npos);
+        EXPECT_NE(error_of("{{ " + chain("", "{'a': ") + "1" + chain("", "}") + " }}").find("nesting deeper"),
+                  std::string::npos);
+        EXPECT_NE(error_of("{{ " + chain("", "-+") + "1 }}").find("nesting deeper"), std::string::npos);
+        EXPECT_NE(error_of(chain("", "{% for x in y %}")).find("nesting deeper"), std::string::npos);
+        EXPECT_NE(error_of(chain("", "{% macro m() %}")).find("nesting deeper"), std::string::npos);
+        // Long but shallow templates still render: many statements, a chain just under the limit.
+        EXPECT_EQ(render(chain("", "{{ 1 }}")).size(), static_cast<size_t>(n));
+        std::string sum = "1";
+        for (int k = 1; k < kMaxExprHeightForTest; ++k) sum += " + 1";
+        EXPECT_EQ(render("{{ " + sum + " }}"), std::to_string(kMaxExprHeightForTest));
+    });
+}
+
+// A namespace is the one place a template can feed a value back into itself.
+TEST(ChatTemplate, RuntimeValueNestingAndCyclesFailCleanlyOnSmallStack) {
+    on_small_stack([] {
+        std::string deep = "{% set ns = namespace(x=0) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}"
+                           "{% endfor %}{{ ns.x|length }}";
+        EXPECT_NE(error_of(deep).find("kMaxValueNesting"), std::string::npos);
+        std::string cycle = "{% set ns = namespace(x=0) %}{% set ns.x = [ns] %}{{ ns }}";
+        EXPECT_NE(error_of(cycle).find("kMaxValueNesting"), std::string::npos);
+        std::string shared = "{% set ns = namespace(x=[1]) %}{% for i in range(100) %}{% set ns.x = [ns.x, ns.x] %}"
+                             "{% endfor %}{{ ns.x|length }}";  // shared, not deep: 100 levels
+        EXPECT_EQ(render(shared), "2");
+    });
+}
+
 TEST(ChatTemplate, RealTemplates) {
     std::ifstream file(std::string(CACTUS_SOURCE_DIR) + "/tests/chat/templates/qwen3.jinja");
     ASSERT_TRUE(file.good());
@@ -201,4 +256,21 @@ TEST(ChatTemplate, RealTemplates) {
     EXPECT_EQ(qwen.render_ordered(ctx), "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
     nlohmann::json plain = {{"messages", nlohmann::json::array({{{"role", "user"}, {"content", "hi"}}})}};
     EXPECT_EQ(qwen.render(plain), "<|im_start|>user\nhi<|im_end|>\n");
+}
+
+// Renders cannot hang the host or exhaust its memory: a step budget, a string size bound, and
+// 64-bit integer arithmetic that reports overflow instead of wrapping (or UB).
+TEST(ChatTemplate, RenderIsBoundedInTimeMemoryAndArithmetic) {
+    std::string loops = "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}";
+    EXPECT_NE(error_of(loops).find("kMaxEvalSteps"), std::string::npos);
+    std::string doubling = "{% set ns = namespace(s='ab') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}"
+                           "{% endfor %}{{ ns.s|length }}";
+    EXPECT_NE(error_of(doubling).find("kMaxStringBytes"), std::string::npos);
+    EXPECT_NE(error_of("{{ ('a' * 1000000)|replace('a', 'a' * 1000) }}").find("kMaxStringBytes"), std::string::npos);
+    EXPECT_NE(error_of("{{ 'ab' * 4611686018427387904 }}").find("too large"), std::string::npos);
+    EXPECT_NE(error_of("{{ 9223372036854775807 + 1 }}").find("overflow"), std::string::npos);
+    EXPECT_NE(error_of("{{ 3 ** 100 }}").find("overflow"), std::string::npos);
+    EXPECT_NE(error_of("{{ -9223372036854775807 - 1 - 1 }}").find("overflow"), std::string::npos);
+    EXPECT_EQ(render("{{ 2 ** 62 }} {{ (-1) ** 1000001 }} {{ 7 // -2 }} {{ 'ab' * 3 }}"),
+              "4611686018427387904 -1 -4 ababab");
 }

@@ -151,7 +151,7 @@ def run_probe(requests):
     if not PROBE.exists():
         pytest.fail(f"probe not built: {PROBE}")
     payload = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in requests)
-    proc = subprocess.run([str(PROBE)], input=payload.encode(), capture_output=True, timeout=600)
+    proc = subprocess.run([str(PROBE)], input=payload.encode(), capture_output=True)
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")
     lines = proc.stdout.decode().splitlines()
     assert len(lines) == len(requests)

@@ -3,10 +3,16 @@
 // tokens; turn 2 re-sends the conversation grown to ~11,400 characters and decodes 900 tokens.
 // kv_compress_at/kv_compress_to are 2048/1024, so the global layers compact several times in each
 // turn and the 512-token sliding rings wrap many times. Run in the sanitizer build in CI: the
-// test passes when nothing is reported, the JSON is valid and the text is still words.
+// test passes when nothing is reported, the JSON is valid and the text is coherent: its perplexity
+// under the same model, loaded fresh (no compaction, no ring), stays below kMaxPerplexity, a bound
+// measured on normal output; the same words shuffled (garbled text) must exceed it, so the check
+// can fail.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -15,6 +21,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cactus/cactus.h"
+#include "gguf/gguf.h"
+#include "models/model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace {
 
@@ -97,6 +106,56 @@ void expect_coherent(const std::string& text) {
     EXPECT_GT(distinct.size(), 25u) << text.substr(0, 400);
 }
 
+// Measured on this scenario's replies (Release, x86-64): 13.4 and 15.1 (turn 1 and 2); the
+// same words shuffled: over 400. A reply garbled by a broken cache lands far above the bound.
+constexpr double kMaxPerplexity = 60.0;
+
+// exp(mean negative log-likelihood) of text's first 768 tokens under a fresh gemma3-270m.
+double perplexity(const std::string& text) {
+    auto file = cactus::GgufFile::open(model_path());
+    auto tokenizer = cactus::Tokenizer::from_gguf(*file);
+    cactus::ModelOptions o;
+    o.n_ctx = 1024;
+    o.n_threads = 2;
+    auto model = cactus::Model::load(*file, o);
+    std::vector<int32_t> ids = tokenizer->encode(text, false, false);
+    if (ids.size() > 768) ids.resize(768);
+    ids.insert(ids.begin(), tokenizer->bos_id());
+    std::vector<float> last, all;
+    model->forward(ids.data(), ids.size(), &last, &all);
+    const size_t n_vocab = model->info().n_vocab;
+    double nll = 0.0;
+    for (size_t row = 0; row + 1 < ids.size(); ++row) {
+        const float* x = all.data() + row * n_vocab;
+        const float max = *std::max_element(x, x + n_vocab);
+        double sum = 0.0;
+        for (size_t i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(x[i]) - max);
+        nll += max + std::log(sum) - x[ids[row + 1]];
+    }
+    return std::exp(nll / static_cast<double>(ids.size() - 1));
+}
+
+std::string shuffled_words(const std::string& text) {
+    std::istringstream in(text);
+    std::vector<std::string> words;
+    std::string w;
+    while (in >> w) words.push_back(w);
+    std::mt19937 rng(7);
+    std::shuffle(words.begin(), words.end(), rng);
+    std::string out;
+    for (const std::string& word : words) out += word + " ";
+    return out;
+}
+
+// The reply reads as text to the model itself, and garbling it would be caught.
+void expect_low_perplexity(const std::string& text) {
+    const double ppl = perplexity(text);
+    const double garbled = perplexity(shuffled_words(text));
+    std::printf("perplexity %.2f (bound %.0f); shuffled words %.2f\n", ppl, kMaxPerplexity, garbled);
+    EXPECT_LT(ppl, kMaxPerplexity) << text.substr(0, 400);
+    EXPECT_GT(garbled, kMaxPerplexity) << "the bound would not catch garbled text";
+}
+
 json complete(cactus_model_t model, const json& messages, const json& tools, size_t max_tokens) {
     // Sampled (fixed seed): greedy decoding of the 270m base model falls into loops by itself.
     json options = {{"max_tokens", max_tokens}, {"ignore_eos", true},  {"tool_rag_top_k", 0},
@@ -128,6 +187,7 @@ TEST(LongSession, TwoTurnsWithCompactionAndRingWrap) {
     // At least three compactions: rows pass 2048 once, then every further 1024 tokens.
     EXPECT_GT(first["prompt_tokens"].get<size_t>() + 850, 2048u + 2 * 1024u);
     expect_coherent(first["response"].get<std::string>());
+    expect_low_perplexity(first["response"].get<std::string>());
     const size_t kv_bytes = first["kv_cache_bytes"].get<size_t>();
 
     messages.push_back({{"role", "assistant"}, {"content", first["response"]}});
@@ -139,6 +199,7 @@ TEST(LongSession, TwoTurnsWithCompactionAndRingWrap) {
     EXPECT_GE(second["decode_tokens"].get<size_t>(), 900u);
     EXPECT_GT(second["prompt_tokens"].get<size_t>(), first["prompt_tokens"].get<size_t>());
     expect_coherent(second["response"].get<std::string>());
+    expect_low_perplexity(second["response"].get<std::string>());
     EXPECT_EQ(second["kv_cache_bytes"].get<size_t>(), kv_bytes);  // the layout does not grow
     cactus_destroy(model);
 }

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/error.h"
 #include "core/thread_pool.h"
 
 namespace cactus {
@@ -68,6 +69,63 @@ TEST(ThreadPool, SlowChunksAndIdleSleepStillComplete) {
         EXPECT_EQ(sum.load(), 45);
         // Long enough for the workers to stop spinning and block on the condition variable.
         std::this_thread::sleep_for(std::chrono::milliseconds(round == 1 ? 50 : 0));
+    }
+}
+
+
+// Errors inside a job: a throw on any thread (the caller or a worker) reaches the caller as the
+// ordinary exception after every thread has left the job, and the pool keeps working.
+void expect_pool_still_works(ThreadPool& pool) {
+    std::vector<std::atomic<int>> hits(1000);
+    for (auto& h : hits) h = 0;
+    pool.parallel_for(hits.size(), [&](size_t begin, size_t end) {
+        for (size_t i = begin; i < end; ++i) hits[i].fetch_add(1);
+    });
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+}
+
+TEST(ThreadPool, ErrorOnAnyThreadReachesCallerAfterEveryThreadLeft) {
+    const std::thread::id caller = std::this_thread::get_id();
+    for (int threads : {2, 3, 4}) {
+        ThreadPool pool(threads);
+        bool worker_threw = false;
+        bool caller_threw = false;
+        for (int attempt = 0; attempt < 200 && !(worker_threw && caller_threw); ++attempt) {
+            const bool on_worker = !worker_threw;  // first make a worker throw, then the caller
+            std::atomic<int> inside{0};
+            std::atomic<bool> threw{false};
+            try {
+                pool.run_chunks(64, [&](size_t chunk) {
+                    inside.fetch_add(1);
+                    std::this_thread::sleep_for(std::chrono::microseconds(200));
+                    const bool here_is_worker = std::this_thread::get_id() != caller;
+                    if (chunk >= 1 && here_is_worker == on_worker && !threw.exchange(true)) {
+                        inside.fetch_sub(1);
+                        throw Error("chunk " + std::to_string(chunk) + " failed");
+                    }
+                    inside.fetch_sub(1);
+                });
+                EXPECT_FALSE(threw.load());  // no thread of the wanted kind got a chunk: try again
+            } catch (const Error& e) {
+                EXPECT_TRUE(threw.load());
+                EXPECT_NE(std::string(e.what()).find("failed"), std::string::npos);
+                EXPECT_EQ(inside.load(), 0) << "a thread is still inside the job after the rethrow";
+                (on_worker ? worker_threw : caller_threw) = true;
+            }
+            expect_pool_still_works(pool);
+        }
+        EXPECT_TRUE(worker_threw) << "threads=" << threads;
+        EXPECT_TRUE(caller_threw) << "threads=" << threads;
+    }
+}
+
+TEST(ThreadPool, EveryChunkThrowingGivesOneErrorAndPoolStaysUsable) {
+    ThreadPool pool(4);
+    for (int round = 0; round < 50; ++round) {
+        EXPECT_THROW(pool.parallel_for(100, [&](size_t, size_t) { throw Error("boom"); }), Error);
+        EXPECT_THROW(pool.run([&](int index, int) { if (index == 3) throw std::runtime_error("three"); }),
+                     std::runtime_error);
+        expect_pool_still_works(pool);
     }
 }
 

@@ -107,7 +107,7 @@ def run_probe(path, items, tmp_path):
     corpus = tmp_path / "corpus.jsonl"
     out = tmp_path / "out.jsonl"
     corpus.write_text("".join(json.dumps(i) + "\n" for i in items))
-    proc = subprocess.run([PROBE, path, str(corpus), str(out)], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([PROBE, path, str(corpus), str(out)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     return lines[:-1], lines[-1]["summary"]

@@ -8,6 +8,9 @@
 //   {"tokens": [...], "score_from": P, "score_ids": [[ids], ...]}  (teacher forcing)
 //       -> {"score_logprobs": [[log p(id)], ...], "argmax": [...]}  for the rows predicting
 //          tokens P, P+1, ..., len-1 (score_ids[i] are the ids to report for row i).
+//   {"tokens": [...prompt...], "chunk": C, "decode_ids": [...], "score_ids": [[ids], ...]}
+//       -> {"decode_logprobs": [...], "decode_argmax": [...]}: the same scores from the
+//          single-token decode path (prompt prefilled C tokens per call, then one token per step).
 // Both parts may be combined in one request. Errors -> {"error": "message"}.
 #include <algorithm>
 #include <chrono>
@@ -91,12 +94,44 @@ void score(cactus::Model& model, const std::vector<int32_t>& tokens, size_t scor
     out["argmax"] = best;
 }
 
+// The single-token decode path under teacher forcing: prefill `tokens` in calls of at most
+// `chunk` tokens, then feed decode_ids one at a time; step i reports log p(score_ids[i]) from the
+// logits that predict decode_ids[i] (step 0: the prefill's last row, then each decode step's).
+void decode_score(cactus::Model& model, const std::vector<int32_t>& tokens, size_t chunk,
+                  const std::vector<int32_t>& decode_ids, const json& score_ids, json& out) {
+    if (chunk == 0 || tokens.empty()) cactus::fail("probe: bad chunk %zu or empty prompt", chunk);
+    model.reset();
+    std::vector<float> logits;
+    for (size_t done = 0; done < tokens.size(); done += chunk) {
+        model.forward(tokens.data() + done, std::min(chunk, tokens.size() - done), &logits);
+    }
+    const size_t n_vocab = model.info().n_vocab;
+    json logprobs = json::array();
+    json best = json::array();
+    for (size_t step = 0; step < decode_ids.size() && step < score_ids.size(); ++step) {
+        if (step > 0) model.forward(&decode_ids[step - 1], 1, &logits);
+        const double lse = log_sum_exp(logits.data(), n_vocab);
+        json values = json::array();
+        for (int64_t id : score_ids[step]) {
+            if (id < 0 || static_cast<size_t>(id) >= n_vocab) cactus::fail("probe: bad score id %lld", (long long)id);
+            values.push_back(logits[static_cast<size_t>(id)] - lse);
+        }
+        logprobs.push_back(values);
+        best.push_back(argmax(logits.data(), n_vocab));
+    }
+    out["decode_logprobs"] = logprobs;
+    out["decode_argmax"] = best;
+}
+
 json handle(cactus::Model& model, const std::string& line) {
     json request = json::parse(line);
     std::vector<int32_t> tokens = request.at("tokens").get<std::vector<int32_t>>();
     json out = json::object();
     if (request.contains("n_predict")) generate(model, tokens, request["n_predict"].get<int>(), out);
-    if (request.contains("score_from")) {
+    if (request.contains("decode_ids")) {
+        decode_score(model, tokens, request.value("chunk", size_t(512)),
+                     request["decode_ids"].get<std::vector<int32_t>>(), request.value("score_ids", json::array()), out);
+    } else if (request.contains("score_from")) {
         score(model, tokens, request["score_from"].get<size_t>(),
               request.value("score_ids", json::array()), out);
     }

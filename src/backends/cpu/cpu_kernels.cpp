@@ -147,7 +147,7 @@ const PanelActBlock* panel_activations(PanelActFn fn, const uint8_t* xq, size_t 
 const uint8_t* quantize_activations(const CpuKernels& k, DType dot_type, const float* x,
                                     size_t n_tokens, size_t n_in, ThreadPool& pool) {
     if (dot_type == DType::F32) return reinterpret_cast<const uint8_t*>(x);
-    QuantizeRowFn quantize = k.quantize_row[static_cast<size_t>(dot_type)];
+    QuantizeRowFn quantize = k.quantize_row[kernel_slot(dot_type, "matmul")];
     if (quantize == nullptr) fail("matmul: no %s quantizer in the %s table", dtype_name(dot_type), k.isa_name);
     const size_t row_bytes = dtype_row_bytes(dot_type, n_in);
     thread_local std::vector<uint8_t> scratch;
@@ -165,6 +165,21 @@ const uint8_t* quantize_activations(const CpuKernels& k, DType dot_type, const f
 
 }  // namespace
 
+size_t kernel_slot(DType type, const char* caller) {
+    const uint32_t id = static_cast<uint32_t>(type);
+    if (dtype_traits(id) == nullptr || id >= 32) fail("%s: unknown tensor type id %u", caller, static_cast<unsigned>(id));
+    return id;
+}
+
+void dequantize_row_cpu(DType type, float* dst, const void* src, size_t n) {
+    const DequantizeRowFn fn = cpu_kernels().dequantize_row[kernel_slot(type, "dequantize_row")];
+    if (fn != nullptr) {
+        fn(dst, src, n);
+    } else {
+        dequantize_row_ref(type, dst, src, n);
+    }
+}
+
 const CpuKernels& cpu_kernels_generic() { return tables().tiers[0]; }
 
 std::vector<const CpuKernels*> cpu_kernel_tables() {
@@ -180,10 +195,9 @@ void matmul(float* y, const void* w, DType w_type, size_t w_row_bytes, const flo
 
 void matmul_with(const CpuKernels& k, float* y, const void* w, DType w_type, size_t w_row_bytes,
                  const float* x, size_t n_tokens, size_t n_in, size_t n_out, ThreadPool& pool) {
-    const DTypeTraits* traits = dtype_traits(static_cast<uint32_t>(w_type));
-    if (traits == nullptr) fail("matmul: unknown weight type id %u", static_cast<unsigned>(w_type));
-    CACTUS_ASSERT(static_cast<size_t>(w_type) < 32);
-    VecDotFn dot = k.vec_dot[static_cast<size_t>(w_type)];
+    const size_t slot = kernel_slot(w_type, "matmul");
+    const DTypeTraits* traits = &dtype_traits(w_type);
+    VecDotFn dot = k.vec_dot[slot];
     if (dot == nullptr) fail("matmul: no %s dot product in the %s table", traits->name, k.isa_name);
     if (n_in % traits->block_size != 0) {
         fail("matmul: n_in %zu is not a multiple of the %s block size %u", n_in, traits->name,
@@ -205,24 +219,24 @@ void matmul_with(const CpuKernels& k, float* y, const void* w, DType w_type, siz
     a.n_in = n_in;
     a.n_out = n_out;
     a.dot = dot;
-    a.tile = k.gemm_tile[static_cast<size_t>(w_type)];
+    a.tile = k.gemm_tile[slot];
     a.pack_panel = nullptr;
     a.panel_gemm = nullptr;
     a.act = nullptr;
     a.decode = nullptr;
-    const PanelActFn panel_act = k.panel_act[static_cast<size_t>(w_type)];
-    const PanelDecodeFn decode = k.panel_decode[static_cast<size_t>(w_type)];
+    const PanelActFn panel_act = k.panel_act[slot];
+    const PanelDecodeFn decode = k.panel_decode[slot];
     if (n_tokens == 1 && decode != nullptr && panel_act != nullptr) {
         CACTUS_ASSERT(traits->block_size == 32);
         a.decode = decode;
         a.act = panel_activations(panel_act, a.xq, a.xq_row_bytes, 1, n_in);
     }
     // One token (decode) reads each row once: unpacking a panel first would only add work.
-    if (n_tokens >= 2 && panel_act != nullptr && k.pack_panel[static_cast<size_t>(w_type)] != nullptr &&
-        k.panel_gemm[static_cast<size_t>(w_type)] != nullptr) {
+    if (n_tokens >= 2 && panel_act != nullptr && k.pack_panel[slot] != nullptr &&
+        k.panel_gemm[slot] != nullptr) {
         CACTUS_ASSERT(traits->block_size == 32);
-        a.pack_panel = k.pack_panel[static_cast<size_t>(w_type)];
-        a.panel_gemm = k.panel_gemm[static_cast<size_t>(w_type)];
+        a.pack_panel = k.pack_panel[slot];
+        a.panel_gemm = k.panel_gemm[slot];
         a.act = panel_activations(panel_act, a.xq, a.xq_row_bytes, n_tokens, n_in);
     }
     // Contiguous row ranges per thread, in whole tiles so no tile straddles two threads.

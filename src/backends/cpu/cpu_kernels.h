@@ -75,6 +75,14 @@ struct CpuKernels {
 
 // The table for this machine (chosen once, thread-safe).
 const CpuKernels& cpu_kernels();
+
+// The table slot of `type`: its id. Fails naming `caller` for an id that is not a known type, so
+// an unknown id never aliases another type's kernel (as `id & 31` would).
+size_t kernel_slot(DType type, const char* caller);
+
+// dst [n] = one row of `type` (n elements) as f32, with the machine's kernel (the scalar reference
+// when the table has none). Unknown type ids are errors.
+void dequantize_row_cpu(DType type, float* dst, const void* src, size_t n);
 // The table restricted to the scalar references (tests compare against it).
 const CpuKernels& cpu_kernels_generic();
 
