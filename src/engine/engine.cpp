@@ -117,6 +117,13 @@ CompletionMetrics Engine::prefill(const std::vector<int32_t>& prompt) {
     return m;
 }
 
+size_t Engine::keep_prefix(const std::vector<int32_t>& prompt) {
+    check_prompt(prompt);
+    return reuse_prefix(prompt);
+}
+
+size_t Engine::context_room() const { return model_->context_room(); }
+
 void Engine::reset() {
     model_->reset();
     cached_ids_.clear();

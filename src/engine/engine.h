@@ -90,6 +90,14 @@ public:
     // Fills the cache with the prompt without generating; returns metrics like complete().
     CompletionMetrics prefill(const std::vector<int32_t>& prompt);
 
+    // Step-level access for a scheduler that runs the generation loop itself (tools/server):
+    // keep_prefix() checks the prompt, keeps the longest cached prefix of it (the last prompt
+    // token is always recomputed) and returns its length; append() then adds the remaining prompt
+    // tokens, in chunks if wanted, and each generated token, returning next-token logits.
+    size_t keep_prefix(const std::vector<int32_t>& prompt);
+    void append(const int32_t* ids, size_t n, std::vector<float>* logits) { forward_cached(ids, n, logits); }
+    size_t context_room() const;  // tokens that may still be appended (SIZE_MAX with compaction)
+
     void reset();                 // forget the cached conversation
     void request_stop() { stop_requested_.store(true); }  // thread-safe; ends the current completion
     const std::vector<int32_t>& cached_tokens() const { return cached_ids_; }
