@@ -33,8 +33,9 @@ public:
             pending_.clear();
             if (finished_) break;
             while (!job_->take(&pending_, std::chrono::milliseconds(100))) {
-                if (!sink.is_writable()) return abort();
+                if (!alive(sink)) return abort();
             }
+            if (!alive(sink)) return abort();
         }
         bool ok;
         if (c_.failed) {
@@ -53,6 +54,18 @@ public:
     void cancel() { job_->cancel(); }
 
 private:
+    // Whether the client is still there. A write to a closed connection fails (the first one after
+    // the close may still succeed), so a whole (non-streamed) answer is preceded by a space every
+    // 250 ms: JSON allows leading whitespace, and a client that left frees its slot within ~0.5 s.
+    bool alive(httplib::DataSink& sink) {
+        if (!sink.is_writable()) return false;
+        if (stream_) return true;
+        const Clock::time_point now = Clock::now();
+        if (now - last_heartbeat_ < std::chrono::milliseconds(250)) return true;
+        last_heartbeat_ = now;
+        return write(sink, " ");
+    }
+
     static bool write(httplib::DataSink& sink, const std::string& s) {
         return s.empty() || sink.write(s.data(), s.size());
     }
@@ -123,6 +136,7 @@ private:
     bool finished_ = false;
     std::string held_text_;
     Completion c_;
+    Clock::time_point last_heartbeat_ = Clock::now();
 };
 
 }  // namespace

@@ -41,7 +41,10 @@ json timings_of(const Completion& c) {
 // The hand-off fields every response carries.
 void add_handoff_fields(json& r, const Completion& c) {
     r["cloud_handoff"] = c.cloud;
-    if (c.cloud) r["cloud_handoff_reason"] = c.cloud_reason;
+    if (c.cloud) {
+        r["cloud_handoff_reason"] = c.cloud_reason;
+        r["cloud_handoff_model"] = c.cloud_answer.value("model", "");
+    }
     if (!c.handoff_error.empty()) r["cloud_handoff_error"] = c.handoff_error;
     if (c.confidence > 0.0) r["confidence"] = c.confidence;
 }

@@ -91,7 +91,9 @@ std::shared_ptr<Job> Scheduler::submit(GenParams params) {
     auto job = std::make_shared<Job>(std::move(params));
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (queue_.size() >= options_.max_queue) return nullptr;
+        // Free slots take jobs at the next step; beyond them, max_queue may wait.
+        const size_t free_slots = slots_.size() - std::min(busy_, slots_.size());
+        if (queue_.size() >= options_.max_queue + free_slots) return nullptr;
         queue_.push_back(job);
     }
     wake_.notify_all();
