@@ -23,7 +23,7 @@ def free_port():
 
 
 class ServerProcess:
-    def __init__(self, *args, env=None, scheme="http", ca=None):
+    def __init__(self, *args, env=None, scheme="http", ca=None, alias="smollm2-135m"):
         assert os.path.isfile(MODEL), "missing model %s (cactus pull smollm2-135m)" % MODEL
         self.port = free_port()
         self.scheme = scheme
@@ -32,7 +32,7 @@ class ServerProcess:
         full_env = dict(os.environ)
         full_env.update(env or {})
         self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen([BIN, "serve", MODEL, "--port", str(self.port), "--alias", "smollm2-135m", *args],
+        self.proc = subprocess.Popen([BIN, "serve", MODEL, "--port", str(self.port), "--alias", alias, *args],
                                      stdout=self.log, stderr=subprocess.STDOUT, env=full_env)
         self.ca = ca
         self.wait_ready()
