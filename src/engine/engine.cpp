@@ -46,6 +46,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& model_path, const Engine
     if (options.lock_weights) engine->file_->lock_in_memory();
     engine->model_options_.n_ctx = options.n_ctx;
     engine->model_options_.n_threads = options.n_threads;
+    engine->model_options_.n_seq = options.n_seq;
     engine->model_ = Model::load(*engine->file_, engine->model_options_);
     engine->tokenizer_ = Tokenizer::from_gguf(*engine->file_);
     std::string source = engine->file_->get_string("tokenizer.chat_template", "");

@@ -25,6 +25,7 @@ struct EngineOptions {
     size_t n_ctx = 0;     // 0 = min(trained context, 8192)
     int n_threads = 0;    // 0 = default
     bool lock_weights = false;  // mlock weights (or copy them to anonymous memory)
+    size_t n_seq = 1;     // sequences the model holds (each its own cache); the session uses 0
 };
 
 // Per-request settings of the context and KV cache (C API options of ours). A request whose values
@@ -70,6 +71,9 @@ public:
     ~Engine();
 
     const Model& model() const { return *model_; }
+    // For schedulers that drive several sequences themselves (tools/server): decode() batches of
+    // sequences 1..n_seq-1 (and 0 when complete() is not used), bypassing the session.
+    Model& model_for_batches() { return *model_; }
     const Tokenizer& tokenizer() const { return *tokenizer_; }
     const GgufFile& file() const { return *file_; }
 

@@ -313,6 +313,7 @@ void read_openai_sampling(Server& server, const json& body, GenParams& p) {
     const int64_t seed = read_int(body, "seed", INT64_MIN, INT64_MAX, 0);
     g.sampling.seed = static_cast<uint64_t>(seed);
     g.stop_sequences = read_stop(body, "stop", 16);
+    g.ignore_eos = read_bool(body, "ignore_eos", false);  // llama-server's; for benchmarks
     if (read_int(body, "n", 1, 128, 1) != 1) throw HttpError{400, "'n' must be 1: one choice per request", "n"};
     p.deadline = server.deadline_from(body);
 }

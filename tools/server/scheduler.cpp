@@ -58,6 +58,8 @@ Scheduler::Scheduler(StepBackend& backend, const SchedulerOptions& options, Metr
     : backend_(backend), options_(options), metrics_(metrics) {
     if (options_.step_tokens == 0 || options_.prefill_chunk == 0)
         fail("Scheduler: step_tokens and prefill_chunk must be positive");
+    options_.step_tokens = std::min(options_.step_tokens, backend_.max_step_tokens());
+    options_.prefill_chunk = std::min(options_.prefill_chunk, options_.step_tokens);
     for (size_t i = 0; i < backend_.n_seqs(); ++i) {
         slots_.push_back(std::make_unique<SlotState>());
         slots_.back()->id = static_cast<int>(i);

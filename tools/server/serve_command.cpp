@@ -21,6 +21,7 @@ struct ServeArgs {
     bool no_metrics = false;
     bool quiet = false;
     bool no_auto_handoff = false;
+    bool engine_per_slot = false;
 };
 
 int serve(ServeArgs& a) {
@@ -41,7 +42,8 @@ int serve(ServeArgs& a) {
     options.lock_weights = c.lock_weights;
     options.n_ctx = c.ctx_size > 0 ? std::max<size_t>(c.ctx_size / c.parallel, 64) : 4096;
     std::fprintf(stderr, "serve: loading %s (%zu slot%s)\n", c.model_path.c_str(), c.parallel, c.parallel == 1 ? "" : "s");
-    std::unique_ptr<StepBackend> backend = make_engine_per_slot(c.model_path, options, c.parallel);
+    std::unique_ptr<StepBackend> backend = a.engine_per_slot ? make_engine_per_slot(c.model_path, options, c.parallel)
+                                                             : make_batched(c.model_path, options, c.parallel);
     Server server(c, std::move(backend));
     return server.run();
 }
@@ -100,6 +102,8 @@ void register_serve(CLI::App& app) {
         ->capture_default_str()->check(CLI::Range(1, 1024));
     cmd->add_option("--handoff-timeout-ms", c.handoff.timeout_ms, "Hand-off connect/read limit")
         ->capture_default_str()->check(CLI::Range(1, 600000));
+    cmd->add_flag("--engine-per-slot", args->engine_per_slot,
+                  "One engine per slot, run one after another (for comparisons; default: one batched model)");
     cmd->add_flag("--no-auto-handoff", args->no_auto_handoff, "Hand off only when a request asks (cloud_handoff: true)");
     cmd->callback([args] {
         const int rc = serve(*args);

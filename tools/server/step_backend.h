@@ -3,9 +3,10 @@
 // one step() that appends a run of tokens to each of several sequences (a prefill chunk, or the
 // token sampled last) and returns the next-token logits of those that ask.
 //
-// The engine core is moving to batches with a sequence id per token (several sequences in one
-// forward call, one weight read). Until that lands, EnginePerSlot keeps one Engine per sequence
-// and runs the step's sequences one after another; a batched backend replaces only step().
+// Two implementations: make_batched() holds one model with N sequences and runs each step as one
+// Batch (a sequence id per token: every slot's tokens in one forward call, one weight read);
+// make_engine_per_slot() keeps one Engine per sequence and runs them one after another (the
+// interim design before the engine had batches; kept for comparisons: --engine-per-slot).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -35,14 +36,20 @@ public:
     // Keeps the longest cached prefix of `prompt` in sequence `seq` and returns its length (the
     // last prompt token is always recomputed). Throws cactus::Error on an invalid prompt.
     virtual size_t begin(int seq, const std::vector<int32_t>& prompt) = 0;
-    // Appends each item's tokens to its sequence (at most one item per sequence).
+    // Appends each item's tokens to its sequence (at most one item per sequence). An item may be
+    // cut short (its cache takes fewer tokens this step, e.g. a sliding window): its tokens are
+    // then resized to what was appended and want_logits cleared.
     virtual void step(std::vector<SeqStep>& batch) = 0;
+    // Most tokens one step takes over all items.
+    virtual size_t max_step_tokens() const = 0;
     // Tokens that may still be appended to sequence `seq`.
     virtual size_t context_room(int seq) const = 0;
     virtual size_t n_ctx() const = 0;  // per sequence
 };
 
-// One Engine per sequence, loaded from the same file (the mapped weights are shared by the OS).
+// One model with n_seqs sequences; every step is one forward call.
+std::unique_ptr<StepBackend> make_batched(const std::string& model_path, const EngineOptions& options, size_t n_seqs);
+// One Engine per sequence, each with its own copy of the weights.
 std::unique_ptr<StepBackend> make_engine_per_slot(const std::string& model_path,
                                                   const EngineOptions& options, size_t n_seqs);
 
