@@ -260,3 +260,19 @@ def test_disconnected_clients_free_their_slots(server):
         while time.time() < deadline and slots_busy(server) > 0:
             time.sleep(0.1)
         assert slots_busy(server) == 0, stream
+
+
+def test_concurrent_requests_decode_together_and_match_alone(server):
+    """Four different conversations in four slots (one batch per step) answer as each does alone."""
+    c = client(server)
+    questions = ["What is the capital of France?", "Name a colour.", "What is 2 + 2?", "Say hello."]
+    ask = lambda q: c.chat.completions.create(model="m", messages=[HELLO[0], {"role": "user", "content": q}],
+                                              max_tokens=10, temperature=0).choices[0].message.content
+    alone = [ask(q) for q in questions]
+    together = [None] * 4
+    threads = [threading.Thread(target=lambda i=i: together.__setitem__(i, ask(questions[i]))) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert together == alone
