@@ -43,9 +43,11 @@ def wait_health(port, proc, timeout=180):
 
 def start(kind, args, port):
     ctx = str(args.ctx_per_slot * args.slots)
-    if kind == "cactus":
+    if kind.startswith("cactus"):
         cmd = [os.path.join(args.build, "bin", "cactus"), "serve", args.model, "--port", str(port), "-np",
                str(args.slots), "-c", ctx, "-t", str(args.threads), "--quiet"]
+        if kind == "cactus-engine-per-slot":
+            cmd.append("--engine-per-slot")
     else:
         cmd = [args.llama_server, "-m", args.model, "--port", str(port), "-np", str(args.slots), "-c", ctx,
                "-t", str(args.threads), "--no-webui"]
@@ -63,7 +65,7 @@ def stop(proc):
         proc.wait(timeout=10)
 
 
-def main():
+def main():  # noqa: C901
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.expanduser("~/.cache/cactus/models/smollm2-135m.gguf"))
     ap.add_argument("--build", default=os.path.join(REPO, "build"))
@@ -75,14 +77,19 @@ def main():
     ap.add_argument("--requests-per-client", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--prompt-words", type=int, default=5, help="~20 tokens each")
-    ap.add_argument("--out", default=os.path.join(REPO, "bench", "results", "server_compare.json"))
+    ap.add_argument("--peer", default="llama-server", choices=["llama-server", "cactus-engine-per-slot"],
+                    help="what cactus serve is compared with")
+    ap.add_argument("--repeats", type=int, default=1, help="alternated runs per level")
+    ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    if args.llama_server is None:
+    if args.out is None:
+        args.out = os.path.join(REPO, "bench", "results", "server_compare_%s.json" % args.peer)
+    if args.peer == "llama-server" and args.llama_server is None:
         args.llama_server = subprocess.run([os.path.join(REPO, "bench", "build_llama_server.sh")], check=True,
                                            capture_output=True, text=True).stdout.strip()
     rows = []
     for clients in [int(c) for c in args.clients.split(",")]:
-        for kind in ("cactus", "llama-server"):
+        for kind in ("cactus", args.peer) * args.repeats:
             port = free_port()
             proc = start(kind, args, port)
             try:
@@ -95,9 +102,9 @@ def main():
             row = dict(server=kind, clients=clients, **server_load.summary(results, wall))
             rows.append(row)
             print(json.dumps(row), file=sys.stderr)
-    print("%-13s %7s %10s %10s %14s %14s %6s" % ("server", "clients", "TTFT p50", "TTFT p90", "decode tok/s", "aggregate tok/s", "failed"))
+    print("%-22s %7s %10s %10s %14s %14s %6s" % ("server", "clients", "TTFT p50", "TTFT p90", "decode tok/s", "aggregate tok/s", "failed"))
     for r in rows:
-        print("%-13s %7d %8.0fms %8.0fms %14.1f %14.1f %6d" % (r["server"], r["clients"], 1e3 * (r["ttft_p50_s"] or 0),
+        print("%-22s %7d %8.0fms %8.0fms %14.1f %14.1f %6d" % (r["server"], r["clients"], 1e3 * (r["ttft_p50_s"] or 0),
                                                            1e3 * (r["ttft_p90_s"] or 0), r["decode_tps_p50"] or 0,
                                                            r["aggregate_tps"], r["failed"]))
     os.makedirs(os.path.dirname(args.out), exist_ok=True)

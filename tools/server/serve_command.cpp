@@ -11,8 +11,6 @@
 
 namespace cactus::server {
 
-void block_shutdown_signals();
-
 namespace {
 
 struct ServeArgs {

@@ -223,9 +223,6 @@ int Server::run() {
     return 0;
 }
 
-// Blocks the shutdown signals in the calling thread and every thread it starts later, so the
-// watcher receives them with sigtimedwait; SIGPIPE is ignored (a client that left is an error
-// return of write, not a signal).
 void block_shutdown_signals() {
     sigset_t set;
     sigemptyset(&set);

@@ -103,6 +103,10 @@ private:
 void install_openai(Server& server, httplib::Server& http, const Wrap& wrap);  // and llama-server's extras
 void install_ollama(Server& server, httplib::Server& http, const Wrap& wrap);
 
+// Blocks SIGTERM/SIGINT in the calling thread and the threads it starts later (Server::run()
+// receives them with sigtimedwait); ignores SIGPIPE. Call before any thread starts.
+void block_shutdown_signals();
+
 // Helpers shared by the protocol files.
 void send_json(httplib::Response& res, int status, const json& body);
 void send_error(httplib::Response& res, const HttpError& e);
