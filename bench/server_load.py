@@ -74,7 +74,7 @@ def run_clients(host, port, clients, requests_per_client=None, seconds=None, pro
                 return
             if deadline is not None and time.time() >= deadline:
                 return
-            n = c * 1_000_000 + i
+            n = i * clients + c  # request number over all clients: lengths and hang-ups mix across clients
             words = prompt_words[n % len(prompt_words)]
             hang = 2 if hang_up_every and n % hang_up_every == hang_up_every - 1 else None
             r = one_request(host, port, request_body(n, words, max_tokens), hang_up_after=hang)

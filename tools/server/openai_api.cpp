@@ -75,7 +75,8 @@ public:
         const std::string finish = finish_of(c, message);
         if (tools_ || c.cloud) {  // what was held back (or came from the hand-off endpoint)
             json delta = json::object();
-            if (message.contains("content") && !message["content"].is_null() && !c.cloud) delta["content"] = message["content"];
+            // Text was streamed piece by piece unless tools held it back.
+            if (tools_ && message.contains("content") && !message["content"].is_null()) delta["content"] = message["content"];
             if (message.contains("tool_calls")) {
                 json calls = message["tool_calls"];
                 for (size_t i = 0; i < calls.size(); ++i) calls[i]["index"] = i;
