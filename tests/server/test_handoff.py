@@ -8,7 +8,7 @@ import time
 import openai
 import pytest
 
-from conftest import ServerProcess, free_port
+from serverproc import ServerProcess, free_port
 
 ASK = [{"role": "system", "content": "You are a helpful assistant."},
        {"role": "user", "content": "What is the capital of France?"}]

@@ -4,13 +4,12 @@ must get a complete, valid answer, every slot must be free afterwards, and the s
 must stay flat (RSS after the run vs after a warm-up that touched every slot)."""
 import json
 import random
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from conftest import metric
+from serverproc import metric
 
 CLIENTS = 16
 REQUESTS = 32

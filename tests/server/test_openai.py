@@ -13,7 +13,7 @@ import time
 import openai
 import pytest
 
-from conftest import BIN, MODEL, ServerProcess, metric
+from serverproc import BIN, MODEL, ServerProcess, metric
 
 HELLO = [{"role": "system", "content": "You are a helpful assistant."},
          {"role": "user", "content": "What is the capital of France?"}]
