@@ -46,6 +46,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& model_path, const Engine
     if (options.lock_weights) engine->file_->lock_in_memory();
     engine->model_options_.n_ctx = options.n_ctx;
     engine->model_options_.n_threads = options.n_threads;
+    engine->model_options_.n_seq = options.n_seq;
     engine->model_ = Model::load(*engine->file_, engine->model_options_);
     engine->tokenizer_ = Tokenizer::from_gguf(*engine->file_);
     std::string source = engine->file_->get_string("tokenizer.chat_template", "");
@@ -133,6 +134,13 @@ CompletionMetrics Engine::prefill(const std::vector<int32_t>& prompt) {
     finish_metrics(m, start, end, true, end);
     return m;
 }
+
+size_t Engine::keep_prefix(const std::vector<int32_t>& prompt) {
+    check_prompt(prompt);
+    return reuse_prefix(prompt);
+}
+
+size_t Engine::context_room() const { return model_->context_room(); }
 
 void Engine::reset() {
     model_->reset();

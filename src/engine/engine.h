@@ -25,6 +25,7 @@ struct EngineOptions {
     size_t n_ctx = 0;     // 0 = min(trained context, 8192)
     int n_threads = 0;    // 0 = default
     bool lock_weights = false;  // mlock weights (or copy them to anonymous memory)
+    size_t n_seq = 1;     // sequences the model holds (each its own cache); the session uses 0
 };
 
 // Per-request settings of the context and KV cache (C API options of ours). A request whose values
@@ -71,6 +72,9 @@ public:
     ~Engine();
 
     const Model& model() const { return *model_; }
+    // For schedulers that drive several sequences themselves (tools/server): decode() batches of
+    // sequences 1..n_seq-1 (and 0 when complete() is not used), bypassing the session.
+    Model& model_for_batches() { return *model_; }
     const Tokenizer& tokenizer() const { return *tokenizer_; }
     const GgufFile& file() const { return *file_; }
 
@@ -90,6 +94,14 @@ public:
     bool configure_context(const EngineContextOptions& options);
     // Fills the cache with the prompt without generating; returns metrics like complete().
     CompletionMetrics prefill(const std::vector<int32_t>& prompt);
+
+    // Step-level access for a scheduler that runs the generation loop itself (tools/server):
+    // keep_prefix() checks the prompt, keeps the longest cached prefix of it (the last prompt
+    // token is always recomputed) and returns its length; append() then adds the remaining prompt
+    // tokens, in chunks if wanted, and each generated token, returning next-token logits.
+    size_t keep_prefix(const std::vector<int32_t>& prompt);
+    void append(const int32_t* ids, size_t n, std::vector<float>* logits) { forward_cached(ids, n, logits); }
+    size_t context_room() const;  // tokens that may still be appended (SIZE_MAX with compaction)
 
     void reset();                 // forget the cached conversation
 

@@ -1,8 +1,11 @@
-// The cactus command line: run, chat, pull, list.
+// The cactus command line: run, chat, pull, list, bench, serve.
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "cli_common.h"
+#include "../server/serve_command.h"
 
 int main(int argc, char** argv) {
     CLI::App app{"cactus: run small language models on your own hardware"};
@@ -11,8 +14,12 @@ int main(int argc, char** argv) {
     cactus::cli::register_chat(app);
     cactus::cli::register_models(app);
     cactus::cli::register_bench(app);
+    cactus::server::register_serve(app);
     try {
-        app.parse(argc, argv);
+        std::vector<std::string> args = cactus::server::llama_server_spellings(argc, argv);
+        std::vector<char*> arg_ptrs;
+        for (std::string& a : args) arg_ptrs.push_back(a.data());
+        app.parse(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
     } catch (const CLI::ParseError& e) {
         return app.exit(e);
     } catch (const std::exception& e) {

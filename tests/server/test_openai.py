@@ -1,0 +1,278 @@
+"""`cactus serve` driven by the official openai client (and raw HTTP for the llama-server extras):
+every endpoint, streaming included, errors in OpenAI's shape, auth, CORS, queue limits, timeouts,
+prefix reuse and graceful shutdown. Run:
+    CACTUS_BUILD_DIR=build ~/.cache/cactus/oracle/venv/bin/python -m pytest -q tests/server
+"""
+import json
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import openai
+import pytest
+
+from serverproc import BIN, MODEL, ServerProcess, metric
+
+HELLO = [{"role": "system", "content": "You are a helpful assistant."},
+         {"role": "user", "content": "What is the capital of France?"}]
+
+
+def cli_answer(prompt, n):
+    """The same request through `cactus run` (greedy, same default system message)."""
+    proc = subprocess.run([BIN, "run", MODEL, "-p", prompt, "-n", str(n), "--temperature", "0"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def client(server, key="none"):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0, timeout=120)
+
+
+def test_models_lists_the_alias(server):
+    models = client(server).models.list()
+    assert [m.id for m in models.data] == ["smollm2-135m"]
+    assert client(server).models.retrieve("smollm2-135m").id == "smollm2-135m"
+    with pytest.raises(openai.NotFoundError):
+        client(server).models.retrieve("gpt-4")
+
+
+def test_chat_completion_greedy_is_deterministic_and_counts_tokens(server):
+    c = client(server)
+    r1 = c.chat.completions.create(model="smollm2-135m", messages=HELLO, max_tokens=12, temperature=0)
+    r2 = c.chat.completions.create(model="anything", messages=HELLO, max_tokens=12, temperature=0)
+    assert r1.object == "chat.completion"
+    assert r1.choices[0].message.role == "assistant"
+    assert r1.choices[0].message.content and r1.choices[0].message.content == r2.choices[0].message.content
+    assert r1.choices[0].finish_reason in ("stop", "length")
+    assert r1.usage.prompt_tokens > 5 and 0 < r1.usage.completion_tokens <= 12
+    assert r1.usage.total_tokens == r1.usage.prompt_tokens + r1.usage.completion_tokens
+    # The second request reused the conversation prefix cached in a slot.
+    assert r2.usage.prompt_tokens_details.cached_tokens >= r2.usage.prompt_tokens - 1
+    # The engine's own command line gives the same greedy answer.
+    assert r1.choices[0].message.content.strip() == cli_answer(HELLO[1]["content"], 12)
+    assert "Paris" in r1.choices[0].message.content
+
+
+def test_chat_streaming_matches_the_whole_answer(server):
+    c = client(server)
+    whole = c.chat.completions.create(model="m", messages=HELLO, max_tokens=16, temperature=0)
+    stream = c.chat.completions.create(model="m", messages=HELLO, max_tokens=16, temperature=0, stream=True,
+                                       stream_options={"include_usage": True})
+    pieces, finish, usage = [], None, None
+    for chunk in stream:
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for ch in chunk.choices:
+            if ch.delta.content:
+                pieces.append(ch.delta.content)
+            if ch.finish_reason:
+                finish = ch.finish_reason
+    assert "".join(pieces) == whole.choices[0].message.content
+    assert finish == whole.choices[0].finish_reason
+    assert usage is not None and usage.completion_tokens == whole.usage.completion_tokens
+
+
+def test_logprobs_are_log_probabilities_with_sorted_alternatives(server):
+    r = client(server).chat.completions.create(model="m", messages=HELLO, max_tokens=6, temperature=0,
+                                               logprobs=True, top_logprobs=3)
+    content = r.choices[0].logprobs.content
+    assert len(content) == r.usage.completion_tokens
+    assert "".join(t.token for t in content) == r.choices[0].message.content
+    for t in content:
+        assert t.logprob <= 0.0 and len(t.top_logprobs) == 3
+        lps = [a.logprob for a in t.top_logprobs]
+        assert lps == sorted(lps, reverse=True)
+        assert t.top_logprobs[0].token == t.token  # greedy: the chosen token is the most likely
+        assert bytes(t.bytes).decode("utf-8", "replace") == t.token
+
+
+def test_stop_sequence_and_max_completion_tokens(server):
+    c = client(server)
+    r = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "Count: 1, 2, 3, 4, 5, 6, 7"}],
+                                  max_completion_tokens=40, temperature=0, stop=["5"])
+    assert "5" not in r.choices[0].message.content
+    r = c.chat.completions.create(model="m", messages=HELLO, max_completion_tokens=3, temperature=0)
+    assert r.usage.completion_tokens <= 3 and r.choices[0].finish_reason == "length"
+
+
+def test_seeded_sampling_repeats(server):
+    c = client(server)
+    kw = dict(model="m", messages=[{"role": "user", "content": "Tell me a word."}], max_tokens=10,
+              temperature=1.0, top_p=0.9, seed=1234)
+    assert c.chat.completions.create(**kw).choices[0].message.content == \
+        c.chat.completions.create(**kw).choices[0].message.content
+
+
+def test_text_completions_whole_and_streamed(server):
+    c = client(server)
+    r = c.completions.create(model="m", prompt="The capital of France is", max_tokens=4, temperature=0, logprobs=2)
+    assert r.object == "text_completion" and "Paris" in r.choices[0].text
+    assert len(r.choices[0].logprobs.tokens) == r.usage.completion_tokens
+    streamed = "".join(ch.choices[0].text for ch in c.completions.create(
+        model="m", prompt="The capital of France is", max_tokens=4, temperature=0, stream=True) if ch.choices)
+    assert streamed == r.choices[0].text
+
+
+def test_tools_are_rendered_and_answers_stay_valid(server):
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+                                               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+    r = client(server).chat.completions.create(model="m", messages=[{"role": "user", "content": "Weather in Paris?"}],
+                                               tools=tools, tool_choice="auto", max_tokens=24, temperature=0)
+    msg = r.choices[0].message
+    assert r.choices[0].finish_reason in ("stop", "length", "tool_calls")
+    if msg.tool_calls:
+        assert r.choices[0].finish_reason == "tool_calls"
+        json.loads(msg.tool_calls[0].function.arguments)
+    else:
+        assert msg.content
+
+
+def test_invalid_values_are_400s_naming_the_field(server):
+    c = client(server)
+    for kwargs, field in [(dict(temperature=5), "temperature"), (dict(n=2), "n"), (dict(max_tokens=0), "max_tokens"),
+                          (dict(top_logprobs=3), "top_logprobs"),
+                          (dict(response_format={"type": "json_object"}), "response_format")]:
+        with pytest.raises(openai.BadRequestError) as e:
+            c.chat.completions.create(model="m", messages=HELLO, **kwargs)
+        assert e.value.body["param"] == field, kwargs
+        assert e.value.body["type"] == "invalid_request_error"
+    with pytest.raises(openai.BadRequestError) as e:
+        c.chat.completions.create(model="m", messages=[])
+    assert e.value.body["param"] == "messages"
+    # Unknown fields are ignored.
+    r = c.chat.completions.create(model="m", messages=HELLO, max_tokens=2, extra_body={"no_such_field": [1, 2]})
+    assert r.choices[0].message.content is not None
+    status, body, _ = server.post("/v1/chat/completions", b"{not json")
+    assert status == 400 and "error" in json.loads(body)
+    status, body, _ = server.get("/v1/nope")
+    assert status == 404 and json.loads(body)["error"]["code"] == "not_found"
+
+
+def test_prompt_longer_than_a_slot_is_a_clear_400(server):
+    with pytest.raises(openai.BadRequestError) as e:
+        client(server).chat.completions.create(model="m", messages=[{"role": "user", "content": "word " * 5000}])
+    assert e.value.body["code"] == "context_length_exceeded"
+
+
+def test_embeddings_say_no_embedding_model(server):
+    with pytest.raises(openai.BadRequestError) as e:
+        client(server).embeddings.create(model="m", input="hello")
+    assert "embedding" in e.value.body["message"]
+
+
+def test_tokenize_detokenize_props_health_metrics(server):
+    status, body, _ = server.post("/tokenize", {"content": "Hello world", "with_pieces": True})
+    tokens = json.loads(body)["tokens"]
+    assert status == 200 and "".join(t["piece"] for t in tokens) == "Hello world"
+    status, body, _ = server.post("/detokenize", {"tokens": [t["id"] for t in tokens]})
+    assert json.loads(body)["content"] == "Hello world"
+    status, body, _ = server.post("/detokenize", {"tokens": [-1]})
+    assert status == 400 and json.loads(body)["error"]["param"] == "tokens"
+    props = json.loads(server.get("/props")[1])
+    assert props["total_slots"] == 4 and len(props["slots"]) == 4 and props["chat_template"]
+    assert json.loads(server.get("/health")[1])["status"] == "ok"
+    status, body, headers = server.get("/metrics")
+    text = body.decode()
+    assert status == 200 and metric(text, "cactus_slots_total") == 4
+    assert metric(text, "cactus_completion_tokens_total") > 0
+    assert 'cactus_requests_total{endpoint="/v1/chat/completions",status="200"}' in text
+    assert "cactus_time_to_first_token_seconds_bucket" in text
+    assert "Access-Control-Allow-Origin" not in headers  # CORS off by default
+
+
+def test_per_request_timeout_cuts_the_answer(server):
+    t0 = time.time()
+    r = client(server).chat.completions.create(model="m", messages=[{"role": "user", "content": "Write a long essay."}],
+                                               max_tokens=2000, temperature=0, extra_body={"timeout": 1.0})
+    assert time.time() - t0 < 8
+    assert r.choices[0].finish_reason == "length" and r.usage.completion_tokens < 2000
+
+
+def test_api_key_cors_queue_limit_and_graceful_shutdown():
+    s = ServerProcess("--parallel", "1", "--max-queue", "0", "--api-key", "sekret", "--cors", "http://app.example",
+                      "--shutdown-timeout", "3", "--quiet")
+    try:
+        with pytest.raises(openai.AuthenticationError):
+            client(s, "wrong").models.list()
+        assert s.get("/health")[0] == 200  # /health needs no key
+        assert s.get("/metrics")[0] == 401
+        status, _, headers = s.get("/v1/models", {"Authorization": "Bearer sekret", "Origin": "http://app.example"})
+        assert status == 200 and headers["Access-Control-Allow-Origin"] == "http://app.example"
+
+        # One slot, no queue: a second request while the first streams is refused with 429.
+        c = client(s, "sekret")
+        stream = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "Write a long essay."}],
+                                           max_tokens=400, temperature=0, stream=True)
+        first = next(iter(stream))
+        assert first.choices[0].delta.role == "assistant"
+        status, body, headers = s.post("/v1/chat/completions", {"messages": HELLO, "max_tokens": 2},
+                                       {"Authorization": "Bearer sekret"})
+        assert status == 429 and headers.get("Retry-After") == "1"
+        assert json.loads(body)["error"]["type"] == "rate_limit_error"
+
+        # SIGTERM while it streams: the stream still ends properly, the process exits in time.
+        s.proc.send_signal(signal.SIGTERM)
+        t0 = time.time()
+        finish = None
+        for chunk in stream:
+            for ch in chunk.choices:
+                finish = ch.finish_reason or finish
+        assert finish in ("stop", "length")
+        s.proc.wait(timeout=30)
+        assert s.proc.returncode == 0 and time.time() - t0 < 30
+    finally:
+        s.stop()
+
+
+def send_and_leave(server, body, seconds):
+    """Sends a request on a raw socket, reads for `seconds`, then closes the connection."""
+    data = json.dumps(body).encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
+        received = b""
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            sock.settimeout(max(0.05, deadline - time.time()))
+            try:
+                chunk = sock.recv(65536)
+            except socket.timeout:
+                continue
+            if not chunk:
+                break
+            received += chunk
+        return received
+
+
+def slots_busy(server):
+    return sum(sl["is_processing"] for sl in json.loads(server.get("/props")[1])["slots"])
+
+
+def test_disconnected_clients_free_their_slots(server):
+    for stream in (True, False):
+        body = {"messages": [{"role": "user", "content": "Write a long essay."}], "max_tokens": 1000, "stream": stream}
+        received = send_and_leave(server, body, 1.5)
+        assert received.startswith(b"HTTP/1.1 200")
+        deadline = time.time() + 5
+        while time.time() < deadline and slots_busy(server) > 0:
+            time.sleep(0.1)
+        assert slots_busy(server) == 0, stream
+
+
+def test_concurrent_requests_decode_together_and_match_alone(server):
+    """Four different conversations in four slots (one batch per step) answer as each does alone."""
+    c = client(server)
+    questions = ["What is the capital of France?", "Name a colour.", "What is 2 + 2?", "Say hello."]
+    ask = lambda q: c.chat.completions.create(model="m", messages=[HELLO[0], {"role": "user", "content": q}],
+                                              max_tokens=10, temperature=0).choices[0].message.content
+    alone = [ask(q) for q in questions]
+    together = [None] * 4
+    threads = [threading.Thread(target=lambda i=i: together.__setitem__(i, ask(questions[i]))) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert together == alone

@@ -1,0 +1,114 @@
+#include "metrics.h"
+
+#include <cstdio>
+
+namespace cactus::server {
+
+namespace {
+
+std::string number(double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    return buf;
+}
+
+const std::vector<double> kLatencyBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+
+}  // namespace
+
+void Histogram::observe(double value) {
+    size_t i = 0;
+    while (i < bounds_.size() && value > bounds_[i]) ++i;
+    ++counts_[i];
+    sum_ += value;
+    ++count_;
+}
+
+void Histogram::render(std::string& out, const std::string& name, const std::string& help) const {
+    out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < bounds_.size(); ++i) {
+        cumulative += counts_[i];
+        out += name + "_bucket{le=\"" + number(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
+    }
+    cumulative += counts_.back();
+    out += name + "_bucket{le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
+    out += name + "_sum " + number(sum_) + "\n" + name + "_count " + std::to_string(count_) + "\n";
+}
+
+Metrics::Metrics()
+    : request_seconds_(kLatencyBounds), queue_seconds_(kLatencyBounds), ttft_seconds_(kLatencyBounds),
+      generation_seconds_(kLatencyBounds) {}
+
+void Metrics::observe_request(const std::string& endpoint, int status, double seconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++requests_[{endpoint, status}];
+    request_seconds_.observe(seconds);
+}
+
+void Metrics::observe_queue(double seconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_seconds_.observe(seconds);
+}
+
+void Metrics::observe_ttft(double seconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ttft_seconds_.observe(seconds);
+}
+
+void Metrics::observe_done(size_t prompt_tokens, size_t cached_tokens, size_t completion_tokens, double seconds,
+                           const std::string& finish_reason) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    prompt_tokens_ += prompt_tokens;
+    cached_tokens_ += cached_tokens;
+    completion_tokens_ += completion_tokens;
+    ++finished_[finish_reason];
+    generation_seconds_.observe(seconds);
+}
+
+void Metrics::observe_handoff(bool ok) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++(ok ? handoffs_ok_ : handoffs_failed_);
+}
+
+void Metrics::set_load(size_t queued, size_t busy_slots) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queued_ = queued;
+    busy_ = busy_slots;
+}
+
+std::string Metrics::render(size_t n_slots) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::string out;
+    out += "# HELP cactus_requests_total HTTP requests by endpoint and status.\n# TYPE cactus_requests_total counter\n";
+    for (const auto& [key, count] : requests_) {
+        out += "cactus_requests_total{endpoint=\"" + key.first + "\",status=\"" + std::to_string(key.second) +
+               "\"} " + std::to_string(count) + "\n";
+    }
+    out += "# HELP cactus_generations_total Generations by finish reason.\n# TYPE cactus_generations_total counter\n";
+    for (const auto& [reason, count] : finished_)
+        out += "cactus_generations_total{finish_reason=\"" + reason + "\"} " + std::to_string(count) + "\n";
+    auto counter = [&](const char* name, const char* help, uint64_t v) {
+        out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name + " " +
+               std::to_string(v) + "\n";
+    };
+    auto gauge = [&](const char* name, const char* help, double v) {
+        out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " +
+               number(v) + "\n";
+    };
+    counter("cactus_prompt_tokens_total", "Prompt tokens of finished generations.", prompt_tokens_);
+    counter("cactus_prompt_tokens_cached_total", "Prompt tokens reused from a slot's cache.", cached_tokens_);
+    counter("cactus_completion_tokens_total", "Tokens generated.", completion_tokens_);
+    counter("cactus_handoffs_total", "Completions answered by the hand-off endpoint.", handoffs_ok_);
+    counter("cactus_handoff_failures_total", "Hand-offs that fell back to the local answer.", handoffs_failed_);
+    gauge("cactus_queue_length", "Requests waiting for a slot.", static_cast<double>(queued_));
+    gauge("cactus_slots_busy", "Slots generating.", static_cast<double>(busy_));
+    gauge("cactus_slots_total", "Slots (--parallel).", static_cast<double>(n_slots));
+    request_seconds_.render(out, "cactus_request_duration_seconds", "HTTP request handling time.");
+    queue_seconds_.render(out, "cactus_queue_wait_seconds", "Time from submission to a slot.");
+    ttft_seconds_.render(out, "cactus_time_to_first_token_seconds", "Time from submission to the first token.");
+    generation_seconds_.render(out, "cactus_generation_duration_seconds", "Time from submission to the last token.");
+    return out;
+}
+
+}  // namespace cactus::server

@@ -1,0 +1,51 @@
+#pragma once
+// Counters, gauges and histograms of the server in Prometheus' text format (GET /metrics).
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace cactus::server {
+
+class Histogram {
+public:
+    explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+    void observe(double value);
+    // Appends the _bucket, _sum and _count lines of `name` (caller holds the lock).
+    void render(std::string& out, const std::string& name, const std::string& help) const;
+
+private:
+    std::vector<double> bounds_;
+    std::vector<uint64_t> counts_;  // [bounds.size() + 1]: the last one is +Inf
+    double sum_ = 0.0;
+    uint64_t count_ = 0;
+};
+
+class Metrics {
+public:
+    Metrics();
+
+    void observe_request(const std::string& endpoint, int status, double seconds);
+    void observe_queue(double seconds);
+    void observe_ttft(double seconds);
+    void observe_done(size_t prompt_tokens, size_t cached_tokens, size_t completion_tokens, double seconds,
+                      const std::string& finish_reason);
+    void observe_handoff(bool ok);
+    void set_load(size_t queued, size_t busy_slots);
+
+    std::string render(size_t n_slots) const;
+
+private:
+    mutable std::mutex mutex_;
+    std::map<std::pair<std::string, int>, uint64_t> requests_;  // (endpoint, status) → count
+    std::map<std::string, uint64_t> finished_;                  // finish_reason → count
+    uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0;
+    uint64_t handoffs_ok_ = 0, handoffs_failed_ = 0;
+    size_t queued_ = 0, busy_ = 0;
+    Histogram request_seconds_, queue_seconds_, ttft_seconds_, generation_seconds_;
+};
+
+}  // namespace cactus::server

@@ -1,0 +1,562 @@
+#include "openai_api.h"
+
+#include <ctime>
+
+#include <httplib.h>
+
+#include "chat/output_parser.h"
+#include "models/model.h"
+#include "gguf/gguf.h"
+#include "params.h"
+#include "tokenizer/tokenizer.h"
+
+namespace cactus::server {
+
+namespace {
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
+
+json bytes_of(const std::string& s) {
+    json b = json::array();
+    for (unsigned char c : s) b.push_back(static_cast<int>(c));
+    return b;
+}
+
+json usage_of(const Completion& c) {
+    if (c.cloud && c.cloud_answer.contains("usage")) return c.cloud_answer["usage"];
+    return json{{"prompt_tokens", c.stats.prompt_tokens},
+                {"completion_tokens", c.stats.completion_tokens},
+                {"total_tokens", c.stats.prompt_tokens + c.stats.completion_tokens},
+                {"prompt_tokens_details", {{"cached_tokens", c.stats.cached_tokens}}}};
+}
+
+json timings_of(const Completion& c) {
+    return json{{"prompt_n", c.stats.prompt_tokens}, {"cache_n", c.stats.cached_tokens},
+                {"predicted_n", c.stats.completion_tokens}, {"queue_ms", c.stats.queue_ms},
+                {"ttft_ms", c.stats.ttft_ms}, {"total_ms", c.stats.total_ms},
+                {"predicted_per_second", c.stats.decode_tps}, {"slot", c.stats.slot}};
+}
+
+// The hand-off fields every response carries.
+void add_handoff_fields(json& r, const Completion& c) {
+    r["cloud_handoff"] = c.cloud;
+    if (c.cloud) {
+        r["cloud_handoff_reason"] = c.cloud_reason;
+        r["cloud_handoff_model"] = c.cloud_answer.value("model", "");
+    }
+    if (!c.handoff_error.empty()) r["cloud_handoff_error"] = c.handoff_error;
+    if (c.confidence > 0.0) r["confidence"] = c.confidence;
+}
+
+class ChatFormatter final : public Formatter {
+public:
+    ChatFormatter(Server& server, std::string model, bool tools_offered, int top_logprobs, bool include_usage)
+        : server_(server), model_(std::move(model)), tools_(tools_offered), top_logprobs_(top_logprobs),
+          include_usage_(include_usage), id_(random_id("chatcmpl-")), created_(std::time(nullptr)) {}
+
+    std::string content_type(bool stream) const override {
+        return stream ? "text/event-stream" : "application/json";
+    }
+
+    std::string stream_start() override { return sse(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr)); }
+
+    std::string stream_piece(const std::string& text, const std::vector<TokenInfo>& tokens) override {
+        if (tools_) return std::string();  // tool calls are parsed from the whole reply at the end
+        if (text.empty() && (top_logprobs_ < 0 || tokens.empty())) return std::string();
+        json c = chunk(json{{"content", text}}, nullptr);
+        if (top_logprobs_ >= 0) c["choices"][0]["logprobs"] = json{{"content", logprobs(tokens)}};
+        return sse(c);
+    }
+
+    std::string stream_end(const Completion& c) override {
+        std::string out;
+        json message = message_of(c);
+        const std::string finish = finish_of(c, message);
+        if (tools_ || c.cloud) {  // what was held back (or came from the hand-off endpoint)
+            json delta = json::object();
+            // Text was streamed piece by piece unless tools held it back.
+            if (tools_ && message.contains("content") && !message["content"].is_null()) delta["content"] = message["content"];
+            if (message.contains("tool_calls")) {
+                json calls = message["tool_calls"];
+                for (size_t i = 0; i < calls.size(); ++i) calls[i]["index"] = i;
+                delta["tool_calls"] = calls;
+            }
+            if (!delta.empty()) out += sse(chunk(delta, nullptr));
+        }
+        json last = chunk(json::object(), finish);
+        add_handoff_fields(last, c);
+        if (!c.cloud) last["timings"] = timings_of(c);
+        out += sse(last);
+        if (include_usage_) {
+            json u = base("chat.completion.chunk");
+            u["choices"] = json::array();
+            u["usage"] = usage_of(c);
+            out += sse(u);
+        }
+        return out + "data: [DONE]\n\n";
+    }
+
+    std::string stream_error(int status, const std::string& message) override {
+        return sse(json{{"error", {{"message", message}, {"type", "server_error"}, {"code", status}}}}) +
+               "data: [DONE]\n\n";
+    }
+
+    std::string whole(const Completion& c) override {
+        json r = base("chat.completion");
+        json message = message_of(c);
+        json choice = {{"index", 0}, {"message", message}, {"logprobs", nullptr}, {"finish_reason", finish_of(c, message)}};
+        if (top_logprobs_ >= 0 && !c.cloud) choice["logprobs"] = json{{"content", logprobs(c.tokens)}};
+        r["choices"] = json::array({choice});
+        r["usage"] = usage_of(c);
+        add_handoff_fields(r, c);
+        if (!c.cloud) r["timings"] = timings_of(c);
+        return dump(r);
+    }
+
+private:
+    json base(const char* object) const {
+        return json{{"id", id_}, {"object", object}, {"created", created_}, {"model", model_},
+                    {"system_fingerprint", "cactus-" CACTUS_SERVER_VERSION}};
+    }
+
+    json chunk(const json& delta, const json& finish) const {
+        json c = base("chat.completion.chunk");
+        c["choices"] = json::array({json{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish}}});
+        return c;
+    }
+
+    json logprobs(const std::vector<TokenInfo>& tokens) const {
+        json out = json::array();
+        for (const TokenInfo& t : tokens) {
+            const std::string piece = token_piece(server_, t.id);
+            json top = json::array();
+            for (const auto& [id, lp] : t.top) {
+                const std::string p = token_piece(server_, id);
+                top.push_back(json{{"token", p}, {"logprob", lp}, {"bytes", bytes_of(p)}});
+            }
+            out.push_back(json{{"token", piece}, {"logprob", t.logprob}, {"bytes", bytes_of(piece)}, {"top_logprobs", top}});
+        }
+        return out;
+    }
+
+    json message_of(const Completion& c) const {
+        if (c.cloud) {
+            json m = c.cloud_answer["choices"][0].value("message", json::object());
+            if (!m.contains("role")) m["role"] = "assistant";
+            return m;
+        }
+        json m = {{"role", "assistant"}, {"content", c.text}};
+        if (!tools_) return m;
+        ParsedReply reply = parse_reply(c.text, true);
+        if (reply.function_calls.empty()) return m;
+        json calls = json::array();
+        for (const json& call : reply.function_calls) {
+            calls.push_back(json{{"id", random_id("call_")},
+                                 {"type", "function"},
+                                 {"function", {{"name", call.value("name", "")}, {"arguments", dump(call.value("arguments", json::object()))}}}});
+        }
+        m["content"] = reply.response.empty() ? json(nullptr) : json(reply.response);
+        m["tool_calls"] = calls;
+        return m;
+    }
+
+    static std::string finish_of(const Completion& c, const json& message) {
+        if (c.cloud) return c.cloud_answer["choices"][0].value("finish_reason", std::string("stop"));
+        return message.contains("tool_calls") ? "tool_calls" : c.finish_reason;
+    }
+
+    Server& server_;
+    std::string model_;
+    bool tools_;
+    int top_logprobs_;
+    bool include_usage_;
+    std::string id_;
+    long long created_;
+};
+
+class TextFormatter final : public Formatter {
+public:
+    TextFormatter(Server& server, std::string model, int logprobs, bool include_usage)
+        : server_(server), model_(std::move(model)), logprobs_(logprobs), include_usage_(include_usage),
+          id_(random_id("cmpl-")), created_(std::time(nullptr)) {}
+
+    std::string content_type(bool stream) const override {
+        return stream ? "text/event-stream" : "application/json";
+    }
+
+    std::string stream_piece(const std::string& text, const std::vector<TokenInfo>& tokens) override {
+        if (text.empty() && (logprobs_ < 0 || tokens.empty())) return std::string();
+        return sse(chunk(text, tokens, nullptr));
+    }
+
+    std::string stream_end(const Completion& c) override {
+        json last = chunk("", {}, finish_of(c));
+        add_handoff_fields(last, c);
+        std::string out = sse(last);
+        if (include_usage_) {
+            json u = base();
+            u["choices"] = json::array();
+            u["usage"] = usage_of(c);
+            out += sse(u);
+        }
+        return out + "data: [DONE]\n\n";
+    }
+
+    std::string stream_error(int status, const std::string& message) override {
+        return sse(json{{"error", {{"message", message}, {"type", "server_error"}, {"code", status}}}}) +
+               "data: [DONE]\n\n";
+    }
+
+    std::string whole(const Completion& c) override {
+        std::string text = c.text;
+        if (c.cloud) text = c.cloud_answer["choices"][0].value("text", std::string());
+        json r = chunk(text, c.cloud ? std::vector<TokenInfo>{} : c.tokens, finish_of(c));
+        r["usage"] = usage_of(c);
+        add_handoff_fields(r, c);
+        if (!c.cloud) r["timings"] = timings_of(c);
+        return dump(r);
+    }
+
+private:
+    json base() const {
+        return json{{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", model_},
+                    {"system_fingerprint", "cactus-" CACTUS_SERVER_VERSION}};
+    }
+
+    json chunk(const std::string& text, const std::vector<TokenInfo>& tokens, const json& finish) const {
+        json c = base();
+        json choice = {{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}};
+        if (logprobs_ >= 0) choice["logprobs"] = legacy_logprobs(tokens);
+        c["choices"] = json::array({choice});
+        return c;
+    }
+
+    json legacy_logprobs(const std::vector<TokenInfo>& tokens) const {
+        json toks = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+        size_t offset = 0;
+        for (const TokenInfo& t : tokens) {
+            const std::string piece = token_piece(server_, t.id);
+            toks.push_back(piece);
+            lps.push_back(t.logprob);
+            json top = json::object();
+            for (const auto& [id, lp] : t.top) top[token_piece(server_, id)] = lp;
+            tops.push_back(top);
+            offsets.push_back(offset);
+            offset += piece.size();
+        }
+        return json{{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+    }
+
+    static std::string finish_of(const Completion& c) {
+        if (c.cloud) return c.cloud_answer["choices"][0].value("finish_reason", std::string("stop"));
+        return c.finish_reason;
+    }
+
+    Server& server_;
+    std::string model_;
+    int logprobs_;
+    bool include_usage_;
+    std::string id_;
+    long long created_;
+};
+
+// The endpoint's answer → Completion (cloud fields).
+bool fill_from_cloud(const json& answer, Completion* c) {
+    c->cloud = true;
+    c->cloud_answer = answer;
+    const json& choice = answer["choices"][0];
+    if (choice.contains("message") && choice["message"].is_object()) {
+        const json& content = choice["message"].value("content", json(nullptr));
+        c->text = content.is_string() ? content.get<std::string>() : std::string();
+    } else {
+        c->text = choice.value("text", std::string());
+    }
+    c->finish_reason = choice.value("finish_reason", std::string("stop"));
+    return true;
+}
+
+// Runs a request whose hand-off was asked for outright: the endpoint first, the local model if it fails.
+bool try_forced_handoff(Server& server, const HandoffPlan& plan, httplib::Response& res,
+                        std::shared_ptr<Formatter> f, bool stream, std::string* error) {
+    Completion c;
+    c.cloud_reason = "requested";
+    if (!plan.call(&c, error)) return false;
+    respond_done(res, c, f, stream);
+    return true;
+}
+
+std::string model_name(Server& server, const json& body) {
+    return read_string(body, "model", server.config().alias);
+}
+
+}  // namespace
+
+std::string token_piece(Server& server, int32_t id) {
+    return server.backend().engine().tokenizer().token_to_piece(id, true);
+}
+
+void read_openai_sampling(Server& server, const json& body, GenParams& p) {
+    GenerationOptions& g = p.gen;
+    const size_t room = room_after(server, p.prompt.size());
+    int64_t max_tokens = read_int(body, "max_tokens", 1, 1 << 20, static_cast<int64_t>(room));
+    max_tokens = read_int(body, "max_completion_tokens", 1, 1 << 20, max_tokens);
+    max_tokens = read_int(body, "n_predict", -1, 1 << 20, max_tokens);  // llama-server's name; -1 = to the end
+    g.max_tokens = max_tokens < 0 ? room : std::min(static_cast<size_t>(max_tokens), room);
+    g.sampling.temperature = static_cast<float>(read_number(body, "temperature", 0.0, 2.0, 1.0));
+    g.sampling.top_p = static_cast<float>(read_number(body, "top_p", 0.0, 1.0, 1.0));
+    if (g.sampling.top_p == 0.0f) g.sampling.top_p = 1.0f;
+    g.sampling.top_k = static_cast<int>(read_int(body, "top_k", 0, 1 << 20, 0));
+    g.sampling.min_p = static_cast<float>(read_number(body, "min_p", 0.0, 0.9999, 0.0));
+    g.sampling.repetition_penalty = static_cast<float>(read_number(body, "repeat_penalty", 0.01, 100.0, 1.0));
+    read_number(body, "presence_penalty", -2.0, 2.0, 0.0);   // accepted, not applied
+    read_number(body, "frequency_penalty", -2.0, 2.0, 0.0);  // accepted, not applied
+    const int64_t seed = read_int(body, "seed", INT64_MIN, INT64_MAX, 0);
+    g.sampling.seed = static_cast<uint64_t>(seed);
+    g.stop_sequences = read_stop(body, "stop", 16);
+    g.ignore_eos = read_bool(body, "ignore_eos", false);  // llama-server's; for benchmarks
+    if (read_int(body, "n", 1, 128, 1) != 1) throw HttpError{400, "'n' must be 1: one choice per request", "n"};
+    p.deadline = server.deadline_from(body);
+}
+
+HandoffPlan handoff_plan(Server& server, const json& body, const char* endpoint, bool* forced) {
+    HandoffPlan plan;
+    *forced = read_bool(body, "cloud_handoff", false);
+    HandoffClient* client = server.handoff();
+    const double threshold = read_number(body, "confidence_threshold", 0.0, 1.0,
+                                         client ? client->config().confidence_threshold : 0.0);
+    const bool auto_on = read_bool(body, "auto_handoff", client ? client->config().auto_handoff : false);
+    if (client == nullptr) {
+        if (*forced) throw HttpError{400, "'cloud_handoff' needs a hand-off endpoint: start the server with "
+                                          "--handoff-url or CACTUS_HANDOFF_URL", "cloud_handoff"};
+        return plan;
+    }
+    plan.check_confidence = auto_on;
+    plan.threshold = threshold;
+    plan.tokens = client->config().confidence_tokens;
+    std::string path = endpoint;
+    json request = body;
+    Metrics* metrics = &server.metrics();
+    plan.call = [client, path, request, metrics](Completion* c, std::string* error) {
+        json answer;
+        const bool ok = client->post(path, request, &answer, error);
+        metrics->observe_handoff(ok);
+        return ok && fill_from_cloud(answer, c);
+    };
+    return plan;
+}
+
+void handle_chat_completions(Server& server, const httplib::Request& req, httplib::Response& res) {
+    const json body = parse_body(req);
+    json messages = read_messages(body, "messages");
+    json tools = read_tools(body, "tools");
+    if (const json* choice = field(body, "tool_choice")) {
+        if (choice->is_string()) {
+            const std::string c = choice->get<std::string>();
+            if (c == "none") tools = json::array();
+            else if (c != "auto" && c != "required")
+                throw HttpError{400, "'tool_choice' must be none, auto, required or a function", "tool_choice"};
+        } else if (choice->is_object() && choice->contains("function") && (*choice)["function"].is_object()) {
+            const std::string name = (*choice)["function"].value("name", "");
+            json kept = json::array();
+            for (const json& t : tools)
+                if (t["function"].value("name", "") == name) kept.push_back(t);
+            if (kept.empty()) throw HttpError{400, "'tool_choice' names a function not in 'tools': " + name, "tool_choice"};
+            tools = kept;
+        } else {
+            throw HttpError{400, "'tool_choice' must be a string or {type, function: {name}}", "tool_choice"};
+        }
+    }
+    if (const json* rf = field(body, "response_format")) {
+        const std::string type = rf->is_object() ? rf->value("type", "") : "";
+        if (type != "text") {
+            throw HttpError{400, "'response_format' of type '" + type +
+                                     "' is not supported yet (no constrained decoding); use {\"type\": \"text\"}",
+                            "response_format"};
+        }
+    }
+    const bool stream = read_bool(body, "stream", false);
+    bool include_usage = false;
+    if (const json* so = field(body, "stream_options")) {
+        if (!so->is_object()) throw HttpError{400, "'stream_options' must be an object", "stream_options"};
+        include_usage = read_bool(*so, "include_usage", false);
+    }
+    const bool want_logprobs = read_bool(body, "logprobs", false);
+    const int top = static_cast<int>(read_int(body, "top_logprobs", 0, 20, 0));
+    if (field(body, "top_logprobs") && !want_logprobs)
+        throw HttpError{400, "'top_logprobs' needs 'logprobs': true", "top_logprobs"};
+
+    GenParams p;
+    std::string prompt;
+    try {
+        prompt = server.backend().engine().render_chat(messages, tools, true);
+    } catch (const std::exception& e) {
+        throw HttpError{400, std::string("cannot render the chat template: ") + e.what(), "messages"};
+    }
+    p.prompt = tokenize_for_slot(server, prompt, "messages");
+    read_openai_sampling(server, body, p);
+    p.top_logprobs = want_logprobs ? top : -1;
+
+    auto f = std::make_shared<ChatFormatter>(server, model_name(server, body), !tools.empty(), p.top_logprobs,
+                                             include_usage);
+    bool forced = false;
+    HandoffPlan plan = handoff_plan(server, body, "chat/completions", &forced);
+    std::string handoff_error;
+    if (forced && try_forced_handoff(server, plan, res, f, stream, &handoff_error)) return;
+    if (forced) plan.check_confidence = false;
+    std::vector<GenEvent> first;
+    std::shared_ptr<Job> job = start_job(server, std::move(p), &first);
+    if (!handoff_error.empty()) {
+        plan.call = [handoff_error](Completion*, std::string* error) { *error = handoff_error; return false; };
+        plan.check_confidence = true;
+        plan.threshold = 2.0;  // always "below": reports the failed hand-off on the local answer
+        plan.tokens = 1;
+    }
+    respond(res, server, job, std::move(first), f, stream, std::move(plan));
+}
+
+void handle_completions(Server& server, const httplib::Request& req, httplib::Response& res) {
+    const json body = parse_body(req);
+    const json* prompt = field(body, "prompt");
+    GenParams p;
+    if (prompt == nullptr) throw HttpError{400, "'prompt' is required", "prompt"};
+    if (prompt->is_string()) {
+        p.prompt = tokenize_for_slot(server, prompt->get<std::string>(), "prompt");
+    } else if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
+        p.prompt = tokenize_for_slot(server, (*prompt)[0].get<std::string>(), "prompt");
+    } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) {
+        const size_t vocab = server.backend().engine().tokenizer().vocab_size();
+        for (const json& id : *prompt) {
+            if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<uint64_t>() >= vocab)
+                throw HttpError{400, "'prompt' token ids must be integers in [0, vocab size)", "prompt"};
+            p.prompt.push_back(id.get<int32_t>());
+        }
+        if (p.prompt.size() + 1 >= server.backend().n_ctx())
+            throw HttpError{400, "'prompt' does not fit a slot's context", "prompt", "invalid_request_error",
+                            "context_length_exceeded"};
+    } else {
+        throw HttpError{400, "'prompt' must be a string, one string in an array, or an array of token ids", "prompt"};
+    }
+    if (read_bool(body, "echo", false)) throw HttpError{400, "'echo' is not supported", "echo"};
+    const bool stream = read_bool(body, "stream", false);
+    bool include_usage = false;
+    if (const json* so = field(body, "stream_options")) {
+        if (!so->is_object()) throw HttpError{400, "'stream_options' must be an object", "stream_options"};
+        include_usage = read_bool(*so, "include_usage", false);
+    }
+    const json* lp = field(body, "logprobs");
+    int logprobs = -1;
+    if (lp != nullptr && !(lp->is_boolean() && !lp->get<bool>())) logprobs = static_cast<int>(read_int(body, "logprobs", 0, 20, 0));
+    read_openai_sampling(server, body, p);
+    p.top_logprobs = logprobs;
+
+    auto f = std::make_shared<TextFormatter>(server, model_name(server, body), logprobs, include_usage);
+    bool forced = false;
+    HandoffPlan plan = handoff_plan(server, body, "completions", &forced);
+    std::string handoff_error;
+    if (forced && try_forced_handoff(server, plan, res, f, stream, &handoff_error)) return;
+    if (forced) plan.check_confidence = false;
+    std::vector<GenEvent> first;
+    std::shared_ptr<Job> job = start_job(server, std::move(p), &first);
+    if (!handoff_error.empty()) {
+        plan.call = [handoff_error](Completion*, std::string* error) { *error = handoff_error; return false; };
+        plan.check_confidence = true;
+        plan.threshold = 2.0;
+        plan.tokens = 1;
+    }
+    respond(res, server, job, std::move(first), f, stream, std::move(plan));
+}
+
+}  // namespace cactus::server
+
+namespace cactus::server {
+
+namespace {
+
+json model_object(Server& server) {
+    const Engine& e = server.backend().engine();
+    const ModelInfo& info = e.model().info();
+    return json{{"id", server.config().alias}, {"object", "model"}, {"created", 0}, {"owned_by", "cactus"},
+                {"meta", {{"architecture", info.architecture}, {"n_vocab", info.n_vocab},
+                          {"n_ctx_train", info.n_ctx_train}, {"n_ctx_slot", server.backend().n_ctx()},
+                          {"n_embd", info.n_embd}}}};
+}
+
+void handle_tokenize(Server& server, const httplib::Request& req, httplib::Response& res) {
+    const json body = parse_body(req);
+    const json* content = field(body, "content");
+    if (content == nullptr || !content->is_string()) throw HttpError{400, "'content' must be a string", "content"};
+    const bool add_special = read_bool(body, "add_special", false);
+    const bool with_pieces = read_bool(body, "with_pieces", false);
+    const Engine& e = server.backend().engine();
+    std::vector<int32_t> ids = add_special ? e.tokenize_prompt(content->get<std::string>())
+                                           : e.tokenizer().encode(content->get<std::string>(), false, true);
+    json tokens = json::array();
+    for (int32_t id : ids) {
+        if (with_pieces) tokens.push_back(json{{"id", id}, {"piece", token_piece(server, id)}});
+        else tokens.push_back(id);
+    }
+    send_json(res, 200, json{{"tokens", tokens}});
+}
+
+void handle_detokenize(Server& server, const httplib::Request& req, httplib::Response& res) {
+    const json body = parse_body(req);
+    const json* tokens = field(body, "tokens");
+    if (tokens == nullptr || !tokens->is_array()) throw HttpError{400, "'tokens' must be an array of token ids", "tokens"};
+    const size_t vocab = server.backend().engine().tokenizer().vocab_size();
+    std::vector<int32_t> ids;
+    for (const json& id : *tokens) {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<uint64_t>() >= vocab)
+            throw HttpError{400, "'tokens' must hold integers in [0, vocab size)", "tokens"};
+        ids.push_back(id.get<int32_t>());
+    }
+    send_json(res, 200, json{{"content", server.backend().engine().tokenizer().decode(ids)}});
+}
+
+void handle_props(Server& server, httplib::Response& res) {
+    const Engine& e = server.backend().engine();
+    json slots = json::array();
+    for (const SlotView& v : server.scheduler().slots())
+        slots.push_back(json{{"id", v.id}, {"is_processing", v.busy}, {"n_cached", v.cached_tokens},
+                             {"n_prompt", v.prompt_tokens}, {"n_decoded", v.generated}});
+    json r = {{"default_generation_settings", {{"n_ctx", server.backend().n_ctx()}, {"temperature", 1.0},
+                                               {"top_p", 1.0}, {"n_predict", -1}}},
+              {"total_slots", server.scheduler().n_slots()},
+              {"model_alias", server.config().alias},
+              {"model_path", server.config().model_path},
+              {"chat_template", e.file().get_string("tokenizer.chat_template", "")},
+              {"build_info", "cactus " CACTUS_SERVER_VERSION},
+              {"max_queue", server.scheduler().options().max_queue},
+              {"handoff", server.handoff() != nullptr},
+              {"slots", slots}};
+    send_json(res, 200, r);
+}
+
+}  // namespace
+
+void install_openai(Server& server, httplib::Server& http, const Wrap& wrap) {
+    Server* s = &server;
+    http.Post("/v1/chat/completions", wrap([s](const httplib::Request& q, httplib::Response& r) { handle_chat_completions(*s, q, r); }));
+    http.Post("/chat/completions", wrap([s](const httplib::Request& q, httplib::Response& r) { handle_chat_completions(*s, q, r); }));
+    http.Post("/v1/completions", wrap([s](const httplib::Request& q, httplib::Response& r) { handle_completions(*s, q, r); }));
+    http.Post("/completions", wrap([s](const httplib::Request& q, httplib::Response& r) { handle_completions(*s, q, r); }));
+    http.Get("/v1/models", wrap([s](const httplib::Request&, httplib::Response& r) {
+        send_json(r, 200, json{{"object", "list"}, {"data", json::array({model_object(*s)})}});
+    }));
+    http.Get(R"(/v1/models/(.+))", wrap([s](const httplib::Request& q, httplib::Response& r) {
+        if (q.matches[1] != s->config().alias)
+            throw HttpError{404, "The model '" + std::string(q.matches[1]) + "' does not exist", "model",
+                            "invalid_request_error", "model_not_found"};
+        send_json(r, 200, model_object(*s));
+    }));
+    http.Post("/v1/embeddings", wrap([](const httplib::Request& q, httplib::Response&) {
+        parse_body(q);
+        throw HttpError{400, "embeddings are not available: this server runs a text-generation model and cactus "
+                             "has no embedding model yet", "model", "invalid_request_error", "model_not_supported"};
+    }));
+    http.Post("/tokenize", wrap([s](const httplib::Request& q, httplib::Response& r) { handle_tokenize(*s, q, r); }));
+    http.Post("/detokenize", wrap([s](const httplib::Request& q, httplib::Response& r) { handle_detokenize(*s, q, r); }));
+    http.Get("/props", wrap([s](const httplib::Request&, httplib::Response& r) { handle_props(*s, r); }));
+}
+
+}  // namespace cactus::server

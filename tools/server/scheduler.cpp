@@ -1,0 +1,355 @@
+#include "scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/text_stream.h"
+#include "metrics.h"
+#include "sampling/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace cactus::server {
+
+namespace {
+
+double ms_since(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Log-softmax of the chosen token and the `k` most likely ids, from raw logits ([n_vocab]).
+TokenInfo logprob_info(const std::vector<float>& logits, int32_t chosen, int k) {
+    TokenInfo info;
+    float max_logit = *std::max_element(logits.begin(), logits.end());
+    double sum = 0.0;
+    for (float l : logits) sum += std::exp(static_cast<double>(l - max_logit));
+    const float lse = max_logit + static_cast<float>(std::log(sum));
+    info.logprob = logits[static_cast<size_t>(chosen)] - lse;
+    if (k <= 0) return info;
+    std::vector<int32_t> ids(logits.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+    const size_t n = std::min(static_cast<size_t>(k), ids.size());
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(),
+                      [&](int32_t a, int32_t b) { return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)]; });
+    for (size_t i = 0; i < n; ++i) info.top.emplace_back(ids[i], logits[static_cast<size_t>(ids[i])] - lse);
+    return info;
+}
+
+}  // namespace
+
+// A slot's generation state; only the scheduler thread touches it.
+struct SlotState {
+    int id = 0;
+    std::shared_ptr<Job> job;
+    size_t prefilled = 0;      // prompt tokens in the cache
+    bool decoding = false;     // the prompt is in; next_token waits to be appended
+    int32_t next_token = -1;
+    std::unique_ptr<Sampler> sampler;
+    std::unique_ptr<StreamingDetokenizer> detok;
+    std::unique_ptr<TextStream> stream;
+    GenStats stats;
+    Clock::time_point first_token_time;
+    bool have_first = false;
+};
+
+Scheduler::Scheduler(StepBackend& backend, const SchedulerOptions& options, Metrics& metrics)
+    : backend_(backend), options_(options), metrics_(metrics) {
+    if (options_.step_tokens == 0 || options_.prefill_chunk == 0)
+        fail("Scheduler: step_tokens and prefill_chunk must be positive");
+    options_.step_tokens = std::min(options_.step_tokens, backend_.max_step_tokens());
+    options_.prefill_chunk = std::min(options_.prefill_chunk, options_.step_tokens);
+    for (size_t i = 0; i < backend_.n_seqs(); ++i) {
+        slots_.push_back(std::make_unique<SlotState>());
+        slots_.back()->id = static_cast<int>(i);
+        views_.push_back(SlotView{static_cast<int>(i), false, 0, 0, 0});
+    }
+    slot_last_used_.assign(slots_.size(), 0);
+    running_jobs_.resize(slots_.size());
+}
+
+Scheduler::~Scheduler() { stop(); }
+
+void Scheduler::start() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (running_) return;
+    running_ = true;
+    thread_ = std::thread([this] { loop(); });
+}
+
+void Scheduler::stop() {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!running_) return;
+        running_ = false;
+    }
+    cancel_all();
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<Job> Scheduler::submit(GenParams params) {
+    auto job = std::make_shared<Job>(std::move(params));
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        // Free slots take jobs at the next step; beyond them, max_queue may wait.
+        const size_t free_slots = slots_.size() - std::min(busy_, slots_.size());
+        if (queue_.size() >= options_.max_queue + free_slots) return nullptr;
+        queue_.push_back(job);
+    }
+    wake_.notify_all();
+    return job;
+}
+
+void Scheduler::cancel_all() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& job : queue_) job->cancel();
+    for (auto& job : running_jobs_) {
+        if (job) job->cancel();
+    }
+}
+
+size_t Scheduler::queued() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return queue_.size();
+}
+
+size_t Scheduler::busy() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return busy_;
+}
+
+std::vector<SlotView> Scheduler::slots() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return views_;
+}
+
+void Scheduler::loop() {
+    for (;;) {
+        {
+            std::unique_lock<std::mutex> lock(mutex_);
+            if (!running_ && busy_ == 0) break;
+            if (busy_ == 0 && queue_.empty()) {
+                wake_.wait_for(lock, std::chrono::milliseconds(200));
+                continue;
+            }
+        }
+        retire_cancelled();
+        admit();
+        bool any_busy = false;
+        for (auto& s : slots_) any_busy = any_busy || s->job != nullptr;
+        if (any_busy) {
+            run_step();
+        } else {
+            std::unique_lock<std::mutex> lock(mutex_);
+            wake_.wait_for(lock, std::chrono::milliseconds(20));
+        }
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (auto& s : slots_) {
+            SlotView& v = views_[static_cast<size_t>(s->id)];
+            v.busy = s->job != nullptr;
+            v.cached_tokens = backend_.cached_tokens(s->id).size();
+            v.prompt_tokens = s->job ? s->job->params().prompt.size() : 0;
+            v.generated = s->stats.completion_tokens;
+        }
+        metrics_.set_load(queue_.size(), busy_);
+    }
+}
+
+int Scheduler::pick_slot(const std::vector<int32_t>& prompt) const {
+    int best = -1;
+    size_t best_common = 0;
+    for (const auto& s : slots_) {
+        if (s->job) continue;
+        const std::vector<int32_t>& cached = backend_.cached_tokens(s->id);
+        size_t common = 0;
+        const size_t limit = std::min(cached.size(), prompt.size());
+        while (common < limit && cached[common] == prompt[common]) ++common;
+        // The longest shared prefix wins; among equals, the slot unused for longest, so the caches
+        // of recent conversations stay for their next turn.
+        const bool better = best < 0 || common > best_common ||
+                            (common == best_common &&
+                             slot_last_used_[static_cast<size_t>(s->id)] < slot_last_used_[static_cast<size_t>(best)]);
+        if (better) {
+            best = s->id;
+            best_common = common;
+        }
+    }
+    return best;
+}
+
+void Scheduler::admit() {
+    for (;;) {
+        std::shared_ptr<Job> job;
+        int slot_id = -1;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            // Drop queued jobs that were cancelled or outlived their deadline.
+            const Clock::time_point now = Clock::now();
+            for (auto it = queue_.begin(); it != queue_.end();) {
+                if ((*it)->cancelled() || now >= (*it)->params().deadline) {
+                    GenEvent e;
+                    e.kind = GenEvent::Kind::Error;
+                    e.status = (*it)->cancelled() ? 499 : 503;
+                    e.error = (*it)->cancelled() ? "the request was cancelled while queued"
+                                                 : "the request timed out waiting for a free slot";
+                    (*it)->push(std::move(e));
+                    it = queue_.erase(it);
+                } else {
+                    ++it;
+                }
+            }
+            if (queue_.empty()) return;
+            slot_id = pick_slot(queue_.front()->params().prompt);
+            if (slot_id < 0) return;
+            job = queue_.front();
+            queue_.pop_front();
+            running_jobs_[static_cast<size_t>(slot_id)] = job;
+            ++busy_;
+        }
+        SlotState& slot = *slots_[static_cast<size_t>(slot_id)];
+        slot_last_used_[static_cast<size_t>(slot_id)] = ++use_counter_;
+        slot.job = job;
+        slot.stats = GenStats{};
+        slot.stats.slot = slot_id;
+        slot.stats.prompt_tokens = job->params().prompt.size();
+        slot.stats.queue_ms = ms_since(job->submitted(), Clock::now());
+        slot.decoding = false;
+        slot.have_first = false;
+        try {
+            slot.prefilled = backend_.begin(slot_id, job->params().prompt);
+        } catch (const std::exception& e) {
+            fail_slot(slot, 400, e.what());
+            continue;
+        }
+        slot.stats.cached_tokens = slot.prefilled;
+        const GenerationOptions& gen = job->params().gen;
+        slot.sampler = std::make_unique<Sampler>(gen.sampling);
+        for (int32_t id : job->params().prompt) slot.sampler->accept(id);
+        slot.detok = std::make_unique<StreamingDetokenizer>(backend_.engine().tokenizer());
+        slot.stream = std::make_unique<TextStream>(gen.stop_sequences, gen.include_stop_sequences);
+        metrics_.observe_queue(slot.stats.queue_ms / 1000.0);
+    }
+}
+
+void Scheduler::retire_cancelled() {
+    const Clock::time_point now = Clock::now();
+    for (auto& s : slots_) {
+        if (!s->job) continue;
+        if (s->job->cancelled()) finish(*s, "cancelled");
+        else if (now >= s->job->params().deadline) finish(*s, "timeout");
+    }
+}
+
+void Scheduler::run_step() {
+    std::vector<SeqStep> batch;
+    size_t budget = options_.step_tokens;
+    for (auto& s : slots_) {  // decoding slots first: one token each
+        if (!s->job || !s->decoding) continue;
+        SeqStep item;
+        item.seq = s->id;
+        item.tokens = {s->next_token};
+        item.want_logits = true;
+        batch.push_back(std::move(item));
+        budget = budget > 0 ? budget - 1 : 0;
+    }
+    for (auto& s : slots_) {  // then prefill chunks within what is left of the budget
+        if (!s->job || s->decoding || budget == 0) continue;
+        const std::vector<int32_t>& prompt = s->job->params().prompt;
+        const size_t n = std::min({prompt.size() - s->prefilled, options_.prefill_chunk, budget});
+        SeqStep item;
+        item.seq = s->id;
+        item.tokens.assign(prompt.begin() + static_cast<std::ptrdiff_t>(s->prefilled),
+                           prompt.begin() + static_cast<std::ptrdiff_t>(s->prefilled + n));
+        item.want_logits = s->prefilled + n == prompt.size();
+        budget -= n;
+        batch.push_back(std::move(item));
+    }
+    if (batch.empty()) return;
+    try {
+        backend_.step(batch);
+    } catch (const std::exception& e) {
+        CACTUS_LOG_WARN("server: engine step failed: %s", e.what());
+        for (SeqStep& item : batch) fail_slot(*slots_[static_cast<size_t>(item.seq)], 500, e.what());
+        return;
+    }
+    for (SeqStep& item : batch) {
+        SlotState& s = *slots_[static_cast<size_t>(item.seq)];
+        if (!s.job) continue;
+        if (!s.decoding) s.prefilled += item.tokens.size();
+        if (item.want_logits) on_logits(s, item.logits);
+    }
+}
+
+void Scheduler::on_logits(SlotState& slot, std::vector<float>& logits) {
+    const GenParams& p = slot.job->params();
+    if (slot.job->cancelled()) return finish(slot, "cancelled");
+    if (Clock::now() >= p.deadline) return finish(slot, "timeout");
+    std::vector<float> raw;
+    if (p.top_logprobs >= 0) raw = logits;
+    const int32_t token = slot.sampler->sample(logits);
+    if (!slot.have_first) {
+        slot.have_first = true;
+        slot.first_token_time = Clock::now();
+        slot.stats.ttft_ms = ms_since(slot.job->submitted(), slot.first_token_time);
+        metrics_.observe_ttft(slot.stats.ttft_ms / 1000.0);
+    }
+    const Tokenizer& tok = backend_.engine().tokenizer();
+    if (!p.gen.ignore_eos && tok.is_end_of_generation(token)) return finish(slot, "stop");
+    GenEvent e;
+    e.kind = GenEvent::Kind::Token;
+    e.token = p.top_logprobs >= 0 ? logprob_info(raw, token, p.top_logprobs) : TokenInfo{};
+    e.token.id = token;
+    e.token.probability = slot.sampler->last_probability();
+    slot.sampler->accept(token);
+    e.text = slot.stream->push(slot.detok->push(token));
+    ++slot.stats.completion_tokens;
+    slot.job->push(std::move(e));
+    if (slot.stream->stopped()) return finish(slot, "stop");
+    if (slot.stats.completion_tokens >= p.gen.max_tokens) return finish(slot, "length");
+    if (backend_.context_room(slot.id) <= 1) return finish(slot, "length");
+    slot.next_token = token;
+    slot.decoding = true;
+}
+
+void Scheduler::finish(SlotState& slot, const std::string& reason) {
+    const Clock::time_point now = Clock::now();
+    GenEvent e;
+    e.kind = GenEvent::Kind::Done;
+    e.finish_reason = reason;
+    if (slot.stream && !slot.stream->stopped() && reason != "cancelled") {
+        e.text = slot.stream->push(slot.detok->flush());
+        e.text += slot.stream->finish();
+    }
+    slot.stats.total_ms = ms_since(slot.job->submitted(), now);
+    if (!slot.have_first) slot.stats.ttft_ms = slot.stats.total_ms;
+    const double decode_s = (slot.stats.total_ms - slot.stats.ttft_ms) / 1000.0;
+    slot.stats.decode_tps =
+        slot.stats.completion_tokens > 1 && decode_s > 0.0 ? (slot.stats.completion_tokens - 1) / decode_s : 0.0;
+    e.stats = slot.stats;
+    metrics_.observe_done(slot.stats.prompt_tokens, slot.stats.cached_tokens, slot.stats.completion_tokens,
+                          slot.stats.total_ms / 1000.0, reason);
+    slot.job->push(std::move(e));
+    release(slot);
+}
+
+void Scheduler::fail_slot(SlotState& slot, int status, const std::string& message) {
+    if (!slot.job) return;
+    GenEvent e;
+    e.kind = GenEvent::Kind::Error;
+    e.status = status;
+    e.error = message;
+    slot.job->push(std::move(e));
+    release(slot);
+}
+
+void Scheduler::release(SlotState& slot) {
+    slot.job.reset();
+    slot.decoding = false;
+    std::lock_guard<std::mutex> lock(mutex_);
+    running_jobs_[static_cast<size_t>(slot.id)].reset();
+    --busy_;
+}
+
+}  // namespace cactus::server

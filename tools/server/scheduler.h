@@ -1,0 +1,88 @@
+#pragma once
+// The server's scheduler: N slots (one engine sequence each), a bounded queue of jobs, and one
+// thread that repeats a step: admit queued jobs into free slots (the slot whose cached tokens share
+// the longest prefix with the prompt, so a conversation's next turn computes only its new part),
+// collect every busy slot's work (the last sampled token of decoding slots, a prefill chunk of the
+// others, within a token budget so a long prompt does not stall the others' decoding), run one
+// backend step, then sample, stream and retire. Cancelled or expired jobs leave their slot at the
+// next step.
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "job.h"
+#include "step_backend.h"
+
+namespace cactus::server {
+
+class Metrics;
+struct SlotState;
+
+struct SchedulerOptions {
+    size_t max_queue = 64;       // jobs waiting for a slot; more are refused (HTTP 429)
+    size_t step_tokens = 512;    // tokens per step over all slots (decode tokens first)
+    size_t prefill_chunk = 256;  // most prompt tokens one slot adds per step
+};
+
+struct SlotView {
+    int id = 0;
+    bool busy = false;
+    size_t cached_tokens = 0;
+    size_t prompt_tokens = 0;
+    size_t generated = 0;
+};
+
+class Scheduler {
+public:
+    Scheduler(StepBackend& backend, const SchedulerOptions& options, Metrics& metrics);
+    ~Scheduler();
+
+    void start();
+    void stop();  // cancels everything and joins the thread
+
+    // Queues a job. Returns nullptr when the queue is full.
+    std::shared_ptr<Job> submit(GenParams params);
+    // Cancels every queued and running job (shutdown deadline reached).
+    void cancel_all();
+
+    size_t queued() const;
+    size_t busy() const;
+    size_t n_slots() const { return backend_.n_seqs(); }
+    std::vector<SlotView> slots() const;
+    const SchedulerOptions& options() const { return options_; }
+
+private:
+    void loop();
+    void admit();
+    void retire_cancelled();
+    void run_step();
+    void on_logits(SlotState& slot, std::vector<float>& logits);
+    void finish(SlotState& slot, const std::string& reason);
+    void fail_slot(SlotState& slot, int status, const std::string& message);
+    void release(SlotState& slot);
+    int pick_slot(const std::vector<int32_t>& prompt) const;
+
+    StepBackend& backend_;
+    SchedulerOptions options_;
+    Metrics& metrics_;
+    std::vector<std::unique_ptr<SlotState>> slots_;  // touched by the scheduler thread only
+    std::vector<uint64_t> slot_last_used_;
+
+    mutable std::mutex mutex_;  // guards queue_, running_, busy_, views_, running_jobs_
+    std::condition_variable wake_;
+    std::deque<std::shared_ptr<Job>> queue_;
+    std::vector<SlotView> views_;
+    std::vector<std::shared_ptr<Job>> running_jobs_;  // per slot, for cancel_all()
+    size_t busy_ = 0;
+    bool running_ = false;
+    std::thread thread_;
+    uint64_t use_counter_ = 0;
+};
+
+}  // namespace cactus::server

@@ -1,0 +1,235 @@
+#include "server.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include <httplib.h>
+
+#include "api/request.h"
+#include "core/error.h"
+#include "core/format.h"
+
+namespace cactus::server {
+
+namespace {
+
+thread_local Clock::time_point t_request_start;
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+bool is_ollama_path(const std::string& path) { return path == "/" || path.rfind("/api/", 0) == 0; }
+
+}  // namespace
+
+void send_json(httplib::Response& res, int status, const json& body) {
+    res.status = status;
+    res.set_content(dump(body), "application/json");
+}
+
+void send_error(httplib::Response& res, const HttpError& e) {
+    json err = {{"message", e.message}, {"type", e.type}, {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+                {"code", e.code.empty() ? json(nullptr) : json(e.code)}};
+    if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
+    send_json(res, e.status, json{{"error", err}});
+}
+
+json parse_body(const httplib::Request& req) {
+    json body;
+    try {
+        body = api::parse_json_text(req.body.c_str(), "the request body");
+    } catch (const std::exception& e) {
+        throw HttpError{400, std::string("invalid JSON: ") + e.what(), ""};
+    }
+    if (!body.is_object()) throw HttpError{400, "the request body must be a JSON object", ""};
+    return body;
+}
+
+Server::Server(ServerConfig config, std::unique_ptr<StepBackend> backend)
+    : config_(std::move(config)), backend_(std::move(backend)) {
+    SchedulerOptions so;
+    so.max_queue = config_.max_queue;
+    so.prefill_chunk = config_.prefill_chunk;
+    so.step_tokens = std::max<size_t>(512, config_.prefill_chunk);
+    scheduler_ = std::make_unique<Scheduler>(*backend_, so, metrics_);
+    if (!config_.handoff.url.empty()) handoff_ = std::make_unique<HandoffClient>(config_.handoff);
+    if (!config_.ssl_cert_file.empty() || !config_.ssl_key_file.empty()) {
+        if (config_.ssl_cert_file.empty() || config_.ssl_key_file.empty())
+            fail("serve: --ssl-cert-file and --ssl-key-file go together");
+        http_ = std::make_unique<httplib::SSLServer>(config_.ssl_cert_file.c_str(), config_.ssl_key_file.c_str());
+    } else {
+        http_ = std::make_unique<httplib::Server>();
+    }
+    if (!http_->is_valid()) fail("serve: cannot set up the HTTP server (certificate or key unreadable?)");
+    install_routes();
+}
+
+Server::~Server() { scheduler_->stop(); }
+
+Clock::time_point Server::deadline_from(const json& body) const {
+    auto it = body.find("timeout");
+    double seconds = config_.request_timeout_s;
+    if (it != body.end() && !it->is_null()) {
+        if (!it->is_number() || it->get<double>() <= 0.0 || it->get<double>() > config_.request_timeout_s)
+            throw HttpError{400, cactus::format("'timeout' must be a number of seconds in (0, %g]", config_.request_timeout_s),
+                            "timeout"};
+        seconds = it->get<double>();
+    }
+    return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+bool Server::authorized(const httplib::Request& req) const {
+    if (config_.api_key.empty() || req.path == "/health") return true;
+    const std::string expected = "Bearer " + config_.api_key;
+    if (req.get_header_value("Authorization") == expected) return true;
+    return req.get_header_value("x-api-key") == config_.api_key;
+}
+
+RawHandler Server::wrap(RawHandler handler, bool ollama) {
+    return [handler, ollama](const httplib::Request& req, httplib::Response& res) {
+        auto fail_with = [&](const HttpError& e) {
+            if (ollama) send_json(res, e.status, json{{"error", e.message}});
+            else send_error(res, e);
+        };
+        try {
+            handler(req, res);
+        } catch (const HttpError& e) {
+            fail_with(e);
+        } catch (const std::exception& e) {
+            fail_with(HttpError{500, e.what(), "", "server_error"});
+        }
+    };
+}
+
+void Server::install_routes() {
+    httplib::Server& http = *http_;
+    const size_t threads = config_.http_threads > 0 ? config_.http_threads
+                                                    : config_.parallel + config_.max_queue + 16;
+    http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    http.set_keep_alive_timeout(5);
+    http.set_read_timeout(60);
+    http.set_write_timeout(60);
+    http.set_payload_max_length(32u << 20);
+
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+        t_request_start = Clock::now();
+        in_flight_.fetch_add(1);
+        if (!config_.cors_origins.empty()) {
+            const std::string origin = req.get_header_value("Origin");
+            for (const std::string& allowed : config_.cors_origins) {
+                if (allowed == "*" || allowed == origin) {
+                    res.set_header("Access-Control-Allow-Origin", allowed == "*" ? "*" : origin);
+                    res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+                    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+                    break;
+                }
+            }
+            if (req.method == "OPTIONS") {
+                res.status = 204;
+                return httplib::Server::HandlerResponse::Handled;
+            }
+        }
+        if (!authorized(req)) {
+            res.set_header("WWW-Authenticate", "Bearer");
+            if (is_ollama_path(req.path)) send_json(res, 401, json{{"error", "invalid or missing API key"}});
+            else send_error(res, HttpError{401, "invalid or missing API key (Authorization: Bearer ...)", "",
+                                           "authentication_error", "invalid_api_key"});
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        return httplib::Server::HandlerResponse::Unhandled;
+    });
+    http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+        const double seconds = std::chrono::duration<double>(Clock::now() - t_request_start).count();
+        in_flight_.fetch_sub(1);
+        std::string endpoint = req.matches.empty() ? std::string("other") : req.path;
+        if (endpoint.rfind("/v1/models/", 0) == 0) endpoint = "/v1/models/{id}";
+        metrics_.observe_request(endpoint, res.status, seconds);
+        if (config_.log_requests) {
+            std::fprintf(stderr, "%s %s %s %d %.1f ms\n", req.remote_addr.c_str(), req.method.c_str(), req.path.c_str(),
+                         res.status, seconds * 1000.0);
+        }
+    });
+    http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return;
+        if (res.status == 404) {
+            send_error(res, HttpError{404, "no route for " + req.method + " " + req.path, "", "invalid_request_error",
+                                      "not_found"});
+        }
+    });
+
+    Wrap openai = [this](RawHandler h) { return wrap(std::move(h), false); };
+    Wrap ollama = [this](RawHandler h) { return wrap(std::move(h), true); };
+    http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+        if (draining()) send_json(res, 503, json{{"status", "shutting down"}});
+        else send_json(res, 200, json{{"status", "ok"}, {"slots_idle", scheduler_->n_slots() - scheduler_->busy()},
+                                      {"slots_processing", scheduler_->busy()}});
+    });
+    if (config_.metrics) {
+        http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+            res.set_content(metrics_.render(scheduler_->n_slots()), "text/plain; version=0.0.4");
+        });
+    }
+    install_openai(*this, http, openai);
+    install_ollama(*this, http, ollama);
+}
+
+void Server::shutdown_when_signalled() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    const timespec poll = {0, 200 * 1000 * 1000};
+    while (http_->is_running() || !draining_.load()) {
+        const int sig = sigtimedwait(&set, nullptr, &poll);
+        if (sig == SIGTERM || sig == SIGINT) break;
+        if (draining_.load()) return;  // stop() from elsewhere
+    }
+    draining_.store(true);
+    std::fprintf(stderr, "serve: shutting down (in-flight requests get %.0f s)\n", config_.shutdown_timeout_s);
+    const Clock::time_point deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config_.shutdown_timeout_s));
+    auto idle = [&] { return scheduler_->busy() == 0 && scheduler_->queued() == 0 && in_flight_.load() <= 0; };
+    while (!idle() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!idle()) {
+        std::fprintf(stderr, "serve: cancelling %zu running and %zu queued requests\n", scheduler_->busy(),
+                     scheduler_->queued());
+        scheduler_->cancel_all();
+        // Cancelled streams still end properly (finish_reason, [DONE]); give them a moment.
+        const Clock::time_point last = Clock::now() + std::chrono::seconds(2);
+        while (in_flight_.load() > 0 && Clock::now() < last) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    http_->stop();
+}
+
+int Server::run() {
+    if (!http_->bind_to_port(config_.host.c_str(), config_.port)) {
+        std::fprintf(stderr, "serve: cannot listen on %s:%d\n", config_.host.c_str(), config_.port);
+        return 1;
+    }
+    scheduler_->start();
+    std::thread watcher([this] { shutdown_when_signalled(); });
+    std::fprintf(stderr, "serve: %s on %s://%s:%d (%zu slot%s, %zu tokens each)\n", config_.alias.c_str(),
+                 config_.ssl_cert_file.empty() ? "http" : "https", config_.host.c_str(), config_.port,
+                 scheduler_->n_slots(), scheduler_->n_slots() == 1 ? "" : "s", backend_->n_ctx());
+    std::fflush(stderr);
+    http_->listen_after_bind();
+    draining_.store(true);
+    watcher.join();
+    scheduler_->stop();
+    std::fprintf(stderr, "serve: stopped\n");
+    return 0;
+}
+
+void block_shutdown_signals() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+}  // namespace cactus::server

@@ -1,0 +1,116 @@
+#pragma once
+// `cactus serve`: an OpenAI- and Ollama-compatible HTTP server over the engine (cpp-httplib).
+// server.cpp: routes, auth, CORS, logging, shutdown; openai_api.cpp and ollama_api.cpp: the two
+// protocols; completion.cpp: turning a job's events into a response (streamed or whole) with the
+// confidence check and the cloud hand-off; handoff.cpp: the client of the hand-off endpoint.
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "handoff.h"
+#include "metrics.h"
+#include "scheduler.h"
+#include "step_backend.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace cactus::server {
+
+using json = nlohmann::ordered_json;
+
+struct ServerConfig {
+    std::string model = "smollm2-135m";
+    std::string model_path;         // resolved .gguf
+    std::string alias;              // name shown to clients; default: the model's short name
+    std::string host = "127.0.0.1";
+    int port = 8080;
+    size_t parallel = 1;
+    size_t ctx_size = 0;            // over all slots, like llama-server; 0 = 4096 per slot
+    int threads = 0;
+    bool lock_weights = false;
+    std::string api_key;            // bearer token for every endpoint but /health; empty = none
+    std::vector<std::string> cors_origins;  // empty = no CORS headers
+    bool metrics = true;
+    bool log_requests = true;
+    size_t max_queue = 64;
+    size_t http_threads = 0;        // 0 = parallel + max_queue + 16
+    double request_timeout_s = 600;  // per request, queue wait included
+    double shutdown_timeout_s = 10;  // SIGTERM: in-flight requests get this long, then are cancelled
+    size_t prefill_chunk = 256;
+    std::string ssl_cert_file, ssl_key_file;  // both set: HTTPS
+    HandoffConfig handoff;
+};
+
+// Raised by request parsing: becomes an OpenAI-style error with this status.
+struct HttpError {
+    HttpError(int status_, std::string message_, std::string param_ = "",
+              std::string type_ = "invalid_request_error", std::string code_ = "", int retry_after_s_ = 0)
+        : status(status_), message(std::move(message_)), param(std::move(param_)), type(std::move(type_)),
+          code(std::move(code_)), retry_after_s(retry_after_s_) {}
+    int status;
+    std::string message;
+    std::string param;  // the offending field, or empty
+    std::string type;
+    std::string code;
+    int retry_after_s;  // 429/503: the Retry-After header
+};
+
+// Route installation: wrap() turns a handler that may throw HttpError into an httplib handler
+// (auth, errors in OpenAI's shape, or Ollama's {"error": "..."} when ollama is true).
+using RawHandler = std::function<void(const httplib::Request&, httplib::Response&)>;
+using Wrap = std::function<RawHandler(RawHandler)>;
+
+class Server {
+public:
+    Server(ServerConfig config, std::unique_ptr<StepBackend> backend);
+    ~Server();
+    // Binds, serves until stop() or SIGTERM/SIGINT (then drains within the shutdown bound).
+    // Returns 0, or 1 when the port cannot be bound. Prints "listening on ..." once bound.
+    int run();
+
+    const ServerConfig& config() const { return config_; }
+    StepBackend& backend() { return *backend_; }
+    Scheduler& scheduler() { return *scheduler_; }
+    Metrics& metrics() { return metrics_; }
+    HandoffClient* handoff() { return handoff_.get(); }
+    bool draining() const { return draining_.load(); }
+    Clock::time_point deadline_from(const json& body) const;
+
+private:
+    void install_routes();
+    RawHandler wrap(RawHandler handler, bool ollama);
+    bool authorized(const httplib::Request& req) const;
+    void shutdown_when_signalled();
+
+    ServerConfig config_;
+    std::unique_ptr<StepBackend> backend_;
+    Metrics metrics_;
+    std::unique_ptr<Scheduler> scheduler_;
+    std::unique_ptr<HandoffClient> handoff_;
+    std::unique_ptr<httplib::Server> http_;
+    std::atomic<bool> draining_{false};
+    std::atomic<int> in_flight_{0};
+};
+
+void install_openai(Server& server, httplib::Server& http, const Wrap& wrap);  // and llama-server's extras
+void install_ollama(Server& server, httplib::Server& http, const Wrap& wrap);
+
+// Blocks SIGTERM/SIGINT in the calling thread and the threads it starts later (Server::run()
+// receives them with sigtimedwait); ignores SIGPIPE. Call before any thread starts.
+void block_shutdown_signals();
+
+// Helpers shared by the protocol files.
+void send_json(httplib::Response& res, int status, const json& body);
+void send_error(httplib::Response& res, const HttpError& e);
+// Parses a request body (object; nesting depth checked). Throws HttpError.
+json parse_body(const httplib::Request& req);
+
+}  // namespace cactus::server

@@ -1,0 +1,146 @@
+#include "step_backend.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/error.h"
+#include "models/model.h"
+
+namespace cactus::server {
+
+namespace {
+
+class EnginePerSlot final : public StepBackend {
+public:
+    EnginePerSlot(const std::string& path, const EngineOptions& options, size_t n) {
+        if (n == 0) fail("make_engine_per_slot: the slot count is 0");
+        for (size_t i = 0; i < n; ++i) engines_.push_back(Engine::load(path, options));
+    }
+
+    size_t n_seqs() const override { return engines_.size(); }
+    const Engine& engine() const override { return *engines_[0]; }
+    const std::vector<int32_t>& cached_tokens(int seq) const override { return at(seq).cached_tokens(); }
+    size_t begin(int seq, const std::vector<int32_t>& prompt) override { return at(seq).keep_prefix(prompt); }
+
+    void step(std::vector<SeqStep>& batch) override {
+        for (SeqStep& s : batch) {
+            s.logits.clear();
+            at(s.seq).append(s.tokens.data(), s.tokens.size(), &s.logits);
+            if (!s.want_logits) s.logits.clear();
+        }
+    }
+
+    size_t context_room(int seq) const override { return at(seq).context_room(); }
+    size_t n_ctx() const override { return engines_[0]->model().info().n_ctx; }
+    size_t max_step_tokens() const override { return SIZE_MAX; }  // Engine::append splits prompts
+
+private:
+    Engine& at(int seq) const {
+        if (seq < 0 || static_cast<size_t>(seq) >= engines_.size())
+            fail("EnginePerSlot: sequence %d outside [0, %zu)", seq, engines_.size());
+        return *engines_[static_cast<size_t>(seq)];
+    }
+
+    std::vector<std::unique_ptr<Engine>> engines_;
+};
+
+class BatchedSequences final : public StepBackend {
+public:
+    BatchedSequences(const std::string& path, EngineOptions options, size_t n) {
+        if (n == 0) fail("make_batched: the slot count is 0");
+        options.n_seq = n;
+        engine_ = Engine::load(path, options);
+        model_ = &engine_->model_for_batches();
+        if (model_->info().n_seq != n) fail("make_batched: the model holds %zu sequences, not %zu", model_->info().n_seq, n);
+        cached_.resize(n);
+    }
+
+    size_t n_seqs() const override { return cached_.size(); }
+    const Engine& engine() const override { return *engine_; }
+    const std::vector<int32_t>& cached_tokens(int seq) const override { return cached_[index(seq)]; }
+
+    size_t begin(int seq, const std::vector<int32_t>& prompt) override {
+        const size_t s = index(seq);
+        const size_t n_vocab = model_->info().n_vocab;
+        if (prompt.empty()) fail("begin: the prompt is empty");
+        for (int32_t id : prompt)
+            if (id < 0 || static_cast<size_t>(id) >= n_vocab) fail("begin: token id %d is outside the vocabulary", id);
+        if (model_->context_room(seq) != SIZE_MAX && prompt.size() >= model_->info().n_ctx)
+            fail("begin: the prompt has %zu tokens but a slot holds %zu", prompt.size(), model_->info().n_ctx);
+        const std::vector<int32_t>& cached = cached_[s];
+        size_t common = 0;
+        const size_t limit = std::min(cached.size(), prompt.size());
+        while (common < limit && cached[common] == prompt[common]) ++common;
+        if (common == prompt.size()) --common;  // the last prompt token is recomputed for its logits
+        const size_t kept = model_->truncate(common, seq);
+        cached_[s].resize(kept);
+        return kept;
+    }
+
+    void step(std::vector<SeqStep>& batch) override {
+        tokens_.clear();
+        seqs_.clear();
+        marks_.clear();
+        for (SeqStep& item : batch) {
+            if (item.tokens.empty()) fail("step: sequence %d has no tokens", item.seq);
+            const size_t took = model_->reserve(item.tokens.size(), item.seq);
+            if (took < item.tokens.size()) {
+                item.tokens.resize(took);
+                item.want_logits = false;
+            }
+            tokens_.insert(tokens_.end(), item.tokens.begin(), item.tokens.end());
+            seqs_.insert(seqs_.end(), item.tokens.size(), item.seq);
+            marks_.insert(marks_.end(), item.tokens.size(), 0);
+            if (item.want_logits) marks_.back() = 1;
+        }
+        Batch b;
+        b.n = tokens_.size();
+        b.tokens = tokens_.data();
+        b.seq = seqs_.data();
+        b.logits = marks_.data();
+        model_->decode(b, &logits_);  // [n_marked, n_vocab] in batch order
+        const size_t n_vocab = model_->info().n_vocab;
+        size_t row = 0;
+        for (SeqStep& item : batch) {
+            std::vector<int32_t>& cached = cached_[index(item.seq)];
+            cached.insert(cached.end(), item.tokens.begin(), item.tokens.end());
+            item.logits.clear();
+            if (!item.want_logits) continue;
+            const float* r = logits_.data() + row * n_vocab;
+            item.logits.assign(r, r + n_vocab);
+            ++row;
+        }
+    }
+
+    size_t context_room(int seq) const override { return model_->context_room(seq); }
+    size_t n_ctx() const override { return model_->info().n_ctx; }
+    size_t max_step_tokens() const override { return model_->n_batch(); }
+
+private:
+    size_t index(int seq) const {
+        if (seq < 0 || static_cast<size_t>(seq) >= cached_.size())
+            fail("BatchedSequences: sequence %d outside [0, %zu)", seq, cached_.size());
+        return static_cast<size_t>(seq);
+    }
+
+    std::unique_ptr<Engine> engine_;
+    Model* model_ = nullptr;
+    std::vector<std::vector<int32_t>> cached_;  // per sequence: ids in its cache, in order
+    std::vector<int32_t> tokens_, seqs_;        // [n] the step's batch
+    std::vector<uint8_t> marks_;                // [n] 1 = logits wanted
+    std::vector<float> logits_;                 // [n_marked, n_vocab]
+};
+
+}  // namespace
+
+std::unique_ptr<StepBackend> make_batched(const std::string& model_path, const EngineOptions& options,
+                                          size_t n_seqs) {
+    return std::make_unique<BatchedSequences>(model_path, options, n_seqs);
+}
+
+std::unique_ptr<StepBackend> make_engine_per_slot(const std::string& model_path,
+                                                  const EngineOptions& options, size_t n_seqs) {
+    return std::make_unique<EnginePerSlot>(model_path, options, n_seqs);
+}
+
+}  // namespace cactus::server

@@ -1,0 +1,56 @@
+#pragma once
+// What the scheduler needs from the engine: N sequences, each with its own cache of token ids, and
+// one step() that appends a run of tokens to each of several sequences (a prefill chunk, or the
+// token sampled last) and returns the next-token logits of those that ask.
+//
+// Two implementations: make_batched() holds one model with N sequences and runs each step as one
+// Batch (a sequence id per token: every slot's tokens in one forward call, one weight read);
+// make_engine_per_slot() keeps one Engine per sequence and runs them one after another (the
+// interim design before the engine had batches; kept for comparisons: --engine-per-slot).
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace cactus::server {
+
+struct SeqStep {
+    int seq = 0;
+    std::vector<int32_t> tokens;  // [n] appended at the sequence's next positions
+    bool want_logits = false;
+    std::vector<float> logits;    // [n_vocab] next-token logits after the last token, when wanted
+};
+
+class StepBackend {
+public:
+    virtual ~StepBackend() = default;
+
+    virtual size_t n_seqs() const = 0;
+    // Tokenizer, chat template and model facts (shared by every sequence).
+    virtual const Engine& engine() const = 0;
+    // The ids whose keys/values sequence `seq` holds, in order.
+    virtual const std::vector<int32_t>& cached_tokens(int seq) const = 0;
+    // Keeps the longest cached prefix of `prompt` in sequence `seq` and returns its length (the
+    // last prompt token is always recomputed). Throws cactus::Error on an invalid prompt.
+    virtual size_t begin(int seq, const std::vector<int32_t>& prompt) = 0;
+    // Appends each item's tokens to its sequence (at most one item per sequence). An item may be
+    // cut short (its cache takes fewer tokens this step, e.g. a sliding window): its tokens are
+    // then resized to what was appended and want_logits cleared.
+    virtual void step(std::vector<SeqStep>& batch) = 0;
+    // Most tokens one step takes over all items.
+    virtual size_t max_step_tokens() const = 0;
+    // Tokens that may still be appended to sequence `seq`.
+    virtual size_t context_room(int seq) const = 0;
+    virtual size_t n_ctx() const = 0;  // per sequence
+};
+
+// One model with n_seqs sequences; every step is one forward call.
+std::unique_ptr<StepBackend> make_batched(const std::string& model_path, const EngineOptions& options, size_t n_seqs);
+// One Engine per sequence, each with its own copy of the weights.
+std::unique_ptr<StepBackend> make_engine_per_slot(const std::string& model_path,
+                                                  const EngineOptions& options, size_t n_seqs);
+
+}  // namespace cactus::server
