@@ -42,9 +42,11 @@ size_t width_for(DType type, size_t plain_width) {
     return block == 1 ? plain_width : (block == 32 ? 32 * 13 : 256 * 3);
 }
 
-TEST(CudaOps, MatmulEveryWeightTypeAgainstDequantizedReference) {
+TEST(CudaOps, MatmulEveryWeightTypeAgainstTheCpuDotReference) {
     CACTUS_REQUIRE_CUDA(be);
-    // Threshold: 1e-4 of sum |w x| (f32 accumulation of exactly dequantized weights).
+    // Reference: the CPU's definition, vec_dot_ref over activations quantized to vec_dot_type
+    // (Q8_0 / Q8_1 / Q8_K; f32 for float weights). Threshold: 2e-5 of sum |w x| + 1e-5 (the same
+    // rounded inputs; only the float summation order differs).
     for (DType type : kWeightTypes) {
         ASSERT_TRUE(be->supports_weight(type)) << dtype_name(type);
         const size_t n_in = width_for(type, 77);
@@ -52,21 +54,23 @@ TEST(CudaOps, MatmulEveryWeightTypeAgainstDequantizedReference) {
         std::vector<uint8_t> wq;
         std::vector<float> wf;
         quantized_rows(type, n_in, n_out, 11 + static_cast<uint32_t>(type), &wq, &wf);
+        const size_t rb = dtype_row_bytes(type, n_in);
+        const DType dot_type = vec_dot_type(type);
         const testing::Held w = hold(*be, type, n_in, n_out, wq.data());
         for (size_t n : {size_t(1), size_t(5), size_t(13)}) {
-            const std::vector<float> x = random_floats(n * n_in, 7 + static_cast<uint32_t>(n));
+            const std::vector<float> x = random_floats(n * n_in, 7 + static_cast<uint32_t>(n), -2.0f, 2.0f);
             const testing::Held xd = hold_f32(*be, x, n_in);
             const testing::Held yd = hold(*be, DType::F32, n_out, n);
             be->matmul(yd.t, w.t, xd.t);
             const std::vector<float> y = download_f32(*be, yd.t);
+            std::vector<uint8_t> xq(dtype_row_bytes(dot_type, n_in));
             for (size_t t = 0; t < n; ++t) {
+                quantize_row_ref(dot_type, xq.data(), &x[t * n_in], n_in);
                 for (size_t o = 0; o < n_out; ++o) {
-                    double ref = 0.0, mag = 0.0;
-                    for (size_t i = 0; i < n_in; ++i) {
-                        ref += static_cast<double>(wf[o * n_in + i]) * x[t * n_in + i];
-                        mag += std::fabs(static_cast<double>(wf[o * n_in + i]) * x[t * n_in + i]);
-                    }
-                    ASSERT_NEAR(y[t * n_out + o], ref, 1e-4 * mag + 1e-6)
+                    const float ref = vec_dot_ref(type, wq.data() + o * rb, xq.data(), n_in);
+                    double mag = 0.0;
+                    for (size_t i = 0; i < n_in; ++i) mag += std::fabs(wf[o * n_in + i] * x[t * n_in + i]);
+                    ASSERT_NEAR(y[t * n_out + o], ref, 2e-5 * mag + 1e-5)
                         << dtype_name(type) << " n=" << n << " t=" << t << " row " << o;
                 }
             }
@@ -197,9 +201,9 @@ void compare_kv_attention(KvType type, uint32_t window, uint32_t sinks) {
     std::unique_ptr<KvCache> kc = make(*cpu), kg = make(*gpu);
     uint32_t seed = 100;
     // Chunks of odd sizes: prefill, then decode steps, past the ring's capacity.
-    for (size_t chunk : {size_t(13), size_t(1), size_t(7), size_t(1), size_t(13), size_t(1), size_t(11), size_t(1)}) {
-        ASSERT_EQ(kc->reserve(chunk), chunk);
-        ASSERT_EQ(kg->reserve(chunk), chunk);
+    for (size_t wanted : {size_t(13), size_t(1), size_t(7), size_t(1), size_t(13), size_t(1), size_t(11), size_t(1)}) {
+        const size_t chunk = kc->reserve(wanted);  // a ring takes at most its window at once
+        ASSERT_EQ(kg->reserve(wanted), chunk);
         const size_t first = kc->append(chunk);
         ASSERT_EQ(kg->append(chunk), first);
         std::vector<KvCache*> cc(chunk, kc.get()), cg(chunk, kg.get());
@@ -348,6 +352,82 @@ TEST(CudaSelection, UnknownDeviceIsAClearError) {
     }
     o.device = "cudax";
     EXPECT_THROW(make_backend(o), Error);
+}
+
+}  // namespace
+}  // namespace cactus
+
+namespace cactus {
+namespace {
+
+// Real-model shapes and magnitudes against the CPU backend (not the reference): RoPE of smollm2
+// (NORMAL, base 1e5) and gemma3 (NEOX, base 1e6, head 256) at positions 0..40 with inputs up to
+// 50; attention with sharp scores (q, k up to 6: softmax near one-hot) over a 9/3-head f16 cache.
+TEST(CudaOps, RopeRealShapesMatchCpuBackend) {
+    CACTUS_REQUIRE_CUDA(gpu);
+    std::unique_ptr<Backend> cpu = make_backend(BackendOptions{});
+    struct Case {
+        RopeParams p;
+        size_t n_head, head_dim;
+    };
+    for (const Case& c : {Case{{RopeStyle::NORMAL, 64, 100000.0f, 1.0f}, 9, 64},
+                          Case{{RopeStyle::NEOX, 256, 1000000.0f, 1.0f}, 4, 256}}) {
+        const size_t n = 41, w = c.n_head * c.head_dim;
+        const std::vector<float> x = random_floats(n * w, 77, -50.0f, 50.0f);
+        std::vector<int32_t> pos(n);
+        for (size_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(i);
+        std::vector<float> out[2];
+        Backend* bes[2] = {cpu.get(), gpu.get()};
+        for (int i = 0; i < 2; ++i) {
+            const testing::Held xd = hold_f32(*bes[i], x, w), pd = hold(*bes[i], DType::I32, 1, n, pos.data());
+            bes[i]->rope(xd.t, c.n_head, pd.t, c.p);
+            out[i] = download_f32(*bes[i], xd.t);
+        }
+        double worst = 0.0;
+        for (size_t i = 0; i < out[0].size(); ++i) worst = std::max(worst, double(std::fabs(out[0][i] - out[1][i])));
+        std::printf("[ rope %s ] largest |gpu - cpu| %.3g\n", c.p.style == RopeStyle::NEOX ? "neox" : "normal", worst);
+        EXPECT_LE(worst_error(out[1], out[0], 1e-4, 1e-5), 1.0);
+    }
+}
+
+TEST(CudaOps, SharpAttentionRealShapesMatchCpuBackend) {
+    CACTUS_REQUIRE_CUDA(gpu);
+    std::unique_ptr<Backend> cpu = make_backend(BackendOptions{});
+    const size_t n_head = 9, n_head_kv = 3, d = 64, chunk = 29;
+    KvLayerSpec spec;
+    spec.k_width = n_head_kv * d;
+    spec.v_width = n_head_kv * d;
+    spec.n_head_kv = n_head_kv;
+    KvCacheConfig config;
+    config.n_ctx = 64;
+    std::unique_ptr<KvCache> caches[2];
+    Backend* bes[2] = {cpu.get(), gpu.get()};
+    const std::vector<float> k = random_floats(chunk * spec.k_width, 81, -6.0f, 6.0f);
+    const std::vector<float> v = random_floats(chunk * spec.v_width, 82, -3.0f, 3.0f);
+    const std::vector<float> q = random_floats(chunk * n_head * d, 83, -6.0f, 6.0f);
+    std::vector<float> out[2];
+    for (int i = 0; i < 2; ++i) {
+        Backend& be = *bes[i];
+        caches[i] = std::make_unique<KvCache>(std::vector<KvLayerSpec>{spec}, config,
+                                              [&be](const std::vector<KvLayerLayout>& l, KvType t) {
+                                                  return be.make_kv_storage(l, t);
+                                              });
+        caches[i]->reserve(chunk);
+        caches[i]->append(chunk);
+        std::vector<KvCache*> cs(chunk, caches[i].get());
+        std::vector<size_t> tokens(chunk);
+        for (size_t t = 0; t < chunk; ++t) tokens[t] = t;
+        const KvBatch b{chunk, cs.data(), tokens.data()};
+        const testing::Held kd = hold_f32(be, k, spec.k_width), vd = hold_f32(be, v, spec.v_width),
+                            qd = hold_f32(be, q, n_head * d), od = hold(be, DType::F32, n_head * d, chunk);
+        be.kv_store(0, b, kd.t, vd.t);
+        be.attention_kv(od.t, 0, b, qd.t, n_head, 0.125f);
+        out[i] = download_f32(be, od.t);
+    }
+    double worst = 0.0;
+    for (size_t i = 0; i < out[0].size(); ++i) worst = std::max(worst, double(std::fabs(out[0][i] - out[1][i])));
+    std::printf("[ sharp attention ] largest |gpu - cpu| %.3g\n", worst);
+    EXPECT_LE(worst_error(out[1], out[0], 1e-3, 1e-3), 1.0);
 }
 
 }  // namespace

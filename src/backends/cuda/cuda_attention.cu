@@ -126,35 +126,47 @@ struct DenseRows {
     __device__ float value(int r, int i) const { return v[static_cast<size_t>(r) * v_stride + voff + i]; }
 };
 
-// out [dv] = softmax(scale q.k_r + bias_r) v_r over the rows: tiles of kTile rows, online softmax.
-// Scores: one warp per row (lanes over the head dimension); values: one thread per output dimension.
+__device__ __forceinline__ float round_half(float x) { return __half2float(__float2half_rn(x)); }
+
+// Scores of rows [r0, r0 + kTile) into score[] (-inf where hidden): one warp per row, lanes over
+// the head dimension.
 template <class Rows>
+__device__ void score_tile(float* score, const float* qs, int dk, float scale, const Rows& rows, int r0) {
+    const int warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31;
+    const int n_rows = rows.n_rows();
+    for (int j = warp; j < kTile; j += kThreads / 32) {
+        const int r = r0 + j;
+        float s = -INFINITY;
+        if (r < n_rows) {
+            const float b = rows.bias(r);
+            if (b != -INFINITY) {
+                float dot = 0.0f;
+                for (int i = lane; i < dk; i += 32) dot += qs[i] * rows.key(r, i);
+                s = warp_sum(dot) * scale + b;
+            }
+        }
+        if (lane == 0) score[j] = s;
+    }
+}
+
+// out [dv] = softmax(scale q.k_r + bias_r) v_r over the rows, in tiles of kTile rows.
+// ROUND (f16 caches): like the CPU path (and llama.cpp's f16 KV path) the query and the normalized
+// attention weights are rounded to f16, so a second pass recomputes the scores once the row max
+// and the sum are known. Otherwise one pass with an online softmax.
+template <bool ROUND, class Rows>
 __device__ void attend(float* out, const float* q, int dk, int dv, float scale, const Rows& rows) {
     __shared__ float qs[512];
     __shared__ float score[kTile];
     __shared__ float weight[kTile];
-    const int warp = threadIdx.x >> 5;
-    const int lane = threadIdx.x & 31;
-    for (int i = threadIdx.x; i < dk; i += blockDim.x) qs[i] = q[i];
+    for (int i = threadIdx.x; i < dk; i += blockDim.x) qs[i] = ROUND ? round_half(q[i]) : q[i];
     __syncthreads();
     float m = -INFINITY;
     float l = 0.0f;
     float acc[kMaxAcc] = {0.0f, 0.0f, 0.0f, 0.0f};
     const int n_rows = rows.n_rows();
     for (int r0 = 0; r0 < n_rows; r0 += kTile) {
-        for (int j = warp; j < kTile; j += kThreads / 32) {
-            const int r = r0 + j;
-            float s = -INFINITY;
-            if (r < n_rows) {
-                const float b = rows.bias(r);
-                if (b != -INFINITY) {
-                    float dot = 0.0f;
-                    for (int i = lane; i < dk; i += 32) dot += qs[i] * rows.key(r, i);
-                    s = warp_sum(dot) * scale + b;
-                }
-            }
-            if (lane == 0) score[j] = s;
-        }
+        score_tile(score, qs, dk, scale, rows, r0);
         __syncthreads();
         float tile_max = -INFINITY;
         for (int j = 0; j < kTile; ++j) tile_max = fmaxf(tile_max, score[j]);
@@ -169,26 +181,50 @@ __device__ void attend(float* out, const float* q, int dk, int dv, float scale, 
         float tile_sum = 0.0f;
         for (int j = 0; j < kTile; ++j) tile_sum += weight[j];
         l = l * corr + tile_sum;
-        const int n_tile = min(kTile, n_rows - r0);
+        if (!ROUND) {
+            const int n_tile = min(kTile, n_rows - r0);
 #pragma unroll
-        for (int a = 0; a < kMaxAcc; ++a) {
-            const int d = threadIdx.x + a * kThreads;
-            if (d >= dv) break;
-            float sum = acc[a] * corr;
-            for (int j = 0; j < n_tile; ++j) {
-                const float w = weight[j];
-                if (w != 0.0f) sum += w * rows.value(r0 + j, d);
+            for (int a = 0; a < kMaxAcc; ++a) {
+                const int d = threadIdx.x + a * kThreads;
+                if (d >= dv) break;
+                float sum = acc[a] * corr;
+                for (int j = 0; j < n_tile; ++j) {
+                    const float w = weight[j];
+                    if (w != 0.0f) sum += w * rows.value(r0 + j, d);
+                }
+                acc[a] = sum;
             }
-            acc[a] = sum;
         }
         m = new_m;
         __syncthreads();
     }
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    if (ROUND && l > 0.0f) {
+        for (int r0 = 0; r0 < n_rows; r0 += kTile) {
+            score_tile(score, qs, dk, scale, rows, r0);
+            __syncthreads();
+            if (threadIdx.x < kTile) weight[threadIdx.x] = round_half(expf(score[threadIdx.x] - m) * inv);
+            __syncthreads();
+            const int n_tile = min(kTile, n_rows - r0);
+#pragma unroll
+            for (int a = 0; a < kMaxAcc; ++a) {
+                const int d = threadIdx.x + a * kThreads;
+                if (d >= dv) break;
+                float sum = acc[a];
+                for (int j = 0; j < n_tile; ++j) {
+                    const float w = weight[j];
+                    if (w != 0.0f) sum += w * rows.value(r0 + j, d);
+                }
+                acc[a] = sum;
+            }
+            __syncthreads();
+        }
+    }
+    const float norm = ROUND ? 1.0f : inv;
 #pragma unroll
     for (int a = 0; a < kMaxAcc; ++a) {
         const int d = threadIdx.x + a * kThreads;
-        if (d < dv) out[d] = acc[a] * inv;
+        if (d < dv) out[d] = acc[a] * norm;
     }
 }
 
@@ -201,7 +237,12 @@ __global__ void __launch_bounds__(kThreads) attention_kv_kernel(float* out, cons
     const int dv = static_cast<int>(sh.head_dim_v);
     const KvAttnDesc d = desc[t];
     CacheRows rows{&d, h / group, &sh, (dk + kGroup - 1) / kGroup, (dv + kGroup - 1) / kGroup};
-    attend(out + static_cast<size_t>(t) * sh.n_head * dv + h * dv, q + static_cast<size_t>(t) * sh.n_head * dk + h * dk,
+    if (!sh.int8) {
+        attend<true>(out + static_cast<size_t>(t) * sh.n_head * dv + h * dv,
+                     q + static_cast<size_t>(t) * sh.n_head * dk + h * dk, dk, dv, sh.scale, rows);
+        return;
+    }
+    attend<false>(out + static_cast<size_t>(t) * sh.n_head * dv + h * dv, q + static_cast<size_t>(t) * sh.n_head * dk + h * dk,
            dk, dv, sh.scale, rows);
 }
 
@@ -215,7 +256,7 @@ __global__ void __launch_bounds__(kThreads) attention_dense_kernel(float* out, c
     const int shift = n_kv >= n_q ? n_kv - n_q : 0;
     DenseRows rows{k, v, mask ? mask + static_cast<size_t>(i) * n_kv : nullptr, n_kv, n_head_kv * dk,
                    n_head_kv * dv, kvh * dk, kvh * dv, causal ? i + shift : n_kv - 1};
-    attend(out + static_cast<size_t>(i) * n_head * dv + h * dv, q + static_cast<size_t>(i) * n_head * dk + h * dk,
+    attend<false>(out + static_cast<size_t>(i) * n_head * dv + h * dv, q + static_cast<size_t>(i) * n_head * dk + h * dk,
            dk, dv, scale, rows);
 }
 

@@ -102,7 +102,11 @@ void CudaBackend::usable(const char* op) const {
         fail("%s %s: the device handle refuses work after an earlier failure (%s)", ctx_->name.c_str(), op,
              ctx_->broken.c_str());
     }
-    cudaSetDevice(ctx_->device);
+    thread_local int current = -1;  // cudaSetDevice only when this thread last used another device
+    if (current != ctx_->device) {
+        cudaSetDevice(ctx_->device);
+        current = ctx_->device;
+    }
 }
 
 void CudaBackend::broke(const char* op, const std::string& what) {

@@ -97,6 +97,80 @@ __global__ void get_rows_kernel(float* y, const uint8_t* table, size_t row_bytes
 
 // ---- matrix products --------------------------------------------------------------------------------
 
+// The activation rounding of the CPU's integer dot products (vec_dot_type): quantized weights meet
+// activations quantized to Q8_0 / Q8_1 (32-element blocks: d = max|x| / 127 stored as f16,
+// q = roundf(x / d)) or Q8_K (256-element blocks: iscale = -127 / (the signed largest |x|),
+// q = min(127, rint(iscale x)), d = 1 / iscale). The kernels multiply the dequantized weights by
+// x' = q * d in f32, which equals the CPU's per-block integer sums up to float rounding, so both
+// backends compute the same function of the same rounded inputs.
+template <DType T>
+__host__ __device__ constexpr bool is_k_quant() {
+    return T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K;
+}
+
+template <DType T>
+__host__ __device__ constexpr bool has_min() {
+    return T == DType::Q4_1 || T == DType::Q5_1;
+}
+
+// xv: this lane's 32 activations (chunk c); for K-quants the 8 lanes of a 256-block cooperate
+// (every lane of the warp must call this). Returns Q8_1's s = d * sum(q) rounded to f16 as the CPU
+// stores it (the weights' minimum multiplies s, not the sum of the x').
+template <DType T>
+__device__ __forceinline__ float round_activations(float* xv, int lane) {
+    if constexpr (is_k_quant<T>()) {
+        float amax = 0.0f, mx = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+            const float a = fabsf(xv[j]);
+            if (a > amax) {
+                amax = a;
+                mx = xv[j];
+            }
+        }
+#pragma unroll
+        for (int o = 1; o < 8; o <<= 1) {  // the first element wins ties, as in the CPU's loop
+            const float oa = __shfl_xor_sync(0xffffffffu, amax, o);
+            const float om = __shfl_xor_sync(0xffffffffu, mx, o);
+            if (oa > amax || (oa == amax && (lane ^ o) < lane)) {
+                amax = oa;
+                mx = om;
+            }
+        }
+        if (amax == 0.0f) {
+#pragma unroll
+            for (int j = 0; j < 32; ++j) xv[j] = 0.0f;
+            return 0.0f;
+        }
+        const float iscale = -127.0f / mx;
+        const float d = 1.0f / iscale;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) xv[j] = fminf(127.0f, rintf(iscale * xv[j])) * d;
+        return 0.0f;
+    } else {
+        float amax = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(xv[j]));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float dh = __half2float(__float2half_rn(d));
+        float qsum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+            const float q = roundf(xv[j] * id);
+            qsum += q;
+            xv[j] = q * dh;
+        }
+        return __half2float(__float2half_rn(qsum * d));
+    }
+}
+
+// The minimum m of the block of chunk c (Q4_1, Q5_1).
+template <DType T>
+__device__ __forceinline__ float block_min(const uint8_t* row, int c) {
+    return h2f(row + c * (T == DType::Q4_1 ? 20 : 24) + 2);
+}
+
 // y [n, n_out] = x [n, n_in] W^T: one warp per weight row, NT tokens per block; quantized rows are
 // read one 32-element chunk per lane and dequantized in registers. x rows are 16-byte aligned.
 template <DType T, int NT>
@@ -105,7 +179,7 @@ __global__ void __launch_bounds__(kWarps * 32) matmul_quant_kernel(float* y, con
     const int warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31;
     const int r = blockIdx.x * kWarps + warp;
-    if (r >= n_out) return;
+    if (r >= n_out) return;  // whole warps leave together
     const int t0 = blockIdx.y * NT;
     const int nt = min(NT, n - t0);
     const uint8_t* wr = w + static_cast<size_t>(r) * row_bytes;
@@ -113,20 +187,44 @@ __global__ void __launch_bounds__(kWarps * 32) matmul_quant_kernel(float* y, con
     float acc[NT];
 #pragma unroll
     for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-    for (int c = lane; c < chunks; c += 32) {
+    for (int base = 0; base < chunks; base += 32) {
+        const int c = base + lane;
+        const bool active = c < chunks;  // K-quants: whole 8-lane groups are active or not
         float wv[32];
-        deq32<T>(wr, c, wv);
+        if (active) deq32<T>(wr, c, wv);
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
             if (t < nt) {
-                const float4* xp = reinterpret_cast<const float4*>(x + static_cast<size_t>(t0 + t) * n_in + c * 32);
-                float s = 0.0f;
+                float xv[32];
+                if (active) {
+                    const float4* xp =
+                        reinterpret_cast<const float4*>(x + static_cast<size_t>(t0 + t) * n_in + c * 32);
 #pragma unroll
-                for (int q = 0; q < 8; ++q) {
-                    const float4 v = __ldg(xp + q);
-                    s += wv[4 * q] * v.x + wv[4 * q + 1] * v.y + wv[4 * q + 2] * v.z + wv[4 * q + 3] * v.w;
+                    for (int q = 0; q < 8; ++q) {
+                        const float4 v = __ldg(xp + q);
+                        xv[4 * q] = v.x;
+                        xv[4 * q + 1] = v.y;
+                        xv[4 * q + 2] = v.z;
+                        xv[4 * q + 3] = v.w;
+                    }
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 32; ++j) xv[j] = 0.0f;
                 }
-                acc[t] += s;
+                const float s16 = round_activations<T>(xv, lane);
+                if (active) {
+                    float s = 0.0f;
+#pragma unroll
+                    for (int j = 0; j < 32; ++j) s += wv[j] * xv[j];
+                    if constexpr (has_min<T>()) {
+                        // wv = d q + m: replace m * sum(x') by the CPU's m * s.
+                        float xsum = 0.0f;
+#pragma unroll
+                        for (int j = 0; j < 32; ++j) xsum += xv[j];
+                        s += block_min<T>(wr, c) * (s16 - xsum);
+                    }
+                    acc[t] += s;
+                }
             }
         }
     }
