@@ -134,13 +134,20 @@ public:
 };
 
 struct BackendOptions {
-    std::string device = "cpu";  // "cpu" (later "cuda", "cuda:N")
+    std::string device = "cpu";  // "cpu", "cuda" (= "cuda:0"), "cuda:N" (builds with CACTUS_CUDA)
     int n_threads = 0;           // CPU threads; 0 = ThreadPool::default_threads()
+    // Longest host wait for a GPU (synchronize, download); then the call throws and the backend
+    // refuses further work. 0 = the environment's CACTUS_GPU_TIMEOUT_MS, else 30000.
+    int gpu_timeout_ms = 0;
 };
 
 // The backend for options.device; throws cactus::Error naming the device when it is unknown or
 // not usable on this machine (never a silent fallback).
 std::unique_ptr<Backend> make_backend(const BackendOptions& options);
+// Whether this build has the CUDA backend (CMake CACTUS_CUDA); a GPU may still be missing.
+bool cuda_compiled();
+// The device string of the environment's CACTUS_DEVICE, or `fallback` when it is unset or empty.
+std::string device_from_env(const std::string& fallback);
 
 // Every device name make_backend knows in this build ("cpu" first; "cuda" when built with CUDA),
 // whether or not it is usable on this machine (tests run each and skip the unusable ones).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "backends/backend.h"
 #include "chat/builtin_templates.h"
 #include "chat/chat_template.h"
 #include "core/error.h"
@@ -47,6 +48,8 @@ std::unique_ptr<Engine> Engine::load(const std::string& model_path, const Engine
     engine->model_options_.n_ctx = options.n_ctx;
     engine->model_options_.n_threads = options.n_threads;
     engine->model_options_.n_seq = options.n_seq;
+    engine->model_options_.device = options.device.empty() ? device_from_env("cpu") : options.device;
+    engine->model_options_.gpu_timeout_ms = options.gpu_timeout_ms;
     engine->model_ = Model::load(*engine->file_, engine->model_options_);
     engine->tokenizer_ = Tokenizer::from_gguf(*engine->file_);
     std::string source = engine->file_->get_string("tokenizer.chat_template", "");

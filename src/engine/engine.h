@@ -26,6 +26,8 @@ struct EngineOptions {
     int n_threads = 0;    // 0 = default
     bool lock_weights = false;  // mlock weights (or copy them to anonymous memory)
     size_t n_seq = 1;     // sequences the model holds (each its own cache); the session uses 0
+    std::string device;         // "cpu", "cuda", "cuda:N"; empty = $CACTUS_DEVICE, else "cpu"
+    int gpu_timeout_ms = 0;     // 0 = $CACTUS_GPU_TIMEOUT_MS, else 30000
 };
 
 // Per-request settings of the context and KV cache (C API options of ours). A request whose values

@@ -25,7 +25,7 @@ size_t checked_seq(const Batch& b, size_t i, size_t n_seq) {
 
 DecoderModel::DecoderModel(const GgufFile& file, const ModelOptions& options, const HParams& hparams)
     : hp_(hparams),
-      backend_(make_backend(BackendOptions{options.device, options.n_threads})),
+      backend_(make_backend(BackendOptions{options.device, options.n_threads, options.gpu_timeout_ms})),
       weights_(file, *backend_),
       nn_(*backend_) {
     info_.architecture = hp_.arch;

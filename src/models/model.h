@@ -23,7 +23,8 @@ struct ModelOptions {
     int n_threads = 0;    // 0 = ThreadPool::default_threads()
     size_t n_batch = 512; // max tokens per forward step (prefill is split internally)
     size_t n_seq = 1;     // independent sequences (each with its own KV cache), decoded together
-    std::string device = "cpu";  // backend (src/backends/backend.h)
+    std::string device = "cpu";  // backend (src/backends/backend.h): "cpu", "cuda", "cuda:N"
+    int gpu_timeout_ms = 0;      // longest wait for the GPU; 0 = $CACTUS_GPU_TIMEOUT_MS or 30000
     KvRequest kv;         // KV precision and compaction; unset fields take the defaults
     size_t memory_budget = 0;  // bytes for KV cache + activations; 0 = physical memory (model_budget.h)
 };

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
+#include "backends/backend.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -56,6 +57,7 @@ struct BenchArgs {
     bool membw = false;
     size_t membw_mib = 256;
     size_t sequences = 1;      // sequences decoded together in the tgN test (one batch per step)
+    std::string device;  // empty = $CACTUS_DEVICE, else cpu
 };
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
@@ -229,6 +231,7 @@ double time_decode(Model& model, const Workload& w, std::vector<float>& logits) 
 ModelOptions bench_model_options(const BenchArgs& args, int threads) {
     ModelOptions options;
     options.n_threads = threads;
+    options.device = args.device.empty() ? device_from_env("cpu") : args.device;
     options.n_batch = std::max<size_t>({args.n_prompt, args.sequences, 1});  // ppN is one batch
     options.n_ctx = std::max(args.n_prompt, args.decode_prompt + args.n_gen) + 1;
     options.n_seq = args.sequences;
@@ -267,6 +270,7 @@ std::vector<int> resolved_threads(const std::vector<int>& requested) {
 // ---- model report ----------------------------------------------------------------------------
 
 struct ModelReport {
+    std::string device;  // the backend that ran the model (ModelInfo::device)
     std::string path;
     std::string architecture, name;
     size_t file_bytes = 0, weight_bytes = 0, n_vocab = 0;
@@ -298,6 +302,7 @@ Json report_json(const ModelReport& m, const BenchArgs& args) {
                 {"n_vocab", m.n_vocab},
                 {"residency", m.residency},
                 {"kernels", cpu_kernels().isa_name},
+                {"device", m.device},
                 {"n_prompt", args.n_prompt},
                 {"n_gen", args.n_gen},
                 {"decode_prompt", args.decode_prompt},
@@ -324,6 +329,7 @@ void print_report(const ModelReport& m, const BenchArgs& args) {
                 mib(m.file_bytes), m.residency.c_str(), mib(m.weight_bytes));
     std::printf("kernels: %s (CACTUS_CPU_ISA caps the tier); %d repetitions after 1 warm-up; tok/s median, min, "
                 "max, stddev; TTFT = ppN time\n\n", cpu_kernels().isa_name, args.reps);
+    std::printf("device: %s\n", m.device.c_str());
     std::printf("threads | test    |  tok/s med |  tok/s min |  tok/s max |   stddev |    TTFT ms\n");
     std::printf("--------+---------+------------+------------+------------+----------+-----------\n");
     for (const ThreadResult& r : m.results) {
@@ -361,6 +367,7 @@ int run_model_bench(const BenchArgs& args) {
         double load_ms = 1e3 * seconds_between(load_start, Clock::now());
         if (m.n_vocab == 0) {
             m.n_vocab = model->info().n_vocab;
+            m.device = model->info().device;
             w = make_workload(args, *file, m.n_vocab);
         }
         m.results.push_back(bench_model(args, *model, threads, w));
@@ -489,6 +496,7 @@ void register_bench(CLI::App& app) {
                       "Sequences decoded together in the decode test (one batch per step; tok/s is the aggregate)")
         ->check(CLI::Range(1, 256));
     bench->add_flag("--json", args->json, "Print JSON instead of a table");
+    bench->add_option("--device", args->device, "cpu, cuda or cuda:N (default: $CACTUS_DEVICE, else cpu)");
     bench->add_flag("--mlock", args->mlock, "Lock the weights in RAM or copy them there (the default)");
     bench->add_flag("--no-mlock", args->no_mlock, "Leave the weights memory-mapped");
     bench->add_flag("--membw", args->membw, "Measure memory bandwidth instead (read and copy, per thread count)");

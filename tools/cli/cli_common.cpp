@@ -12,6 +12,7 @@ void add_model_args(CLI::App& app, ModelArgs& args) {
     app.add_option("-t,--threads", args.threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 256));
     app.add_option("-c,--ctx-size", args.ctx_size, "Context length in tokens (0 = model default, at most 8192)");
     app.add_flag("--mlock", args.lock_weights, "Lock the weights in memory (or copy them to RAM)");
+    app.add_option("--device", args.device, "cpu, cuda or cuda:N (default: $CACTUS_DEVICE, else cpu)");
 }
 
 void add_sampling_args(CLI::App& app, SamplingArgs& args) {
@@ -35,6 +36,7 @@ std::unique_ptr<Engine> load_engine(const ModelArgs& args) {
     options.n_threads = args.threads;
     options.n_ctx = args.ctx_size;
     options.lock_weights = args.lock_weights;
+    options.device = args.device;
     return Engine::load(resolve_model_path(args.model), options);
 }
 

@@ -14,6 +14,7 @@ struct ModelArgs {
     int threads = 0;
     size_t ctx_size = 0;
     bool lock_weights = false;
+    std::string device;  // empty = $CACTUS_DEVICE, else cpu
 };
 
 struct SamplingArgs {

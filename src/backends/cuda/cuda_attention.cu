@@ -1,0 +1,352 @@
+// CUDA kernels of the KV cache (row store as f16 or int8 groups), attention over the cache (causal,
+// sliding rings with sinks: masked by row positions, as attention_row_visible), dense attention, and
+// the im2col step of the convolutions.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "backends/cuda/cuda_kernels.h"
+#include "core/error.h"
+
+namespace cactus {
+namespace cuda {
+
+namespace {
+
+constexpr int kThreads = 128;  // attention block: 4 warps
+constexpr int kTile = 64;      // rows scored per step of the online softmax
+constexpr int kMaxAcc = 4;     // head_dim_v <= kThreads * kMaxAcc
+constexpr int kGroup = 32;     // int8 scale group (kKvGroup)
+
+void check_launch(const char* what) {
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) fail("cuda %s: kernel launch failed: %s", what, cudaGetErrorString(e));
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// ---- KV store ---------------------------------------------------------------------------------------
+
+// Quantizes one group of up to 32 elements (one per lane) as kv_quantize_i8 does.
+__device__ void quantize_group(int8_t* q, float* scale, const float* x, int n, int lane) {
+    const float v = lane < n ? x[lane] : 0.0f;
+    const float amax = warp_max(fabsf(v));
+    const float s = amax / 127.0f;
+    const float inv = s > 0.0f ? 1.0f / s : 0.0f;
+    if (lane < n) q[lane] = static_cast<int8_t>(fmaxf(-127.0f, fminf(127.0f, rintf(v * inv))));
+    if (lane == 0) *scale = s;
+}
+
+__device__ void store_int8_row(int8_t* dst, float* scales, const float* src, int width, int n_head) {
+    const int head_dim = width / n_head;
+    const int groups = (head_dim + kGroup - 1) / kGroup;
+    const int warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31;
+    for (int item = warp; item < n_head * groups; item += blockDim.x >> 5) {
+        const int h = item / groups;
+        const int g = item % groups;
+        const int begin = h * head_dim + g * kGroup;
+        const int n = min(kGroup, head_dim - g * kGroup);
+        quantize_group(dst + begin, scales + item, src + begin, n, lane);
+    }
+}
+
+__global__ void kv_store_kernel(const KvStoreDesc* desc, const float* k, const float* v, int k_width, int v_width,
+                                int n_head_kv, bool int8) {
+    const int t = blockIdx.x;
+    const KvStoreDesc d = desc[t];
+    const float* kr = k + static_cast<size_t>(t) * k_width;
+    const float* vr = v + static_cast<size_t>(t) * v_width;
+    if (!int8) {
+        __half* kd = static_cast<__half*>(d.k);
+        __half* vd = static_cast<__half*>(d.v);
+        for (int i = threadIdx.x; i < k_width; i += blockDim.x) kd[i] = __float2half_rn(kr[i]);
+        for (int i = threadIdx.x; i < v_width; i += blockDim.x) vd[i] = __float2half_rn(vr[i]);
+        return;
+    }
+    store_int8_row(static_cast<int8_t*>(d.k), d.ks, kr, k_width, n_head_kv);
+    store_int8_row(static_cast<int8_t*>(d.v), d.vs, vr, v_width, n_head_kv);
+}
+
+// ---- attention ---------------------------------------------------------------------------------------
+
+// Rows of one KV head of the cache: f16 or int8 with group scales; masked by positions.
+struct CacheRows {
+    const KvAttnDesc* d;
+    int kvh;
+    const KvAttnShape* sh;
+    int gph_k, gph_v;
+    __device__ int n_rows() const { return d->n_rows; }
+    __device__ float bias(int r) const {
+        const int32_t rp = d->row_pos[r];
+        bool visible = rp >= 0 && rp <= d->q_pos;
+        if (visible && !(rp < static_cast<int64_t>(d->sinks))) {
+            visible = d->window == 0 || static_cast<int64_t>(d->q_pos) - rp < static_cast<int64_t>(d->window);
+        }
+        return visible ? 0.0f : -INFINITY;
+    }
+    __device__ float key(int r, int i) const {
+        const size_t at = static_cast<size_t>(r) * sh->k_width + kvh * sh->head_dim_k + i;
+        if (!sh->int8) return __half2float(static_cast<const __half*>(d->k)[at]);
+        const float s = d->ks[static_cast<size_t>(r) * sh->k_groups + kvh * gph_k + i / kGroup];
+        return s * static_cast<float>(static_cast<const int8_t*>(d->k)[at]);
+    }
+    __device__ float value(int r, int i) const {
+        const size_t at = static_cast<size_t>(r) * sh->v_width + kvh * sh->head_dim_v + i;
+        if (!sh->int8) return __half2float(static_cast<const __half*>(d->v)[at]);
+        const float s = d->vs[static_cast<size_t>(r) * sh->v_groups + kvh * gph_v + i / kGroup];
+        return s * static_cast<float>(static_cast<const int8_t*>(d->v)[at]);
+    }
+};
+
+// Dense f32 keys and values with an optional additive mask and a causal limit.
+struct DenseRows {
+    const float* k;
+    const float* v;
+    const float* mask_row;  // [n_kv] or null
+    int n_kv, k_stride, v_stride, koff, voff;
+    int limit;              // keys j > limit are hidden (causal); n_kv - 1 otherwise
+    __device__ int n_rows() const { return n_kv; }
+    __device__ float bias(int r) const {
+        if (r > limit) return -INFINITY;
+        return mask_row ? mask_row[r] : 0.0f;
+    }
+    __device__ float key(int r, int i) const { return k[static_cast<size_t>(r) * k_stride + koff + i]; }
+    __device__ float value(int r, int i) const { return v[static_cast<size_t>(r) * v_stride + voff + i]; }
+};
+
+__device__ __forceinline__ float round_half(float x) { return __half2float(__float2half_rn(x)); }
+
+// Scores of rows [r0, r0 + kTile) into score[] (-inf where hidden): one warp per row, lanes over
+// the head dimension.
+template <class Rows>
+__device__ void score_tile(float* score, const float* qs, int dk, float scale, const Rows& rows, int r0) {
+    const int warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31;
+    const int n_rows = rows.n_rows();
+    for (int j = warp; j < kTile; j += kThreads / 32) {
+        const int r = r0 + j;
+        float s = -INFINITY;
+        if (r < n_rows) {
+            const float b = rows.bias(r);
+            if (b != -INFINITY) {
+                float dot = 0.0f;
+                for (int i = lane; i < dk; i += 32) dot += qs[i] * rows.key(r, i);
+                s = warp_sum(dot) * scale + b;
+            }
+        }
+        if (lane == 0) score[j] = s;
+    }
+}
+
+// out [dv] = softmax(scale q.k_r + bias_r) v_r over the rows, in tiles of kTile rows.
+// ROUND (f16 caches): like the CPU path (and llama.cpp's f16 KV path) the query and the normalized
+// attention weights are rounded to f16, so a second pass recomputes the scores once the row max
+// and the sum are known. Otherwise one pass with an online softmax.
+template <bool ROUND, class Rows>
+__device__ void attend(float* out, const float* q, int dk, int dv, float scale, const Rows& rows) {
+    __shared__ float qs[512];
+    __shared__ float score[kTile];
+    __shared__ float weight[kTile];
+    for (int i = threadIdx.x; i < dk; i += blockDim.x) qs[i] = ROUND ? round_half(q[i]) : q[i];
+    __syncthreads();
+    float m = -INFINITY;
+    float l = 0.0f;
+    float acc[kMaxAcc] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const int n_rows = rows.n_rows();
+    for (int r0 = 0; r0 < n_rows; r0 += kTile) {
+        score_tile(score, qs, dk, scale, rows, r0);
+        __syncthreads();
+        float tile_max = -INFINITY;
+        for (int j = 0; j < kTile; ++j) tile_max = fmaxf(tile_max, score[j]);
+        const float new_m = fmaxf(m, tile_max);
+        if (new_m == -INFINITY) {
+            __syncthreads();
+            continue;
+        }
+        if (threadIdx.x < kTile) weight[threadIdx.x] = expf(score[threadIdx.x] - new_m);
+        __syncthreads();
+        const float corr = expf(m - new_m);  // 0 while m is -inf
+        float tile_sum = 0.0f;
+        for (int j = 0; j < kTile; ++j) tile_sum += weight[j];
+        l = l * corr + tile_sum;
+        if (!ROUND) {
+            const int n_tile = min(kTile, n_rows - r0);
+#pragma unroll
+            for (int a = 0; a < kMaxAcc; ++a) {
+                const int d = threadIdx.x + a * kThreads;
+                if (d >= dv) break;
+                float sum = acc[a] * corr;
+                for (int j = 0; j < n_tile; ++j) {
+                    const float w = weight[j];
+                    if (w != 0.0f) sum += w * rows.value(r0 + j, d);
+                }
+                acc[a] = sum;
+            }
+        }
+        m = new_m;
+        __syncthreads();
+    }
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    if (ROUND && l > 0.0f) {
+        for (int r0 = 0; r0 < n_rows; r0 += kTile) {
+            score_tile(score, qs, dk, scale, rows, r0);
+            __syncthreads();
+            if (threadIdx.x < kTile) weight[threadIdx.x] = round_half(expf(score[threadIdx.x] - m) * inv);
+            __syncthreads();
+            const int n_tile = min(kTile, n_rows - r0);
+#pragma unroll
+            for (int a = 0; a < kMaxAcc; ++a) {
+                const int d = threadIdx.x + a * kThreads;
+                if (d >= dv) break;
+                float sum = acc[a];
+                for (int j = 0; j < n_tile; ++j) {
+                    const float w = weight[j];
+                    if (w != 0.0f) sum += w * rows.value(r0 + j, d);
+                }
+                acc[a] = sum;
+            }
+            __syncthreads();
+        }
+    }
+    const float norm = ROUND ? 1.0f : inv;
+#pragma unroll
+    for (int a = 0; a < kMaxAcc; ++a) {
+        const int d = threadIdx.x + a * kThreads;
+        if (d < dv) out[d] = acc[a] * norm;
+    }
+}
+
+__global__ void __launch_bounds__(kThreads) attention_kv_kernel(float* out, const float* q, const KvAttnDesc* desc,
+                                                                KvAttnShape sh) {
+    const int t = blockIdx.x / static_cast<int>(sh.n_head);
+    const int h = blockIdx.x % static_cast<int>(sh.n_head);
+    const int group = static_cast<int>(sh.n_head / sh.n_head_kv);
+    const int dk = static_cast<int>(sh.head_dim_k);
+    const int dv = static_cast<int>(sh.head_dim_v);
+    const KvAttnDesc d = desc[t];
+    CacheRows rows{&d, h / group, &sh, (dk + kGroup - 1) / kGroup, (dv + kGroup - 1) / kGroup};
+    if (!sh.int8) {
+        attend<true>(out + static_cast<size_t>(t) * sh.n_head * dv + h * dv,
+                     q + static_cast<size_t>(t) * sh.n_head * dk + h * dk, dk, dv, sh.scale, rows);
+        return;
+    }
+    attend<false>(out + static_cast<size_t>(t) * sh.n_head * dv + h * dv, q + static_cast<size_t>(t) * sh.n_head * dk + h * dk,
+           dk, dv, sh.scale, rows);
+}
+
+__global__ void __launch_bounds__(kThreads) attention_dense_kernel(float* out, const float* q, const float* k,
+                                                                   const float* v, const float* mask, int n_q,
+                                                                   int n_kv, int n_head, int n_head_kv, int dk,
+                                                                   int dv, float scale, bool causal) {
+    const int i = blockIdx.x / n_head;
+    const int h = blockIdx.x % n_head;
+    const int kvh = h / (n_head / n_head_kv);
+    const int shift = n_kv >= n_q ? n_kv - n_q : 0;
+    DenseRows rows{k, v, mask ? mask + static_cast<size_t>(i) * n_kv : nullptr, n_kv, n_head_kv * dk,
+                   n_head_kv * dv, kvh * dk, kvh * dv, causal ? i + shift : n_kv - 1};
+    attend<false>(out + static_cast<size_t>(i) * n_head * dv + h * dv, q + static_cast<size_t>(i) * n_head * dk + h * dk,
+           dk, dv, scale, rows);
+}
+
+__global__ void im2col_1d_kernel(float* col, const float* x, size_t n_t, size_t n_in, size_t n_t_out, size_t kernel,
+                                 size_t stride, size_t pad) {
+    const size_t k_width = n_in * kernel;
+    const size_t count = n_t_out * k_width;
+    for (size_t e = blockIdx.x * blockDim.x + threadIdx.x; e < count; e += gridDim.x * blockDim.x) {
+        const size_t t = e / k_width;
+        const size_t ch = (e % k_width) / kernel;
+        const size_t k = e % kernel;
+        const size_t src = t * stride + k;
+        col[e] = (src < pad || src - pad >= n_t) ? 0.0f : x[(src - pad) * n_in + ch];
+    }
+}
+
+__global__ void im2col_2d_kernel(float* col, const float* x, size_t n_in, size_t height, size_t width, size_t h_out,
+                                 size_t w_out, size_t kh, size_t kw, size_t stride, size_t pad) {
+    const size_t k_width = n_in * kh * kw;
+    const size_t count = h_out * w_out * k_width;
+    for (size_t e = blockIdx.x * blockDim.x + threadIdx.x; e < count; e += gridDim.x * blockDim.x) {
+        const size_t p = e / k_width;
+        const size_t rest = e % k_width;
+        const size_t ch = rest / (kh * kw);
+        const size_t ky = rest / kw % kh;
+        const size_t kx = rest % kw;
+        const size_t iy = p / w_out * stride + ky;
+        const size_t ix = p % w_out * stride + kx;
+        const bool inside = iy >= pad && iy - pad < height && ix >= pad && ix - pad < width;
+        col[e] = inside ? x[ch * height * width + (iy - pad) * width + (ix - pad)] : 0.0f;
+    }
+}
+
+unsigned blocks_for(size_t count) {
+    const size_t b = (count + 255) / 256;
+    return static_cast<unsigned>(b == 0 ? 1 : (b > 1048576 ? 1048576 : b));
+}
+
+}  // namespace
+
+void kv_store(cudaStream_t s, const KvStoreDesc* desc, const float* k, const float* v, size_t n, size_t k_width,
+              size_t v_width, size_t n_head_kv, bool int8) {
+    if (n == 0) return;
+    kv_store_kernel<<<static_cast<unsigned>(n), 128, 0, s>>>(desc, k, v, static_cast<int>(k_width),
+                                                             static_cast<int>(v_width), static_cast<int>(n_head_kv),
+                                                             int8);
+    check_launch("kv_store");
+}
+
+void attention_kv(cudaStream_t s, float* out, const float* q, const KvAttnDesc* desc, size_t n,
+                  const KvAttnShape& shape) {
+    if (n == 0) return;
+    if (shape.head_dim_k > 512 || shape.head_dim_v > static_cast<size_t>(kThreads * kMaxAcc)) {
+        fail("cuda attention_kv: head dims %zu/%zu exceed 512", shape.head_dim_k, shape.head_dim_v);
+    }
+    attention_kv_kernel<<<static_cast<unsigned>(n * shape.n_head), kThreads, 0, s>>>(out, q, desc, shape);
+    check_launch("attention_kv");
+}
+
+void attention_dense(cudaStream_t s, float* out, const float* q, const float* k, const float* v, const float* mask,
+                     size_t n_q, size_t n_kv, size_t n_head, size_t n_head_kv, size_t dk, size_t dv, float scale,
+                     bool causal) {
+    if (n_q == 0) return;
+    if (dk > 512 || dv > static_cast<size_t>(kThreads * kMaxAcc)) {
+        fail("cuda attention_dense: head dims %zu/%zu exceed 512", dk, dv);
+    }
+    attention_dense_kernel<<<static_cast<unsigned>(n_q * n_head), kThreads, 0, s>>>(
+        out, q, k, v, mask, static_cast<int>(n_q), static_cast<int>(n_kv), static_cast<int>(n_head),
+        static_cast<int>(n_head_kv), static_cast<int>(dk), static_cast<int>(dv), scale, causal);
+    check_launch("attention_dense");
+}
+
+void copy(cudaStream_t s, void* dst, const void* src, size_t n) {
+    const cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, s);
+    if (e != cudaSuccess) fail("cuda copy: cudaMemcpyAsync of %zu bytes failed: %s", n, cudaGetErrorString(e));
+}
+
+void im2col_1d(cudaStream_t s, float* col, const float* x, size_t n_t, size_t n_in, size_t n_t_out, size_t kernel,
+               size_t stride, size_t pad) {
+    im2col_1d_kernel<<<blocks_for(n_t_out * n_in * kernel), 256, 0, s>>>(col, x, n_t, n_in, n_t_out, kernel, stride,
+                                                                          pad);
+    check_launch("im2col_1d");
+}
+
+void im2col_2d(cudaStream_t s, float* col, const float* x, size_t n_in, size_t height, size_t width, size_t h_out,
+               size_t w_out, size_t kh, size_t kw, size_t stride, size_t pad) {
+    im2col_2d_kernel<<<blocks_for(h_out * w_out * n_in * kh * kw), 256, 0, s>>>(col, x, n_in, height, width, h_out,
+                                                                                w_out, kh, kw, stride, pad);
+    check_launch("im2col_2d");
+}
+
+}  // namespace cuda
+}  // namespace cactus

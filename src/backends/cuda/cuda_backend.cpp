@@ -1,0 +1,409 @@
+// CudaBackend: device selection, memory, staging, bounded waits, and the row ops' host side.
+// Attention, KV storage and convolutions: cuda_backend_attention.cpp.
+#include "backends/cuda/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "core/error.h"
+
+namespace cactus {
+
+namespace {
+
+constexpr size_t kStaging = 32u << 20;  // bytes of the pinned staging area (and its device twin)
+constexpr size_t kAlign = 256;
+
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+class CudaBuffer final : public Buffer {
+public:
+    CudaBuffer(std::shared_ptr<CudaContext> ctx, void* ptr, size_t bytes)
+        : ctx_(std::move(ctx)), ptr_(ptr), size_(bytes) {}
+    ~CudaBuffer() override {
+        // Stream-ordered: never waits. A broken handle leaks (the GPU may still be using it).
+        if (ptr_ && ctx_->broken.empty()) {
+            cudaSetDevice(ctx_->device);
+            cudaFreeAsync(ptr_, ctx_->stream);
+        }
+    }
+    void* base() const override { return ptr_; }
+    size_t size() const override { return size_; }
+    const char* device() const override { return ctx_->name.c_str(); }
+
+private:
+    std::shared_ptr<CudaContext> ctx_;
+    void* ptr_;
+    size_t size_;
+};
+
+}  // namespace
+
+CudaContext::~CudaContext() {
+    // cudaStreamDestroy returns at once even with work in flight; a broken stream is left alone.
+    if (stream && broken.empty()) cudaStreamDestroy(stream);
+}
+
+CudaBackend::CudaBackend(int device, std::chrono::milliseconds timeout)
+    : ctx_(std::make_shared<CudaContext>()), timeout_(timeout) {
+    ctx_->device = device;
+    ctx_->name = "cuda:" + std::to_string(device);
+    check(cudaSetDevice(device), "init", "cudaSetDevice");
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, device), "init", "cudaGetDeviceProperties");
+    if (prop.major < 9) {
+        fail("backend: device %s (%s) has compute capability %d.%d; the CUDA backend is built for 9.0 (Hopper) "
+             "and newer", ctx_->name.c_str(), prop.name, prop.major, prop.minor);
+    }
+    device_name_ = prop.name;
+    check(cudaStreamCreateWithFlags(&ctx_->stream, cudaStreamNonBlocking), "init", "cudaStreamCreate");
+    check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "init", "cudaEventCreate");
+    cudaMemPool_t pool = nullptr;
+    check(cudaDeviceGetDefaultMemPool(&pool, device), "init", "cudaDeviceGetDefaultMemPool");
+    uint64_t keep = ~0ull;  // keep freed memory in the pool: no trimming at synchronisation points
+    check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "init", "cudaMemPoolSetAttribute");
+    check(cudaMallocHost(reinterpret_cast<void**>(&pinned_), kStaging + kAlign), "init", "cudaMallocHost");
+    status_host_ = reinterpret_cast<uint32_t*>(pinned_ + kStaging);
+    *status_host_ = 0;
+    check(cudaMallocAsync(reinterpret_cast<void**>(&twin_), kStaging + kAlign, ctx_->stream), "init",
+          "cudaMallocAsync (staging)");
+    status_dev_ = reinterpret_cast<uint32_t*>(twin_ + kStaging);
+    check(cudaMemsetAsync(status_dev_, 0, sizeof(uint32_t), ctx_->stream), "init", "cudaMemsetAsync");
+    synchronize(timeout_);
+    const char* spin = std::getenv("CACTUS_CUDA_FAULT_SPIN_MS");
+    if (spin && *spin) fault_spin_ms_ = static_cast<uint32_t>(std::strtoul(spin, nullptr, 10));
+}
+
+CudaBackend::~CudaBackend() {
+    if (ctx_->broken.empty()) {
+        try {
+            synchronize(timeout_);
+        } catch (const Error&) {
+            // broken now: everything below is leaked rather than waited for
+        }
+    }
+    weights_.clear();
+    scratch_.reset();
+    if (!ctx_->broken.empty()) return;
+    cudaSetDevice(ctx_->device);
+    cudaFreeAsync(twin_, ctx_->stream);
+    cudaEventDestroy(done_);
+    // The last synchronize completed, so freeing the pinned area does not wait for the GPU.
+    cudaFreeHost(pinned_);
+}
+
+std::string CudaBackend::describe() const { return ctx_->name + " (" + device_name_ + ")"; }
+
+void CudaBackend::usable(const char* op) const {
+    if (!ctx_->broken.empty()) {
+        fail("%s %s: the device handle refuses work after an earlier failure (%s)", ctx_->name.c_str(), op,
+             ctx_->broken.c_str());
+    }
+    thread_local int current = -1;  // cudaSetDevice only when this thread last used another device
+    if (current != ctx_->device) {
+        cudaSetDevice(ctx_->device);
+        current = ctx_->device;
+    }
+}
+
+void CudaBackend::broke(const char* op, const std::string& what) {
+    ctx_->broken = std::string(op) + ": " + what;
+    fail("%s %s: %s", ctx_->name.c_str(), op, what.c_str());
+}
+
+void CudaBackend::check(cudaError_t e, const char* op, const char* what) {
+    if (e == cudaSuccess) return;
+    cudaGetLastError();  // clear a non-sticky error; sticky ones stay, and the handle is broken anyway
+    broke(op, std::string(what) + " failed: " + cudaGetErrorString(e));
+}
+
+void CudaBackend::synchronize(std::chrono::milliseconds deadline) {
+    usable("synchronize");
+    const auto start = std::chrono::steady_clock::now();
+    check(cudaMemcpyAsync(status_host_, status_dev_, sizeof(uint32_t), cudaMemcpyDeviceToHost, ctx_->stream),
+          "synchronize", "cudaMemcpyAsync (status)");
+    check(cudaEventRecord(done_, ctx_->stream), "synchronize", "cudaEventRecord");
+    for (unsigned polls = 0;; ++polls) {
+        const cudaError_t e = cudaEventQuery(done_);
+        if (e == cudaSuccess) break;
+        if (e != cudaErrorNotReady) check(e, "synchronize", "waiting for the GPU (cudaEventQuery)");
+        const auto waited = std::chrono::steady_clock::now() - start;
+        if (waited > deadline) {
+            broke("synchronize", "the GPU did not finish its work within gpu_timeout_ms = " +
+                                     std::to_string(deadline.count()) + " ms");
+        }
+        if (polls < 2000) {
+            std::this_thread::yield();
+        } else {
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+    }
+    staged_ = 0;
+    const uint32_t status = *status_host_;
+    if (status != 0) {
+        *status_host_ = 0;
+        check(cudaMemsetAsync(status_dev_, 0, sizeof(uint32_t), ctx_->stream), "synchronize", "cudaMemsetAsync");
+        if (status & cuda::kStatusBadRowId) fail("%s get_rows: a row id was outside its table", ctx_->name.c_str());
+    }
+}
+
+
+// ---- memory ---------------------------------------------------------------------------------------
+
+std::unique_ptr<Buffer> CudaBackend::alloc(size_t bytes) {
+    usable("alloc");
+    void* ptr = nullptr;
+    const std::string what = "cudaMallocAsync of " + std::to_string(bytes) + " bytes";
+    check(cudaMallocAsync(&ptr, bytes > 0 ? bytes : 1, ctx_->stream), "alloc", what.c_str());
+    return std::make_unique<CudaBuffer>(ctx_, ptr, bytes);
+}
+
+size_t CudaBackend::stage(size_t bytes) {
+    CACTUS_ASSERT(bytes <= kStaging);
+    if (staged_ + align_up(bytes) > kStaging) synchronize(timeout_);
+    const size_t offset = staged_;
+    staged_ += align_up(bytes);
+    return offset;
+}
+
+const void* CudaBackend::stage_upload(const void* src, size_t bytes) {
+    const size_t offset = stage(bytes);
+    std::memcpy(pinned_ + offset, src, bytes);
+    check(cudaMemcpyAsync(twin_ + offset, pinned_ + offset, bytes, cudaMemcpyHostToDevice, ctx_->stream), "upload",
+          "cudaMemcpyAsync (staging)");
+    return twin_ + offset;
+}
+
+void CudaBackend::upload_raw(void* dst, const void* src, size_t bytes) {
+    usable("upload");
+    const char* from = static_cast<const char*>(src);
+    for (size_t done = 0; done < bytes;) {
+        const size_t n = std::min(bytes - done, kStaging);
+        const size_t offset = stage(n);
+        std::memcpy(pinned_ + offset, from + done, n);
+        check(cudaMemcpyAsync(static_cast<char*>(dst) + done, pinned_ + offset, n, cudaMemcpyHostToDevice,
+                              ctx_->stream),
+              "upload", "cudaMemcpyAsync (host to device)");
+        done += n;
+    }
+}
+
+void CudaBackend::download_raw(void* dst, const void* src, size_t bytes) {
+    usable("download");
+    if (fault_spin_ms_ > 0) {
+        const uint32_t ms = fault_spin_ms_;
+        fault_spin_ms_ = 0;
+        launch("download", [&](cudaStream_t s) { cuda::spin(s, ms); });
+    }
+    char* to = static_cast<char*>(dst);
+    for (size_t done = 0; done < bytes;) {
+        const size_t n = std::min(bytes - done, kStaging);
+        const size_t offset = stage(n);
+        check(cudaMemcpyAsync(pinned_ + offset, static_cast<const char*>(src) + done, n, cudaMemcpyDeviceToHost,
+                              ctx_->stream),
+              "download", "cudaMemcpyAsync (device to host)");
+        synchronize(timeout_);
+        std::memcpy(to + done, pinned_ + offset, n);
+        done += n;
+    }
+}
+
+void CudaBackend::copy_raw(void* dst, const void* src, size_t bytes) {
+    launch("copy", [&](cudaStream_t s) { cuda::copy(s, dst, src, bytes); });
+}
+
+void CudaBackend::check_dev(const Tensor& t, const char* op, const char* what) const {
+    if (t.buffer == nullptr) fail("%s %s: %s is an empty tensor", ctx_->name.c_str(), op, what);
+    if (std::strcmp(t.buffer->device(), ctx_->name.c_str()) != 0) {
+        fail("%s %s: %s lives on %s, not on %s", ctx_->name.c_str(), op, what, t.buffer->device(),
+             ctx_->name.c_str());
+    }
+}
+
+void CudaBackend::check_f32(const Tensor& t, const char* op, const char* what) const {
+    check_dev(t, op, what);
+    if (t.type != DType::F32 || !t.contiguous_rows()) {
+        fail("%s %s: %s must be contiguous f32 rows", ctx_->name.c_str(), op, what);
+    }
+}
+
+void CudaBackend::upload(const Tensor& dst, const void* src, size_t bytes) {
+    check_dev(dst, "upload", "the destination");
+    CACTUS_ASSERT(dst.contiguous_rows() && bytes <= dst.bytes());
+    upload_raw(dst.data(), src, bytes);
+}
+
+void CudaBackend::download(void* dst, const Tensor& src, size_t bytes) {
+    check_dev(src, "download", "the source");
+    CACTUS_ASSERT(src.contiguous_rows() && bytes <= src.bytes());
+    download_raw(dst, src.data(), bytes);
+}
+
+Tensor CudaBackend::place_weight(const void* host, DType type, size_t width, size_t n_rows) {
+    if (!supports_weight(type)) fail("%s place_weight: type %s is not supported", ctx_->name.c_str(), dtype_name(type));
+    const size_t bytes = dtype_row_bytes(type, width) * n_rows;
+    weights_.push_back(alloc(bytes));
+    upload_raw(weights_.back()->base(), host, bytes);
+    return make_tensor(weights_.back().get(), 0, type, width, n_rows);
+}
+
+bool CudaBackend::supports_weight(DType type) const { return cuda::weight_type_supported(type); }
+
+float* CudaBackend::scratch(size_t floats) {
+    const size_t bytes = floats * sizeof(float);
+    if (!scratch_ || scratch_->size() < bytes) {
+        scratch_.reset();
+        scratch_ = alloc(std::max(bytes, size_t(1) << 20));
+    }
+    return static_cast<float*>(scratch_->base());
+}
+
+// ---- row ops ----------------------------------------------------------------------------------------
+
+void CudaBackend::get_rows(const Tensor& y, const Tensor& table, const Tensor& ids, float scale) {
+    check_f32(y, "get_rows", "y");
+    check_dev(table, "get_rows", "the table");
+    check_dev(ids, "get_rows", "ids");
+    CACTUS_ASSERT(ids.type == DType::I32 && ids.elements() == y.rows() && table.width() == y.width());
+    launch("get_rows", [&](cudaStream_t s) {
+        cuda::get_rows(s, y.as<float>(), table.data(), table.type, table.row_bytes(), table.rows(), ids.as<int32_t>(),
+                       y.rows(), y.width(), scale, status_dev_);
+    });
+}
+
+void CudaBackend::rms_norm(const Tensor& y, const Tensor& x, const Tensor& weight, float eps) {
+    check_f32(y, "rms_norm", "y");
+    check_f32(x, "rms_norm", "x");
+    CACTUS_ASSERT(y.width() == x.width() && y.rows() == x.rows());
+    const float* w = nullptr;
+    if (!weight.empty()) {
+        check_f32(weight, "rms_norm", "the weight");
+        CACTUS_ASSERT(weight.elements() == x.width());
+        w = weight.as<float>();
+    }
+    launch("rms_norm", [&](cudaStream_t s) { cuda::rms_norm(s, y.as<float>(), x.as<float>(), w, x.rows(), x.width(), eps); });
+}
+
+void CudaBackend::layer_norm(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
+    check_f32(y, "layer_norm", "y");
+    check_f32(x, "layer_norm", "x");
+    CACTUS_ASSERT(y.width() == x.width() && y.rows() == x.rows());
+    if (!weight.empty()) check_f32(weight, "layer_norm", "the weight");
+    if (!bias.empty()) check_f32(bias, "layer_norm", "the bias");
+    const float* w = weight.empty() ? nullptr : weight.as<float>();
+    const float* b = bias.empty() ? nullptr : bias.as<float>();
+    launch("layer_norm",
+           [&](cudaStream_t s) { cuda::layer_norm(s, y.as<float>(), x.as<float>(), w, b, x.rows(), x.width(), eps); });
+}
+
+void CudaBackend::matmul(const Tensor& y, const Tensor& w, const Tensor& x) {
+    check_f32(y, "matmul", "y");
+    check_f32(x, "matmul", "x");
+    check_dev(w, "matmul", "the weight");
+    if (x.width() != w.width() || y.width() != w.rows() || y.rows() != x.rows()) {
+        fail("matmul: y [%zu, %zu] = x [%zu, %zu] W^T with W [%zu, %zu] do not match", y.rows(), y.width(), x.rows(),
+             x.width(), w.rows(), w.width());
+    }
+    const float* xd = x.as<float>();
+    const bool quantized = dtype_traits(w.type).block_size > 1;
+    if (quantized && reinterpret_cast<uintptr_t>(xd) % 16 != 0) {  // the block kernels read x as float4
+        float* aligned = scratch(x.elements());
+        copy_raw(aligned, xd, x.bytes());
+        xd = aligned;
+    }
+    launch("matmul", [&](cudaStream_t s) {
+        cuda::matmul(s, y.as<float>(), w.data(), w.type, w.row_bytes(), xd, x.rows(), x.width(), w.rows());
+    });
+}
+
+void CudaBackend::add(const Tensor& y, const Tensor& a, const Tensor& b) {
+    check_f32(y, "add", "y");
+    check_f32(a, "add", "a");
+    check_f32(b, "add", "b");
+    CACTUS_ASSERT(y.width() == a.width() && y.rows() == a.rows());
+    if (b.width() != a.width() || (b.rows() != a.rows() && b.rows() != 1)) {
+        fail("add: b [%zu, %zu] does not match a [%zu, %zu]", b.rows(), b.width(), a.rows(), a.width());
+    }
+    launch("add", [&](cudaStream_t s) {
+        cuda::add(s, y.as<float>(), a.as<float>(), b.as<float>(), a.rows(), a.width(), b.rows());
+    });
+}
+
+void CudaBackend::scale(const Tensor& y, const Tensor& x, float v) {
+    check_f32(y, "scale", "y");
+    check_f32(x, "scale", "x");
+    CACTUS_ASSERT(y.elements() == x.elements());
+    launch("scale", [&](cudaStream_t s) { cuda::scale(s, y.as<float>(), x.as<float>(), v, x.elements()); });
+}
+
+void CudaBackend::softcap(const Tensor& y, const Tensor& x, float cap) {
+    check_f32(y, "softcap", "y");
+    check_f32(x, "softcap", "x");
+    CACTUS_ASSERT(y.elements() == x.elements() && cap > 0.0f);
+    launch("softcap", [&](cudaStream_t s) { cuda::softcap(s, y.as<float>(), x.as<float>(), cap, x.elements()); });
+}
+
+void CudaBackend::gelu(const Tensor& y, const Tensor& x, Activation kind) {
+    check_f32(y, "gelu", "y");
+    check_f32(x, "gelu", "x");
+    CACTUS_ASSERT(y.elements() == x.elements());
+    const int k = kind == Activation::GELU_ERF ? 2 : 1;
+    launch("gelu", [&](cudaStream_t s) { cuda::gelu(s, y.as<float>(), x.as<float>(), k, x.elements()); });
+}
+
+void CudaBackend::glu(const Tensor& y, const Tensor& gate, const Tensor& up, Activation act) {
+    check_f32(y, "glu", "y");
+    check_f32(gate, "glu", "gate");
+    check_f32(up, "glu", "up");
+    CACTUS_ASSERT(y.elements() == gate.elements() && y.elements() == up.elements());
+    const int k = static_cast<int>(act);
+    launch("glu", [&](cudaStream_t s) {
+        cuda::glu(s, y.as<float>(), gate.as<float>(), up.as<float>(), k, y.elements());
+    });
+}
+
+void CudaBackend::rope(const Tensor& x, size_t n_head, const Tensor& pos, const RopeParams& params) {
+    check_f32(x, "rope", "x");
+    check_dev(pos, "rope", "positions");
+    const size_t n = x.rows();
+    CACTUS_ASSERT(pos.type == DType::I32 && pos.elements() == n && n_head > 0 && x.width() % n_head == 0);
+    const size_t head_dim = x.width() / n_head;
+    CACTUS_ASSERT(params.n_rot <= head_dim && params.n_rot % 2 == 0);
+    launch("rope", [&](cudaStream_t s) {
+        cuda::rope(s, x.as<float>(), pos.as<int32_t>(), n, n_head, head_dim, params.n_rot,
+                   params.style == RopeStyle::NEOX, params.freq_base, params.freq_scale);
+    });
+}
+
+// ---- selection --------------------------------------------------------------------------------------
+
+std::unique_ptr<Backend> make_cuda_backend(const std::string& device, std::chrono::milliseconds timeout) {
+    int index = 0;
+    if (device != "cuda" && device.compare(0, 5, "cuda:") != 0) {
+        fail("backend: device '%s' is not available (devices: cpu, cuda[:N])", device.c_str());
+    }
+    if (device.size() > 5) {  // "cuda:N"
+        char* end = nullptr;
+        const long n = std::strtol(device.c_str() + 5, &end, 10);
+        if (device[4] != ':' || end == device.c_str() + 5 || *end != '\0' || n < 0 || n > 1024) {
+            fail("backend: device '%s' is not cuda or cuda:N", device.c_str());
+        }
+        index = static_cast<int>(n);
+    }
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        fail("backend: device '%s' needs a usable NVIDIA GPU and driver: %s", device.c_str(), cudaGetErrorString(e));
+    }
+    if (index >= count) {
+        fail("backend: device '%s' does not exist (this machine has %d CUDA device%s)", device.c_str(), count,
+             count == 1 ? "" : "s");
+    }
+    return std::make_unique<CudaBackend>(index, timeout);
+}
+
+}  // namespace cactus

@@ -1,0 +1,119 @@
+#pragma once
+// The CUDA backend: device memory for activations, weights (uploaded in their GGUF blocks) and KV
+// rows; one stream per backend; kernels in cuda_kernels.cu / cuda_attention.cu.
+//
+// Memory: every device allocation is stream-ordered (cudaMallocAsync / cudaFreeAsync on the
+// backend's stream), so freeing never waits for the GPU. Host <-> device copies go through one
+// pinned staging area with a device twin of the same size: small per-step inputs (positions of the
+// cache rows, per-token descriptors) are written to the staging area and copied to the twin at the
+// same offset; both are recycled after each completed synchronize().
+//
+// Bounded waits: the host never calls a blocking CUDA wait. synchronize() records an event and
+// polls it until the deadline; on a timeout or any CUDA error the backend is marked broken, the
+// call throws cactus::Error naming what failed, every later call throws, and destruction leaks the
+// device memory instead of waiting for a GPU that may never finish.
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "backends/backend.h"
+#include "backends/cuda/cuda_kernels.h"
+
+namespace cactus {
+
+// State shared by the backend and the buffers it handed out (they may outlive it).
+struct CudaContext {
+    int device = 0;
+    cudaStream_t stream = nullptr;
+    std::string name;    // "cuda:N"
+    std::string broken;  // why the handle refuses work; empty while usable
+    ~CudaContext();
+};
+
+class CudaBackend final : public Backend {
+public:
+    CudaBackend(int device, std::chrono::milliseconds timeout);
+    ~CudaBackend() override;
+
+    const char* name() const override { return ctx_->name.c_str(); }
+    std::string describe() const override;
+
+    std::unique_ptr<Buffer> alloc(size_t bytes) override;
+    void upload(const Tensor& dst, const void* src, size_t bytes) override;
+    void download(void* dst, const Tensor& src, size_t bytes) override;
+    Tensor place_weight(const void* host, DType type, size_t width, size_t n_rows) override;
+    bool supports_weight(DType type) const override;
+    std::unique_ptr<KvStorage> make_kv_storage(const std::vector<KvLayerLayout>& layers, KvType type) override;
+    void synchronize(std::chrono::milliseconds deadline) override;
+
+    void get_rows(const Tensor& y, const Tensor& table, const Tensor& ids, float scale) override;
+    void rms_norm(const Tensor& y, const Tensor& x, const Tensor& weight, float eps) override;
+    void layer_norm(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) override;
+    void matmul(const Tensor& y, const Tensor& w, const Tensor& x) override;
+    void add(const Tensor& y, const Tensor& a, const Tensor& b) override;
+    void scale(const Tensor& y, const Tensor& x, float s) override;
+    void softcap(const Tensor& y, const Tensor& x, float cap) override;
+    void gelu(const Tensor& y, const Tensor& x, Activation kind) override;
+    void glu(const Tensor& y, const Tensor& gate, const Tensor& up, Activation act) override;
+    void rope(const Tensor& x, size_t n_head, const Tensor& pos, const RopeParams& params) override;
+    void kv_store(size_t il, const KvBatch& batch, const Tensor& k, const Tensor& v) override;
+    void attention_kv(const Tensor& out, size_t il, const KvBatch& batch, const Tensor& q, size_t n_head,
+                      float scale) override;
+    void attention_dense(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                         const DenseAttention& shape) override;
+    void conv1d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv1d& c) override;
+    void conv2d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2d& c) override;
+
+    // Raw device copies for the KV storage (dst / src are device addresses of this backend).
+    void upload_raw(void* dst, const void* src, size_t bytes);
+    void download_raw(void* dst, const void* src, size_t bytes);
+    void copy_raw(void* dst, const void* src, size_t bytes);
+    std::chrono::milliseconds timeout() const { return timeout_; }
+
+private:
+    friend class CudaKvStorage;
+    // Throws when the handle is broken; makes the device current for this thread.
+    void usable(const char* op) const;
+    // Marks the handle broken and throws: "cuda:N <op>: <what> failed: <error>".
+    [[noreturn]] void broke(const char* op, const std::string& what);
+    void check(cudaError_t e, const char* op, const char* what);
+    // Runs a launcher; a launch error breaks the handle.
+    template <class Fn>
+    void launch(const char* op, const Fn& fn) {
+        usable(op);
+        try {
+            fn(ctx_->stream);
+        } catch (const std::exception& e) {
+            broke(op, e.what());
+        }
+    }
+    // Reserves `bytes` of the staging area (pinned host + device twin); syncs when it is full.
+    size_t stage(size_t bytes);
+    // Copies host bytes into the device twin and returns the device address.
+    const void* stage_upload(const void* src, size_t bytes);
+    float* scratch(size_t floats);
+    void check_dev(const Tensor& t, const char* op, const char* what) const;
+    void check_f32(const Tensor& t, const char* op, const char* what) const;
+
+    std::shared_ptr<CudaContext> ctx_;
+    std::chrono::milliseconds timeout_;
+    std::string device_name_;
+    cudaEvent_t done_ = nullptr;
+    char* pinned_ = nullptr;       // staging, host side [kStaging]
+    char* twin_ = nullptr;         // staging, device side [kStaging]
+    size_t staged_ = 0;            // bytes of staging in use since the last synchronize
+    uint32_t* status_dev_ = nullptr;   // kernels' bad-input bits
+    uint32_t* status_host_ = nullptr;  // pinned copy, read after each synchronize
+    std::unique_ptr<Buffer> scratch_;
+    // Test-only fault hook: environment CACTUS_CUDA_FAULT_SPIN_MS=N makes the first download enqueue
+    // a kernel that spins for N ms of GPU time (tests/backends: the deadline must fire).
+    uint32_t fault_spin_ms_ = 0;
+    std::vector<std::unique_ptr<Buffer>> weights_;
+};
+
+// make_backend's CUDA branch: "cuda" or "cuda:N"; throws when no usable device.
+std::unique_ptr<Backend> make_cuda_backend(const std::string& device, std::chrono::milliseconds timeout);
+
+}  // namespace cactus

@@ -1,0 +1,324 @@
+// CudaBackend: KV storage in device memory (f16 or int8 rows with group scales), the KV store,
+// attention over the caches, dense attention and the convolutions (im2col + matmul).
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+#include "core/error.h"
+#include "kv/kv_cache.h"
+#include "ops/quant.h"
+
+namespace cactus {
+
+// The rows of a KV cache in device memory; KvCache keeps the bookkeeping on the host. Row
+// operations of compaction (read / write / move one head) are copies through the backend.
+class CudaKvStorage final : public KvStorage {
+public:
+    CudaKvStorage(CudaBackend& backend, const std::vector<KvLayerLayout>& layers, KvType type)
+        : be_(backend), type_(type) {
+        for (const KvLayerLayout& l : layers) {
+            CACTUS_ASSERT(l.n_head_kv > 0 && l.k_width % l.n_head_kv == 0 && l.v_width % l.n_head_kv == 0);
+            Layer layer;
+            layer.layout = l;
+            layer.hk = l.k_width / l.n_head_kv;
+            layer.hv = l.v_width / l.n_head_kv;
+            layer.k_groups = l.n_head_kv * kv_groups_of(layer.hk);
+            layer.v_groups = l.n_head_kv * kv_groups_of(layer.hv);
+            const size_t elem = type == KvType::F16 ? 2 : 1;
+            layer.k = be_.alloc(l.capacity * l.k_width * elem);
+            layer.v = be_.alloc(l.capacity * l.v_width * elem);
+            if (type == KvType::I8) {
+                layer.ks = be_.alloc(l.capacity * layer.k_groups * sizeof(float));
+                layer.vs = be_.alloc(l.capacity * layer.v_groups * sizeof(float));
+            }
+            bytes_ += HostKvStorage::predict_bytes(l, type);
+            layers_.push_back(std::move(layer));
+        }
+    }
+
+    KvType type() const override { return type_; }
+    size_t bytes() const override { return bytes_; }
+
+    void write_row(size_t il, size_t row, const float* k, const float* v) override {
+        const Layer& l = layers_.at(il);
+        for (size_t h = 0; h < l.layout.n_head_kv; ++h) {
+            write_head(il, row, h, true, k + h * l.hk);
+            write_head(il, row, h, false, v + h * l.hv);
+        }
+    }
+
+    void read_head(size_t il, size_t row, size_t head, bool key, float* out) const override {
+        const Slot s = slot(il, row, head, key);
+        if (type_ == KvType::F16) {
+            std::vector<uint16_t> h(s.dim);
+            be_.download_raw(h.data(), s.data, s.dim * sizeof(uint16_t));
+            for (size_t i = 0; i < s.dim; ++i) out[i] = fp16_to_fp32(h[i]);
+            return;
+        }
+        std::vector<int8_t> q(s.dim);
+        std::vector<float> scales(kv_groups_of(s.dim));
+        be_.download_raw(q.data(), s.data, s.dim);
+        be_.download_raw(scales.data(), s.scales, scales.size() * sizeof(float));
+        kv_dequantize_i8(out, q.data(), scales.data(), s.dim);
+    }
+
+    void write_head(size_t il, size_t row, size_t head, bool key, const float* in) override {
+        const Slot s = slot(il, row, head, key);
+        if (type_ == KvType::F16) {
+            std::vector<uint16_t> h(s.dim);
+            for (size_t i = 0; i < s.dim; ++i) h[i] = fp32_to_fp16(in[i]);
+            be_.upload_raw(s.data, h.data(), s.dim * sizeof(uint16_t));
+            return;
+        }
+        std::vector<int8_t> q(s.dim);
+        std::vector<float> scales(kv_groups_of(s.dim));
+        kv_quantize_i8(q.data(), scales.data(), in, s.dim);
+        be_.upload_raw(s.data, q.data(), s.dim);
+        be_.upload_raw(s.scales, scales.data(), scales.size() * sizeof(float));
+    }
+
+    void move_head(size_t il, size_t dst, size_t src, size_t head) override {
+        if (dst == src) return;
+        for (bool key : {true, false}) {
+            const Slot d = slot(il, dst, head, key);
+            const Slot s = slot(il, src, head, key);
+            be_.copy_raw(d.data, s.data, d.dim * (type_ == KvType::F16 ? 2 : 1));
+            if (type_ == KvType::I8) be_.copy_raw(d.scales, s.scales, kv_groups_of(d.dim) * sizeof(float));
+        }
+    }
+
+    // Device addresses of row `row` of layer il (head 0) for the kernels.
+    cuda::KvStoreDesc row(size_t il, size_t r) const {
+        const Layer& l = layers_.at(il);
+        CACTUS_ASSERT(r <= l.layout.capacity);  // == capacity: the end of an empty range
+        const size_t elem = type_ == KvType::F16 ? 2 : 1;
+        cuda::KvStoreDesc d;
+        d.k = static_cast<char*>(l.k->base()) + r * l.layout.k_width * elem;
+        d.v = static_cast<char*>(l.v->base()) + r * l.layout.v_width * elem;
+        if (type_ == KvType::I8) {
+            d.ks = static_cast<float*>(l.ks->base()) + r * l.k_groups;
+            d.vs = static_cast<float*>(l.vs->base()) + r * l.v_groups;
+        }
+        return d;
+    }
+    size_t k_groups(size_t il) const { return layers_.at(il).k_groups; }
+    size_t v_groups(size_t il) const { return layers_.at(il).v_groups; }
+
+private:
+    struct Layer {
+        KvLayerLayout layout;
+        size_t hk = 0, hv = 0, k_groups = 0, v_groups = 0;
+        std::unique_ptr<Buffer> k, v, ks, vs;
+    };
+    struct Slot {
+        void* data;
+        float* scales;
+        size_t dim;
+    };
+    Slot slot(size_t il, size_t r, size_t head, bool key) const {
+        const Layer& l = layers_.at(il);
+        CACTUS_ASSERT(r < l.layout.capacity && head < l.layout.n_head_kv);
+        const cuda::KvStoreDesc d = row(il, r);
+        const size_t dim = key ? l.hk : l.hv;
+        const size_t elem = type_ == KvType::F16 ? 2 : 1;
+        float* scales = key ? d.ks : d.vs;
+        return {static_cast<char*>(key ? d.k : d.v) + head * dim * elem,
+                scales ? scales + head * kv_groups_of(dim) : nullptr, dim};
+    }
+
+    CudaBackend& be_;
+    KvType type_;
+    std::vector<Layer> layers_;
+    size_t bytes_ = 0;
+};
+
+namespace {
+
+CudaKvStorage& device_rows(KvCache& cache, const char* op) {
+    CudaKvStorage* s = dynamic_cast<CudaKvStorage*>(&cache.storage());
+    if (s == nullptr) fail("cuda %s: the KV cache's rows were not made by the CUDA backend", op);
+    return *s;
+}
+
+}  // namespace
+
+std::unique_ptr<KvStorage> CudaBackend::make_kv_storage(const std::vector<KvLayerLayout>& layers, KvType type) {
+    usable("make_kv_storage");
+    return std::make_unique<CudaKvStorage>(*this, layers, type);
+}
+
+void CudaBackend::kv_store(size_t il, const KvBatch& batch, const Tensor& k, const Tensor& v) {
+    check_f32(k, "kv_store", "k");
+    check_f32(v, "kv_store", "v");
+    CACTUS_ASSERT(k.rows() == batch.n && v.rows() == batch.n);
+    if (batch.n == 0) return;
+    const KvLayerSpec& spec = batch.cache[0]->spec(il);
+    std::vector<cuda::KvStoreDesc> desc(batch.n);
+    for (size_t t = 0; t < batch.n; ++t) {
+        KvCache& cache = *batch.cache[t];
+        CACTUS_ASSERT(k.width() == cache.spec(il).k_width && v.width() == cache.spec(il).v_width);
+        desc[t] = device_rows(cache, "kv_store").row(il, cache.row_of(il, batch.token[t]));
+    }
+    const bool int8 = batch.cache[0]->type() == KvType::I8;
+    usable("kv_store");
+    const auto* d = static_cast<const cuda::KvStoreDesc*>(stage_upload(desc.data(), desc.size() * sizeof(desc[0])));
+    launch("kv_store", [&](cudaStream_t s) {
+        cuda::kv_store(s, d, k.as<float>(), v.as<float>(), batch.n, spec.k_width, spec.v_width, spec.n_head_kv, int8);
+    });
+}
+
+void CudaBackend::attention_kv(const Tensor& out, size_t il, const KvBatch& batch, const Tensor& q, size_t n_head,
+                               float scale) {
+    check_f32(out, "attention_kv", "out");
+    check_f32(q, "attention_kv", "q");
+    CACTUS_ASSERT(q.rows() == batch.n && out.rows() == batch.n);
+    if (batch.n == 0) return;
+    const KvCache& first = *batch.cache[0];
+    const KvLayerSpec& spec = first.spec(il);
+    CACTUS_ASSERT(n_head % spec.n_head_kv == 0 && q.width() % n_head == 0 && out.width() % n_head == 0);
+    // The row positions each cache's queries need, once per cache: [lo, hi) over its tokens.
+    struct Span {
+        KvCache* cache;
+        size_t lo, hi;
+        const int32_t* dev = nullptr;
+    };
+    std::vector<Span> spans;
+    std::vector<RowRange> ranges(batch.n);
+    std::vector<size_t> span_of(batch.n);
+    for (size_t t = 0; t < batch.n; ++t) {
+        KvCache* cache = batch.cache[t];
+        ranges[t] = cache->rows_for_query(il, batch.token[t]);
+        CACTUS_ASSERT(ranges[t].begin <= ranges[t].end && ranges[t].end <= cache->capacity(il));
+        size_t s = 0;
+        while (s < spans.size() && spans[s].cache != cache) ++s;
+        if (s == spans.size()) spans.push_back({cache, ranges[t].begin, ranges[t].end});
+        spans[s].lo = std::min(spans[s].lo, ranges[t].begin);
+        spans[s].hi = std::max(spans[s].hi, ranges[t].end);
+        span_of[t] = s;
+    }
+    // One staging reservation for the positions and the descriptors (a second could sync and reuse it).
+    const auto al = [](size_t n) { return (n + 255) / 256 * 256; };
+    size_t total = al(batch.n * sizeof(cuda::KvAttnDesc));
+    for (const Span& s : spans) total += al(std::max<size_t>(s.hi - s.lo, 1) * sizeof(int32_t));
+    usable("attention_kv");
+    const size_t base = stage(total);
+    char* host = pinned_ + base;
+    const char* dev = twin_ + base;
+    size_t at = al(batch.n * sizeof(cuda::KvAttnDesc));
+    for (Span& s : spans) {
+        const size_t n = std::max<size_t>(s.hi - s.lo, 1);
+        std::memcpy(host + at, s.cache->row_positions(il) + s.lo, (s.hi - s.lo) * sizeof(int32_t));
+        s.dev = reinterpret_cast<const int32_t*>(dev + at);
+        at += al(n * sizeof(int32_t));
+    }
+    auto* desc = reinterpret_cast<cuda::KvAttnDesc*>(host);
+    for (size_t t = 0; t < batch.n; ++t) {
+        const Span& s = spans[span_of[t]];
+        const cuda::KvStoreDesc rows = device_rows(*s.cache, "attention_kv").row(il, ranges[t].begin);
+        const AttentionMask mask = s.cache->mask_for(il, batch.token[t]);
+        desc[t] = cuda::KvAttnDesc();
+        desc[t].k = rows.k;
+        desc[t].v = rows.v;
+        desc[t].ks = rows.ks;
+        desc[t].vs = rows.vs;
+        desc[t].row_pos = s.dev + (ranges[t].begin - s.lo);
+        desc[t].n_rows = static_cast<int32_t>(ranges[t].end - ranges[t].begin);
+        desc[t].q_pos = mask.q_pos;
+        desc[t].window = mask.window;
+        desc[t].sinks = mask.sinks;
+    }
+    check(cudaMemcpyAsync(twin_ + base, host, total, cudaMemcpyHostToDevice, ctx_->stream), "attention_kv",
+          "cudaMemcpyAsync (staging)");
+    const auto* d = reinterpret_cast<const cuda::KvAttnDesc*>(dev);
+    cuda::KvAttnShape shape;
+    shape.n_head = n_head;
+    shape.n_head_kv = spec.n_head_kv;
+    shape.head_dim_k = spec.k_width / spec.n_head_kv;
+    shape.head_dim_v = spec.v_width / spec.n_head_kv;
+    shape.k_width = spec.k_width;
+    shape.v_width = spec.v_width;
+    shape.int8 = first.type() == KvType::I8;
+    shape.k_groups = shape.int8 ? device_rows(*batch.cache[0], "attention_kv").k_groups(il) : 0;
+    shape.v_groups = shape.int8 ? device_rows(*batch.cache[0], "attention_kv").v_groups(il) : 0;
+    shape.scale = scale;
+    CACTUS_ASSERT(q.width() == n_head * shape.head_dim_k && out.width() == n_head * shape.head_dim_v);
+    launch("attention_kv",
+           [&](cudaStream_t s) { cuda::attention_kv(s, out.as<float>(), q.as<float>(), d, batch.n, shape); });
+}
+
+void CudaBackend::attention_dense(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& mask, const DenseAttention& s) {
+    check_f32(out, "attention_dense", "out");
+    check_f32(q, "attention_dense", "q");
+    check_f32(k, "attention_dense", "k");
+    check_f32(v, "attention_dense", "v");
+    const size_t n_q = q.rows();
+    const size_t n_kv = k.rows();
+    if (s.n_head == 0 || s.n_head_kv == 0 || s.n_head % s.n_head_kv != 0 || q.width() != s.n_head * s.head_dim ||
+        k.width() != s.n_head_kv * s.head_dim || v.width() != s.n_head_kv * s.head_dim_v || v.rows() != n_kv ||
+        out.rows() != n_q || out.width() != s.n_head * s.head_dim_v) {
+        fail("attention_dense: shapes q [%zu, %zu] k [%zu, %zu] v [%zu, %zu] out [%zu, %zu] do not fit %zu/%zu heads",
+             n_q, q.width(), n_kv, k.width(), v.rows(), v.width(), out.rows(), out.width(), s.n_head, s.n_head_kv);
+    }
+    if (!mask.empty()) {
+        check_f32(mask, "attention_dense", "the mask");
+        if (mask.width() != n_kv || mask.rows() != n_q) fail("attention_dense: mask must be f32 [%zu, %zu]", n_q, n_kv);
+    }
+    const float* md = mask.empty() ? nullptr : mask.as<float>();
+    launch("attention_dense", [&](cudaStream_t st) {
+        cuda::attention_dense(st, out.as<float>(), q.as<float>(), k.as<float>(), v.as<float>(), md, n_q, n_kv,
+                              s.n_head, s.n_head_kv, s.head_dim, s.head_dim_v, s.scale, s.causal);
+    });
+}
+
+// ---- convolutions -----------------------------------------------------------------------------------
+
+void CudaBackend::conv1d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv1d& c) {
+    check_f32(y, "conv1d", "y");
+    check_f32(x, "conv1d", "x");
+    check_dev(w, "conv1d", "the weight");
+    const size_t n_t = x.rows();
+    const size_t n_in = x.width();
+    if (c.kernel == 0 || c.stride == 0 || n_t + 2 * c.pad < c.kernel || w.width() != n_in * c.kernel) {
+        fail("conv1d: kernel %zu (stride %zu, pad %zu) over [%zu, %zu] with weight width %zu", c.kernel, c.stride,
+             c.pad, n_t, n_in, w.width());
+    }
+    const size_t n_t_out = (n_t + 2 * c.pad - c.kernel) / c.stride + 1;
+    if (y.rows() != n_t_out || y.width() != w.rows()) {
+        fail("conv1d: output [%zu, %zu] expected, got [%zu, %zu]", n_t_out, w.rows(), y.rows(), y.width());
+    }
+    float* col = scratch(n_t_out * w.width());  // [n_t_out, n_in * kernel]
+    launch("conv1d", [&](cudaStream_t s) {
+        cuda::im2col_1d(s, col, x.as<float>(), n_t, n_in, n_t_out, c.kernel, c.stride, c.pad);
+        cuda::matmul(s, y.as<float>(), w.data(), w.type, w.row_bytes(), col, n_t_out, w.width(), w.rows());
+    });
+    if (!b.empty()) add(y, y, b.reshaped(w.rows(), 1));
+}
+
+void CudaBackend::conv2d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2d& c) {
+    check_f32(y, "conv2d", "y");
+    check_f32(x, "conv2d", "x");
+    check_dev(w, "conv2d", "the weight");
+    const size_t n_in = x.rows();
+    if (c.kernel_h == 0 || c.kernel_w == 0 || c.stride == 0 || x.width() != c.height * c.width ||
+        c.height + 2 * c.pad < c.kernel_h || c.width + 2 * c.pad < c.kernel_w ||
+        w.width() != n_in * c.kernel_h * c.kernel_w) {
+        fail("conv2d: kernel %zux%zu over %zu planes of %zux%zu with weight width %zu", c.kernel_h, c.kernel_w, n_in,
+             c.height, c.width, w.width());
+    }
+    const size_t h_out = (c.height + 2 * c.pad - c.kernel_h) / c.stride + 1;
+    const size_t w_out = (c.width + 2 * c.pad - c.kernel_w) / c.stride + 1;
+    if (y.rows() != h_out * w_out || y.width() != w.rows()) {
+        fail("conv2d: output [%zu, %zu] expected, got [%zu, %zu]", h_out * w_out, w.rows(), y.rows(), y.width());
+    }
+    float* col = scratch(h_out * w_out * w.width());
+    launch("conv2d", [&](cudaStream_t s) {
+        cuda::im2col_2d(s, col, x.as<float>(), n_in, c.height, c.width, h_out, w_out, c.kernel_h, c.kernel_w,
+                        c.stride, c.pad);
+        cuda::matmul(s, y.as<float>(), w.data(), w.type, w.row_bytes(), col, h_out * w_out, w.width(), w.rows());
+    });
+    if (!b.empty()) add(y, y, b.reshaped(w.rows(), 1));
+}
+
+}  // namespace cactus

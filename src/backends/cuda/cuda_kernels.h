@@ -1,0 +1,96 @@
+#pragma once
+// Host-side launchers of the CUDA kernels (src/backends/cuda/*.cu). Plain pointers into device
+// memory, all work enqueued on `stream`; shapes outermost first. CudaBackend checks the arguments
+// (shapes, types, devices) before it calls these; the launchers only check launch errors.
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace cactus {
+namespace cuda {
+
+// Bits of the device status word (set by kernels that find bad input, read at synchronize()).
+constexpr uint32_t kStatusBadRowId = 1u;
+
+bool weight_type_supported(DType type);
+
+// y [n, width] = table[ids[i]] * scale (any supported type; ids out of range: zeros + status bit).
+void get_rows(cudaStream_t s, float* y, const void* table, DType type, size_t row_bytes, size_t table_rows,
+              const int32_t* ids, size_t n, size_t width, float scale, uint32_t* status);
+// y [n, n_out] = x [n, n_in] W^T, W [n_out, n_in] of `type` with rows of row_bytes.
+void matmul(cudaStream_t s, float* y, const void* w, DType type, size_t row_bytes, const float* x, size_t n,
+            size_t n_in, size_t n_out);
+void rms_norm(cudaStream_t s, float* y, const float* x, const float* w, size_t n, size_t width, float eps);
+void layer_norm(cudaStream_t s, float* y, const float* x, const float* w, const float* b, size_t n, size_t width,
+                float eps);
+// y [n, width] = a + b, b [b_rows, width] (b_rows 1: broadcast).
+void add(cudaStream_t s, float* y, const float* a, const float* b, size_t n, size_t width, size_t b_rows);
+void scale(cudaStream_t s, float* y, const float* x, float v, size_t count);
+void softcap(cudaStream_t s, float* y, const float* x, float cap, size_t count);
+// kind: 0 SiLU, 1 GELU tanh, 2 GELU erf (Activation's order).
+void gelu(cudaStream_t s, float* y, const float* x, int kind, size_t count);
+void glu(cudaStream_t s, float* y, const float* gate, const float* up, int kind, size_t count);
+// x [n, n_head * head_dim] rotated in place at pos [n]; neox: pairs (i, i + n_rot/2).
+void rope(cudaStream_t s, float* x, const int32_t* pos, size_t n, size_t n_head, size_t head_dim, size_t n_rot,
+          bool neox, float freq_base, float freq_scale);
+// Spins until `ms` milliseconds of GPU time have passed (test-only fault hook).
+void spin(cudaStream_t s, uint32_t ms);
+
+// ---- KV cache and attention (cuda_attention.cu) ----------------------------------------------------
+
+// Where batch token t's key / value row goes (f16: k16/v16; int8: k8/v8 and the head scales).
+struct KvStoreDesc {
+    void* k = nullptr;
+    void* v = nullptr;
+    float* ks = nullptr;  // int8: scales of the row ([n_head_kv * groups])
+    float* vs = nullptr;
+};
+// k [n, k_width], v [n, v_width] f32 rows into the rows of desc [n] (device array).
+void kv_store(cudaStream_t s, const KvStoreDesc* desc, const float* k, const float* v, size_t n, size_t k_width,
+              size_t v_width, size_t n_head_kv, bool int8);
+
+// One batch token's view of its cache layer: rows [0, n_rows) from k/v (the query's first row),
+// their positions, and its mask.
+struct KvAttnDesc {
+    const void* k = nullptr;   // first row (f16 or int8), head 0
+    const void* v = nullptr;
+    const float* ks = nullptr;  // int8 scales of the first row
+    const float* vs = nullptr;
+    const int32_t* row_pos = nullptr;  // [n_rows] (device)
+    int32_t n_rows = 0;
+    int32_t q_pos = 0;
+    uint32_t window = 0;
+    uint32_t sinks = 0;
+};
+struct KvAttnShape {
+    size_t n_head = 0;
+    size_t n_head_kv = 0;
+    size_t head_dim_k = 0;
+    size_t head_dim_v = 0;
+    size_t k_width = 0;   // elements between rows
+    size_t v_width = 0;
+    size_t k_groups = 0;  // int8: scales between rows
+    size_t v_groups = 0;
+    bool int8 = false;
+    float scale = 1.0f;
+};
+// out [n, n_head * head_dim_v] = softmax(scale q k^T, masked) v; q [n, n_head * head_dim_k].
+void attention_kv(cudaStream_t s, float* out, const float* q, const KvAttnDesc* desc, size_t n,
+                  const KvAttnShape& shape);
+// Dense attention over f32 k [n_kv, n_head_kv * dk], v [n_kv, n_head_kv * dv]; mask [n_q, n_kv] or null.
+void attention_dense(cudaStream_t s, float* out, const float* q, const float* k, const float* v, const float* mask,
+                     size_t n_q, size_t n_kv, size_t n_head, size_t n_head_kv, size_t dk, size_t dv, float scale,
+                     bool causal);
+// Copies n bytes inside device memory (head moves of compaction).
+void copy(cudaStream_t s, void* dst, const void* src, size_t n);
+// im2col of the convolutions (layouts of CpuBackend::conv1d / conv2d).
+void im2col_1d(cudaStream_t s, float* col, const float* x, size_t n_t, size_t n_in, size_t n_t_out, size_t kernel,
+               size_t stride, size_t pad);
+void im2col_2d(cudaStream_t s, float* col, const float* x, size_t n_in, size_t height, size_t width, size_t h_out,
+               size_t w_out, size_t kh, size_t kw, size_t stride, size_t pad);
+
+}  // namespace cuda
+}  // namespace cactus
