@@ -6,7 +6,8 @@
 //       preprocesses IMAGE as the projector's family does and encodes every part; writes
 //       OUT_PREFIX.rgb (the parts' pixels, global image first, then the tiles row-major),
 //       OUT_PREFIX.f32 (their embeddings, same order) and prints JSON:
-//       {"grid_x", "grid_y", "parts", "side", "tokens_per_part", "n_embd", "encode_ms"}
+//       {"grid_x", "grid_y", "parts", "layout", "side", "tokens_per_part", "n_embd", "encode_ms"}
+//       (layout: the image's prompt pieces, {"text": markers} or {"part": index into the parts})
 // Errors -> {"error": "message"} on stdout and exit status 1.
 #include <chrono>
 #include <cstdio>
@@ -78,7 +79,10 @@ int encode(int argc, char** argv) {
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     write_file(std::string(argv[4]) + ".rgb", rgb.data(), rgb.size());
     write_file(std::string(argv[4]) + ".f32", embd.data(), embd.size() * sizeof(float));
-    std::printf("%s\n", json{{"grid_x", tiled.grid_x}, {"grid_y", tiled.grid_y}, {"parts", parts.size()},
+    json layout = json::array();
+    for (const cactus::LayoutPiece& piece : cactus::idefics3_layout(tiled.grid_x, tiled.grid_y))
+        layout.push_back(piece.part < 0 ? json{{"text", piece.text}} : json{{"part", piece.part}});
+    std::printf("%s\n", json{{"grid_x", tiled.grid_x}, {"grid_y", tiled.grid_y}, {"parts", parts.size()}, {"layout", layout},
                              {"side", hp.image_size}, {"tokens_per_part", per_part}, {"n_embd", hp.proj_dim},
                              {"encode_ms", ms}}.dump().c_str());
     return 0;

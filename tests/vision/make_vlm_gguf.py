@@ -4,7 +4,8 @@ convert_hf_to_gguf.py --mmproj writes them (conversion/smolvlm.py and MmprojMode
 llama-cpp-python 0.3.36 sdist; read back by tools/mtmd/clip.cpp), plus a numpy forward pass of
 the same encoder as an independent reference. numpy + gguf only (no torch).
 
-  make_vlm_gguf.py idefics3 OUT.gguf [--real]   (--real: SmolVLM-256M widths for benchmarks)
+  make_vlm_gguf.py idefics3 MMPROJ.gguf [--text TEXT.gguf] [--real]
+      (--real: SmolVLM-256M widths for benchmarks; --text: a tiny llama text model with the markers)
 """
 import argparse
 import sys
@@ -146,10 +147,84 @@ def main():
     ap.add_argument("--real", action="store_true")
     ap.add_argument("--f16", action="store_true")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--text")
     a = ap.parse_args()
     hp = IDEFICS3_REAL if a.real else IDEFICS3_SMALL
     write_idefics3_mmproj(a.out, hp, a.seed, a.f16)
+    if a.text:
+        write_llama_text(a.text, hp["proj_dim"], IDEFICS3_SPECIALS)
     return 0
+
+
+
+# ---- text model -----------------------------------------------------------------------------------
+# A tiny llama-architecture text GGUF of the projector's width with an SPM vocabulary that holds the
+# family's marker tokens, so llama.cpp's libmtmd can lay out and encode images (it looks the markers
+# up by their text). Random weights: the text it would generate is noise.
+
+IDEFICS3_SPECIALS = (["<fake_token_around_image>", "<global-img>", "<image>", "<end_of_utterance>"] +
+                     [f"<row_{r}_col_{c}>" for r in range(1, 7) for c in range(1, 7)])
+
+
+def text_vocab(specials):
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    types = [2, 3, 3] + [6] * 256  # UNKNOWN, CONTROL, BYTE
+    for word in ["\u2581", "\n\n", "\u2581a", "\u2581the", "\u2581image", "\u2581Describe", "."]:
+        tokens.append(word)
+        types.append(1)
+    for s in specials:
+        tokens.append(s)
+        types.append(3)
+    scores = [0.0] * 3 + [-1000.0] * 256 + [-float(i) for i in range(len(tokens) - 259)]
+    return tokens, scores, types
+
+
+def write_llama_text(path, n_embd, specials, seed=2, n_layer=2, n_head=4, n_head_kv=2, n_ff=128):
+    rng = np.random.default_rng(seed)
+    tokens, scores, types = text_vocab(specials)
+    n_vocab = len(tokens)
+    hd = n_embd // n_head
+    wr = gguf.GGUFWriter(path, "llama")
+    wr.add_context_length(4096)
+    wr.add_embedding_length(n_embd)
+    wr.add_block_count(n_layer)
+    wr.add_feed_forward_length(n_ff)
+    wr.add_head_count(n_head)
+    wr.add_head_count_kv(n_head_kv)
+    wr.add_layer_norm_rms_eps(1e-5)
+    wr.add_rope_freq_base(10000.0)
+    wr.add_rope_dimension_count(hd)
+    wr.add_file_type(gguf.LlamaFileType.ALL_F32)
+    wr.add_tokenizer_model("llama")
+    wr.add_token_list(tokens)
+    wr.add_token_scores(scores)
+    wr.add_token_types(types)
+    wr.add_bos_token_id(1)
+    wr.add_eos_token_id(2)
+    wr.add_unk_token_id(0)
+    wr.add_add_bos_token(True)
+
+    def w(*shape):
+        return (rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32)
+
+    wr.add_tensor("token_embd.weight", w(n_vocab, n_embd))
+    wr.add_tensor("output_norm.weight", np.ones(n_embd, np.float32))
+    wr.add_tensor("output.weight", w(n_vocab, n_embd))
+    for il in range(n_layer):
+        b = f"blk.{il}."
+        wr.add_tensor(b + "attn_norm.weight", np.ones(n_embd, np.float32))
+        wr.add_tensor(b + "attn_q.weight", w(n_embd, n_embd))
+        wr.add_tensor(b + "attn_k.weight", w(n_head_kv * hd, n_embd))
+        wr.add_tensor(b + "attn_v.weight", w(n_head_kv * hd, n_embd))
+        wr.add_tensor(b + "attn_output.weight", w(n_embd, n_embd))
+        wr.add_tensor(b + "ffn_norm.weight", np.ones(n_embd, np.float32))
+        wr.add_tensor(b + "ffn_gate.weight", w(n_ff, n_embd))
+        wr.add_tensor(b + "ffn_up.weight", w(n_ff, n_embd))
+        wr.add_tensor(b + "ffn_down.weight", w(n_embd, n_ff))
+    wr.write_header_to_file()
+    wr.write_kv_data_to_file()
+    wr.write_tensors_to_file()
+    wr.close()
 
 
 if __name__ == "__main__":

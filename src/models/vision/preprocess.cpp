@@ -197,8 +197,28 @@ TiledImage idefics3_tiles(const Image& img, size_t tile, size_t longest_edge) {
     const Image resized = resize_image(img, rw, rh, ResizeFilter::LANCZOS);
     const Image refined = resize_image(resized, out.grid_x * tile, out.grid_y * tile, ResizeFilter::LANCZOS);
     out.overview = resize_image(refined, tile, tile, ResizeFilter::LANCZOS);
+    if (out.grid_x * out.grid_y == 1) {  // no split: the global image alone (transformers)
+        out.grid_x = out.grid_y = 0;
+        return out;
+    }
     for (size_t y = 0; y < out.grid_y; ++y)
         for (size_t x = 0; x < out.grid_x; ++x) out.tiles.push_back(crop_image(refined, x * tile, y * tile, tile, tile));
+    return out;
+}
+
+std::vector<LayoutPiece> idefics3_layout(size_t grid_x, size_t grid_y) {
+    const std::string fake = "<fake_token_around_image>";
+    std::vector<LayoutPiece> out;
+    for (size_t y = 0; y < grid_y; ++y) {
+        for (size_t x = 0; x < grid_x; ++x) {
+            out.push_back({fake + "<row_" + std::to_string(y + 1) + "_col_" + std::to_string(x + 1) + ">", -1});
+            out.push_back({"", int(1 + y * grid_x + x)});
+        }
+        if (y + 1 < grid_y) out.push_back({"\n", -1});
+    }
+    out.push_back({std::string(grid_y > 0 ? "\n\n" : "") + fake + "<global-img>", -1});
+    out.push_back({"", 0});
+    out.push_back({fake, -1});
     return out;
 }
 

@@ -4,6 +4,7 @@
 // transformers' image processors call it), crops, and normalisation into channel planes.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "models/vision/image.h"
@@ -31,5 +32,17 @@ struct TiledImage {
     Image overview;            // tile x tile
 };
 TiledImage idefics3_tiles(const Image& img, size_t tile, size_t longest_edge);
+
+// One piece of an image's prompt: marker text (special tokens, parsed as such), or the embeddings
+// of part `part` (0 = the global image, 1 + y * grid_x + x = tile (y, x)).
+struct LayoutPiece {
+    std::string text;
+    int part = -1;  // -1: text
+};
+// Idefics3's prompt for a tiled image (transformers processing_idefics3 and llama.cpp agree):
+//   per tile "<fake_token_around_image><row_Y_col_X>" + tile, "\n" after each row but the last,
+//   then "\n\n<fake_token_around_image><global-img>" + global image + "<fake_token_around_image>".
+// A 1x1 grid is no split (transformers): "<fake_token_around_image><global-img>" + global + end.
+std::vector<LayoutPiece> idefics3_layout(size_t grid_x, size_t grid_y);
 
 }  // namespace cactus
