@@ -8,7 +8,12 @@
 //       OUT_PREFIX.f32 (their embeddings, same order) and prints JSON:
 //       {"grid_x", "grid_y", "parts", "layout", "side", "tokens_per_part", "n_embd", "encode_ms"}
 //       (layout: the image's prompt pieces, {"text": markers} or {"part": index into the parts})
+//   vision_probe generate TEXT MMPROJ IMAGE OUT.f32 [--chunk N] [--n 16] [--threads N]
+//       the image's prompt (idefics3 layout, no BOS) prefilled in chunks of N tokens; writes the
+//       first-token logits to OUT.f32 and prints {"tokens": [ids, -1 for image rows],
+//       "greedy": [n ids], "prefill_ms"}
 // Errors -> {"error": "message"} on stdout and exit status 1.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -18,9 +23,12 @@
 
 #include "core/error.h"
 #include "gguf/gguf.h"
+#include "models/model.h"
 #include "models/vision/image.h"
+#include "models/vision/media_prompt.h"
 #include "models/vision/preprocess.h"
 #include "models/vision/vision_encoder.h"
+#include "tokenizer/tokenizer.h"
 
 using nlohmann::json;
 
@@ -88,12 +96,47 @@ int encode(int argc, char** argv) {
     return 0;
 }
 
+int generate(int argc, char** argv) {
+    if (argc < 6) cactus::fail("usage: vision_probe generate TEXT MMPROJ IMAGE OUT.f32 [--chunk N] [--n N]");
+    size_t chunk = 0, n_gen = 16;
+    cactus::BackendOptions options;
+    cactus::ModelOptions mo;
+    for (int i = 6; i + 1 < argc; i += 2) {
+        if (std::strcmp(argv[i], "--chunk") == 0) chunk = std::stoul(argv[i + 1]);
+        if (std::strcmp(argv[i], "--n") == 0) n_gen = std::stoul(argv[i + 1]);
+        if (std::strcmp(argv[i], "--threads") == 0) options.n_threads = mo.n_threads = std::stoi(argv[i + 1]);
+    }
+    const auto text = cactus::GgufFile::open(argv[2]);
+    const auto mmproj = cactus::GgufFile::open(argv[3]);
+    mo.n_ctx = 4096;
+    auto model = cactus::Model::load(*text, mo);
+    auto tok = cactus::Tokenizer::from_gguf(*text);
+    cactus::VisionEncoder enc(*mmproj, options);
+    cactus::MediaPrompt prompt;
+    prompt.n_embd = model->info().n_embd;
+    cactus::append_idefics3_image(&prompt, cactus::load_image(argv[4]), enc, cactus::MarkerVocab(*tok));
+    std::vector<float> logits;
+    const auto start = std::chrono::steady_clock::now();
+    cactus::prefill_media(*model, prompt, chunk, 0, &logits);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    write_file(argv[5], logits.data(), logits.size() * sizeof(float));
+    std::vector<int32_t> greedy;
+    for (size_t i = 0; i < n_gen; ++i) {
+        const int32_t id = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        greedy.push_back(id);
+        model->forward(&id, 1, &logits);
+    }
+    std::printf("%s\n", json{{"tokens", prompt.tokens}, {"greedy", greedy}, {"prefill_ms", ms}}.dump().c_str());
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     try {
         if (argc >= 2 && std::strcmp(argv[1], "resize") == 0) return resize(argc, argv);
         if (argc >= 2 && std::strcmp(argv[1], "encode") == 0) return encode(argc, argv);
+        if (argc >= 2 && std::strcmp(argv[1], "generate") == 0) return generate(argc, argv);
         cactus::fail("usage: vision_probe resize|encode ...");
     } catch (const std::exception& e) {
         std::printf("%s\n", json{{"error", e.what()}}.dump().c_str());
