@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build pkg-config git python3 python3-pip python3-venv
           nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libssl-dev openssl libpcre2-dev libgtest-dev libgmock-dev
-          clang libclang-rt-14-dev g++-aarch64-linux-gnu qemu-user)
+          clang libclang-rt-14-dev g++-aarch64-linux-gnu qemu-user libstb-dev ccache)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -6,7 +6,7 @@ set -euo pipefail
 ORACLE_DIR=${CACTUS_ORACLE_DIR:-$HOME/.cache/cactus/oracle}
 VENV="$ORACLE_DIR/venv"
 STAMP="$VENV/.cactus-oracle-requirements"
-REQUIREMENTS=(llama-cpp-python==0.3.36 gguf==0.19.0 numpy jinja2==3.1.6 pytest matplotlib openai==3.57.0 ollama==0.6.3)
+REQUIREMENTS=(llama-cpp-python==0.3.36 gguf==0.19.0 numpy jinja2==3.1.6 pytest matplotlib openai==3.57.0 ollama==0.6.3 pillow==13.0.0)
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "${REQUIREMENTS[*]}" ]; then
   exit 0

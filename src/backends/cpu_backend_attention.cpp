@@ -108,8 +108,13 @@ void CpuBackend::attention_dense(const Tensor& out, const Tensor& q, const Tenso
         float max = -std::numeric_limits<float>::infinity();
         for (size_t j = 0; j < n_kv; ++j) {
             const float* kj = kd + j * k.width() + kvh * s.head_dim;
-            float dot = 0.0f;
-            for (size_t d = 0; d < s.head_dim; ++d) dot += qi[d] * kj[d];
+            // Eight independent partial sums so the compiler vectorises the product.
+            float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            size_t d = 0;
+            for (; d + 8 <= s.head_dim; d += 8)
+                for (size_t l = 0; l < 8; ++l) lane[l] += qi[d + l] * kj[d + l];
+            float dot = ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+            for (; d < s.head_dim; ++d) dot += qi[d] * kj[d];
             float score = dot * s.scale + (md ? md[i * n_kv + j] : 0.0f);
             if (s.causal && j > i + shift) score = -std::numeric_limits<float>::infinity();
             p[j] = score;

@@ -1,0 +1,101 @@
+#include "models/vision/media_prompt.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "models/model.h"
+#include "models/vision/vision_encoder.h"
+#include "tokenizer/tokenizer.h"
+
+namespace cactus {
+
+void MediaPrompt::push_token(int32_t id) {
+    tokens.push_back(id);
+    embd.resize(embd.size() + n_embd, 0.0f);
+}
+
+void MediaPrompt::push_rows(const float* rows, size_t n) {
+    tokens.insert(tokens.end(), n, -1);
+    embd.insert(embd.end(), rows, rows + n * n_embd);
+}
+
+MarkerVocab::MarkerVocab(const Tokenizer& tok) {
+    // The first id of each piece wins, as llama.cpp's lookup_token scans from id 0.
+    for (size_t id = tok.vocab_size(); id-- > 0;) by_piece_[tok.token_to_piece(int32_t(id), true)] = int32_t(id);
+}
+
+std::vector<int32_t> MarkerVocab::ids(const std::string& text) const {
+    std::vector<int32_t> out;
+    for (size_t i = 0; i < text.size();) {
+        size_t j;
+        if (text.compare(i, 2, "\n\n") == 0) {
+            j = i + 2;
+        } else if (text[i] == '\n') {
+            j = i + 1;
+        } else if (text[i] == '<' && text.find('>', i) != std::string::npos) {
+            j = text.find('>', i) + 1;
+        } else {
+            fail("MarkerVocab: marker text '%s' is not special tokens and newlines", text.c_str());
+        }
+        const auto it = by_piece_.find(text.substr(i, j - i));
+        if (it == by_piece_.end()) fail("MarkerVocab: the vocabulary has no token '%s'", text.substr(i, j - i).c_str());
+        out.push_back(it->second);
+        i = j;
+    }
+    return out;
+}
+
+void append_idefics3_image(MediaPrompt* prompt, const Image& img, VisionEncoder& enc, const MarkerVocab& vocab) {
+    const VisionHParams& hp = enc.hparams();
+    if (prompt->n_embd != hp.proj_dim)
+        fail("append_idefics3_image: the projector gives %zu-wide rows, the text model takes %zu", hp.proj_dim,
+             prompt->n_embd);
+    const TiledImage tiled = idefics3_tiles(img, hp.image_size, hp.longest_edge);
+    std::vector<float> rows;
+    for (const LayoutPiece& piece : idefics3_layout(tiled.grid_x, tiled.grid_y)) {
+        if (piece.part < 0) {
+            for (int32_t id : vocab.ids(piece.text)) prompt->push_token(id);
+            continue;
+        }
+        const Image& part = piece.part == 0 ? tiled.overview : tiled.tiles[size_t(piece.part - 1)];
+        EncoderInput in;
+        in.width = part.width;
+        in.height = part.height;
+        in.planes = normalize_planes(part, hp.mean, hp.std);
+        enc.encode(in, &rows);
+        prompt->push_rows(rows.data(), enc.tokens(in));
+    }
+}
+
+void prefill_media(Model& model, const MediaPrompt& p, size_t chunk, int seq, std::vector<float>* logits) {
+    const size_t n = p.tokens.size(), n_embd = model.info().n_embd, n_vocab = model.info().n_vocab;
+    if (n == 0) fail("prefill_media: empty prompt");
+    if (p.n_embd != n_embd || p.embd.size() != n * n_embd)
+        fail("prefill_media: %zu rows of %zu for a model of width %zu", p.embd.size() / std::max<size_t>(p.n_embd, 1),
+             p.n_embd, n_embd);
+    if (n > model.context_room(seq))
+        fail("prefill_media: %zu tokens exceed the room of %zu left in the context", n, model.context_room(seq));
+    for (int32_t id : p.tokens)
+        if (id >= 0 && size_t(id) >= n_vocab) fail("prefill_media: token id %d is outside the vocabulary", id);
+    if (chunk == 0) chunk = model.n_batch();
+    std::vector<int32_t> seqs;
+    std::vector<uint8_t> marks;
+    std::vector<float> step_logits;
+    for (size_t done = 0; done < n;) {
+        const size_t step = model.reserve(std::min({chunk, model.n_batch(), n - done}), seq);
+        seqs.assign(step, seq);
+        marks.assign(step, 0);
+        marks.back() = done + step == n ? 1 : 0;
+        Batch b;
+        b.n = step;
+        b.tokens = p.tokens.data() + done;
+        b.embd = p.embd.data() + done * n_embd;
+        b.seq = seqs.data();
+        b.logits = marks.data();
+        model.decode(b, &step_logits);
+        done += step;
+    }
+    logits->assign(step_logits.end() - std::ptrdiff_t(n_vocab), step_logits.end());
+}
+
+}  // namespace cactus

@@ -1,0 +1,225 @@
+// Pillow's resampling (libImaging/Resample.c, 13.0) restated: for each output pixel a window of input
+// pixels with filter weights normalised to sum 1, converted to fixed point with 22 fractional bits
+// (round half away from zero), accumulated in int32 from a bias of one half, shifted and clamped.
+#include "models/vision/preprocess.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace cactus {
+namespace {
+
+constexpr int kPrecisionBits = 32 - 8 - 2;
+
+double filter_support(ResizeFilter f) {
+    switch (f) {
+        case ResizeFilter::BILINEAR: return 1.0;
+        case ResizeFilter::BICUBIC: return 2.0;
+        case ResizeFilter::LANCZOS: return 3.0;
+    }
+    return 1.0;
+}
+
+double sinc(double v) {
+    if (v == 0.0) return 1.0;
+    const double pv = v * 3.141592653589793238462643383279502884;
+    return std::sin(pv) / pv;
+}
+
+double filter_value(ResizeFilter f, double x) {
+    if (f == ResizeFilter::LANCZOS) return (-3.0 <= x && x < 3.0) ? sinc(x) * sinc(x / 3.0) : 0.0;
+    if (x < 0.0) x = -x;
+    if (f == ResizeFilter::BILINEAR) return x < 1.0 ? 1.0 - x : 0.0;
+    constexpr double a = -0.5;
+    if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
+    if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
+    return 0.0;
+}
+
+// Per output pixel: first input index, count, and ksize fixed-point weights.
+struct Kernel {
+    size_t ksize = 0;
+    std::vector<int> bounds;      // [out, 2]
+    std::vector<int32_t> weights; // [out, ksize]
+};
+
+Kernel precompute(size_t in_size, size_t out_size, ResizeFilter f) {
+    const double scale = double(in_size) / double(out_size);
+    const double filterscale = std::max(scale, 1.0);
+    const double support = filter_support(f) * filterscale;
+    Kernel k;
+    k.ksize = size_t(std::ceil(support)) * 2 + 1;
+    k.bounds.resize(out_size * 2);
+    k.weights.assign(out_size * k.ksize, 0);
+    std::vector<double> w(k.ksize);
+    const double fxp = std::ldexp(1.0, kPrecisionBits);
+    for (size_t xx = 0; xx < out_size; ++xx) {
+        const double center = (double(xx) + 0.5) * scale;
+        const double ss = 1.0 / filterscale;
+        int xmin = int(center - support + 0.5);
+        if (xmin < 0) xmin = 0;
+        int xmax = int(center + support + 0.5);
+        if (xmax > int(in_size)) xmax = int(in_size);
+        xmax -= xmin;
+        double ww = 0.0;
+        for (int x = 0; x < xmax; ++x) {
+            w[size_t(x)] = filter_value(f, (x + xmin - center + 0.5) * ss);
+            ww += w[size_t(x)];
+        }
+        for (int x = 0; x < xmax; ++x) {
+            const double v = ww != 0.0 ? w[size_t(x)] / ww : w[size_t(x)];
+            k.weights[xx * k.ksize + size_t(x)] = int32_t(v * fxp + (v < 0 ? -0.5 : 0.5));
+        }
+        k.bounds[xx * 2] = xmin;
+        k.bounds[xx * 2 + 1] = xmax;
+    }
+    return k;
+}
+
+uint8_t clip8(int32_t v) { return v < 0 ? 0 : v > 255 ? 255 : uint8_t(v); }
+
+// [h, in_w, 3] -> [h, out_w, 3]
+Image resample_horizontal(const Image& src, size_t out_w, const Kernel& k) {
+    Image dst;
+    dst.width = out_w;
+    dst.height = src.height;
+    dst.rgb.resize(out_w * src.height * 3);
+    for (size_t y = 0; y < src.height; ++y) {
+        const uint8_t* row = src.rgb.data() + y * src.width * 3;
+        uint8_t* out = dst.rgb.data() + y * out_w * 3;
+        for (size_t xx = 0; xx < out_w; ++xx) {
+            const int xmin = k.bounds[xx * 2], xcnt = k.bounds[xx * 2 + 1];
+            const int32_t* w = &k.weights[xx * k.ksize];
+            int32_t s0 = 1 << (kPrecisionBits - 1), s1 = s0, s2 = s0;
+            const uint8_t* p = row + size_t(xmin) * 3;
+            for (int x = 0; x < xcnt; ++x, p += 3) {
+                s0 += p[0] * w[x];
+                s1 += p[1] * w[x];
+                s2 += p[2] * w[x];
+            }
+            out[xx * 3] = clip8(s0 >> kPrecisionBits);
+            out[xx * 3 + 1] = clip8(s1 >> kPrecisionBits);
+            out[xx * 3 + 2] = clip8(s2 >> kPrecisionBits);
+        }
+    }
+    return dst;
+}
+
+// [in_h, w, 3] -> [out_h, w, 3]
+Image resample_vertical(const Image& src, size_t out_h, const Kernel& k) {
+    Image dst;
+    dst.width = src.width;
+    dst.height = out_h;
+    const size_t row_elems = src.width * 3;
+    dst.rgb.resize(row_elems * out_h);
+    std::vector<int32_t> acc(row_elems);
+    for (size_t yy = 0; yy < out_h; ++yy) {
+        const int ymin = k.bounds[yy * 2], ycnt = k.bounds[yy * 2 + 1];
+        const int32_t* w = &k.weights[yy * k.ksize];
+        std::fill(acc.begin(), acc.end(), 1 << (kPrecisionBits - 1));
+        for (int y = 0; y < ycnt; ++y) {
+            const uint8_t* row = src.rgb.data() + size_t(ymin + y) * row_elems;
+            for (size_t i = 0; i < row_elems; ++i) acc[i] += row[i] * w[y];
+        }
+        uint8_t* out = dst.rgb.data() + yy * row_elems;
+        for (size_t i = 0; i < row_elems; ++i) out[i] = clip8(acc[i] >> kPrecisionBits);
+    }
+    return dst;
+}
+
+}  // namespace
+
+Image resize_image(const Image& src, size_t width, size_t height, ResizeFilter filter) {
+    if (width == 0 || height == 0 || width > 65536 || height > 65536 || src.width == 0 || src.height == 0)
+        fail("resize_image: %zux%zu to %zux%zu is out of range (1..65536)", src.width, src.height, width, height);
+    // Pass order as Pillow 13 (python-pillow PR #9549): the vertical pass runs first when the
+    // height shrinks by more than twice as many pixels as the width does (fitted on 300 random
+    // size pairs and all three filters, no exception: tests/vision). The order matters: the 8-bit
+    // intermediate image is rounded and clamped (Lanczos overshoots). llama.cpp's resize_pillow
+    // always runs the horizontal pass first (Pillow <= 12), so it differs from transformers with
+    // Pillow 13 on such images (docs/VISION.md).
+    const bool need_h = width != src.width, need_v = height != src.height;
+    const bool vertical_first = height < src.height &&
+                                int64_t(src.height - height) > 2 * (int64_t(src.width) - int64_t(width));
+    if (need_h && need_v && vertical_first) {
+        const Image tmp = resample_vertical(src, height, precompute(src.height, height, filter));
+        return resample_horizontal(tmp, width, precompute(src.width, width, filter));
+    }
+    Image cur = src;
+    if (need_h) cur = resample_horizontal(cur, width, precompute(src.width, width, filter));
+    if (need_v) cur = resample_vertical(cur, height, precompute(src.height, height, filter));
+    return cur;
+}
+
+Image crop_image(const Image& src, size_t x, size_t y, size_t w, size_t h) {
+    if (w == 0 || h == 0 || x + w > src.width || y + h > src.height)
+        fail("crop_image: %zux%zu at (%zu, %zu) outside a %zux%zu image", w, h, x, y, src.width, src.height);
+    Image dst;
+    dst.width = w;
+    dst.height = h;
+    dst.rgb.resize(w * h * 3);
+    for (size_t r = 0; r < h; ++r)
+        std::copy_n(src.rgb.data() + ((y + r) * src.width + x) * 3, w * 3, dst.rgb.data() + r * w * 3);
+    return dst;
+}
+
+std::vector<float> normalize_planes(const Image& img, const float mean[3], const float std[3]) {
+    const size_t n = img.width * img.height;
+    std::vector<float> planes(3 * n);
+    for (size_t i = 0; i < n; ++i)
+        for (size_t c = 0; c < 3; ++c)
+            planes[c * n + i] = (float(img.rgb[i * 3 + c]) / 255.0f - mean[c]) / std[c];
+    return planes;
+}
+
+TiledImage idefics3_tiles(const Image& img, size_t tile, size_t longest_edge) {
+    if (tile == 0 || longest_edge == 0) fail("idefics3_tiles: tile %zu, longest edge %zu", tile, longest_edge);
+    // Step 1: aspect kept, longest side = longest_edge, the other truncated then rounded up to even.
+    const double aspect = double(img.width) / double(img.height);
+    size_t rw, rh;
+    if (img.width >= img.height) {
+        rw = longest_edge;
+        rh = size_t(int(double(longest_edge) / aspect));
+        rh += rh % 2;
+    } else {
+        rh = longest_edge;
+        rw = size_t(int(double(longest_edge) * aspect));
+        rw += rw % 2;
+    }
+    rw = std::max<size_t>(rw, 1);
+    rh = std::max<size_t>(rh, 1);
+    // Step 2: stretched up to whole tiles.
+    TiledImage out;
+    out.grid_x = (rw + tile - 1) / tile;
+    out.grid_y = (rh + tile - 1) / tile;
+    const Image resized = resize_image(img, rw, rh, ResizeFilter::LANCZOS);
+    const Image refined = resize_image(resized, out.grid_x * tile, out.grid_y * tile, ResizeFilter::LANCZOS);
+    out.overview = resize_image(refined, tile, tile, ResizeFilter::LANCZOS);
+    if (out.grid_x * out.grid_y == 1) {  // no split: the global image alone (transformers)
+        out.grid_x = out.grid_y = 0;
+        return out;
+    }
+    for (size_t y = 0; y < out.grid_y; ++y)
+        for (size_t x = 0; x < out.grid_x; ++x) out.tiles.push_back(crop_image(refined, x * tile, y * tile, tile, tile));
+    return out;
+}
+
+std::vector<LayoutPiece> idefics3_layout(size_t grid_x, size_t grid_y) {
+    const std::string fake = "<fake_token_around_image>";
+    std::vector<LayoutPiece> out;
+    for (size_t y = 0; y < grid_y; ++y) {
+        for (size_t x = 0; x < grid_x; ++x) {
+            out.push_back({fake + "<row_" + std::to_string(y + 1) + "_col_" + std::to_string(x + 1) + ">", -1});
+            out.push_back({"", int(1 + y * grid_x + x)});
+        }
+        if (y + 1 < grid_y) out.push_back({"\n", -1});
+    }
+    out.push_back({std::string(grid_y > 0 ? "\n\n" : "") + fake + "<global-img>", -1});
+    out.push_back({"", 0});
+    out.push_back({fake, -1});
+    return out;
+}
+
+}  // namespace cactus

@@ -1,0 +1,48 @@
+#pragma once
+// Image preprocessing as the reference processors do it: Pillow's resampling (Image.resize with
+// BILINEAR, BICUBIC or LANCZOS: separable fixed-point filters, horizontal pass then vertical, as
+// transformers' image processors call it), crops, and normalisation into channel planes.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/vision/image.h"
+
+namespace cactus {
+
+enum class ResizeFilter { BILINEAR, BICUBIC, LANCZOS };
+
+// Pillow-exact resize of 8-bit RGB (equal to PIL.Image.resize((w, h), filter) on an RGB image).
+Image resize_image(const Image& src, size_t width, size_t height, ResizeFilter filter);
+// Rows [y, y + h) and columns [x, x + w) of src.
+Image crop_image(const Image& src, size_t x, size_t y, size_t w, size_t h);
+
+// Channel planes [3, height * width] of (pixel / 255 - mean[c]) / std[c] (float arithmetic in
+// the reference's order).
+std::vector<float> normalize_planes(const Image& img, const float mean[3], const float std[3]);
+
+// Idefics3 / SmolVLM: the image resized (aspect kept) so its longest side is `longest_edge` (odd
+// sides rounded up to even), then stretched to a grid of tile x tile tiles; the tiles row-major,
+// plus the whole grid resized to one tile (the global image). Lanczos throughout.
+struct TiledImage {
+    size_t grid_x = 0;  // tiles per row (0 when the image is a single tile: no tiling)
+    size_t grid_y = 0;
+    std::vector<Image> tiles;  // [grid_y * grid_x], row-major
+    Image overview;            // tile x tile
+};
+TiledImage idefics3_tiles(const Image& img, size_t tile, size_t longest_edge);
+
+// One piece of an image's prompt: marker text (special tokens, parsed as such), or the embeddings
+// of part `part` (0 = the global image, 1 + y * grid_x + x = tile (y, x)).
+struct LayoutPiece {
+    std::string text;
+    int part = -1;  // -1: text
+};
+// Idefics3's prompt for a tiled image (transformers processing_idefics3 and llama.cpp agree):
+//   per tile "<fake_token_around_image><row_Y_col_X>" + tile, "\n" after each row but the last,
+//   then "\n\n<fake_token_around_image><global-img>" + global image + "<fake_token_around_image>".
+// A 1x1 grid is no split (transformers): "<fake_token_around_image><global-img>" + global + end.
+std::vector<LayoutPiece> idefics3_layout(size_t grid_x, size_t grid_y);
+
+}  // namespace cactus

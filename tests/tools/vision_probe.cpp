@@ -1,0 +1,145 @@
+// Drives the vision pipeline for the Python tests (tests/vision/test_vision_oracle.py).
+//
+//   vision_probe resize IMAGE W H bilinear|bicubic|lanczos OUT.rgb
+//       writes the Pillow-exact resize of IMAGE as raw RGB bytes [H, W, 3]
+//   vision_probe encode MMPROJ IMAGE OUT_PREFIX [--threads N]
+//       preprocesses IMAGE as the projector's family does and encodes every part; writes
+//       OUT_PREFIX.rgb (the parts' pixels, global image first, then the tiles row-major),
+//       OUT_PREFIX.f32 (their embeddings, same order) and prints JSON:
+//       {"grid_x", "grid_y", "parts", "layout", "side", "tokens_per_part", "n_embd", "encode_ms"}
+//       (layout: the image's prompt pieces, {"text": markers} or {"part": index into the parts})
+//   vision_probe generate TEXT MMPROJ IMAGE OUT.f32 [--chunk N] [--n 16] [--threads N]
+//       the image's prompt (idefics3 layout, no BOS) prefilled in chunks of N tokens; writes the
+//       first-token logits to OUT.f32 and prints {"tokens": [ids, -1 for image rows],
+//       "greedy": [n ids], "prefill_ms"}
+// Errors -> {"error": "message"} on stdout and exit status 1.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "gguf/gguf.h"
+#include "models/model.h"
+#include "models/vision/image.h"
+#include "models/vision/media_prompt.h"
+#include "models/vision/preprocess.h"
+#include "models/vision/vision_encoder.h"
+#include "tokenizer/tokenizer.h"
+
+using nlohmann::json;
+
+namespace {
+
+void write_file(const std::string& path, const void* data, size_t bytes) {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    if (!f) cactus::fail("vision_probe: cannot write %s", path.c_str());
+    std::fwrite(data, 1, bytes, f);
+    std::fclose(f);
+}
+
+cactus::ResizeFilter parse_filter(const std::string& s) {
+    if (s == "bilinear") return cactus::ResizeFilter::BILINEAR;
+    if (s == "bicubic") return cactus::ResizeFilter::BICUBIC;
+    if (s == "lanczos") return cactus::ResizeFilter::LANCZOS;
+    cactus::fail("vision_probe: unknown filter %s", s.c_str());
+}
+
+int resize(int argc, char** argv) {
+    if (argc != 7) cactus::fail("usage: vision_probe resize IMAGE W H FILTER OUT.rgb");
+    const cactus::Image img = cactus::load_image(argv[2]);
+    const cactus::Image out =
+        cactus::resize_image(img, std::stoul(argv[3]), std::stoul(argv[4]), parse_filter(argv[5]));
+    write_file(argv[6], out.rgb.data(), out.rgb.size());
+    std::printf("%s\n", json{{"width", out.width}, {"height", out.height}}.dump().c_str());
+    return 0;
+}
+
+int encode(int argc, char** argv) {
+    if (argc < 5) cactus::fail("usage: vision_probe encode MMPROJ IMAGE OUT_PREFIX [--threads N]");
+    cactus::BackendOptions options;
+    for (int i = 5; i + 1 < argc; i += 2)
+        if (std::strcmp(argv[i], "--threads") == 0) options.n_threads = std::stoi(argv[i + 1]);
+    const auto file = cactus::GgufFile::open(argv[2]);
+    cactus::VisionEncoder enc(*file, options);
+    const cactus::VisionHParams& hp = enc.hparams();
+    const cactus::Image img = cactus::load_image(argv[3]);
+    const cactus::TiledImage tiled = cactus::idefics3_tiles(img, hp.image_size, hp.longest_edge);
+    std::vector<const cactus::Image*> parts = {&tiled.overview};
+    for (const cactus::Image& t : tiled.tiles) parts.push_back(&t);
+    std::vector<uint8_t> rgb;
+    std::vector<float> embd, one;
+    size_t per_part = 0;
+    const auto start = std::chrono::steady_clock::now();
+    for (const cactus::Image* part : parts) {
+        rgb.insert(rgb.end(), part->rgb.begin(), part->rgb.end());
+        cactus::EncoderInput in;
+        in.width = part->width;
+        in.height = part->height;
+        in.planes = cactus::normalize_planes(*part, hp.mean, hp.std);
+        enc.encode(in, &one);
+        per_part = enc.tokens(in);
+        embd.insert(embd.end(), one.begin(), one.end());
+    }
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    write_file(std::string(argv[4]) + ".rgb", rgb.data(), rgb.size());
+    write_file(std::string(argv[4]) + ".f32", embd.data(), embd.size() * sizeof(float));
+    json layout = json::array();
+    for (const cactus::LayoutPiece& piece : cactus::idefics3_layout(tiled.grid_x, tiled.grid_y))
+        layout.push_back(piece.part < 0 ? json{{"text", piece.text}} : json{{"part", piece.part}});
+    std::printf("%s\n", json{{"grid_x", tiled.grid_x}, {"grid_y", tiled.grid_y}, {"parts", parts.size()}, {"layout", layout},
+                             {"side", hp.image_size}, {"tokens_per_part", per_part}, {"n_embd", hp.proj_dim},
+                             {"encode_ms", ms}}.dump().c_str());
+    return 0;
+}
+
+int generate(int argc, char** argv) {
+    if (argc < 6) cactus::fail("usage: vision_probe generate TEXT MMPROJ IMAGE OUT.f32 [--chunk N] [--n N]");
+    size_t chunk = 0, n_gen = 16;
+    cactus::BackendOptions options;
+    cactus::ModelOptions mo;
+    for (int i = 6; i + 1 < argc; i += 2) {
+        if (std::strcmp(argv[i], "--chunk") == 0) chunk = std::stoul(argv[i + 1]);
+        if (std::strcmp(argv[i], "--n") == 0) n_gen = std::stoul(argv[i + 1]);
+        if (std::strcmp(argv[i], "--threads") == 0) options.n_threads = mo.n_threads = std::stoi(argv[i + 1]);
+    }
+    const auto text = cactus::GgufFile::open(argv[2]);
+    const auto mmproj = cactus::GgufFile::open(argv[3]);
+    mo.n_ctx = 4096;
+    auto model = cactus::Model::load(*text, mo);
+    auto tok = cactus::Tokenizer::from_gguf(*text);
+    cactus::VisionEncoder enc(*mmproj, options);
+    cactus::MediaPrompt prompt;
+    prompt.n_embd = model->info().n_embd;
+    cactus::append_idefics3_image(&prompt, cactus::load_image(argv[4]), enc, cactus::MarkerVocab(*tok));
+    std::vector<float> logits;
+    const auto start = std::chrono::steady_clock::now();
+    cactus::prefill_media(*model, prompt, chunk, 0, &logits);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    write_file(argv[5], logits.data(), logits.size() * sizeof(float));
+    std::vector<int32_t> greedy;
+    for (size_t i = 0; i < n_gen; ++i) {
+        const int32_t id = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        greedy.push_back(id);
+        model->forward(&id, 1, &logits);
+    }
+    std::printf("%s\n", json{{"tokens", prompt.tokens}, {"greedy", greedy}, {"prefill_ms", ms}}.dump().c_str());
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        if (argc >= 2 && std::strcmp(argv[1], "resize") == 0) return resize(argc, argv);
+        if (argc >= 2 && std::strcmp(argv[1], "encode") == 0) return encode(argc, argv);
+        if (argc >= 2 && std::strcmp(argv[1], "generate") == 0) return generate(argc, argv);
+        cactus::fail("usage: vision_probe resize|encode ...");
+    } catch (const std::exception& e) {
+        std::printf("%s\n", json{{"error", e.what()}}.dump().c_str());
+        return 1;
+    }
+}
