@@ -4,6 +4,8 @@
 #        BUILD_DIR=build-asan CMAKE_FLAGS="-DCACTUS_SANITIZE=ON" scripts/setup.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache (when installed) keys on paths relative to the checkout, so clean clones reuse objects.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(pwd)}" CCACHE_NOHASHDIR=1
 
 packages=(build-essential cmake ninja-build pkg-config git python3 python3-pip python3-venv
           nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libssl-dev openssl libpcre2-dev libgtest-dev libgmock-dev

@@ -5,6 +5,8 @@
 #        FAST=1 scripts/test.sh     (skip the sanitizer build and the fuzzers)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache (when installed) keys on paths relative to the checkout, so clean clones reuse objects.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(pwd)}" CCACHE_NOHASHDIR=1
 ROOT=$(pwd)
 JOBS=$(nproc)
 step() { printf '\n==== %s ====\n' "$*" >&2; }
