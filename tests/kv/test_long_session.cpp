@@ -106,8 +106,11 @@ void expect_coherent(const std::string& text) {
     EXPECT_GT(distinct.size(), 25u) << text.substr(0, 400);
 }
 
-// Measured on this scenario's replies (Release, x86-64): 13.4 and 15.1 (turn 1 and 2); the
-// same words shuffled: over 400. A reply garbled by a broken cache lands far above the bound.
+// Sampled text of a small model reads at a perplexity of tens under the model itself; the same
+// words shuffled, or text from a broken cache, reads in the hundreds or more. The test prints both
+// figures each run, and fails when the shuffled text does not exceed the bound.
+// Not yet measured on a quiet machine when this bound was set (the run here did not finish in
+// time): check the printed figures on the first CI run and tighten the bound to about 3x normal.
 constexpr double kMaxPerplexity = 60.0;
 
 // exp(mean negative log-likelihood) of text's first 768 tokens under a fresh gemma3-270m.
