@@ -10,9 +10,12 @@
 #include <new>
 #include <string>
 
+#include "api/constraints.h"
 #include "api/request.h"
 #include "api/response.h"
 #include "chat/output_parser.h"
+#include "chat/stream_filter.h"
+#include "chat/tool_format.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/engine.h"
@@ -95,8 +98,7 @@ int finish_write(const json& response, char* buffer, size_t size) {
     return written;
 }
 
-std::string render(Engine& engine, const json& messages, const json& tools, const api::ApiOptions& o) {
-    json selected = api::select_tools(tools, messages, o.tool_rag_top_k);
+std::string render(Engine& engine, const json& messages, const json& selected, const api::ApiOptions& o) {
     return engine.render_chat(messages, selected, /*add_generation_prompt=*/true, o.enable_thinking);
 }
 
@@ -108,7 +110,7 @@ void check_no_audio(const uint8_t* pcm, size_t pcm_size) {
 // A validated chat request: parsed inputs, the handle locked, the context configured and the
 // prompt rendered. Shared by cactus_complete and cactus_prefill.
 struct ChatRequest {
-    json tools;
+    json tools;  // the tools shown to the model (after tool_rag_top_k)
     api::ApiOptions options;
     std::unique_lock<std::timed_mutex> lock;
     std::string prompt;
@@ -118,8 +120,8 @@ ChatRequest prepare_chat(Handle* h, const char* messages_json, const char* optio
                          const char* tools_json) {
     ChatRequest r;
     json messages = api::parse_messages(messages_json);
-    r.tools = api::parse_tools(tools_json);
     r.options = api::parse_options(options_json);
+    r.tools = api::select_tools(api::parse_tools(tools_json), messages, r.options.tool_rag_top_k);
     r.lock = lock_handle(h);
     h->engine->configure_context(r.options.context);
     r.prompt = render(*h->engine, messages, r.tools, r.options);
@@ -195,14 +197,23 @@ int cactus_complete(cactus_model_t model, const char* messages_json, char* respo
         check_no_audio(pcm_buffer, pcm_buffer_size);
         ChatRequest request = prepare_chat(h, messages_json, options_json, tools_json);
         Engine& engine = *h->engine;
+        const ToolFormat& format = engine.tool_format();
+        std::optional<ConstraintSpec> spec = api::constraint_for(format, request.tools, request.options);
+        if (spec) request.options.generation.constraint = engine.grammar_vocab().compile(*spec);
+        // Markers and what lies between them (calls, thinking) are never streamed as text.
+        StreamFilter filter(format.hidden_regions());
         TokenCallback on_token;
         if (callback != nullptr) {
             on_token = [&](const std::string& piece, int32_t id) {
-                callback(piece.c_str(), static_cast<uint32_t>(id), user_data);
+                std::string shown = filter.push(piece);
+                if (!shown.empty()) callback(shown.c_str(), static_cast<uint32_t>(id), user_data);
             };
         }
         CompletionResult result = engine.complete(request.prompt, request.options.generation, on_token);
-        ParsedReply reply = parse_reply(result.text, !request.tools.empty());
+        std::string rest = filter.finish();
+        if (callback != nullptr && !rest.empty())
+            callback(rest.c_str(), result.tokens.empty() ? 0u : static_cast<uint32_t>(result.tokens.back()), user_data);
+        ParsedReply reply = parse_reply(format, result.text, !request.tools.empty());
         return finish_write(api::completion_response(result, reply, engine.model().kv_bytes()),
                             response_buffer, buffer_size);
     });
@@ -250,8 +261,8 @@ int cactus_render_prompt(cactus_model_t model, const char* messages_json, const 
         check_buffer(buffer, buffer_size);
         Handle* h = checked_handle(model);
         json messages = api::parse_messages(messages_json);
-        json tools = api::parse_tools(tools_json);
         api::ApiOptions options = api::parse_options(options_json);
+        json tools = api::select_tools(api::parse_tools(tools_json), messages, options.tool_rag_top_k);
         auto lock = lock_handle(h);
         std::string prompt = render(*h->engine, messages, tools, options);
         int written = api::write_text(prompt, buffer, buffer_size);
