@@ -34,7 +34,8 @@ public:
         for (const auto& sig : tool_format::tool_signatures(tools)) {
             tags.push_back(json{{"type", "tag"},
                                 {"begin", kOpen + "\n{\"name\": " + json(sig.first).dump() + ", \"arguments\": "},
-                                {"content", json{{"type", "json_schema"}, {"json_schema", sig.second}}},
+                                {"content", json{{"type", "json_schema"}, {"json_schema", sig.second},
+                                                 {"excludes", json::array({kOpen, kClose, "<think>", "</think>"})}}},
                                 {"end", "}\n" + kClose}});
         }
         json format = force ? json{{"type", "tags_with_separator"}, {"tags", tags}, {"separator", "\n"},

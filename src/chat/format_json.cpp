@@ -67,7 +67,8 @@ public:
         for (const auto& sig : tool_format::tool_signatures(tools)) {
             tags.push_back(json{{"type", "tag"},
                                 {"begin", "{\"name\": " + json(sig.first).dump() + ", \"arguments\": "},
-                                {"content", json{{"type", "json_schema"}, {"json_schema", sig.second}}},
+                                {"content", json{{"type", "json_schema"}, {"json_schema", sig.second},
+                                                 {"excludes", json::array({"<think>", "</think>"})}}},
                                 {"end", "}"}});
         }
         json format = force ? json{{"type", "tags_with_separator"}, {"tags", tags}, {"separator", "\n"},

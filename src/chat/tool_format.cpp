@@ -59,14 +59,27 @@ size_t cut_regions(std::string& text, const std::string& open, const std::string
     while (pos < text.size()) {
         size_t start = text.find(open, pos);
         if (start == std::string::npos) break;
-        size_t body = start + open.size();
-        size_t end = text.find(close, body);
-        size_t after = end == std::string::npos ? text.size() : end + close.size();
-        std::string inside = text.substr(body, (end == std::string::npos ? text.size() : end) - body);
+        const size_t body = start + open.size();
         kept += text.substr(pos, start - pos);
-        if (read(inside)) ++accepted;
-        else kept += text.substr(start, after - start);
-        pos = after;
+        // The first close marker that ends a readable body (a string argument may itself contain
+        // the marker's text); an unterminated block is read to the end of the text.
+        size_t after = std::string::npos;
+        for (size_t end = text.find(close, body);; end = text.find(close, end + 1)) {
+            const size_t stop = end == std::string::npos ? text.size() : end;
+            if (read(text.substr(body, stop - body))) {
+                after = end == std::string::npos ? text.size() : end + close.size();
+                break;
+            }
+            if (end == std::string::npos) break;
+        }
+        if (after != std::string::npos) {
+            ++accepted;
+            pos = after;
+            continue;
+        }
+        size_t end = text.find(close, body);  // unreadable: keep the block as text
+        pos = end == std::string::npos ? text.size() : end + close.size();
+        kept += text.substr(start, pos - start);
     }
     if (pos < text.size()) kept += text.substr(pos);
     text = kept;
