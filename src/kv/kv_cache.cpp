@@ -16,8 +16,6 @@ namespace {
 
 constexpr size_t kMaxElements = size_t(1) << 36;  // refuse absurd caches before allocating
 
-size_t groups_of(size_t n) { return (n + kKvGroup - 1) / kKvGroup; }
-
 // Physical rows of a layer under this configuration.
 size_t layer_capacity(const KvLayerSpec& spec, const KvCacheConfig& c, size_t ring_chunk) {
     if (spec.window != 0) return spec.sinks + spec.window + ring_chunk - 1;
@@ -45,19 +43,6 @@ void check_spec(const KvLayerSpec& spec, size_t il) {
     if (spec.window == 0 && spec.sinks != 0) fail("KvCache: layer %zu: sinks need a sliding window", il);
 }
 
-size_t layer_bytes(const KvLayerSpec& spec, size_t capacity, KvType type) {
-    const size_t hk = spec.k_width / spec.n_head_kv;
-    const size_t hv = spec.v_width / spec.n_head_kv;
-    size_t per_row = sizeof(int32_t);
-    if (type == KvType::F16) {
-        per_row += (spec.k_width + spec.v_width) * sizeof(uint16_t);
-    } else {
-        per_row += spec.k_width + spec.v_width +
-                   spec.n_head_kv * (groups_of(hk) + groups_of(hv)) * sizeof(float);
-    }
-    return per_row * capacity;
-}
-
 }  // namespace
 
 void kv_quantize_i8(int8_t* q, float* scales, const float* x, size_t n) {
@@ -83,7 +68,13 @@ void kv_dequantize_i8(float* x, const int8_t* q, const float* scales, size_t n) 
 KvCache::KvCache(std::vector<KvLayerSpec> layers, size_t n_ctx)
     : KvCache(std::move(layers), KvCacheConfig{n_ctx, 0, KvOptions{}}) {}
 
-KvCache::KvCache(std::vector<KvLayerSpec> layers, const KvCacheConfig& config) : config_(config) {
+KvCache::KvCache(std::vector<KvLayerSpec> layers, const KvCacheConfig& config)
+    : KvCache(std::move(layers), config, [](const std::vector<KvLayerLayout>& l, KvType type) {
+          return std::unique_ptr<KvStorage>(new HostKvStorage(l, type));
+      }) {}
+
+KvCache::KvCache(std::vector<KvLayerSpec> layers, const KvCacheConfig& config, const KvStorageFactory& make_storage)
+    : config_(config) {
     if (config_.n_ctx == 0) fail("KvCache: n_ctx must be > 0");
     if (config_.n_ctx > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
         fail("KvCache: n_ctx %zu exceeds the position range", config_.n_ctx);
@@ -100,12 +91,21 @@ KvCache::KvCache(std::vector<KvLayerSpec> layers, const KvCacheConfig& config) :
         init_layer(layers_[il], layers[il]);
         has_global_ = has_global_ || layers[il].window == 0;
     }
+    std::vector<KvLayerLayout> layouts;
+    for (const Layer& l : layers_) layouts.push_back(layout_of(l.spec, l.capacity));
+    storage_ = make_storage(layouts, config_.kv.type);
+    CACTUS_ASSERT(storage_ && storage_->type() == config_.kv.type);
 }
+
+KvCache::~KvCache() = default;
 
 size_t KvCache::predict_bytes(const std::vector<KvLayerSpec>& layers, const KvCacheConfig& config) {
     const size_t chunk = ring_chunk_of(layers, config);
     size_t total = 0;
-    for (const KvLayerSpec& s : layers) total += layer_bytes(s, layer_capacity(s, config, chunk), config.kv.type);
+    for (const KvLayerSpec& s : layers) {
+        const size_t capacity = layer_capacity(s, config, chunk);
+        total += HostKvStorage::predict_bytes(layout_of(s, capacity), config.kv.type) + capacity * sizeof(int32_t);
+    }
     return total;
 }
 
@@ -115,20 +115,9 @@ void KvCache::init_layer(Layer& layer, const KvLayerSpec& spec) const {
     layer.capacity = layer_capacity(spec, config_, ring_chunk_);
     layer.head_dim_k = spec.k_width / spec.n_head_kv;
     layer.head_dim_v = spec.v_width / spec.n_head_kv;
-    layer.k_groups = spec.n_head_kv * groups_of(layer.head_dim_k);
-    layer.v_groups = spec.n_head_kv * groups_of(layer.head_dim_v);
     const size_t cap = layer.capacity;
     if (spec.k_width > kMaxElements / cap || spec.v_width > kMaxElements / cap) {
         fail("KvCache: %zu rows x (%zu + %zu) elements is too large", cap, spec.k_width, spec.v_width);
-    }
-    if (config_.kv.type == KvType::F16) {
-        layer.k16.assign(cap * spec.k_width, 0);
-        layer.v16.assign(cap * spec.v_width, 0);
-    } else {
-        layer.k8.assign(cap * spec.k_width, 0);
-        layer.v8.assign(cap * spec.v_width, 0);
-        layer.ks.assign(cap * layer.k_groups, 0.0f);
-        layer.vs.assign(cap * layer.v_groups, 0.0f);
     }
     layer.row_pos.assign(cap, -1);
 }
@@ -264,76 +253,38 @@ AttentionMask KvCache::mask_for(size_t il, size_t token) const {
 }
 
 void KvCache::write_row(size_t il, size_t row, const float* k, const float* v) {
-    Layer& layer = layers_[il];
-    CACTUS_ASSERT(row < layer.capacity);
-    for (size_t h = 0; h < layer.spec.n_head_kv; ++h) {
-        write_head(layer, row, h, true, k + h * layer.head_dim_k);
-        write_head(layer, row, h, false, v + h * layer.head_dim_v);
-    }
+    CACTUS_ASSERT(il < layers_.size() && row < layers_[il].capacity);
+    storage_->write_row(il, row, k, v);
 }
 
 void KvCache::read_row(size_t il, size_t row, float* k, float* v) const {
     const Layer& layer = layers_[il];
     CACTUS_ASSERT(row < layer.capacity);
     for (size_t h = 0; h < layer.spec.n_head_kv; ++h) {
-        read_head(layer, row, h, true, k + h * layer.head_dim_k);
-        read_head(layer, row, h, false, v + h * layer.head_dim_v);
+        storage_->read_head(il, row, h, true, k + h * layer.head_dim_k);
+        storage_->read_head(il, row, h, false, v + h * layer.head_dim_v);
     }
 }
 
-void KvCache::read_head(const Layer& layer, size_t row, size_t head, bool key, float* out) const {
-    const size_t dim = key ? layer.head_dim_k : layer.head_dim_v;
-    const size_t offset = row * (key ? layer.spec.k_width : layer.spec.v_width) + head * dim;
-    if (config_.kv.type == KvType::F16) {
-        const uint16_t* src = (key ? layer.k16 : layer.v16).data() + offset;
-        for (size_t i = 0; i < dim; ++i) out[i] = fp16_to_fp32(src[i]);
-        return;
-    }
-    const size_t groups = key ? layer.k_groups : layer.v_groups;
-    const float* scales = (key ? layer.ks : layer.vs).data() + row * groups + head * groups_of(dim);
-    kv_dequantize_i8(out, (key ? layer.k8 : layer.v8).data() + offset, scales, dim);
-}
-
-void KvCache::write_head(Layer& layer, size_t row, size_t head, bool key, const float* in) {
-    const size_t dim = key ? layer.head_dim_k : layer.head_dim_v;
-    const size_t offset = row * (key ? layer.spec.k_width : layer.spec.v_width) + head * dim;
-    if (config_.kv.type == KvType::F16) {
-        uint16_t* dst = (key ? layer.k16 : layer.v16).data() + offset;
-        attention_row_kernels().to_half(dst, in, dim);
-        return;
-    }
-    const size_t groups = key ? layer.k_groups : layer.v_groups;
-    float* scales = (key ? layer.ks : layer.vs).data() + row * groups + head * groups_of(dim);
-    kv_quantize_i8((key ? layer.k8 : layer.v8).data() + offset, scales, in, dim);
-}
-
-void KvCache::move_head(Layer& layer, size_t dst, size_t src, size_t head) {
-    const size_t hk = layer.head_dim_k;
-    const size_t hv = layer.head_dim_v;
-    const size_t kw = layer.spec.k_width;
-    const size_t vw = layer.spec.v_width;
-    if (config_.kv.type == KvType::F16) {
-        std::memmove(&layer.k16[dst * kw + head * hk], &layer.k16[src * kw + head * hk], hk * sizeof(uint16_t));
-        std::memmove(&layer.v16[dst * vw + head * hv], &layer.v16[src * vw + head * hv], hv * sizeof(uint16_t));
-        return;
-    }
-    std::memmove(&layer.k8[dst * kw + head * hk], &layer.k8[src * kw + head * hk], hk);
-    std::memmove(&layer.v8[dst * vw + head * hv], &layer.v8[src * vw + head * hv], hv);
-    const size_t gk = groups_of(hk);
-    const size_t gv = groups_of(hv);
-    std::memmove(&layer.ks[dst * layer.k_groups + head * gk], &layer.ks[src * layer.k_groups + head * gk],
-                 gk * sizeof(float));
-    std::memmove(&layer.vs[dst * layer.v_groups + head * gv], &layer.vs[src * layer.v_groups + head * gv],
-                 gv * sizeof(float));
+const HostKvStorage& KvCache::host() const {
+    const auto* host = dynamic_cast<const HostKvStorage*>(storage_.get());
+    if (host == nullptr) fail("KvCache: the rows are not in host memory");
+    return *host;
 }
 
 size_t KvCache::bytes() const {
-    size_t total = 0;
-    for (const Layer& l : layers_) {
-        total += l.k16.size() * sizeof(uint16_t) + l.v16.size() * sizeof(uint16_t) + l.k8.size() +
-                 l.v8.size() + (l.ks.size() + l.vs.size()) * sizeof(float) + l.row_pos.size() * sizeof(int32_t);
-    }
+    size_t total = storage_->bytes();
+    for (const Layer& l : layers_) total += l.row_pos.size() * sizeof(int32_t);
     return total;
+}
+
+KvLayerLayout layout_of(const KvLayerSpec& spec, size_t capacity) {
+    KvLayerLayout l;
+    l.k_width = spec.k_width;
+    l.v_width = spec.v_width;
+    l.n_head_kv = spec.n_head_kv;
+    l.capacity = capacity;
+    return l;
 }
 
 }  // namespace cactus

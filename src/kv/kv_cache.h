@@ -19,9 +19,12 @@
 // Kernels only ever receive row ranges inside the physical capacity (asserted).
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "kv/kv_options.h"
+#include "kv/kv_storage.h"
 #include "ops/ops_ref.h"
 
 namespace cactus {
@@ -47,12 +50,21 @@ struct RowRange {
     size_t end = 0;
 };
 
+// Makes the storage of the rows (the backend's: Backend::make_kv_storage).
+using KvStorageFactory = std::function<std::unique_ptr<KvStorage>(const std::vector<KvLayerLayout>&, KvType)>;
+
 class KvCache {
 public:
     // f16, no compaction, appends of any size up to n_ctx.
     KvCache(std::vector<KvLayerSpec> layers, size_t n_ctx);
     // Throws cactus::Error when n_ctx is 0, a spec is inconsistent or the cache would not fit.
+    // Rows in host memory (HostKvStorage).
     KvCache(std::vector<KvLayerSpec> layers, const KvCacheConfig& config);
+    // Rows in the storage `make_storage` returns (a backend's).
+    KvCache(std::vector<KvLayerSpec> layers, const KvCacheConfig& config, const KvStorageFactory& make_storage);
+    ~KvCache();
+    KvCache(const KvCache&) = delete;
+    KvCache& operator=(const KvCache&) = delete;
 
     // Bytes the cache of these layers takes (what bytes() will report), without allocating.
     static size_t predict_bytes(const std::vector<KvLayerSpec>& layers, const KvCacheConfig& config);
@@ -95,15 +107,18 @@ public:
     // Dequantized key/value row (tests, compaction).
     void read_row(size_t il, size_t row, float* k, float* v) const;
 
-    // Raw storage for the attention kernels. f16: k16/v16; int8: k8/v8 plus scales.
-    const uint16_t* k16(size_t il, size_t row) const { return layers_[il].k16.data() + row * layers_[il].spec.k_width; }
-    const uint16_t* v16(size_t il, size_t row) const { return layers_[il].v16.data() + row * layers_[il].spec.v_width; }
-    const int8_t* k8(size_t il, size_t row) const { return layers_[il].k8.data() + row * layers_[il].spec.k_width; }
-    const int8_t* v8(size_t il, size_t row) const { return layers_[il].v8.data() + row * layers_[il].spec.v_width; }
-    const float* k_scales(size_t il, size_t row) const { return layers_[il].ks.data() + row * layers_[il].k_groups; }
-    const float* v_scales(size_t il, size_t row) const { return layers_[il].vs.data() + row * layers_[il].v_groups; }
-    size_t k_scale_stride(size_t il) const { return layers_[il].k_groups; }
-    size_t v_scale_stride(size_t il) const { return layers_[il].v_groups; }
+    // The rows: storage() for any backend; host() for the CPU kernels (throws when the rows are
+    // not in host memory). Shorthands for host rows, as the CPU attention reads them:
+    KvStorage& storage() { return *storage_; }
+    const HostKvStorage& host() const;
+    const uint16_t* k16(size_t il, size_t row) const { return host().k16(il, row); }
+    const uint16_t* v16(size_t il, size_t row) const { return host().v16(il, row); }
+    const int8_t* k8(size_t il, size_t row) const { return host().k8(il, row); }
+    const int8_t* v8(size_t il, size_t row) const { return host().v8(il, row); }
+    const float* k_scales(size_t il, size_t row) const { return host().k_scales(il, row); }
+    const float* v_scales(size_t il, size_t row) const { return host().v_scales(il, row); }
+    size_t k_scale_stride(size_t il) const { return host().k_scale_stride(il); }
+    size_t v_scale_stride(size_t il) const { return host().v_scale_stride(il); }
     const int32_t* row_positions(size_t il) const { return layers_[il].row_pos.data(); }
 
     size_t bytes() const;
@@ -117,11 +132,6 @@ private:
         size_t oldest = 0;     // ring: tokens [oldest, n_past) (and the sinks) are all still stored
         size_t head_dim_k = 0;
         size_t head_dim_v = 0;
-        size_t k_groups = 0;   // scales per key row (int8)
-        size_t v_groups = 0;
-        std::vector<uint16_t> k16, v16;  // [capacity, k_width], [capacity, v_width] (f16)
-        std::vector<int8_t> k8, v8;      // same shapes (int8)
-        std::vector<float> ks, vs;       // [capacity, k_groups], [capacity, v_groups] (int8)
         std::vector<int32_t> row_pos;    // [capacity], -1 = empty
     };
 
@@ -130,10 +140,7 @@ private:
     bool ring_can_truncate(const Layer& layer, size_t n) const;
     size_t global_rows() const { return n_tokens_ - global_offset_; }
     void compact_all();
-    void compact_layer(Layer& layer);
-    void read_head(const Layer& layer, size_t row, size_t head, bool key, float* out) const;
-    void write_head(Layer& layer, size_t row, size_t head, bool key, const float* in);
-    void move_head(Layer& layer, size_t dst, size_t src, size_t head);
+    void compact_layer(size_t il);
 
     KvCacheConfig config_;
     std::vector<Layer> layers_;
@@ -143,7 +150,11 @@ private:
     size_t global_offset_ = 0;    // tokens dropped from global layers by compaction
     size_t truncate_floor_ = 0;   // n_tokens at the last compaction
     size_t compactions_ = 0;
+    std::unique_ptr<KvStorage> storage_;  // the rows (backend memory)
 };
+
+// The storage layout of a layer with `capacity` physical rows.
+KvLayerLayout layout_of(const KvLayerSpec& spec, size_t capacity);
 
 // Quantizes n floats into int8 groups of kKvGroup (the last group may be shorter):
 // scale = max|x| / 127, q = round(x / scale). scales: [ceil(n / kKvGroup)].

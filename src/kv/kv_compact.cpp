@@ -39,15 +39,16 @@ std::vector<size_t> kept_rows(const std::vector<float>& cosine, size_t n, size_t
 void KvCache::compact_all() {
     const size_t before = global_rows();
     CACTUS_ASSERT(config_.kv.compress.enabled && before > config_.kv.compress.to);
-    for (Layer& layer : layers_) {
-        if (!layer.ring) compact_layer(layer);
+    for (size_t il = 0; il < layers_.size(); ++il) {
+        if (!layers_[il].ring) compact_layer(il);
     }
     global_offset_ += before - config_.kv.compress.to;
     truncate_floor_ = n_tokens_;
     ++compactions_;
 }
 
-void KvCache::compact_layer(Layer& layer) {
+void KvCache::compact_layer(size_t il) {
+    Layer& layer = layers_[il];
     const KvCompressOptions& c = config_.kv.compress;
     const size_t n = layer.used;
     CACTUS_ASSERT(n == global_rows() && n <= layer.capacity && c.to < n);
@@ -63,7 +64,7 @@ void KvCache::compact_layer(Layer& layer) {
         std::fill(mean.begin(), mean.end(), 0.0f);
         std::vector<float> norms(n);
         for (size_t r = 0; r < n; ++r) {
-            read_head(layer, r, h, true, key.data());
+            storage_->read_head(il, r, h, true, key.data());
             double ss = 0.0;
             for (float x : key) ss += static_cast<double>(x) * x;
             norms[r] = static_cast<float>(std::sqrt(ss));
@@ -74,7 +75,7 @@ void KvCache::compact_layer(Layer& layer) {
         for (float x : mean) mean_ss += static_cast<double>(x) * x;
         const double mean_norm = std::sqrt(mean_ss);
         for (size_t r = 0; r < n; ++r) {
-            read_head(layer, r, h, true, key.data());
+            storage_->read_head(il, r, h, true, key.data());
             double dot = 0.0;
             for (size_t i = 0; i < hk; ++i) dot += static_cast<double>(key[i]) * mean[i];
             const double denom = static_cast<double>(norms[r]) * mean_norm;
@@ -86,11 +87,11 @@ void KvCache::compact_layer(Layer& layer) {
             const size_t src = kept[j];
             CACTUS_ASSERT(src >= j && src < n);
             if (src == j) continue;
-            move_head(layer, j, src, h);
+            storage_->move_head(il, j, src, h);
             if (layer.spec.rope.n_rot == 0) continue;
-            read_head(layer, j, h, true, key.data());
+            storage_->read_head(il, j, h, true, key.data());
             rope_ref(key.data(), 1, hk, static_cast<int32_t>(j) - static_cast<int32_t>(src), layer.spec.rope);
-            write_head(layer, j, h, true, key.data());
+            storage_->write_head(il, j, h, true, key.data());
         }
     }
     for (size_t r = 0; r < layer.capacity; ++r) layer.row_pos[r] = r < c.to ? static_cast<int32_t>(r) : -1;

@@ -2,23 +2,22 @@
 // normal (interleaved-pair) style, grouped-query attention, SwiGLU feed-forward.
 #include <cmath>
 
-#include "gguf/gguf.h"
-#include "models/layers.h"
+#include "models/decoder.h"
 
 namespace cactus {
 
 namespace {
 
 struct LlamaLayer {
-    std::vector<float> attn_norm;  // [n_embd]
-    Matrix wq;                     // [n_head * head_dim, n_embd]
-    Matrix wk;                     // [n_head_kv * head_dim, n_embd]
-    Matrix wv;                     // [n_head_kv * head_dim_v, n_embd]
-    Matrix wo;                     // [n_embd, n_head * head_dim_v]
-    std::vector<float> ffn_norm;   // [n_embd]
-    Matrix ffn_gate;               // [n_ff, n_embd]
-    Matrix ffn_up;                 // [n_ff, n_embd]
-    Matrix ffn_down;               // [n_embd, n_ff]
+    Tensor attn_norm;  // [n_embd]
+    Tensor wq;         // [n_head * head_dim, n_embd]
+    Tensor wk;         // [n_head_kv * head_dim, n_embd]
+    Tensor wv;         // [n_head_kv * head_dim_v, n_embd]
+    Tensor wo;         // [n_embd, n_head * head_dim_v]
+    Tensor ffn_norm;   // [n_embd]
+    Tensor ffn_gate;   // [n_ff, n_embd]
+    Tensor ffn_up;     // [n_ff, n_embd]
+    Tensor ffn_down;   // [n_embd, n_ff]
 };
 
 class LlamaModel : public DecoderModel {
@@ -30,55 +29,51 @@ public:
         const size_t k_width = hp.n_head_kv * hp.head_dim_k;
         const size_t v_width = hp.n_head_kv * hp.head_dim_v;
         const size_t o_width = hp.n_head * hp.head_dim_v;
+        WeightLoader& w = weights();
         layers_.resize(hp.n_layer);
         for (size_t il = 0; il < hp.n_layer; ++il) {
             LlamaLayer& l = layers_[il];
-            l.attn_norm = require_vector(file, layer_tensor(il, "attn_norm.weight"), e);
-            l.wq = require_matrix(file, layer_tensor(il, "attn_q.weight"), e, q_width);
-            l.wk = require_matrix(file, layer_tensor(il, "attn_k.weight"), e, k_width);
-            l.wv = require_matrix(file, layer_tensor(il, "attn_v.weight"), e, v_width);
-            l.wo = require_matrix(file, layer_tensor(il, "attn_output.weight"), o_width, e);
-            l.ffn_norm = require_vector(file, layer_tensor(il, "ffn_norm.weight"), e);
-            l.ffn_gate = require_matrix(file, layer_tensor(il, "ffn_gate.weight"), e, hp.n_ff);
-            l.ffn_up = require_matrix(file, layer_tensor(il, "ffn_up.weight"), e, hp.n_ff);
-            l.ffn_down = require_matrix(file, layer_tensor(il, "ffn_down.weight"), hp.n_ff, e);
+            l.attn_norm = w.vector(layer_tensor(il, "attn_norm.weight"), e);
+            l.wq = w.matrix(layer_tensor(il, "attn_q.weight"), e, q_width);
+            l.wk = w.matrix(layer_tensor(il, "attn_k.weight"), e, k_width);
+            l.wv = w.matrix(layer_tensor(il, "attn_v.weight"), e, v_width);
+            l.wo = w.matrix(layer_tensor(il, "attn_output.weight"), o_width, e);
+            l.ffn_norm = w.vector(layer_tensor(il, "ffn_norm.weight"), e);
+            l.ffn_gate = w.matrix(layer_tensor(il, "ffn_gate.weight"), e, hp.n_ff);
+            l.ffn_up = w.matrix(layer_tensor(il, "ffn_up.weight"), e, hp.n_ff);
+            l.ffn_down = w.matrix(layer_tensor(il, "ffn_down.weight"), hp.n_ff, e);
         }
-        // Tied embeddings: without output.weight the token embedding matrix is the output head.
-        const char* output_name = file.find_tensor("output.weight") ? "output.weight" : "token_embd.weight";
-        set_output(require_matrix(file, output_name, e, hp.n_vocab),
-                   require_vector(file, "output_norm.weight", e));
-        rope_.style = RopeStyle::NORMAL;
-        rope_.n_rot = hp.n_rot;
-        rope_.freq_base = hp.rope_base;
-        rope_.freq_scale = hp.rope_freq_scale;
+        rope_ = {RopeStyle::NORMAL, hp.n_rot, hp.rope_base, hp.rope_freq_scale};
         KvLayerSpec spec;
         spec.k_width = k_width;
         spec.v_width = v_width;
         spec.n_head_kv = hp.n_head_kv;
         spec.rope = rope_;
-        init_cache(std::vector<KvLayerSpec>(hp.n_layer, spec));
+        // Tied embeddings: without output.weight the token embedding matrix is the output head.
+        const char* output_name = w.has("output.weight") ? "output.weight" : "token_embd.weight";
+        init(std::vector<KvLayerSpec>(hp.n_layer, spec), w.matrix(output_name, e, hp.n_vocab),
+             w.vector("output_norm.weight", e));
     }
 
 protected:
-    void forward_layers(const Batch& batch) override {
-        const size_t n = batch.n;
-        const size_t e = hp_.n_embd;
+    void forward_layers(const Step& step) override {
+        const Activations a = act(step.n);
         const float scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim_k));
         for (size_t il = 0; il < layers_.size(); ++il) {
             const LlamaLayer& l = layers_[il];
-            build_norm(cur_.data(), x_.data(), l.attn_norm, n, e);  // [n, n_embd]
-            build_matmul(q_.data(), l.wq, cur_.data(), n);         // [n, n_head * head_dim]
-            build_matmul(k_.data(), l.wk, cur_.data(), n);         // [n, n_head_kv * head_dim]
-            build_matmul(v_.data(), l.wv, cur_.data(), n);         // [n, n_head_kv * head_dim_v]
-            build_rope(il, batch, rope_);
-            store_kv(il, batch);
-            build_attention(il, batch, scale);                     // attn_ [n, n_head * head_dim_v]
-            build_matmul(tmp_.data(), l.wo, attn_.data(), n);      // [n, n_embd]
-            add_residual(x_.data(), tmp_.data(), n, e);
+            nn().rms_norm(a.cur, a.x, l.attn_norm, hp_.rms_eps);  // [n, n_embd]
+            nn().linear(a.q, l.wq, a.cur);                        // [n, n_head * head_dim]
+            nn().linear(a.k, l.wk, a.cur);                        // [n, n_head_kv * head_dim]
+            nn().linear(a.v, l.wv, a.cur);                        // [n, n_head_kv * head_dim_v]
+            nn().rope(a.q, hp_.n_head, positions(step, il), rope_);
+            nn().rope(a.k, hp_.n_head_kv, positions(step, il), rope_);
+            nn().attention(a.attn, il, step.kv, a.q, a.k, a.v, hp_.n_head, scale);  // [n, n_head * head_dim_v]
+            nn().linear(a.tmp, l.wo, a.attn);                     // [n, n_embd]
+            nn().residual(a.x, a.tmp);
 
-            build_norm(cur_.data(), x_.data(), l.ffn_norm, n, e);
-            build_ffn(tmp_.data(), cur_.data(), n, l.ffn_gate, l.ffn_up, l.ffn_down, Activation::SILU);
-            add_residual(x_.data(), tmp_.data(), n, e);
+            nn().rms_norm(a.cur, a.x, l.ffn_norm, hp_.rms_eps);
+            nn().ffn(a.tmp, a.cur, l.ffn_gate, l.ffn_up, l.ffn_down, Activation::SILU, a.gate, a.up);
+            nn().residual(a.x, a.tmp);
         }
     }
 

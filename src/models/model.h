@@ -3,7 +3,8 @@
 // forward pass that appends tokens to the cache and returns next-token logits.
 //
 // Architectures register in one table (src/models/registry.cpp); each lives in one file
-// (src/models/llama.cpp, src/models/gemma3.cpp) built from shared helpers (src/models/layers.h).
+// (src/models/llama.cpp, gemma3.cpp, qwen2.cpp) over the decoder core (src/models/decoder.h) and the
+// building blocks (src/models/blocks.h), which run on a backend (src/backends/backend.h).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -18,10 +19,26 @@ class GgufFile;
 class ThreadPool;
 
 struct ModelOptions {
-    size_t n_ctx = 0;     // context length in tokens; 0 = min(model's trained context, 8192)
+    size_t n_ctx = 0;     // context length in tokens per sequence; 0 = min(model's trained context, 8192)
     int n_threads = 0;    // 0 = ThreadPool::default_threads()
-    size_t n_batch = 512; // max tokens per forward call chunk (prefill is split internally)
+    size_t n_batch = 512; // max tokens per forward step (prefill is split internally)
+    size_t n_seq = 1;     // independent sequences (each with its own KV cache), decoded together
+    std::string device = "cpu";  // backend (src/backends/backend.h)
     KvRequest kv;         // KV precision and compaction; unset fields take the defaults
+};
+
+// One forward step over n tokens of one or several sequences. Token i of the batch is either a
+// token id (tokens[i] >= 0) or an embedding row (tokens == nullptr or tokens[i] < 0: row i of
+// embd, e.g. an image's embeddings spliced in at its placeholder positions; not scaled like token
+// embeddings). A sequence's tokens must continue it in order: pos[i] (when given) must equal the
+// sequence's n_past plus the tokens of that sequence earlier in the batch.
+struct Batch {
+    size_t n = 0;
+    const int32_t* tokens = nullptr;   // [n] token ids; < 0: take row i of embd
+    const float* embd = nullptr;       // [n, n_embd] host rows (read where tokens says so)
+    const int32_t* pos = nullptr;      // [n] index of each token in its sequence; nullptr = next ones
+    const int32_t* seq = nullptr;      // [n] sequence id < n_seq; nullptr = all sequence 0
+    const uint8_t* logits = nullptr;   // [n] 1 = return this token's logits; nullptr = last of each sequence
 };
 
 struct ModelInfo {
@@ -34,6 +51,8 @@ struct ModelInfo {
     size_t n_head_kv = 0;
     size_t n_ctx_train = 0;
     size_t n_ctx = 0;           // the cache's capacity in tokens (global layers, no compaction)
+    size_t n_seq = 1;           // sequences (each with its own cache)
+    std::string device;         // the backend's description
     KvOptions kv;               // resolved KV precision and compaction
 };
 
@@ -47,23 +66,33 @@ public:
 
     virtual const ModelInfo& info() const = 0;
 
-    // Appends tokens[0..n) at positions n_past()..n_past()+n to the cache and returns the logits
-    // of the last token in *logits ([n_vocab]). With all_logits != nullptr, also returns the logits
-    // of every token ([n, n_vocab], row-major). Throws when the cache would overflow.
-    virtual void forward(const int32_t* tokens, size_t n, std::vector<float>* logits,
-                         std::vector<float>* all_logits = nullptr) = 0;
+    // One step: appends the batch's tokens to their sequences and writes the logits of the tokens
+    // marked in batch.logits to *logits ([n_marked, n_vocab], in batch order). The batch must fit
+    // one step: n <= n_batch() and, per sequence, what its cache can take now (a sliding ring takes
+    // at most its window per step); forward() below splits a long prompt into such steps.
+    virtual void decode(const Batch& batch, std::vector<float>* logits) = 0;
+    // Most tokens one decode() step takes.
+    virtual size_t n_batch() const = 0;
 
-    // Tokens appended in the session (compaction drops rows, not tokens: positions are logical).
-    virtual size_t n_past() const = 0;
-    // Drops cached tokens from token n on (keeps the prefix [0, n)); n <= n_past(). Returns the
-    // tokens kept: n, or 0 when the cache cannot restore that state exactly (n before the last
-    // compaction, or sliding rows already overwritten); the caller then recomputes from there.
-    virtual size_t truncate(size_t n) = 0;
-    void reset() { truncate(0); }
+    // Appends tokens[0..n) to sequence `seq` in steps of at most n_batch() tokens and returns the
+    // logits of the last token in *logits ([n_vocab]). With all_logits != nullptr, also returns
+    // the logits of every token ([n, n_vocab], row-major). Throws when the cache would overflow.
+    void forward(const int32_t* tokens, size_t n, std::vector<float>* logits,
+                 std::vector<float>* all_logits = nullptr, int seq = 0);
 
-    // Tokens that may still be appended before the context is full; SIZE_MAX with compaction on.
-    virtual size_t context_room() const = 0;
-    // Bytes held by the KV cache (all layers, as laid out), and compactions done so far.
+    // Tokens appended to a sequence (compaction drops rows, not tokens: positions are logical).
+    virtual size_t n_past(int seq = 0) const = 0;
+    // Drops a sequence's cached tokens from token n on (keeps the prefix [0, n)); n <= n_past().
+    // Returns the tokens kept: n, or 0 when the cache cannot restore that state exactly (n before
+    // the last compaction, or sliding rows already overwritten); the caller then recomputes.
+    virtual size_t truncate(size_t n, int seq = 0) = 0;
+    void reset(int seq = 0) { truncate(0, seq); }
+
+    // Tokens a sequence may still take before its context is full; SIZE_MAX with compaction on.
+    virtual size_t context_room(int seq = 0) const = 0;
+    // Most tokens of a sequence one step can append now (1..wanted); may compact the cache.
+    virtual size_t reserve(size_t wanted, int seq = 0) = 0;
+    // Bytes held by the KV caches (all sequences and layers, as laid out), compactions so far.
     virtual size_t kv_bytes() const = 0;
     virtual size_t kv_compactions() const = 0;
 };

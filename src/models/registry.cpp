@@ -10,6 +10,7 @@ namespace cactus {
 
 std::unique_ptr<Model> load_llama(const GgufFile& file, const ModelOptions& options);
 std::unique_ptr<Model> load_gemma3(const GgufFile& file, const ModelOptions& options);
+std::unique_ptr<Model> load_qwen2(const GgufFile& file, const ModelOptions& options);
 
 namespace {
 
@@ -23,6 +24,7 @@ struct Architecture {
 constexpr Architecture kArchitectures[] = {
     {"llama", load_llama},
     {"gemma3", load_gemma3},
+    {"qwen2", load_qwen2},
 };
 
 }  // namespace

@@ -165,4 +165,17 @@ uint16_t float_to_half_ref(float f) {
     return sign | static_cast<uint16_t>(half);
 }
 
+void layer_norm_ref(float* y, const float* x, const float* w, const float* b, size_t n, float eps) {
+    double sum = 0.0;
+    for (size_t i = 0; i < n; ++i) sum += x[i];
+    const double mean = sum / static_cast<double>(n);
+    double var = 0.0;
+    for (size_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+    const float inv = static_cast<float>(1.0 / std::sqrt(var / static_cast<double>(n) + eps));
+    for (size_t i = 0; i < n; ++i) {
+        const float v = static_cast<float>(x[i] - mean) * inv;
+        y[i] = v * (w ? w[i] : 1.0f) + (b ? b[i] : 0.0f);
+    }
+}
+
 }  // namespace cactus

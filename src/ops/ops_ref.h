@@ -36,6 +36,8 @@ inline bool attention_row_visible(const AttentionMask& mask, int32_t row_pos) {
 // y[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]  (w == nullptr: no weight). y may alias x.
 void rms_norm_ref(float* y, const float* x, const float* w, size_t n, float eps);
 
+// y[i] = (x[i] - mean) / sqrt(var + eps) * w[i] + b[i] (w, b may be nullptr). y may alias x.
+void layer_norm_ref(float* y, const float* x, const float* w, const float* b, size_t n, float eps);
 // Rotates one token's heads in place. x: [n_head, head_dim].
 void rope_ref(float* x, size_t n_head, size_t head_dim, int32_t pos, const RopeParams& params);
 

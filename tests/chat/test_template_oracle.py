@@ -135,14 +135,15 @@ def conversation(seed):
 
 def load_templates():
     templates = {p.stem: p.read_text() for p in sorted(TEMPLATES.glob("*.jinja"))}
-    gguf_path = MODELS / "smollm2-135m.gguf"
-    if not gguf_path.exists():
-        pytest.fail(f"model missing: {gguf_path}")
     import gguf
 
-    reader = gguf.GGUFReader(str(gguf_path))
-    field = reader.fields["tokenizer.chat_template"]
-    templates["gguf_smollm2"] = bytes(field.parts[field.data[0]]).decode("utf-8")
+    for key, name in (("gguf_smollm2", "smollm2-135m"), ("gguf_qwen2.5_coder", "qwen2.5-coder-0.5b")):
+        gguf_path = MODELS / f"{name}.gguf"
+        if not gguf_path.exists():
+            pytest.fail(f"model missing: {gguf_path}")
+        reader = gguf.GGUFReader(str(gguf_path))
+        field = reader.fields["tokenizer.chat_template"]
+        templates[key] = bytes(field.parts[field.data[0]]).decode("utf-8")
     return templates
 
 

@@ -32,7 +32,7 @@ KL_LIMIT = 0.02       # per diverging prompt
 MEAN_KL_LIMIT = 0.006  # over all prompts
 N_CTX = 2048
 
-MODELS = ["smollm2-135m.gguf", "gemma3-270m.gguf"]
+MODELS = ["smollm2-135m.gguf", "gemma3-270m.gguf", "qwen2.5-coder-0.5b.gguf"]
 
 PROMPTS = [
     "The capital of France is",

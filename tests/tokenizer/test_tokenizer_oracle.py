@@ -117,7 +117,7 @@ def describe(item):
     return repr(item_bytes(item))[:200]
 
 
-@pytest.mark.parametrize("name", ["smollm2-135m", "gemma3-270m"])
+@pytest.mark.parametrize("name", ["smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b"])
 def test_tokenizer_matches_llama_cpp(name, tmp_path):
     path = model_path(name)
     items = corpus_items(name)
@@ -153,7 +153,7 @@ def test_tokenizer_matches_llama_cpp(name, tmp_path):
     assert summary["eot"] in meta["eog"]
 
 
-@pytest.mark.parametrize("name", ["smollm2-135m", "gemma3-270m"])
+@pytest.mark.parametrize("name", ["smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b"])
 def test_encode_speed_on_long_prompt(name, tmp_path):
     path = model_path(name)
     corpus = build_corpus(name)

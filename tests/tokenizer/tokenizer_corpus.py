@@ -49,6 +49,9 @@ def _special_tokens(model):
     if model == "smollm2-135m":
         return ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<file_sep>", "<jupyter_code>",
                 "<repo_name>", "<empty_output>"]
+    if model.startswith("qwen"):
+        return ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<tool_call>", "</tool_call>",
+                "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|repo_name|>", "<|file_sep|>"]
     return ["<start_of_turn>", "<end_of_turn>", "<bos>", "<eos>", "<pad>", "<unk>", "<mask>",
             "<start_of_image>", "<unused0>", "<unused17>", "[multimodal]", "<table>", "</td>", "<h1>"]
 

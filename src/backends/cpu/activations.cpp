@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "backends/cpu/cpu_features.h"
 #include "backends/cpu/ops_cpu.h"
 
 namespace cactus {
@@ -24,24 +23,12 @@ void geglu_generic(float* out, const float* gate, const float* up, size_t n) {
     }
 }
 
-#if defined(__x86_64__) || defined(_M_X64)
-const ActivationKernels& pick() {
-    return cpu_features().avx2 ? activation_kernels_avx2() : activation_kernels_generic();
-}
-#else
-const ActivationKernels& pick() { return activation_kernels_generic(); }
-#endif
 
 }  // namespace
 
 const ActivationKernels& activation_kernels_generic() {
     static const ActivationKernels table = {"generic", swiglu_generic, geglu_generic};
     return table;
-}
-
-const ActivationKernels& activation_kernels() {
-    static const ActivationKernels& chosen = pick();
-    return chosen;
 }
 
 void swiglu(float* out, const float* gate, const float* up, size_t n) { activation_kernels().swiglu(out, gate, up, n); }

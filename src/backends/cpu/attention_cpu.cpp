@@ -158,19 +158,6 @@ const AttentionRowKernels& attention_row_kernels_generic() {
     return table;
 }
 
-#if defined(__x86_64__) || defined(_M_X64)
-static const AttentionRowKernels& pick_attention_row_kernels() {
-    if (cpu_features().avx512_vnni) return attention_row_kernels_avx512();
-    return cpu_features().avx2 ? attention_row_kernels_avx2() : attention_row_kernels_generic();
-}
-#else
-static const AttentionRowKernels& pick_attention_row_kernels() { return attention_row_kernels_generic(); }
-#endif
-
-const AttentionRowKernels& attention_row_kernels() {
-    static const AttentionRowKernels& chosen = pick_attention_row_kernels();
-    return chosen;
-}
 
 void AttentionWorkspace::reserve(size_t n_q, size_t n_rows, size_t head_dim) {
     if (scores_.size() < n_q * n_rows) scores_.resize(n_q * n_rows);

@@ -165,8 +165,6 @@ const uint8_t* quantize_activations(const CpuKernels& k, DType dot_type, const f
 
 }  // namespace
 
-const CpuKernels& cpu_kernels() { return tables().tiers[tables().count - 1]; }
-
 const CpuKernels& cpu_kernels_generic() { return tables().tiers[0]; }
 
 std::vector<const CpuKernels*> cpu_kernel_tables() {

@@ -1,4 +1,4 @@
-#include "models/rope_angles.h"
+#include "backends/rope_angles.h"
 
 #include "backends/cpu/ops_cpu.h"
 #include "core/error.h"

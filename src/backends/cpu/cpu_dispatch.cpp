@@ -1,0 +1,43 @@
+#include "backends/cpu/cpu_dispatch.h"
+
+#include "backends/cpu/cpu_features.h"
+
+namespace cactus {
+
+namespace {
+
+#if defined(__x86_64__) || defined(_M_X64)
+const ActivationKernels& pick_activations(const CpuFeatures& f) {
+    return f.avx2 ? activation_kernels_avx2() : activation_kernels_generic();
+}
+const AttentionRowKernels& pick_attention(const CpuFeatures& f) {
+    if (f.avx512_vnni) return attention_row_kernels_avx512();
+    return f.avx2 ? attention_row_kernels_avx2() : attention_row_kernels_generic();
+}
+#else
+const ActivationKernels& pick_activations(const CpuFeatures&) { return activation_kernels_generic(); }
+const AttentionRowKernels& pick_attention(const CpuFeatures&) { return attention_row_kernels_generic(); }
+#endif
+
+CpuKernelSet pick() {
+    const CpuFeatures& features = cpu_features();
+    CpuKernelSet set;
+    set.matmul = cpu_kernel_tables().back();  // the widest table these features allow
+    set.isa_name = set.matmul->isa_name;
+    set.activations = &pick_activations(features);
+    set.attention = &pick_attention(features);
+    return set;
+}
+
+}  // namespace
+
+const CpuKernelSet& cpu_kernel_set() {
+    static const CpuKernelSet chosen = pick();
+    return chosen;
+}
+
+const CpuKernels& cpu_kernels() { return *cpu_kernel_set().matmul; }
+const ActivationKernels& activation_kernels() { return *cpu_kernel_set().activations; }
+const AttentionRowKernels& attention_row_kernels() { return *cpu_kernel_set().attention; }
+
+}  // namespace cactus

@@ -1,0 +1,274 @@
+#include "backends/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/cpu_dispatch.h"
+#include "backends/cpu/ops_cpu.h"
+#include "core/error.h"
+#include "ops/quant.h"
+
+namespace cactus {
+
+namespace {
+
+// Row-wise ops use the thread pool from this many rows on (prefill).
+constexpr size_t kMinParallelRows = 8;
+
+void check_host(const Tensor& t, const char* op, const char* what) {
+    if (t.buffer == nullptr) fail("cpu %s: %s is an empty tensor", op, what);
+    if (std::strcmp(t.buffer->device(), "cpu") != 0) {
+        fail("cpu %s: %s lives on %s, not on the CPU", op, what, t.buffer->device());
+    }
+}
+
+void check_f32(const Tensor& t, const char* op, const char* what) {
+    check_host(t, op, what);
+    if (t.type != DType::F32 || !t.contiguous_rows()) fail("cpu %s: %s must be contiguous f32 rows", op, what);
+}
+
+void check_same_shape(const Tensor& a, const Tensor& b, const char* op) {
+    if (a.width() != b.width() || a.rows() != b.rows()) {
+        fail("cpu %s: shapes [%zu, %zu] and [%zu, %zu] differ", op, a.rows(), a.width(), b.rows(), b.width());
+    }
+}
+
+void dequantize_row_any(DType type, float* dst, const void* src, size_t n) {
+    if (type == DType::F32) {
+        std::memcpy(dst, src, n * sizeof(float));
+        return;
+    }
+    const DequantizeRowFn fn = cpu_kernels().dequantize_row[static_cast<uint32_t>(type) & 31u];
+    if (fn) {
+        fn(dst, src, n);
+    } else {
+        dequantize_row_ref(type, dst, src, n);
+    }
+}
+
+float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
+
+}  // namespace
+
+template <class Fn>
+void CpuBackend::for_rows(size_t n_rows, const Fn& fn) const {
+    if (n_rows < kMinParallelRows) {
+        fn(size_t(0), n_rows);
+        return;
+    }
+    pool_->parallel_for(n_rows, fn);
+}
+
+CpuBackend::CpuBackend(int n_threads)
+    : pool_(std::make_unique<ThreadPool>(n_threads > 0 ? n_threads : ThreadPool::default_threads())) {
+    cpu_kernel_set();  // choose the kernels now: an unknown CACTUS_CPU_ISA fails at load, not mid-run
+    attn_ws_.assign(static_cast<size_t>(pool_->size()), AttentionWorkspace());
+}
+
+CpuBackend::~CpuBackend() = default;
+
+std::string CpuBackend::describe() const {
+    return std::string("cpu (") + cpu_kernel_set().isa_name + ", " + std::to_string(pool_->size()) + " threads)";
+}
+
+std::unique_ptr<Buffer> CpuBackend::alloc(size_t bytes) { return std::make_unique<HostBuffer>(bytes); }
+
+void CpuBackend::upload(const Tensor& dst, const void* src, size_t bytes) {
+    check_host(dst, "upload", "the destination");
+    CACTUS_ASSERT(dst.contiguous_rows() && bytes <= dst.bytes());
+    std::memcpy(dst.data(), src, bytes);
+}
+
+void CpuBackend::download(void* dst, const Tensor& src, size_t bytes) {
+    check_host(src, "download", "the source");
+    CACTUS_ASSERT(src.contiguous_rows() && bytes <= src.bytes());
+    std::memcpy(dst, src.data(), bytes);
+}
+
+Tensor CpuBackend::place_weight(const void* host, DType type, size_t width, size_t n_rows) {
+    const size_t bytes = dtype_row_bytes(type, width) * n_rows;
+    weights_.push_back(std::make_unique<ExternalHostBuffer>(host, bytes));
+    return make_tensor(weights_.back().get(), 0, type, width, n_rows);
+}
+
+bool CpuBackend::supports_weight(DType type) const {
+    const DTypeTraits* traits = dtype_traits(static_cast<uint32_t>(type));
+    return traits != nullptr && (type == DType::F32 || cpu_kernels().vec_dot[static_cast<uint32_t>(type)] != nullptr);
+}
+
+std::unique_ptr<KvStorage> CpuBackend::make_kv_storage(const std::vector<KvLayerLayout>& layers, KvType type) {
+    return std::make_unique<HostKvStorage>(layers, type);
+}
+
+void CpuBackend::get_rows(const Tensor& y, const Tensor& table, const Tensor& ids, float scale) {
+    check_f32(y, "get_rows", "y");
+    check_host(table, "get_rows", "the table");
+    check_host(ids, "get_rows", "ids");
+    CACTUS_ASSERT(ids.type == DType::I32 && ids.elements() == y.rows() && table.width() == y.width());
+    const int32_t* id = ids.as<int32_t>();
+    const size_t width = y.width();
+    for (size_t t = 0; t < y.rows(); ++t) {
+        if (id[t] < 0 || static_cast<size_t>(id[t]) >= table.rows()) {
+            fail("get_rows: id %d is outside the table of %zu rows", id[t], table.rows());
+        }
+        float* row = y.as<float>() + t * width;
+        const uint8_t* src = table.as<uint8_t>() + static_cast<size_t>(id[t]) * table.row_bytes();
+        dequantize_row_any(table.type, row, src, width);
+        if (scale != 1.0f) {
+            for (size_t i = 0; i < width; ++i) row[i] *= scale;
+        }
+    }
+}
+
+void CpuBackend::rms_norm(const Tensor& y, const Tensor& x, const Tensor& weight, float eps) {
+    check_f32(y, "rms_norm", "y");
+    check_f32(x, "rms_norm", "x");
+    check_same_shape(y, x, "rms_norm");
+    const size_t width = x.width();
+    const float* w = nullptr;
+    if (!weight.empty()) {
+        check_f32(weight, "rms_norm", "the weight");
+        CACTUS_ASSERT(weight.elements() == width);
+        w = weight.as<float>();
+    }
+    float* out = y.as<float>();
+    const float* in = x.as<float>();
+    for_rows(x.rows(), [&](size_t begin, size_t end) {
+        rms_norm_rows(out + begin * width, in + begin * width, w, end - begin, width, eps);
+    });
+}
+
+void CpuBackend::layer_norm(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
+    check_f32(y, "layer_norm", "y");
+    check_f32(x, "layer_norm", "x");
+    check_same_shape(y, x, "layer_norm");
+    const size_t width = x.width();
+    const float* w = weight.empty() ? nullptr : weight.as<float>();
+    const float* b = bias.empty() ? nullptr : bias.as<float>();
+    if (w) check_f32(weight, "layer_norm", "the weight");
+    if (b) check_f32(bias, "layer_norm", "the bias");
+    float* out = y.as<float>();
+    const float* in = x.as<float>();
+    for_rows(x.rows(), [&](size_t begin, size_t end) {
+        for (size_t r = begin; r < end; ++r) {
+            layer_norm_ref(out + r * width, in + r * width, w, b, width, eps);
+        }
+    });
+}
+
+void CpuBackend::matmul(const Tensor& y, const Tensor& w, const Tensor& x) {
+    check_f32(y, "matmul", "y");
+    check_f32(x, "matmul", "x");
+    check_host(w, "matmul", "the weight");
+    if (x.width() != w.width() || y.width() != w.rows() || y.rows() != x.rows()) {
+        fail("matmul: y [%zu, %zu] = x [%zu, %zu] W^T with W [%zu, %zu] do not match", y.rows(), y.width(),
+             x.rows(), x.width(), w.rows(), w.width());
+    }
+    cactus::matmul(y.as<float>(), w.data(), w.type, w.row_bytes(), x.as<float>(), x.rows(), w.width(), w.rows(),
+                   *pool_);
+}
+
+void CpuBackend::add(const Tensor& y, const Tensor& a, const Tensor& b) {
+    check_f32(y, "add", "y");
+    check_f32(a, "add", "a");
+    check_f32(b, "add", "b");
+    check_same_shape(y, a, "add");
+    const size_t width = a.width();
+    if (b.width() != width || (b.rows() != a.rows() && b.rows() != 1)) {
+        fail("add: b [%zu, %zu] does not match a [%zu, %zu]", b.rows(), b.width(), a.rows(), width);
+    }
+    float* out = y.as<float>();
+    if (out != a.as<float>()) std::memcpy(out, a.as<float>(), a.bytes());
+    if (b.rows() == a.rows()) {
+        add_scaled(out, b.as<float>(), 1.0f, a.elements());
+        return;
+    }
+    for (size_t r = 0; r < a.rows(); ++r) add_scaled(out + r * width, b.as<float>(), 1.0f, width);
+}
+
+void CpuBackend::scale(const Tensor& y, const Tensor& x, float s) {
+    check_f32(y, "scale", "y");
+    check_f32(x, "scale", "x");
+    check_same_shape(y, x, "scale");
+    float* out = y.as<float>();
+    const float* in = x.as<float>();
+    for (size_t i = 0; i < x.elements(); ++i) out[i] = in[i] * s;
+}
+
+void CpuBackend::softcap(const Tensor& y, const Tensor& x, float cap) {
+    check_f32(y, "softcap", "y");
+    check_f32(x, "softcap", "x");
+    check_same_shape(y, x, "softcap");
+    CACTUS_ASSERT(cap > 0.0f);
+    float* out = y.as<float>();
+    const float* in = x.as<float>();
+    for (size_t i = 0; i < x.elements(); ++i) out[i] = cap * std::tanh(in[i] / cap);
+}
+
+void CpuBackend::gelu(const Tensor& y, const Tensor& x, Activation kind) {
+    check_f32(y, "gelu", "y");
+    check_f32(x, "gelu", "x");
+    check_same_shape(y, x, "gelu");
+    float* out = y.as<float>();
+    const float* in = x.as<float>();
+    const size_t width = x.width();
+    for_rows(x.rows(), [&](size_t begin, size_t end) {
+        for (size_t i = begin * width; i < end * width; ++i) {
+            out[i] = kind == Activation::GELU_ERF ? gelu_erf(in[i]) : gelu_tanh_ref(in[i]);
+        }
+    });
+}
+
+void CpuBackend::glu(const Tensor& y, const Tensor& gate, const Tensor& up, Activation act) {
+    check_f32(y, "glu", "y");
+    check_f32(gate, "glu", "gate");
+    check_f32(up, "glu", "up");
+    check_same_shape(y, gate, "glu");
+    check_same_shape(y, up, "glu");
+    const size_t width = y.width();
+    float* out = y.as<float>();
+    const float* g = gate.as<float>();
+    const float* u = up.as<float>();
+    for_rows(y.rows(), [&](size_t begin, size_t end) {
+        const size_t offset = begin * width;
+        const size_t n = (end - begin) * width;
+        switch (act) {
+            case Activation::SILU: swiglu(out + offset, g + offset, u + offset, n); break;
+            case Activation::GELU_TANH: geglu(out + offset, g + offset, u + offset, n); break;
+            case Activation::GELU_ERF:
+                for (size_t i = offset; i < offset + n; ++i) out[i] = gelu_erf(g[i]) * u[i];
+                break;
+        }
+    });
+}
+
+void CpuBackend::rope(const Tensor& x, size_t n_head, const Tensor& pos, const RopeParams& params) {
+    check_f32(x, "rope", "x");
+    check_host(pos, "rope", "positions");
+    const size_t n = x.rows();
+    CACTUS_ASSERT(pos.type == DType::I32 && pos.elements() == n && n_head > 0 && x.width() % n_head == 0);
+    if (n == 0 || params.n_rot == 0) return;
+    const size_t head_dim = x.width() / n_head;
+    CACTUS_ASSERT(params.n_rot <= head_dim);
+    const int32_t* p = pos.as<int32_t>();
+    const auto [lo_it, hi_it] = std::minmax_element(p, p + n);
+    const int32_t lo = *lo_it;
+    const int32_t hi = *hi_it;
+    // One table of cos/sin over the batch's position range, shared by every layer with these
+    // parameters; several sequences far apart get their angles token by token instead.
+    const bool use_table = static_cast<size_t>(hi - lo) < std::max<size_t>(4 * n, 64);
+    const float* angles = use_table ? rope_angles_.table(params, lo, hi, *pool_) : nullptr;  // [hi - lo + 1, n_rot]
+    float* data = x.as<float>();
+    const size_t width = x.width();
+    for_rows(n, [&](size_t begin, size_t end) {
+        std::vector<float> own(use_table ? 0 : params.n_rot);
+        for (size_t t = begin; t < end; ++t) {
+            const float* cos_sin = angles ? angles + static_cast<size_t>(p[t] - lo) * params.n_rot : own.data();
+            if (!angles) rope_cos_sin(own.data(), p[t], params);
+            rope_rotate(data + t * width, n_head, head_dim, cos_sin, params);
+        }
+    });
+}
+
+}  // namespace cactus

@@ -1,0 +1,80 @@
+#pragma once
+// Where a KV cache's rows live. KvCache (kv_cache.h) keeps the bookkeeping on the host (which token
+// is in which physical row, positions, rings, compaction decisions); a KvStorage made by the
+// backend holds the rows themselves (host memory for the CPU backend, device memory for a GPU) and
+// does the few row operations the bookkeeping needs: store a row, read / write / move one head.
+//
+// Layout of a layer (both precisions): [capacity, k_width] keys and [capacity, v_width] values,
+// heads side by side in a row. int8 rows carry one f32 scale per group of kKvGroup elements of a
+// head (the last group of a head may be shorter): [capacity, n_head_kv * groups_per_head].
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kv/kv_options.h"
+
+namespace cactus {
+
+struct KvLayerLayout {
+    size_t k_width = 0;    // n_head_kv * head_dim_k
+    size_t v_width = 0;    // n_head_kv * head_dim_v
+    size_t n_head_kv = 1;
+    size_t capacity = 0;   // physical rows
+};
+
+class KvStorage {
+public:
+    virtual ~KvStorage() = default;
+    virtual KvType type() const = 0;
+    // One token's key [k_width] and value [v_width] floats into row `row` of layer il.
+    virtual void write_row(size_t il, size_t row, const float* k, const float* v) = 0;
+    // One head of a row, dequantized (key: head_dim_k floats, else head_dim_v), and back.
+    virtual void read_head(size_t il, size_t row, size_t head, bool key, float* out) const = 0;
+    virtual void write_head(size_t il, size_t row, size_t head, bool key, const float* in) = 0;
+    // Copies head `head` of row src (key, value and scales) to row dst.
+    virtual void move_head(size_t il, size_t dst, size_t src, size_t head) = 0;
+    // Bytes of row storage (keys, values, scales).
+    virtual size_t bytes() const = 0;
+};
+
+size_t kv_groups_of(size_t n);  // int8 scale groups of n elements
+
+// Rows in host memory (CPU backend, tests).
+class HostKvStorage final : public KvStorage {
+public:
+    HostKvStorage(const std::vector<KvLayerLayout>& layers, KvType type);
+    static size_t predict_bytes(const KvLayerLayout& layer, KvType type);
+
+    KvType type() const override { return type_; }
+    void write_row(size_t il, size_t row, const float* k, const float* v) override;
+    void read_head(size_t il, size_t row, size_t head, bool key, float* out) const override;
+    void write_head(size_t il, size_t row, size_t head, bool key, const float* in) override;
+    void move_head(size_t il, size_t dst, size_t src, size_t head) override;
+    size_t bytes() const override;
+
+    // Raw rows for the CPU attention kernels. f16: k16/v16; int8: k8/v8 plus scales.
+    const uint16_t* k16(size_t il, size_t row) const { return layers_[il].k16.data() + row * layers_[il].layout.k_width; }
+    const uint16_t* v16(size_t il, size_t row) const { return layers_[il].v16.data() + row * layers_[il].layout.v_width; }
+    const int8_t* k8(size_t il, size_t row) const { return layers_[il].k8.data() + row * layers_[il].layout.k_width; }
+    const int8_t* v8(size_t il, size_t row) const { return layers_[il].v8.data() + row * layers_[il].layout.v_width; }
+    const float* k_scales(size_t il, size_t row) const { return layers_[il].ks.data() + row * layers_[il].k_groups; }
+    const float* v_scales(size_t il, size_t row) const { return layers_[il].vs.data() + row * layers_[il].v_groups; }
+    size_t k_scale_stride(size_t il) const { return layers_[il].k_groups; }
+    size_t v_scale_stride(size_t il) const { return layers_[il].v_groups; }
+
+private:
+    struct Layer {
+        KvLayerLayout layout;
+        size_t head_dim_k = 0;
+        size_t head_dim_v = 0;
+        size_t k_groups = 0;             // scales per key row (int8)
+        size_t v_groups = 0;
+        std::vector<uint16_t> k16, v16;  // [capacity, k_width], [capacity, v_width] (f16)
+        std::vector<int8_t> k8, v8;      // same shapes (int8)
+        std::vector<float> ks, vs;       // [capacity, k_groups], [capacity, v_groups] (int8)
+    };
+    KvType type_;
+    std::vector<Layer> layers_;
+};
+
+}  // namespace cactus

@@ -1,0 +1,59 @@
+#pragma once
+// The building blocks of transformer forward passes, over a backend: what decoders (src/models/*.cpp)
+// and encoders (vision, audio) compose so a forward pass reads like the paper. Blocks hold no state
+// but the backend; tensors are the caller's (activations allocated once, weights placed at load).
+// Every block is a few backend ops, so it runs on any backend.
+#include "backends/backend.h"
+
+namespace cactus {
+
+class Blocks {
+public:
+    explicit Blocks(Backend& backend) : be_(backend) {}
+    Backend& backend() const { return be_; }
+
+    // y [n, w] = rms_norm(x) * weight.  y may be x.
+    void rms_norm(const Tensor& y, const Tensor& x, const Tensor& weight, float eps) const {
+        be_.rms_norm(y, x, weight, eps);
+    }
+    // Per-head RMSNorm (q/k norms): x [n, n_head * head_dim], weight [head_dim], in place.
+    void head_norm(const Tensor& x, size_t n_head, const Tensor& weight, float eps) const {
+        const Tensor heads = x.reshaped(x.width() / n_head, x.rows() * n_head);
+        be_.rms_norm(heads, heads, weight, eps);
+    }
+    // y [n, w] = layer_norm(x) * weight + bias.
+    void layer_norm(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) const {
+        be_.layer_norm(y, x, weight, bias, eps);
+    }
+    // y [n, n_out] = x [n, n_in] W^T (+ bias [n_out]).
+    void linear(const Tensor& y, const Tensor& w, const Tensor& x, const Tensor& bias = Tensor()) const {
+        be_.matmul(y, w, x);
+        if (!bias.empty()) be_.add(y, y, bias);
+    }
+    // Rotates x [n, n_head * head_dim] at positions pos [n].
+    void rope(const Tensor& x, size_t n_head, const Tensor& pos, const RopeParams& params) const {
+        be_.rope(x, n_head, pos, params);
+    }
+    // Causal (or sliding) self-attention over the KV cache: stores k, v of the batch in layer il,
+    // then out [n, n_head * head_dim_v] = softmax(scale * q K^T) V over the visible rows.
+    void attention(const Tensor& out, size_t il, const KvBatch& kv, const Tensor& q, const Tensor& k,
+                   const Tensor& v, size_t n_head, float scale) const {
+        be_.kv_store(il, kv, k, v);
+        be_.attention_kv(out, il, kv, q, n_head, scale);
+    }
+    // Gated feed-forward: y [n, n_embd] = down(act(gate x) * up x); gate_buf, up_buf: [n, n_ff].
+    void ffn(const Tensor& y, const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down,
+             Activation act, const Tensor& gate_buf, const Tensor& up_buf) const {
+        be_.matmul(gate_buf, gate, x);
+        be_.matmul(up_buf, up, x);
+        be_.glu(gate_buf, gate_buf, up_buf, act);
+        be_.matmul(y, down, gate_buf);
+    }
+    // x += y (the residual stream).
+    void residual(const Tensor& x, const Tensor& y) const { be_.add(x, x, y); }
+
+private:
+    Backend& be_;
+};
+
+}  // namespace cactus

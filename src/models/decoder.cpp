@@ -1,0 +1,254 @@
+#include "models/decoder.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/error.h"
+#include "gguf/gguf.h"
+
+namespace cactus {
+
+namespace {
+
+constexpr size_t kMaxSequences = 256;
+// Rows of logits the output head computes at once (all-logits requests go in groups of these).
+constexpr size_t kLogitRowsMin = 16;
+
+size_t checked_seq(const Batch& b, size_t i, size_t n_seq) {
+    const int32_t s = b.seq ? b.seq[i] : 0;
+    if (s < 0 || static_cast<size_t>(s) >= n_seq) fail("Model::decode: sequence id %d is not in [0, %zu)", s, n_seq);
+    return static_cast<size_t>(s);
+}
+
+}  // namespace
+
+DecoderModel::DecoderModel(const GgufFile& file, const ModelOptions& options, const HParams& hparams)
+    : hp_(hparams),
+      backend_(make_backend(BackendOptions{options.device, options.n_threads})),
+      weights_(file, *backend_),
+      nn_(*backend_) {
+    info_.architecture = hp_.arch;
+    info_.name = file.get_string("general.name", "");
+    info_.n_vocab = hp_.n_vocab;
+    info_.n_embd = hp_.n_embd;
+    info_.n_layer = hp_.n_layer;
+    info_.n_head = hp_.n_head;
+    info_.n_head_kv = hp_.n_head_kv;
+    info_.n_ctx_train = hp_.n_ctx_train;
+    info_.n_ctx = options.n_ctx ? options.n_ctx : std::min<size_t>(hp_.n_ctx_train, 8192);
+    info_.kv = resolve_kv_options(options.kv, info_.n_ctx);
+    info_.device = backend_->describe();
+    if (options.n_batch == 0) fail("Model::load: n_batch must be > 0");
+    if (options.n_seq == 0 || options.n_seq > kMaxSequences) {
+        fail("Model::load: n_seq %zu is not in [1, %zu]", options.n_seq, kMaxSequences);
+    }
+    info_.n_seq = options.n_seq;
+    n_batch_ = std::min(options.n_batch, info_.n_ctx * options.n_seq);
+    token_embd_ = weights_.matrix("token_embd.weight", hp_.n_embd, hp_.n_vocab);
+}
+
+DecoderModel::~DecoderModel() = default;
+
+void DecoderModel::init(const std::vector<KvLayerSpec>& layers, const Tensor& output, const Tensor& output_norm) {
+    CACTUS_ASSERT(layers.size() == hp_.n_layer);
+    output_ = output;
+    output_norm_ = output_norm;
+    KvCacheConfig config;
+    config.n_ctx = info_.n_ctx;
+    config.max_chunk = n_batch_;
+    config.kv = info_.kv;
+    const KvStorageFactory storage = [this](const std::vector<KvLayerLayout>& l, KvType type) {
+        return backend_->make_kv_storage(l, type);
+    };
+    for (size_t s = 0; s < info_.n_seq; ++s) kv_.push_back(std::make_unique<KvCache>(layers, config, storage));
+    for (const KvLayerSpec& spec : layers) ring_layer_.push_back(spec.window != 0);
+
+    // Activations, in one buffer: [n_batch, width] each, then ids / positions / logits.
+    const size_t b = n_batch_;
+    n_logit_rows_ = std::min(b, std::max(kLogitRowsMin, info_.n_seq));
+    const size_t widths[] = {hp_.n_embd, hp_.n_embd, hp_.n_embd, hp_.n_head * hp_.head_dim_k,
+                             hp_.n_head_kv * hp_.head_dim_k, hp_.n_head_kv * hp_.head_dim_v,
+                             hp_.n_head * hp_.head_dim_v, hp_.n_ff, hp_.n_ff};
+    size_t floats = 0;
+    for (size_t w : widths) floats += w * b;
+    const size_t bytes = floats * sizeof(float) + 3 * b * sizeof(int32_t) + n_logit_rows_ * hp_.n_vocab * sizeof(float);
+    act_buffer_ = backend_->alloc(bytes);
+    size_t offset = 0;
+    auto next = [&](DType type, size_t width, size_t rows) {
+        const Tensor t = make_tensor(act_buffer_.get(), offset, type, width, rows);
+        offset += t.nb[2];
+        return t;
+    };
+    Tensor* slots[] = {&full_.x, &full_.cur, &full_.tmp, &full_.q, &full_.k, &full_.v, &full_.attn, &full_.gate, &full_.up};
+    for (size_t i = 0; i < 9; ++i) *slots[i] = next(DType::F32, widths[i], b);
+    ids_ = next(DType::I32, 1, b);
+    pos_ring_ = next(DType::I32, 1, b);
+    pos_full_ = next(DType::I32, 1, b);
+    logits_ = next(DType::F32, hp_.n_vocab, n_logit_rows_);
+    step_cache_.reserve(b);
+    step_token_.reserve(b);
+    host_i32_.reserve(b);
+}
+
+Activations DecoderModel::act(size_t n) const {
+    CACTUS_ASSERT(n <= n_batch_);
+    return {full_.x.rows_view(0, n),    full_.cur.rows_view(0, n),  full_.tmp.rows_view(0, n),
+            full_.q.rows_view(0, n),    full_.k.rows_view(0, n),    full_.v.rows_view(0, n),
+            full_.attn.rows_view(0, n), full_.gate.rows_view(0, n), full_.up.rows_view(0, n)};
+}
+
+const Tensor& DecoderModel::positions(const Step& step, size_t il) const {
+    CACTUS_ASSERT(il < ring_layer_.size());
+    return ring_layer_[il] ? step.pos_ring : step.pos_full;
+}
+
+size_t DecoderModel::n_past(int seq) const { return kv_cache(seq).n_past(); }
+
+size_t DecoderModel::truncate(size_t n, int seq) { return kv_.at(static_cast<size_t>(seq))->truncate(n); }
+
+size_t DecoderModel::reserve(size_t wanted, int seq) {
+    return kv_.at(static_cast<size_t>(seq))->reserve(std::min(wanted, n_batch_));
+}
+
+size_t DecoderModel::kv_bytes() const {
+    size_t total = 0;
+    for (const auto& kv : kv_) total += kv->bytes();
+    return total;
+}
+
+size_t DecoderModel::kv_compactions() const {
+    size_t total = 0;
+    for (const auto& kv : kv_) total += kv->compactions();
+    return total;
+}
+
+size_t DecoderModel::context_room(int seq) const {
+    if (info_.kv.compress.enabled) return std::numeric_limits<size_t>::max();
+    return info_.n_ctx - std::min(info_.n_ctx, kv_cache(seq).n_past());
+}
+
+void DecoderModel::check_batch(const Batch& b) const {
+    CACTUS_ASSERT(!kv_.empty() && !output_.empty());
+    if (b.n == 0) fail("Model::decode: no tokens");
+    if (b.n > n_batch_) fail("Model::decode: %zu tokens exceed the step of %zu (n_batch)", b.n, n_batch_);
+    if (!b.tokens && !b.embd) fail("Model::decode: the batch has neither tokens nor embeddings");
+    for (size_t i = 0; i < b.n; ++i) {
+        checked_seq(b, i, info_.n_seq);
+        const bool from_embd = !b.tokens || b.tokens[i] < 0;
+        if (from_embd && !b.embd) fail("Model::decode: token %zu asks for an embedding row but embd is null", i);
+        if (!from_embd && static_cast<size_t>(b.tokens[i]) >= hp_.n_vocab) {
+            fail("Model::forward: token id %d is outside the vocabulary of %zu", b.tokens[i], hp_.n_vocab);
+        }
+    }
+}
+
+void DecoderModel::decode(const Batch& b, std::vector<float>* logits) {
+    check_batch(b);
+    // Room and positions are checked for every sequence before any cache changes.
+    std::vector<size_t> count(info_.n_seq, 0);
+    for (size_t i = 0; i < b.n; ++i) ++count[checked_seq(b, i, info_.n_seq)];
+    for (size_t s = 0; s < info_.n_seq; ++s) {
+        if (count[s] == 0) continue;
+        const size_t room = kv_[s]->reserve(count[s]);
+        if (room < count[s]) {
+            fail("Model::decode: sequence %zu has %zu tokens in this step but its cache takes %zu now; split the "
+                 "batch", s, count[s], room);
+        }
+    }
+    std::vector<size_t> next(info_.n_seq);
+    for (size_t s = 0; s < info_.n_seq; ++s) next[s] = kv_[s]->n_past();
+    for (size_t i = 0; i < b.n && b.pos; ++i) {
+        const size_t s = checked_seq(b, i, info_.n_seq);
+        if (b.pos[i] < 0 || static_cast<size_t>(b.pos[i]) != next[s]) {
+            fail("Model::decode: token %zu of sequence %zu has position %d; the sequence continues at %zu", i, s,
+                 b.pos[i], next[s]);
+        }
+        ++next[s];
+    }
+    // Commit: claim the rows, then run the step.
+    for (size_t s = 0; s < info_.n_seq; ++s) next[s] = count[s] ? kv_[s]->append(count[s]) : 0;
+    step_cache_.clear();
+    step_token_.clear();
+    for (size_t i = 0; i < b.n; ++i) {
+        const size_t s = checked_seq(b, i, info_.n_seq);
+        step_cache_.push_back(kv_[s].get());
+        step_token_.push_back(next[s]++);
+    }
+    Step step;
+    step.n = b.n;
+    step.kv = KvBatch{b.n, step_cache_.data(), step_token_.data()};
+    embed(b, act(b.n).x);
+    upload_positions(step);
+    forward_layers(step);
+    output_head(b, logits);
+}
+
+void DecoderModel::embed(const Batch& b, const Tensor& x) {
+    // Token rows through the embedding table, media rows copied as they are, run by run.
+    host_i32_.assign(b.n, 0);
+    for (size_t i = 0; i < b.n; ++i) host_i32_[i] = b.tokens && b.tokens[i] >= 0 ? b.tokens[i] : 0;
+    backend_->upload(ids_.rows_view(0, b.n), host_i32_.data(), b.n * sizeof(int32_t));
+    for (size_t begin = 0; begin < b.n;) {
+        const bool media = !b.tokens || b.tokens[begin] < 0;
+        size_t end = begin + 1;
+        while (end < b.n && (!b.tokens || b.tokens[end] < 0) == media) ++end;
+        const Tensor rows = x.rows_view(begin, end - begin);
+        if (media) {
+            backend_->upload(rows, b.embd + begin * hp_.n_embd, (end - begin) * hp_.n_embd * sizeof(float));
+        } else {
+            backend_->get_rows(rows, token_embd_, ids_.rows_view(begin, end - begin), embedding_scale());
+        }
+        begin = end;
+    }
+}
+
+void DecoderModel::upload_positions(Step& step) {
+    // Positions depend on the layer only through its layout: sliding rings see the token index,
+    // global layers the index minus the rows compaction dropped (per sequence).
+    const auto first = [&](bool ring) {
+        const auto it = std::find(ring_layer_.begin(), ring_layer_.end(), ring);
+        return it == ring_layer_.end() ? ring_layer_.size() : static_cast<size_t>(it - ring_layer_.begin());
+    };
+    const size_t ring_il = first(true);
+    const size_t full_il = first(false);
+    step.pos_ring = pos_ring_.rows_view(0, step.n);
+    step.pos_full = pos_full_.rows_view(0, step.n);
+    for (const auto& [il, dst] : {std::pair<size_t, Tensor>{ring_il, step.pos_ring}, {full_il, step.pos_full}}) {
+        if (il == ring_layer_.size()) continue;
+        host_i32_.resize(step.n);
+        for (size_t t = 0; t < step.n; ++t) host_i32_[t] = step_cache_[t]->position(il, step_token_[t]);
+        backend_->upload(dst, host_i32_.data(), step.n * sizeof(int32_t));
+    }
+}
+
+void DecoderModel::output_head(const Batch& b, std::vector<float>* logits) {
+    // Rows whose logits are wanted: marked ones, or the last token of each sequence.
+    std::vector<int32_t> rows;
+    for (size_t i = 0; i < b.n; ++i) {
+        bool wanted = false;
+        if (b.logits) {
+            wanted = b.logits[i] != 0;
+        } else {
+            wanted = true;
+            for (size_t j = i + 1; j < b.n && wanted; ++j) wanted = (b.seq ? b.seq[j] : 0) != (b.seq ? b.seq[i] : 0);
+        }
+        if (wanted) rows.push_back(static_cast<int32_t>(i));
+    }
+    if (logits) logits->assign(rows.size() * hp_.n_vocab, 0.0f);
+    if (rows.empty() || !logits) return;
+    const Activations a = act(b.n);
+    for (size_t done = 0; done < rows.size(); done += n_logit_rows_) {
+        const size_t m = std::min(n_logit_rows_, rows.size() - done);
+        const Tensor ids = ids_.rows_view(0, m);
+        const Tensor gathered = full_.cur.rows_view(0, m);  // [m, n_embd]
+        const Tensor out = logits_.rows_view(0, m);         // [m, n_vocab]
+        backend_->upload(ids, rows.data() + done, m * sizeof(int32_t));
+        backend_->get_rows(gathered, a.x, ids, 1.0f);
+        nn_.rms_norm(gathered, gathered, output_norm_, hp_.rms_eps);
+        nn_.linear(out, output_, gathered);
+        if (hp_.final_logit_softcap > 0.0f) backend_->softcap(out, out, hp_.final_logit_softcap);
+        backend_->download(logits->data() + done * hp_.n_vocab, out, m * hp_.n_vocab * sizeof(float));
+    }
+}
+
+}  // namespace cactus

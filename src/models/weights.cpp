@@ -1,0 +1,78 @@
+#include "models/weights.h"
+
+#include <cstring>
+
+#include "backends/backend.h"
+#include "backends/cpu/cpu_kernels.h"
+#include "core/error.h"
+#include "gguf/gguf.h"
+#include "ops/quant.h"
+
+namespace cactus {
+
+namespace {
+
+std::string shape_string(const std::vector<uint64_t>& dims) {
+    std::string s = "{";
+    for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+    return s + "}";
+}
+
+const GgufTensor& require_tensor(const GgufFile& file, const std::string& name,
+                                 const std::vector<uint64_t>& dims) {
+    const GgufTensor* t = file.find_tensor(name);
+    if (!t) fail("load model: tensor %s is missing", name.c_str());
+    std::vector<uint64_t> actual = t->dims;
+    while (actual.size() > dims.size() && actual.back() == 1) actual.pop_back();
+    if (actual != dims) {
+        fail("load model: tensor %s has shape %s, expected %s", name.c_str(),
+             shape_string(t->dims).c_str(), shape_string(dims).c_str());
+    }
+    if (dims[0] % dtype_traits(t->type).block_size != 0) {
+        fail("load model: tensor %s: row of %llu is not a multiple of %s blocks", name.c_str(),
+             (unsigned long long)dims[0], dtype_name(t->type));
+    }
+    return *t;
+}
+
+void dequantize_to_f32(DType type, float* dst, const void* src, size_t n) {
+    if (type == DType::F32) {
+        std::memcpy(dst, src, n * sizeof(float));
+        return;
+    }
+    const DequantizeRowFn fn = cpu_kernels().dequantize_row[static_cast<uint32_t>(type) & 31u];
+    if (fn) {
+        fn(dst, src, n);
+    } else {
+        dequantize_row_ref(type, dst, src, n);
+    }
+}
+
+}  // namespace
+
+Tensor WeightLoader::matrix(const std::string& name, size_t n_in, size_t n_out) {
+    const GgufTensor& t = require_tensor(file_, name, {n_in, n_out});
+    if (!backend_.supports_weight(t.type)) {
+        fail("load model: tensor %s is %s, which the %s backend cannot multiply by", name.c_str(),
+             dtype_name(t.type), backend_.name());
+    }
+    return backend_.place_weight(t.data, t.type, n_in, n_out);
+}
+
+Tensor WeightLoader::vector(const std::string& name, size_t n) {
+    const GgufTensor& t = require_tensor(file_, name, {n});
+    std::vector<float> host(n);
+    dequantize_to_f32(t.type, host.data(), t.data, n);
+    vectors_.push_back(backend_.alloc(n * sizeof(float)));
+    const Tensor out = make_tensor(vectors_.back().get(), 0, DType::F32, n, 1);
+    backend_.upload(out, host.data(), n * sizeof(float));
+    return out;
+}
+
+bool WeightLoader::has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
+
+std::string layer_tensor(size_t il, const char* suffix) {
+    return "blk." + std::to_string(il) + "." + suffix;
+}
+
+}  // namespace cactus

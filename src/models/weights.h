@@ -1,0 +1,36 @@
+#pragma once
+// Weights of a model: GGUF tensors checked against the shapes the architecture expects, then placed
+// by the backend (the CPU keeps the mapped file bytes; a GPU uploads them). Norm and bias vectors
+// are dequantized to F32 first.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace cactus {
+
+class Backend;
+class GgufFile;
+
+class WeightLoader {
+public:
+    WeightLoader(const GgufFile& file, Backend& backend) : file_(file), backend_(backend) {}
+
+    // W [n_out, n_in] (GGUF dims {n_in, n_out}); throws naming the tensor and both shapes, or the
+    // type when the backend cannot multiply by it.
+    Tensor matrix(const std::string& name, size_t n_in, size_t n_out);
+    // A 1-D tensor of n elements as F32 (norm weights, biases).
+    Tensor vector(const std::string& name, size_t n);
+    bool has(const std::string& name) const;
+
+private:
+    const GgufFile& file_;
+    Backend& backend_;
+    std::vector<std::unique_ptr<Buffer>> vectors_;  // the F32 copies of the vectors
+};
+
+// "blk.<il>.<suffix>".
+std::string layer_tensor(size_t il, const char* suffix);
+
+}  // namespace cactus
