@@ -34,8 +34,9 @@ public:
         for (const auto& sig : tool_format::tool_signatures(tools)) {
             tags.push_back(json{{"type", "tag"},
                                 {"begin", kOpen + "\n{\"name\": " + json(sig.first).dump() + ", \"arguments\": "},
-                                {"content", json{{"type", "json_schema"}, {"json_schema", sig.second},
-                                                 {"excludes", json::array({kOpen, kClose, "<think>", "</think>"})}}},
+                                // No "excludes" for the markers: xgrammar drops a schema's string length limits when
+                                // a string has exclusions; the parser reads past marker text inside strings instead.
+                                {"content", json{{"type", "json_schema"}, {"json_schema", sig.second}}},
                                 {"end", "}\n" + kClose}});
         }
         json format = force ? json{{"type", "tags_with_separator"}, {"tags", tags}, {"separator", "\n"},
