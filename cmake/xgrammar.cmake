@@ -19,3 +19,7 @@ target_include_directories(cactus_xgrammar SYSTEM PUBLIC "${CACTUS_XGRAMMAR_DIR}
   "${CACTUS_XGRAMMAR_DIR}/3rdparty/picojson" "${CACTUS_XGRAMMAR_DIR}/3rdparty/dlpack/include")
 target_compile_definitions(cactus_xgrammar PUBLIC XGRAMMAR_ENABLE_CPPTRACE=0)
 target_compile_options(cactus_xgrammar PRIVATE -w)
+if(CACTUS_SANITIZE)
+  # AddressSanitizer stays on; UBSan's abort-on-report is for our code, not the vendored library.
+  target_compile_options(cactus_xgrammar PRIVATE -fno-sanitize=undefined)
+endif()

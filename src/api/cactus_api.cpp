@@ -199,7 +199,10 @@ int cactus_complete(cactus_model_t model, const char* messages_json, char* respo
         Engine& engine = *h->engine;
         const ToolFormat& format = engine.tool_format();
         std::optional<ConstraintSpec> spec = api::constraint_for(format, request.tools, request.options);
+        auto compile_start = std::chrono::steady_clock::now();
         if (spec) request.options.generation.constraint = engine.grammar_vocab().compile(*spec);
+        const double compile_ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - compile_start).count();
         // Markers and what lies between them (calls, thinking) are never streamed as text.
         StreamFilter filter(format.hidden_regions());
         TokenCallback on_token;
@@ -210,6 +213,7 @@ int cactus_complete(cactus_model_t model, const char* messages_json, char* respo
             };
         }
         CompletionResult result = engine.complete(request.prompt, request.options.generation, on_token);
+        result.metrics.constraint_compile_ms = spec ? compile_ms : 0.0;
         std::string rest = filter.finish();
         if (callback != nullptr && !rest.empty())
             callback(rest.c_str(), result.tokens.empty() ? 0u : static_cast<uint32_t>(result.tokens.back()), user_data);

@@ -57,6 +57,7 @@ struct CompletionMetrics {
     double prefill_tps = 0.0;   // prefill_tokens / prefill time; 0 when undefined
     double decode_tps = 0.0;    // (decode_tokens - 1) / (total - TTFT); 0 when undefined
     double constraint_ms = 0.0; // time the grammar spent masking logits and advancing
+    double constraint_compile_ms = 0.0;  // time compiling the request's grammar (0 when cached)
 };
 
 struct CompletionResult {
