@@ -10,6 +10,8 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
     fail("backend: device '%s' is not available (devices: cpu)", options.device.c_str());
 }
 
+std::vector<std::string> available_devices() { return {"cpu"}; }
+
 std::vector<float> download_f32(Backend& backend, const Tensor& t) {
     CACTUS_ASSERT(t.type == DType::F32);
     std::vector<float> out(t.elements());

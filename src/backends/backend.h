@@ -142,6 +142,10 @@ struct BackendOptions {
 // not usable on this machine (never a silent fallback).
 std::unique_ptr<Backend> make_backend(const BackendOptions& options);
 
+// Every device name make_backend knows in this build ("cpu" first; "cuda" when built with CUDA),
+// whether or not it is usable on this machine (tests run each and skip the unusable ones).
+std::vector<std::string> available_devices();
+
 // Host copies of small tensors, for code that must read values (tests, samplers): downloads.
 std::vector<float> download_f32(Backend& backend, const Tensor& t);
 

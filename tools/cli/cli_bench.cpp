@@ -55,6 +55,7 @@ struct BenchArgs {
     bool no_mlock = false;
     bool membw = false;
     size_t membw_mib = 256;
+    size_t sequences = 1;      // sequences decoded together in the tgN test (one batch per step)
 };
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
@@ -200,21 +201,37 @@ double time_prefill(Model& model, const Workload& w, std::vector<float>& logits)
     return seconds_between(start, Clock::now());
 }
 
-// Seconds of the N single-token calls of one tgN run (0 when n_gen is 0).
+// Seconds of the N decode steps of one tgN run (0 when n_gen is 0). With several sequences each
+// step is one batch holding the next token of every sequence (aggregate throughput).
 double time_decode(Model& model, const Workload& w, std::vector<float>& logits) {
-    model.reset();
-    if (!w.decode_prompt.empty()) model.forward(w.decode_prompt.data(), w.decode_prompt.size(), &logits);
+    const size_t n_seq = model.info().n_seq;
+    for (size_t s = 0; s < n_seq; ++s) {
+        model.reset(static_cast<int>(s));
+        if (!w.decode_prompt.empty()) {
+            model.forward(w.decode_prompt.data(), w.decode_prompt.size(), &logits, nullptr, static_cast<int>(s));
+        }
+    }
     if (w.decode_tokens.empty()) return 0.0;
+    std::vector<int32_t> tokens(n_seq), seq(n_seq);
+    for (size_t s = 0; s < n_seq; ++s) seq[s] = static_cast<int32_t>(s);
+    Batch batch;
+    batch.n = n_seq;
+    batch.tokens = tokens.data();
+    batch.seq = seq.data();
     Clock::time_point start = Clock::now();
-    for (int32_t id : w.decode_tokens) model.forward(&id, 1, &logits);
+    for (int32_t id : w.decode_tokens) {
+        std::fill(tokens.begin(), tokens.end(), id);
+        model.decode(batch, &logits);
+    }
     return seconds_between(start, Clock::now());
 }
 
 ModelOptions bench_model_options(const BenchArgs& args, int threads) {
     ModelOptions options;
     options.n_threads = threads;
-    options.n_batch = std::max<size_t>(args.n_prompt, 1);  // ppN is one batch
+    options.n_batch = std::max<size_t>({args.n_prompt, args.sequences, 1});  // ppN is one batch
     options.n_ctx = std::max(args.n_prompt, args.decode_prompt + args.n_gen) + 1;
+    options.n_seq = args.sequences;
     return options;
 }
 
@@ -231,7 +248,7 @@ ThreadResult bench_model(const BenchArgs& args, Model& model, int threads, const
         double tg_s = time_decode(model, w, logits);
         pp.push_back(per_second(static_cast<double>(w.prompt.size()), pp_s));
         ttft.push_back(1e3 * pp_s);
-        tg.push_back(per_second(static_cast<double>(w.decode_tokens.size()), tg_s));
+        tg.push_back(per_second(static_cast<double>(w.decode_tokens.size() * args.sequences), tg_s));
     }
     r.prefill_tps = summarize(pp);
     r.decode_tps = summarize(tg);
@@ -284,6 +301,7 @@ Json report_json(const ModelReport& m, const BenchArgs& args) {
                 {"n_prompt", args.n_prompt},
                 {"n_gen", args.n_gen},
                 {"decode_prompt", args.decode_prompt},
+                {"sequences", args.sequences},
                 {"reps", args.reps},
                 {"warmup", 1},
                 {"results", results},
@@ -310,12 +328,13 @@ void print_report(const ModelReport& m, const BenchArgs& args) {
     std::printf("--------+---------+------------+------------+------------+----------+-----------\n");
     for (const ThreadResult& r : m.results) {
         if (args.n_prompt > 0) print_row(r.threads, "pp" + std::to_string(args.n_prompt), r.prefill_tps, &r.ttft_ms);
-        if (args.n_gen > 0) print_row(r.threads, "tg" + std::to_string(args.n_gen), r.decode_tps, nullptr);
+        const std::string tg = "tg" + std::to_string(args.n_gen) + (args.sequences > 1 ? "x" + std::to_string(args.sequences) : "");
+        if (args.n_gen > 0) print_row(r.threads, tg, r.decode_tps, nullptr);
     }
     for (const ThreadResult& r : m.results) {
         if (args.n_gen == 0) break;
         std::printf("\n%d thread(s): decode streams the weights at %.1f GB/s (compare: cactus bench --membw)",
-                    r.threads, r.decode_tps.median * static_cast<double>(m.weight_bytes) / 1e9);
+                    r.threads, r.decode_tps.median / static_cast<double>(args.sequences) * static_cast<double>(m.weight_bytes) / 1e9);
     }
     if (args.n_gen > 0) std::printf("\n");
     size_t kv = m.results.empty() ? 0 : m.results.back().kv_bytes;
@@ -466,6 +485,9 @@ void register_bench(CLI::App& app) {
         ->capture_default_str()->check(CLI::Range(1, 1000));
     bench->add_option("-t,--threads", args->threads, "Thread counts, e.g. -t 1,2 (0 = all cores)")
         ->delimiter(',');
+    bench->add_option("--sequences", args->sequences,
+                      "Sequences decoded together in the decode test (one batch per step; tok/s is the aggregate)")
+        ->check(CLI::Range(1, 256));
     bench->add_flag("--json", args->json, "Print JSON instead of a table");
     bench->add_flag("--mlock", args->mlock, "Lock the weights in RAM or copy them there (the default)");
     bench->add_flag("--no-mlock", args->no_mlock, "Leave the weights memory-mapped");

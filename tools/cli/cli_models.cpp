@@ -47,11 +47,11 @@ int pull_command(const std::vector<std::string>& names) {
 }
 
 int list_command() {
-    std::printf("%-16s %-10s %-8s %s\n", "NAME", "SIZE", "PULLED", "DESCRIPTION");
+    std::printf("%-20s %-10s %-8s %s\n", "NAME", "SIZE", "PULLED", "DESCRIPTION");
     for (const KnownModel& m : known_models()) {
         std::error_code ec;
         bool pulled = std::filesystem::is_regular_file(cached_model_path(m), ec);
-        std::printf("%-16s %-10.1f %-8s %s\n", m.name.c_str(), m.size_bytes / 1e6, pulled ? "yes" : "no",
+        std::printf("%-20s %-10.1f %-8s %s\n", m.name.c_str(), m.size_bytes / 1e6, pulled ? "yes" : "no",
                     m.description.c_str());
     }
     std::printf("\nstore: %s (set CACTUS_MODELS to move it)\n", model_cache_dir().c_str());

@@ -1,0 +1,400 @@
+// Every op of every backend against the scalar reference (src/ops/) on random data of odd sizes,
+// in the spirit of ggml's test-backend-ops. A backend that is not usable here (no GPU) is reported
+// as skipped with the reason. Error bounds (max abs error relative to the reference's scale) are
+// stated per op: f32 element-wise ops and norms 1e-5; matmul by the weight type's activation
+// quantization (f32/f16 weights 1e-4, quantized 2e-2 of the row's |w|.|x|); attention 2e-3
+// (keys, values, queries and weights rounded to f16, as the KV path does).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "core/error.h"
+#include "ops/ops_ref.h"
+#include "ops/quant.h"
+
+namespace cactus {
+namespace {
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(-scale, scale);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
+}
+
+float max_abs(const std::vector<float>& v) {
+    float m = 0.0f;
+    for (float x : v) m = std::max(m, std::fabs(x));
+    return m;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tol, const char* what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    const float scale = std::max(1.0f, max_abs(want));
+    float worst = 0.0f;
+    size_t at = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        const float d = std::fabs(got[i] - want[i]);
+        if (!(d <= worst)) {  // NaN counts as worst
+            worst = d;
+            at = i;
+        }
+    }
+    EXPECT_LE(worst, tol * scale) << what << ": element " << at << " is " << got[at] << ", reference " << want[at];
+}
+
+// A backend under test, with helpers that put host data into its memory.
+class BackendOps : public ::testing::TestWithParam<std::string> {
+protected:
+    void SetUp() override {
+        try {
+            be_ = make_backend(BackendOptions{GetParam(), 2});
+        } catch (const Error& e) {
+            GTEST_SKIP() << "backend " << GetParam() << " is not usable here: " << e.what();
+        }
+    }
+    Tensor f32(const std::vector<float>& host, size_t width) {
+        buffers_.push_back(be_->alloc(host.size() * sizeof(float)));
+        const Tensor t = make_tensor(buffers_.back().get(), 0, DType::F32, width, host.size() / width);
+        be_->upload(t, host.data(), host.size() * sizeof(float));
+        return t;
+    }
+    Tensor i32(const std::vector<int32_t>& host) {
+        buffers_.push_back(be_->alloc(host.size() * sizeof(int32_t)));
+        const Tensor t = make_tensor(buffers_.back().get(), 0, DType::I32, 1, host.size());
+        be_->upload(t, host.data(), host.size() * sizeof(int32_t));
+        return t;
+    }
+    Tensor zeros(size_t width, size_t rows) { return f32(std::vector<float>(width * rows, 0.0f), width); }
+    // W [rows, width] of `type` from random floats: the placed weight and its dequantized values.
+    Tensor weight(DType type, size_t width, size_t rows, uint32_t seed, std::vector<float>* dequantized) {
+        const std::vector<float> w = random_floats(width * rows, seed);
+        const size_t row_bytes = dtype_row_bytes(type, width);
+        host_weights_.emplace_back(row_bytes * rows);
+        std::vector<uint8_t>& bytes = host_weights_.back();
+        dequantized->resize(width * rows);
+        for (size_t r = 0; r < rows; ++r) {
+            if (type == DType::F32) {
+                std::memcpy(bytes.data() + r * row_bytes, w.data() + r * width, row_bytes);
+            } else {
+                quantize_row_ref(type, bytes.data() + r * row_bytes, w.data() + r * width, width);
+            }
+            dequantize_row_ref(type, dequantized->data() + r * width, bytes.data() + r * row_bytes, width);
+        }
+        return be_->place_weight(bytes.data(), type, width, rows);
+    }
+    std::vector<float> get(const Tensor& t) {
+        be_->synchronize(std::chrono::milliseconds(30000));
+        return download_f32(*be_, t);
+    }
+
+    std::unique_ptr<Backend> be_;
+    std::vector<std::unique_ptr<Buffer>> buffers_;
+    std::vector<std::vector<uint8_t>> host_weights_;  // must outlive the placed weights
+};
+
+TEST_P(BackendOps, RmsNormAndLayerNorm) {
+    const size_t rows = 13, width = 67;
+    const std::vector<float> x = random_floats(rows * width, 1, 3.0f);
+    const std::vector<float> w = random_floats(width, 2);
+    const std::vector<float> b = random_floats(width, 3);
+    std::vector<float> want(x.size());
+    for (size_t r = 0; r < rows; ++r) rms_norm_ref(&want[r * width], &x[r * width], w.data(), width, 1e-6f);
+    const Tensor y = zeros(width, rows);
+    be_->rms_norm(y, f32(x, width), f32(w, width), 1e-6f);
+    expect_close(get(y), want, 1e-5f, "rms_norm");
+    for (size_t r = 0; r < rows; ++r) layer_norm_ref(&want[r * width], &x[r * width], w.data(), b.data(), width, 1e-5f);
+    be_->layer_norm(y, f32(x, width), f32(w, width), f32(b, width), 1e-5f);
+    expect_close(get(y), want, 1e-5f, "layer_norm");
+}
+
+TEST_P(BackendOps, ElementWise) {
+    const size_t rows = 7, width = 37;
+    const std::vector<float> a = random_floats(rows * width, 4, 4.0f);
+    const std::vector<float> b = random_floats(rows * width, 5, 4.0f);
+    const std::vector<float> bias = random_floats(width, 6);
+    const Tensor y = zeros(width, rows);
+    std::vector<float> want(a.size());
+    be_->add(y, f32(a, width), f32(b, width));
+    for (size_t i = 0; i < a.size(); ++i) want[i] = a[i] + b[i];
+    expect_close(get(y), want, 1e-6f, "add");
+    be_->add(y, f32(a, width), f32(bias, width));
+    for (size_t i = 0; i < a.size(); ++i) want[i] = a[i] + bias[i % width];
+    expect_close(get(y), want, 1e-6f, "add (bias broadcast)");
+    be_->scale(y, f32(a, width), 0.37f);
+    for (size_t i = 0; i < a.size(); ++i) want[i] = a[i] * 0.37f;
+    expect_close(get(y), want, 1e-6f, "scale");
+    be_->softcap(y, f32(a, width), 3.0f);
+    for (size_t i = 0; i < a.size(); ++i) want[i] = 3.0f * std::tanh(a[i] / 3.0f);
+    expect_close(get(y), want, 1e-5f, "softcap");
+    be_->gelu(y, f32(a, width), Activation::GELU_TANH);
+    for (size_t i = 0; i < a.size(); ++i) want[i] = gelu_tanh_ref(a[i]);
+    expect_close(get(y), want, 1e-5f, "gelu (tanh)");
+    be_->gelu(y, f32(a, width), Activation::GELU_ERF);
+    for (size_t i = 0; i < a.size(); ++i) want[i] = 0.5f * a[i] * (1.0f + std::erf(a[i] / std::sqrt(2.0f)));
+    expect_close(get(y), want, 1e-5f, "gelu (erf)");
+    be_->glu(y, f32(a, width), f32(b, width), Activation::SILU);
+    swiglu_ref(want.data(), a.data(), b.data(), a.size());
+    expect_close(get(y), want, 1e-5f, "swiglu");
+    be_->glu(y, f32(a, width), f32(b, width), Activation::GELU_TANH);
+    geglu_ref(want.data(), a.data(), b.data(), a.size());
+    expect_close(get(y), want, 1e-5f, "geglu");
+}
+
+TEST_P(BackendOps, GetRowsEveryTableType) {
+    for (DType type : {DType::F32, DType::F16, DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+        const size_t width = 256, rows = 11;
+        std::vector<float> table_values;
+        const Tensor table = weight(type, width, rows, 7, &table_values);
+        const std::vector<int32_t> ids = {3, 0, 10, 3, 7};
+        const Tensor y = zeros(width, ids.size());
+        be_->get_rows(y, table, i32(ids), 2.0f);
+        std::vector<float> want;
+        for (int32_t id : ids) {
+            for (size_t i = 0; i < width; ++i) want.push_back(table_values[id * width + i] * 2.0f);
+        }
+        expect_close(get(y), want, 1e-6f, dtype_name(type));
+    }
+    const Tensor table = f32(random_floats(4 * 8, 8), 8);
+    EXPECT_THROW(be_->get_rows(zeros(8, 1), table, i32({4}), 1.0f), Error);  // id past the table
+}
+
+TEST_P(BackendOps, MatmulEveryWeightType) {
+    struct Case {
+        DType type;
+        float tol;
+    };
+    for (const Case c : {Case{DType::F32, 1e-4f}, Case{DType::F16, 1e-3f}, Case{DType::Q4_0, 2e-2f},
+                         Case{DType::Q4_1, 2e-2f}, Case{DType::Q5_0, 2e-2f}, Case{DType::Q8_0, 2e-2f},
+                         Case{DType::Q4_K, 2e-2f}, Case{DType::Q5_K, 2e-2f}, Case{DType::Q6_K, 2e-2f}}) {
+        const size_t n_in = 512, n_out = 37;
+        for (size_t n_tok : {1, 3, 17}) {
+            std::vector<float> w_values;
+            const Tensor w = weight(c.type, n_in, n_out, 9, &w_values);
+            const std::vector<float> x = random_floats(n_tok * n_in, 10);
+            std::vector<float> want(n_tok * n_out);
+            for (size_t t = 0; t < n_tok; ++t) {
+                for (size_t o = 0; o < n_out; ++o) {
+                    double acc = 0.0;
+                    for (size_t i = 0; i < n_in; ++i) acc += static_cast<double>(w_values[o * n_in + i]) * x[t * n_in + i];
+                    want[t * n_out + o] = static_cast<float>(acc);
+                }
+            }
+            const Tensor y = zeros(n_out, n_tok);
+            be_->matmul(y, w, f32(x, n_in));
+            // |w . x| ~ sqrt(n_in) / 3 here: the bound scales with the reference's magnitude.
+            expect_close(get(y), want, c.tol * std::sqrt(static_cast<float>(n_in)),
+                         (std::string(dtype_name(c.type)) + " x " + std::to_string(n_tok)).c_str());
+        }
+    }
+}
+
+TEST_P(BackendOps, RopeBothStylesAtScatteredPositions) {
+    for (RopeStyle style : {RopeStyle::NORMAL, RopeStyle::NEOX}) {
+        const size_t n = 9, n_head = 3, head_dim = 34;
+        const RopeParams params = {style, 30, 10000.0f, 0.5f};
+        const std::vector<float> x = random_floats(n * n_head * head_dim, 11);
+        const std::vector<int32_t> pos = {0, 1, 2, 500, 501, 7, 100000, 3, 4};
+        std::vector<float> want = x;
+        for (size_t t = 0; t < n; ++t) rope_ref(&want[t * n_head * head_dim], n_head, head_dim, pos[t], params);
+        const Tensor xt = f32(x, n_head * head_dim);
+        be_->rope(xt, n_head, i32(pos), params);
+        expect_close(get(xt), want, 1e-4f, style == RopeStyle::NORMAL ? "rope normal" : "rope neox");
+    }
+}
+
+TEST_P(BackendOps, AttentionOverTheKvCacheEqualsTheReference) {
+    // A global layer (one step of 11 tokens) and a sliding layer (window 4, ring rows reused over
+    // steps of 4, 4 and 3 tokens); GQA with 2 query heads per KV head.
+    const size_t n_head = 4, n_head_kv = 2, hd = 40, n = 11;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    auto half = [](std::vector<float> v) {
+        for (float& x : v) x = fp16_to_fp32(fp32_to_fp16(x));
+        return v;
+    };
+    for (uint32_t window : {0u, 4u}) {
+        KvLayerSpec spec;
+        spec.k_width = spec.v_width = n_head_kv * hd;
+        spec.n_head_kv = n_head_kv;
+        spec.window = window;
+        KvCacheConfig config;
+        config.n_ctx = 64;
+        config.max_chunk = 16;
+        KvCache cache({spec}, config, [&](const std::vector<KvLayerLayout>& l, KvType t) {
+            return be_->make_kv_storage(l, t);
+        });
+        const std::vector<float> q = random_floats(n * n_head * hd, 20 + window);
+        const std::vector<float> k = random_floats(n * n_head_kv * hd, 30 + window);
+        const std::vector<float> v = random_floats(n * n_head_kv * hd, 40 + window);
+        std::vector<float> got;
+        for (size_t done = 0; done < n;) {
+            const size_t c = cache.reserve(n - done);
+            const size_t first = cache.append(c);
+            std::vector<KvCache*> caches(c, &cache);
+            std::vector<size_t> tokens(c);
+            for (size_t t = 0; t < c; ++t) tokens[t] = first + t;
+            const KvBatch kv = {c, caches.data(), tokens.data()};
+            auto rows = [&](const std::vector<float>& x, size_t width) {
+                return f32(std::vector<float>(x.begin() + done * width, x.begin() + (done + c) * width), width);
+            };
+            const Tensor out = zeros(n_head * hd, c);
+            be_->kv_store(0, kv, rows(k, n_head_kv * hd), rows(v, n_head_kv * hd));
+            be_->attention_kv(out, 0, kv, rows(q, n_head * hd), n_head, scale);
+            const std::vector<float> part = get(out);
+            got.insert(got.end(), part.begin(), part.end());
+            done += c;
+        }
+        // Reference: per token and head over the f16-rounded rows it may see.
+        const std::vector<float> kh = half(k), vh = half(v);
+        std::vector<float> want(n * n_head * hd);
+        for (size_t t = 0; t < n; ++t) {
+            for (size_t h = 0; h < n_head; ++h) {
+                const size_t g = h / (n_head / n_head_kv);
+                const std::vector<float> qh =
+                    half(std::vector<float>(&q[(t * n_head + h) * hd], &q[(t * n_head + h) * hd] + hd));
+                std::vector<float> p;
+                std::vector<size_t> seen;
+                for (size_t j = 0; j <= t; ++j) {
+                    if (window && t - j >= window) continue;
+                    double dot = 0.0;
+                    for (size_t d = 0; d < hd; ++d) dot += qh[d] * kh[(j * n_head_kv + g) * hd + d];
+                    p.push_back(static_cast<float>(dot) * scale);
+                    seen.push_back(j);
+                }
+                softmax_ref(p.data(), p.size());
+                for (size_t d = 0; d < hd; ++d) {
+                    double acc = 0.0;
+                    for (size_t s = 0; s < seen.size(); ++s) acc += p[s] * vh[(seen[s] * n_head_kv + g) * hd + d];
+                    want[(t * n_head + h) * hd + d] = static_cast<float>(acc);
+                }
+            }
+        }
+        expect_close(got, want, 2e-3f, window ? "attention (sliding window 4)" : "attention (global)");
+    }
+}
+
+TEST_P(BackendOps, DenseAttentionWithMaskAndCausal) {
+    const size_t n_q = 6, n_kv = 9, n_head = 4, n_head_kv = 2, hd = 24;
+    const std::vector<float> q = random_floats(n_q * n_head * hd, 50);
+    const std::vector<float> k = random_floats(n_kv * n_head_kv * hd, 51);
+    const std::vector<float> v = random_floats(n_kv * n_head_kv * hd, 52);
+    std::vector<float> mask(n_q * n_kv, 0.0f);
+    for (size_t i = 0; i < n_q; ++i) mask[i * n_kv + (i + 2) % n_kv] = -INFINITY;
+    for (bool causal : {false, true}) {
+        DenseAttention s;
+        s.n_head = n_head;
+        s.n_head_kv = n_head_kv;
+        s.head_dim = s.head_dim_v = hd;
+        s.scale = 0.3f;
+        s.causal = causal;
+        const Tensor out = zeros(n_head * hd, n_q);
+        be_->attention_dense(out, f32(q, n_head * hd), f32(k, n_head_kv * hd), f32(v, n_head_kv * hd),
+                             f32(mask, n_kv), s);
+        std::vector<float> want(n_q * n_head * hd, 0.0f);
+        for (size_t i = 0; i < n_q; ++i) {
+            for (size_t h = 0; h < n_head; ++h) {
+                const size_t g = h / (n_head / n_head_kv);
+                std::vector<double> p(n_kv);
+                double max = -INFINITY, sum = 0.0;
+                for (size_t j = 0; j < n_kv; ++j) {
+                    double dot = 0.0;
+                    for (size_t d = 0; d < hd; ++d) dot += q[(i * n_head + h) * hd + d] * k[(j * n_head_kv + g) * hd + d];
+                    p[j] = dot * 0.3 + mask[i * n_kv + j];
+                    if (causal && j > i + (n_kv - n_q)) p[j] = -INFINITY;
+                    max = std::max(max, p[j]);
+                }
+                for (double& x : p) sum += (x = std::exp(x - max));
+                for (size_t d = 0; d < hd; ++d) {
+                    double acc = 0.0;
+                    for (size_t j = 0; j < n_kv; ++j) acc += p[j] / sum * v[(j * n_head_kv + g) * hd + d];
+                    want[(i * n_head + h) * hd + d] = static_cast<float>(acc);
+                }
+            }
+        }
+        expect_close(get(out), want, 1e-5f, causal ? "dense attention (causal)" : "dense attention (mask)");
+    }
+}
+
+TEST_P(BackendOps, Convolutions) {
+    {  // conv1d: [n_t, n_in] -> [n_t_out, n_out], kernel 3, stride 2, pad 1 (Whisper's second conv)
+        const size_t n_t = 15, n_in = 5, n_out = 7, kernel = 3;
+        const Conv1d c = {kernel, 2, 1};
+        const std::vector<float> x = random_floats(n_t * n_in, 60);
+        std::vector<float> w_values;
+        const Tensor w = weight(DType::F32, n_in * kernel, n_out, 61, &w_values);
+        const std::vector<float> b = random_floats(n_out, 62);
+        const size_t n_t_out = (n_t + 2 - kernel) / 2 + 1;
+        std::vector<float> want(n_t_out * n_out);
+        for (size_t t = 0; t < n_t_out; ++t) {
+            for (size_t o = 0; o < n_out; ++o) {
+                double acc = b[o];
+                for (size_t ch = 0; ch < n_in; ++ch) {
+                    for (size_t kk = 0; kk < kernel; ++kk) {
+                        const long src = static_cast<long>(t * 2 + kk) - 1;
+                        if (src < 0 || src >= static_cast<long>(n_t)) continue;
+                        acc += w_values[o * n_in * kernel + ch * kernel + kk] * x[src * n_in + ch];
+                    }
+                }
+                want[t * n_out + o] = static_cast<float>(acc);
+            }
+        }
+        const Tensor y = zeros(n_out, n_t_out);
+        be_->conv1d(y, f32(x, n_in), w, f32(b, n_out), c);
+        expect_close(get(y), want, 1e-5f, "conv1d");
+    }
+    {  // conv2d: 3 planes of 9x11, kernel 3x2, stride 2, pad 1 -> [h_out * w_out, n_out]
+        Conv2d c;
+        c.kernel_h = 3;
+        c.kernel_w = 2;
+        c.stride = 2;
+        c.pad = 1;
+        c.height = 9;
+        c.width = 11;
+        const size_t n_in = 3, n_out = 5;
+        const std::vector<float> x = random_floats(n_in * c.height * c.width, 63);
+        std::vector<float> w_values;
+        const Tensor w = weight(DType::F32, n_in * 3 * 2, n_out, 64, &w_values);
+        const size_t h_out = (c.height + 2 - 3) / 2 + 1, w_out = (c.width + 2 - 2) / 2 + 1;
+        std::vector<float> want(h_out * w_out * n_out);
+        for (size_t oy = 0; oy < h_out; ++oy) {
+            for (size_t ox = 0; ox < w_out; ++ox) {
+                for (size_t o = 0; o < n_out; ++o) {
+                    double acc = 0.0;
+                    for (size_t ch = 0; ch < n_in; ++ch) {
+                        for (size_t ky = 0; ky < 3; ++ky) {
+                            for (size_t kx = 0; kx < 2; ++kx) {
+                                const long iy = static_cast<long>(oy * 2 + ky) - 1;
+                                const long ix = static_cast<long>(ox * 2 + kx) - 1;
+                                if (iy < 0 || ix < 0 || iy >= 9 || ix >= 11) continue;
+                                acc += w_values[o * n_in * 6 + (ch * 3 + ky) * 2 + kx] * x[(ch * 9 + iy) * 11 + ix];
+                            }
+                        }
+                    }
+                    want[(oy * w_out + ox) * n_out + o] = static_cast<float>(acc);
+                }
+            }
+        }
+        const Tensor y = zeros(n_out, h_out * w_out);
+        be_->conv2d(y, f32(x, c.height * c.width), w, Tensor(), c);
+        expect_close(get(y), want, 1e-5f, "conv2d");
+    }
+}
+
+TEST_P(BackendOps, MismatchedShapesAreErrors) {
+    EXPECT_THROW(be_->matmul(zeros(5, 2), f32(random_floats(4 * 8, 1), 8), zeros(7, 2)), Error);
+    EXPECT_THROW(be_->add(zeros(5, 2), zeros(5, 2), zeros(4, 2)), Error);
+    EXPECT_THROW(be_->rms_norm(zeros(5, 2), zeros(6, 2), Tensor(), 1e-5f), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, BackendOps, ::testing::ValuesIn(available_devices()));
+
+}  // namespace
+}  // namespace cactus
