@@ -22,6 +22,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# xgrammar's C++ core (constrained decoding) is built from its PyPI sdist, kept in a git-ignored cache.
+scripts/fetch_xgrammar.sh
+
 BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release ${CMAKE_FLAGS:-} >/dev/null
 cmake --build "$BUILD_DIR" -j "$(nproc)"

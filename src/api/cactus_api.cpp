@@ -10,14 +10,18 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
 
+#include "api/constraints.h"
 #include "api/request.h"
 #include "api/response.h"
 #include "chat/json_parse.h"
 #include "chat/output_parser.h"
+#include "chat/stream_filter.h"
+#include "chat/tool_format.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/engine.h"
@@ -149,8 +153,7 @@ int finish_write(const json& response, char* buffer, size_t size) {
     return written;
 }
 
-std::string render(Engine& engine, const json& messages, const json& tools, const api::ApiOptions& o) {
-    json selected = api::select_tools(tools, messages, o.tool_rag_top_k);
+std::string render(Engine& engine, const json& messages, const json& selected, const api::ApiOptions& o) {
     return engine.render_chat(messages, selected, /*add_generation_prompt=*/true, o.enable_thinking);
 }
 
@@ -162,7 +165,7 @@ void check_no_audio(const uint8_t* pcm, size_t pcm_size) {
 // A validated chat request: parsed inputs, the context configured and the prompt rendered, under
 // the caller's lease. Shared by cactus_complete and cactus_prefill.
 struct ChatRequest {
-    json tools;
+    json tools;  // the tools shown to the model (after tool_rag_top_k)
     api::ApiOptions options;
     std::string prompt;
 };
@@ -171,8 +174,8 @@ ChatRequest prepare_chat(Engine& engine, const char* messages_json, const char* 
                          const char* tools_json) {
     ChatRequest r;
     json messages = api::parse_messages(messages_json);
-    r.tools = api::parse_tools(tools_json);
     r.options = api::parse_options(options_json);
+    r.tools = api::select_tools(api::parse_tools(tools_json), messages, r.options.tool_rag_top_k);
     engine.configure_context(r.options.context);
     r.prompt = render(engine, messages, r.tools, r.options);
     return r;
@@ -272,14 +275,27 @@ int cactus_complete(cactus_model_t model, const char* messages_json, char* respo
         Lease lease(model);
         Engine& engine = lease.engine();
         ChatRequest request = prepare_chat(engine, messages_json, options_json, tools_json);
+        const ToolFormat& format = engine.tool_format();
+        std::optional<ConstraintSpec> spec = api::constraint_for(format, request.tools, request.options);
+        auto compile_start = std::chrono::steady_clock::now();
+        if (spec) request.options.generation.constraint = engine.grammar_vocab().compile(*spec);
+        const double compile_ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - compile_start).count();
+        // Markers and what lies between them (calls, thinking) are never streamed as text.
+        StreamFilter filter(format.hidden_regions());
         TokenCallback on_token;
         if (callback != nullptr) {
             on_token = [&](const std::string& piece, int32_t id) {
-                callback(piece.c_str(), static_cast<uint32_t>(id), user_data);
+                std::string shown = filter.push(piece);
+                if (!shown.empty()) callback(shown.c_str(), static_cast<uint32_t>(id), user_data);
             };
         }
         CompletionResult result = engine.complete(request.prompt, request.options.generation, on_token);
-        ParsedReply reply = parse_reply(result.text, !request.tools.empty());
+        result.metrics.constraint_compile_ms = spec ? compile_ms : 0.0;
+        std::string rest = filter.finish();
+        if (callback != nullptr && !rest.empty())
+            callback(rest.c_str(), result.tokens.empty() ? 0u : static_cast<uint32_t>(result.tokens.back()), user_data);
+        ParsedReply reply = parse_reply(format, result.text, !request.tools.empty());
         return finish_write(api::completion_response(result, reply, engine.model().kv_bytes()),
                             response_buffer, buffer_size);
     });
@@ -330,8 +346,8 @@ int cactus_render_prompt(cactus_model_t model, const char* messages_json, const 
     return guarded("cactus_render_prompt", [&]() -> int {
         check_buffer(buffer, buffer_size);
         json messages = api::parse_messages(messages_json);
-        json tools = api::parse_tools(tools_json);
         api::ApiOptions options = api::parse_options(options_json);
+        json tools = api::select_tools(api::parse_tools(tools_json), messages, options.tool_rag_top_k);
         Lease lease(model);
         std::string prompt = render(lease.engine(), messages, tools, options);
         int written = api::write_text(prompt, buffer, buffer_size);

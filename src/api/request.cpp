@@ -65,6 +65,25 @@ std::vector<std::string> read_string_list(const json& v, const std::string& key)
     return out;
 }
 
+// OpenAI's response_format: {"type":"text"}, {"type":"json_object"} or
+// {"type":"json_schema","json_schema":{"name":...,"schema":{...},"strict":...}}. Returns null for text.
+json read_response_format(const json& v) {
+    if (v.is_null()) return json();
+    if (!v.is_object() || !v.contains("type") || !v["type"].is_string())
+        fail("options: 'response_format' must be an object with a string 'type'");
+    std::string type = v["type"].get<std::string>();
+    if (type == "text") return json();
+    if (type == "json_object") return v;
+    if (type != "json_schema")
+        fail("options: response_format.type must be text, json_object or json_schema (got '%s')", type.c_str());
+    if (!v.contains("json_schema") || !v["json_schema"].is_object())
+        fail("options: response_format.json_schema must be an object {name, schema, strict}");
+    const json& js = v["json_schema"];
+    if (!js.contains("schema") || !(js["schema"].is_object() || js["schema"].is_boolean()))
+        fail("options: response_format.json_schema.schema must be a JSON schema object");
+    return v;
+}
+
 using OptionSetter = std::function<void(ApiOptions&, const json&, const std::string&)>;
 
 const std::map<std::string, OptionSetter>& option_table() {
@@ -91,6 +110,10 @@ const std::map<std::string, OptionSetter>& option_table() {
         {"ignore_eos", [](ApiOptions& o, const json& v, const std::string& k) {
              o.generation.ignore_eos = read_bool(v, k); }},
         {"force_tools", [](ApiOptions& o, const json& v, const std::string& k) { o.force_tools = read_bool(v, k); }},
+        {"constrain_tool_calls", [](ApiOptions& o, const json& v, const std::string& k) {
+             o.constrain_tool_calls = read_bool(v, k); }},
+        {"response_format", [](ApiOptions& o, const json& v, const std::string& k) {
+             o.response_format = read_response_format(v); }},
         {"tool_rag_top_k", [](ApiOptions& o, const json& v, const std::string& k) {
              o.tool_rag_top_k = static_cast<int>(read_int(v, k, 0, 1 << 20)); }},
         {"enable_thinking_if_supported", [](ApiOptions& o, const json& v, const std::string& k) {

@@ -52,6 +52,8 @@ json completion_response(const CompletionResult& result, const ParsedReply& repl
     r["finish_reason"] = result.finish_reason;
     r["prompt_tokens"] = m.prompt_tokens;
     r["kv_cache_bytes"] = kv_bytes;
+    r["constraint_ms"] = m.constraint_ms;
+    r["constraint_compile_ms"] = m.constraint_compile_ms;
     return r;
 }
 

@@ -1,13 +1,14 @@
 #pragma once
-// Splits a model's raw reply into visible text, thinking, and tool calls. Understands the common
-// families' formats: <think>...</think>; <tool_call>{json}</tool_call> (Qwen, Hermes);
-// <|python_tag|>{json} (Llama 3); and a bare or fenced JSON object {"name", "arguments"} (Gemma
-// and small models prompted with a tool list).
+// Splits a model's raw reply into visible text, thinking, and tool calls, in the format of the
+// model's family (chat/tool_format.h): <think>...</think> (or a leading "...</think>" when the
+// prompt opened the block) goes to `thinking`; calls go to `function_calls` with typed arguments.
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 namespace cactus {
+
+class ToolFormat;
 
 struct ParsedReply {
     std::string response;
@@ -15,6 +16,8 @@ struct ParsedReply {
     nlohmann::ordered_json function_calls = nlohmann::ordered_json::array();  // [{name, arguments}]
 };
 
+ParsedReply parse_reply(const ToolFormat& format, const std::string& text, bool tools_offered);
+// The generic JSON format (kept for callers without a template).
 ParsedReply parse_reply(const std::string& text, bool tools_offered);
 
 }  // namespace cactus

@@ -6,10 +6,12 @@
 #include "backends/backend.h"
 #include "chat/builtin_templates.h"
 #include "chat/chat_template.h"
+#include "chat/tool_format.h"
 #include "core/error.h"
 #include "engine/text_stream.h"
 #include "gguf/gguf.h"
 #include "models/model.h"
+#include "sampling/grammar.h"
 #include "tokenizer/tokenizer.h"
 
 namespace cactus {
@@ -37,6 +39,19 @@ void finish_metrics(CompletionMetrics& m, Clock::time_point start, Clock::time_p
     m.decode_tps = (m.decode_tokens > 1 && decode_s > 0.0) ? (m.decode_tokens - 1) / decode_s : 0.0;
 }
 
+// Control tokens whose text is one of the format's markers (<|tool_call_start|>, ...): the
+// detokenizer shows them so the output parser and the grammar see the markers.
+std::vector<bool> marker_tokens(const Tokenizer& tok, const ToolFormat& format) {
+    std::vector<bool> shown(tok.vocab_size(), false);
+    for (const HiddenRegion& r : format.hidden_regions()) {
+        for (const std::string* marker : {&r.open, &r.close}) {
+            std::vector<int32_t> ids = tok.encode(*marker, /*add_special=*/false, /*parse_special=*/true);
+            if (ids.size() == 1 && tok.is_control(ids[0])) shown[static_cast<size_t>(ids[0])] = true;
+        }
+    }
+    return shown;
+}
+
 }  // namespace
 
 Engine::~Engine() = default;
@@ -55,19 +70,35 @@ std::unique_ptr<Engine> Engine::load(const std::string& model_path, const Engine
     std::string source = engine->file_->get_string("tokenizer.chat_template", "");
     if (source.empty()) source = builtin_chat_template(engine->model_->info().architecture);
     engine->template_ = std::make_unique<ChatTemplate>(source);
+    engine->format_ = tool_format_for(source);
+    engine->shown_special_ = marker_tokens(*engine->tokenizer_, *engine->format_);
     return engine;
 }
 
 std::string Engine::render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                 bool add_generation_prompt, bool enable_thinking) const {
     nlohmann::ordered_json context;
-    context["messages"] = messages;
+    context["messages"] = format_->prepare_messages(messages);
     if (!tools.is_null() && !tools.empty()) context["tools"] = tools;
     context["add_generation_prompt"] = add_generation_prompt;
     context["bos_token"] = special_text(*tokenizer_, tokenizer_->bos_id());
     context["eos_token"] = special_text(*tokenizer_, tokenizer_->eos_id());
     context["enable_thinking"] = enable_thinking;
     return template_->render_ordered(context);
+}
+
+GrammarVocab& Engine::grammar_vocab() {
+    if (grammar_vocab_) return *grammar_vocab_;
+    const Tokenizer& tok = *tokenizer_;
+    std::vector<std::string> bytes(tok.vocab_size());
+    for (size_t id = 0; id < bytes.size(); ++id) {
+        const int32_t i = static_cast<int32_t>(id);
+        if (tok.is_end_of_generation(i)) continue;  // stop tokens: allowed once the grammar ends
+        if (tok.is_control(i) && !shown_special_[id]) continue;  // never inside constrained text
+        bytes[id] = tok.token_to_piece(i, /*render_special=*/true);
+    }
+    grammar_vocab_ = std::make_unique<GrammarVocab>(bytes, tok.end_of_generation_ids());
+    return *grammar_vocab_;
 }
 
 std::vector<int32_t> Engine::tokenize_prompt(const std::string& text) const {
@@ -187,6 +218,11 @@ CompletionResult Engine::complete_tokens(const std::vector<int32_t>& prompt,
 
     Sampler sampler(options.sampling);
     for (int32_t id : prompt) sampler.accept(id);
+    std::unique_ptr<GrammarConstraint> constraint;
+    if (options.constraint) {
+        constraint = std::make_unique<GrammarConstraint>(options.constraint);
+        sampler.set_constraint(constraint.get());
+    }
     std::vector<float> logits;
     const size_t suffix = prompt.size() - reused;
     result.metrics.prefill_tokens = prefill_chunks(prompt.data() + reused, suffix, &logits);
@@ -221,7 +257,8 @@ CompletionResult Engine::complete_tokens(const std::vector<int32_t>& prompt,
         probability_sum += sampler.last_probability();
         result.tokens.push_back(token);
         sampler.accept(token);
-        std::string shown = stream.push(detok.push(token));
+        const bool marker = static_cast<size_t>(token) < shown_special_.size() && shown_special_[static_cast<size_t>(token)];
+        std::string shown = stream.push(marker ? detok.push_bytes(tokenizer_->token_to_piece(token, true)) : detok.push(token));
         if (!shown.empty() && on_token) on_token(shown, token);
         if (stream.stopped()) {
             result.finish_reason = "stop";
@@ -242,6 +279,7 @@ CompletionResult Engine::complete_tokens(const std::vector<int32_t>& prompt,
     }
     result.text = stream.text();
     result.metrics.decode_tokens = result.tokens.size();
+    result.metrics.constraint_ms = sampler.constraint_ms();
     result.mean_token_probability =
         result.tokens.empty() ? 0.0f : static_cast<float>(probability_sum / result.tokens.size());
     finish_metrics(result.metrics, start, first_token_time, have_first, Clock::now());

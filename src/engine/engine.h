@@ -20,6 +20,9 @@ class GgufFile;
 class Model;
 class Tokenizer;
 class ChatTemplate;
+class ToolFormat;
+class GrammarVocab;
+struct CompiledConstraint;
 
 struct EngineOptions {
     size_t n_ctx = 0;     // 0 = min(trained context, 8192)
@@ -44,6 +47,8 @@ struct GenerationOptions {
     std::vector<std::string> stop_sequences;
     bool include_stop_sequences = false;
     bool ignore_eos = false;  // for tests and benchmarks: run to max_tokens
+    // Constrained decoding (sampling/grammar.h): tokens outside the grammar are masked.
+    std::shared_ptr<const CompiledConstraint> constraint;
 };
 
 struct CompletionMetrics {
@@ -55,6 +60,8 @@ struct CompletionMetrics {
     double prefill_tps = 0.0;   // prefill_tokens / prefill time; 0 when undefined
     double decode_tps = 0.0;    // (decode_tokens - 1) / (total - TTFT); 0 when undefined
     bool cancelled = false;     // a stop ended prefill early; prefill_tokens counts those computed
+    double constraint_ms = 0.0; // time the grammar spent masking logits and advancing
+    double constraint_compile_ms = 0.0;  // time compiling the request's grammar (0 when cached)
 };
 
 struct CompletionResult {
@@ -83,6 +90,12 @@ public:
     // Renders the conversation with the model's chat template (or a built-in one for its family).
     std::string render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                             bool add_generation_prompt, bool enable_thinking = false) const;
+    // The family's tool-call / thinking format, chosen from the chat template.
+    const ToolFormat& tool_format() const { return *format_; }
+    // The grammar engine's view of the vocabulary (built on first use, then cached with the
+    // grammars it compiled).
+    GrammarVocab& grammar_vocab();
+
     // Prompt text → ids: special tokens parsed, BOS added when the model wants one and the text
     // does not already start with it.
     std::vector<int32_t> tokenize_prompt(const std::string& text) const;
@@ -130,6 +143,9 @@ private:
     std::unique_ptr<Model> model_;
     std::unique_ptr<Tokenizer> tokenizer_;
     std::unique_ptr<ChatTemplate> template_;
+    std::unique_ptr<ToolFormat> format_;
+    std::vector<bool> shown_special_;  // control tokens rendered as text (the format's markers)
+    std::unique_ptr<GrammarVocab> grammar_vocab_;
     std::vector<int32_t> cached_ids_;  // ids whose keys/values are in the cache, in order
     bool stopped() const { return stop_epoch_.load(std::memory_order_relaxed) != call_epoch_; }
     void take_call_epoch();

@@ -11,6 +11,7 @@ namespace cactus {
 std::unique_ptr<Model> load_llama(const GgufFile& file, const ModelOptions& options);
 std::unique_ptr<Model> load_gemma3(const GgufFile& file, const ModelOptions& options);
 std::unique_ptr<Model> load_qwen2(const GgufFile& file, const ModelOptions& options);
+std::unique_ptr<Model> load_qwen3(const GgufFile& file, const ModelOptions& options);
 
 namespace {
 
@@ -25,6 +26,7 @@ constexpr Architecture kArchitectures[] = {
     {"llama", load_llama},
     {"gemma3", load_gemma3},
     {"qwen2", load_qwen2},
+    {"qwen3", load_qwen3},
 };
 
 }  // namespace

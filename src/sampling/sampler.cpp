@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "sampling/grammar.h"
 
 namespace cactus {
 
@@ -118,7 +119,18 @@ void Sampler::apply_repetition_penalty(std::vector<float>& logits) const {
 int32_t Sampler::sample(std::vector<float>& logits) {
     CACTUS_ASSERT(!logits.empty());
     apply_repetition_penalty(logits);
+    using Clock = std::chrono::steady_clock;
+    auto ms_since = [](Clock::time_point t) {
+        return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+    };
+    if (constraint_ != nullptr) {
+        Clock::time_point t = Clock::now();
+        constraint_->mask(logits);
+        constraint_ms_ += ms_since(t);
+    }
     float max_logit = logits[static_cast<size_t>(argmax(logits))];
+    if (constraint_ != nullptr && !std::isfinite(max_logit))
+        fail("sampler: the grammar allows no next token (the constraint is unsatisfiable here)");
     double denom = 0.0;
     for (float l : logits) denom += std::exp(static_cast<double>(l - max_logit));
 
@@ -138,6 +150,11 @@ int32_t Sampler::sample(std::vector<float>& logits) {
         softmax_candidates(candidates_, probs);
         std::discrete_distribution<size_t> pick(probs.begin(), probs.end());
         chosen = candidates_[pick(rng_)].id;
+    }
+    if (constraint_ != nullptr) {
+        Clock::time_point t = Clock::now();
+        if (!constraint_->accept(chosen)) fail("sampler: the grammar rejected token %d that its mask allowed", chosen);
+        constraint_ms_ += ms_since(t);
     }
     last_probability_ = static_cast<float>(
         std::exp(static_cast<double>(logits[static_cast<size_t>(chosen)] - max_logit)) / denom);

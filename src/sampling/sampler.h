@@ -24,9 +24,16 @@ struct TokenCandidate {
     float logit;
 };
 
+class GrammarConstraint;
+
 class Sampler {
 public:
     explicit Sampler(const SamplingParams& params);
+
+    // Constrained decoding: before each draw the grammar masks the tokens it rejects, and the
+    // chosen token advances it (not owned; nullptr = free text).
+    void set_constraint(GrammarConstraint* constraint) { constraint_ = constraint; }
+    double constraint_ms() const { return constraint_ms_; }  // time spent masking and advancing
 
     // Picks the next token from logits ([n_vocab]); `logits` is used as scratch.
     int32_t sample(std::vector<float>& logits);
@@ -45,6 +52,8 @@ private:
     std::deque<int32_t> history_;
     std::vector<TokenCandidate> candidates_;
     float last_probability_ = 0.0f;
+    GrammarConstraint* constraint_ = nullptr;
+    double constraint_ms_ = 0.0;
 };
 
 // The individual steps, exposed for tests. Each keeps `c` sorted by descending logit when it sorts.

@@ -223,3 +223,33 @@ def test_hand_written_constructs_match_jinja2():
         assert want["ok"] == have["ok"], (source, want, have)
         if want["ok"]:
             assert want["text"] == have["text"], (source, want, have)
+
+
+def test_thinking_on_and_off_match_jinja2():
+    """Qwen3's enable_thinking flag: on, off and absent render exactly as jinja2 does (off adds the
+    empty think block after the generation prompt), with and without tools and tool calls."""
+    env = transformers_env()
+    source = (TEMPLATES / "qwen3.jinja").read_text()
+    requests, expected, flags = [], [], []
+    for seed in range(60):
+        ctx = conversation(1000 + seed)
+        ctx["add_generation_prompt"] = True
+        for flag in (True, False, None):
+            c = dict(ctx)
+            c.pop("enable_thinking", None)
+            if flag is not None:
+                c["enable_thinking"] = flag
+            requests.append({"template": source, "context": c})
+            expected.append(jinja_render(env, source, c))
+            flags.append(flag)
+    got = run_probe(requests)
+    empty_block = "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    checked = 0
+    for flag, want, have in zip(flags, expected, got):
+        assert want["ok"] == have["ok"], (want, have)
+        if not want["ok"]:
+            continue
+        assert want["text"] == have["text"]
+        assert have["text"].endswith(empty_block) == (flag is False)
+        checked += 1
+    assert checked > 100

@@ -1,0 +1,344 @@
+#include "chat/call_syntax.h"
+
+#include "chat/json_parse.h"
+
+#include <cctype>
+#include <cstdlib>
+
+#include "chat/tool_format.h"
+#include "core/error.h"
+
+namespace cactus {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+const std::string kEscape = "<escape>";
+
+bool is_ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool is_ident_char(char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+}
+
+void append_utf8(std::string& out, uint32_t cp) {
+    if (cp < 0x80) {
+        out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+        out += static_cast<char>(0xC0 | (cp >> 6));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        out += static_cast<char>(0xE0 | (cp >> 12));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+        out += static_cast<char>(0xF0 | (cp >> 18));
+        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+}
+
+// Reads literals of one syntax from text[p...]; every read_* returns false on a syntax error.
+// Nesting is bounded by kMaxCallDepth.
+class LiteralReader {
+public:
+    LiteralReader(const std::string& s, CallSyntax syntax) : s_(s), syntax_(syntax) {}
+    size_t p = 0;
+
+    void skip_ws() {
+        while (p < s_.size() && std::isspace(static_cast<unsigned char>(s_[p]))) ++p;
+    }
+    bool eat(char c) {
+        skip_ws();
+        if (p < s_.size() && s_[p] == c) {
+            ++p;
+            return true;
+        }
+        return false;
+    }
+    bool eat_word(const std::string& w) {
+        skip_ws();
+        if (s_.compare(p, w.size(), w) != 0) return false;
+        size_t end = p + w.size();
+        if (end < s_.size() && is_ident_char(s_[end]) && is_ident_char(w.back())) return false;
+        p = end;
+        return true;
+    }
+    bool at_end() {
+        skip_ws();
+        return p >= s_.size();
+    }
+    bool read_identifier(std::string& out) {
+        skip_ws();
+        if (p >= s_.size() || !is_ident_start(s_[p])) return false;
+        size_t b = p;
+        while (p < s_.size() && is_ident_char(s_[p])) ++p;
+        out = s_.substr(b, p - b);
+        return true;
+    }
+
+    bool read_value(json& out, int depth) {
+        if (depth > kMaxCallDepth) return false;
+        skip_ws();
+        if (p >= s_.size()) return false;
+        char c = s_[p];
+        if (syntax_ == CallSyntax::gemma && s_.compare(p, kEscape.size(), kEscape) == 0) return read_escaped(out);
+        if (syntax_ == CallSyntax::python && (c == '"' || c == '\'')) return read_quoted(out);
+        if (c == '[' || (syntax_ == CallSyntax::python && c == '(')) return read_list(out, depth);
+        if (c == '{') return read_object(out, depth);
+        if (c == '-' || c == '+' || std::isdigit(static_cast<unsigned char>(c))) return read_number(out);
+        for (const auto& word : {std::make_pair("True", json(true)), std::make_pair("true", json(true)),
+                                 std::make_pair("False", json(false)), std::make_pair("false", json(false)),
+                                 std::make_pair("None", json(nullptr)), std::make_pair("null", json(nullptr))}) {
+            if (eat_word(word.first)) {
+                out = word.second;
+                return true;
+            }
+        }
+        return false;
+    }
+
+    bool read_object_key(std::string& key) {
+        skip_ws();
+        if (p < s_.size() && (s_[p] == '"' || s_[p] == '\'' || s_.compare(p, kEscape.size(), kEscape) == 0)) {
+            json k;
+            if (!read_value(k, 0) || !k.is_string()) return false;
+            key = k.get<std::string>();
+            return true;
+        }
+        return read_identifier(key);
+    }
+
+private:
+    bool read_escaped(json& out) {
+        p += kEscape.size();
+        size_t end = s_.find(kEscape, p);
+        if (end == std::string::npos) return false;
+        out = s_.substr(p, end - p);
+        p = end + kEscape.size();
+        return true;
+    }
+
+    bool read_hex4(uint32_t& cp) {
+        if (p + 4 > s_.size()) return false;
+        cp = 0;
+        for (int i = 0; i < 4; ++i) {
+            char h = s_[p++];
+            if (!std::isxdigit(static_cast<unsigned char>(h))) return false;
+            cp = cp * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (std::tolower(h) - 'a' + 10));
+        }
+        return true;
+    }
+
+    bool read_quoted(json& out) {
+        const char quote = s_[p++];
+        std::string text;
+        while (p < s_.size() && s_[p] != quote) {
+            char c = s_[p++];
+            if (c != '\\') {
+                text += c;
+                continue;
+            }
+            if (p >= s_.size()) return false;
+            char e = s_[p++];
+            switch (e) {
+                case 'n': text += '\n'; break;
+                case 't': text += '\t'; break;
+                case 'r': text += '\r'; break;
+                case 'b': text += '\b'; break;
+                case 'f': text += '\f'; break;
+                case '0': text += '\0'; break;
+                case 'u': {
+                    uint32_t cp;
+                    if (!read_hex4(cp)) return false;
+                    if (cp >= 0xD800 && cp < 0xDC00 && s_.compare(p, 2, "\\u") == 0) {
+                        p += 2;
+                        uint32_t lo;
+                        if (!read_hex4(lo) || lo < 0xDC00 || lo > 0xDFFF) return false;
+                        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                    }
+                    append_utf8(text, cp);
+                    break;
+                }
+                default: text += e; break;  // \\ \" \' \/ and unknown escapes keep the character
+            }
+        }
+        if (p >= s_.size()) return false;
+        ++p;
+        out = text;
+        return true;
+    }
+
+    bool read_number(json& out) {
+        size_t b = p;
+        if (s_[p] == '-' || s_[p] == '+') ++p;
+        bool is_float = false;
+        while (p < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[p])) || s_[p] == '.' ||
+                                 s_[p] == 'e' || s_[p] == 'E' ||
+                                 ((s_[p] == '-' || s_[p] == '+') && (s_[p - 1] == 'e' || s_[p - 1] == 'E')))) {
+            if (s_[p] == '.' || s_[p] == 'e' || s_[p] == 'E') is_float = true;
+            ++p;
+        }
+        std::string text = s_.substr(b, p - b);
+        if (text.empty() || text == "-" || text == "+") return false;
+        json parsed;
+        if (!try_parse_json(text[0] == '+' ? text.substr(1) : text, parsed) || !parsed.is_number()) return false;
+        if (!is_float && !parsed.is_number_integer()) return false;
+        out = parsed;
+        return true;
+    }
+
+    bool read_list(json& out, int depth) {
+        const char close = s_[p] == '(' ? ')' : ']';
+        ++p;
+        out = json::array();
+        if (eat(close)) return true;
+        for (;;) {
+            json item;
+            if (!read_value(item, depth + 1)) return false;
+            out.push_back(item);
+            if (eat(close)) return true;
+            if (!eat(',')) return false;
+            if (eat(close)) return true;  // trailing comma
+        }
+    }
+
+    bool read_object(json& out, int depth) {
+        ++p;
+        out = json::object();
+        if (eat('}')) return true;
+        for (;;) {
+            std::string key;
+            if (!read_object_key(key) || !eat(':')) return false;
+            json value;
+            if (!read_value(value, depth + 1)) return false;
+            out[key] = value;
+            if (eat('}')) return true;
+            if (!eat(',')) return false;
+            if (eat('}')) return true;
+        }
+    }
+
+    const std::string& s_;
+    CallSyntax syntax_;
+};
+
+bool read_one_python_call(LiteralReader& r, json& call) {
+    std::string name;
+    if (!r.read_identifier(name) || !r.eat('(')) return false;
+    json args = json::object();
+    if (!r.eat(')')) {
+        for (;;) {
+            std::string key;
+            if (!r.read_identifier(key) || !r.eat('=')) return false;
+            json value;
+            if (!r.read_value(value, 1)) return false;
+            args[key] = value;
+            if (r.eat(')')) break;
+            if (!r.eat(',')) return false;
+            if (r.eat(')')) break;
+        }
+    }
+    call = json{{"name", name}, {"arguments", args}};
+    return true;
+}
+
+}  // namespace
+
+bool read_python_calls(const std::string& text, json& calls) {
+    LiteralReader r(text, CallSyntax::python);
+    json found = json::array();
+    if (r.at_end()) return false;
+    for (;;) {
+        json call;
+        if (!read_one_python_call(r, call)) return false;
+        found.push_back(call);
+        if (r.at_end()) break;
+        if (!r.eat(',')) return false;
+        if (r.at_end()) break;
+    }
+    for (json& c : found) calls.push_back(std::move(c));
+    return true;
+}
+
+bool read_gemma_call(const std::string& text, json& calls) {
+    LiteralReader r(text, CallSyntax::gemma);
+    if (!r.eat_word("call") || !r.eat(':')) return false;
+    std::string name;
+    if (!r.read_identifier(name)) return false;
+    r.skip_ws();
+    json args;
+    if (r.at_end() || !(r.p < text.size() && text[r.p] == '{') || !r.read_value(args, 0) || !args.is_object()) return false;
+    if (!r.at_end()) return false;
+    calls.push_back(json{{"name", name}, {"arguments", args}});
+    return true;
+}
+
+// ---- writers -----------------------------------------------------------------------------------
+
+namespace {
+
+// Writes value iteratively (an explicit stack: values may be nested deeply).
+std::string write_value(const json& root, CallSyntax syntax) {
+    const bool py = syntax == CallSyntax::python;
+    const std::string sep = py ? ", " : ",";
+    std::string out;
+    struct Frame {
+        const json* v;
+        json::const_iterator it;
+        bool started;
+    };
+    std::vector<Frame> stack;
+    auto scalar = [&](const json& v) {
+        if (v.is_string()) out += py ? v.dump(-1, ' ', false, json::error_handler_t::replace) : kEscape + v.get<std::string>() + kEscape;
+        else if (v.is_boolean()) out += v.get<bool>() ? (py ? "True" : "true") : (py ? "False" : "false");
+        else if (v.is_null()) out += py ? "None" : "null";
+        else out += v.dump();
+    };
+    auto open = [&](const json& v) {
+        if (v.is_array() || v.is_object()) {
+            out += v.is_array() ? '[' : '{';
+            stack.push_back(Frame{&v, v.begin(), false});
+        } else {
+            scalar(v);
+        }
+    };
+    open(root);
+    while (!stack.empty()) {
+        Frame& f = stack.back();
+        if (f.it == f.v->end()) {
+            out += f.v->is_array() ? ']' : '}';
+            stack.pop_back();
+            continue;
+        }
+        if (f.started) out += sep;
+        f.started = true;
+        const json& item = *f.it;
+        if (f.v->is_object()) {
+            out += py ? json(f.it.key()).dump() + ": " : f.it.key() + ":";
+        }
+        ++f.it;
+        open(item);
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string write_literal(const json& value, CallSyntax syntax) { return write_value(value, syntax); }
+
+std::string write_call(const json& call, CallSyntax syntax) {
+    const std::string name = call["name"].get<std::string>();
+    const json& args = call.contains("arguments") ? call["arguments"] : json::object();
+    std::string out = syntax == CallSyntax::python ? name + "(" : "call:" + name + "{";
+    bool first = true;
+    for (auto it = args.begin(); it != args.end(); ++it) {
+        if (!first) out += syntax == CallSyntax::python ? ", " : ",";
+        first = false;
+        out += it.key() + (syntax == CallSyntax::python ? "=" : ":") + write_value(it.value(), syntax);
+    }
+    return out + (syntax == CallSyntax::python ? ")" : "}");
+}
+
+}  // namespace cactus

@@ -1,0 +1,155 @@
+#include "sampling/grammar.h"
+
+#include <dlpack/dlpack.h>
+#include <xgrammar/xgrammar.h>
+
+#include <limits>
+
+#include "core/error.h"
+
+namespace cactus {
+
+struct CompiledConstraint {
+    xgrammar::CompiledGrammar grammar;
+    size_t n_vocab;
+};
+
+std::string ConstraintSpec::key() const {
+    static const char* names[] = {"json_schema:", "json_object:", "structural_tag:", "ebnf:"};
+    return std::string(names[static_cast<int>(kind)]) + text;
+}
+
+struct GrammarVocab::Impl {
+    xgrammar::TokenizerInfo info;
+    xgrammar::GrammarCompiler compiler;
+    mutable std::mutex mutex;
+    std::unordered_map<std::string, std::shared_ptr<const CompiledConstraint>> cache;
+
+    Impl(const std::vector<std::string>& bytes, const std::vector<int32_t>& stops)
+        : info(bytes, xgrammar::VocabType::RAW, static_cast<int>(bytes.size()), stops, false),
+          // Two compile threads (the machines here have few cores); xgrammar's own cache off:
+          // ours keys by the spec text and keeps the shared compiled grammar.
+          compiler(info, /*max_threads=*/2, /*cache_enabled=*/false) {}
+};
+
+GrammarVocab::GrammarVocab(const std::vector<std::string>& token_bytes, const std::vector<int32_t>& stop_ids)
+    : n_vocab_(token_bytes.size()) {
+    if (token_bytes.empty()) fail("GrammarVocab: the vocabulary is empty");
+    for (int32_t id : stop_ids)
+        if (id < 0 || static_cast<size_t>(id) >= token_bytes.size())
+            fail("GrammarVocab: stop token %d is outside the vocabulary of %zu", id, token_bytes.size());
+    impl_ = std::make_unique<Impl>(token_bytes, stop_ids);
+}
+
+GrammarVocab::~GrammarVocab() = default;
+
+size_t GrammarVocab::cached() const {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    return impl_->cache.size();
+}
+
+namespace {
+
+xgrammar::CompiledGrammar compile_spec(xgrammar::GrammarCompiler& c, const ConstraintSpec& spec) {
+    using Kind = ConstraintSpec::Kind;
+    switch (spec.kind) {
+        case Kind::json_object: return c.CompileBuiltinJSONGrammar();
+        // Whitespace between tokens is limited (any_whitespace with a cap) so a model cannot
+        // spend its token budget on blank lines inside a constrained object.
+        case Kind::json_schema:
+            return c.CompileJSONSchema(spec.text, /*any_whitespace=*/true, std::nullopt, std::nullopt,
+                                       /*strict_mode=*/true, /*max_whitespace_cnt=*/2);
+        case Kind::structural_tag: return c.CompileStructuralTag(spec.text);
+        case Kind::ebnf: return c.CompileGrammar(spec.text, "root");
+    }
+    fail("GrammarVocab::compile: unknown constraint kind %d", static_cast<int>(spec.kind));
+}
+
+}  // namespace
+
+std::shared_ptr<const CompiledConstraint> GrammarVocab::compile(const ConstraintSpec& spec) {
+    const std::string key = spec.key();
+    {
+        std::lock_guard<std::mutex> lock(impl_->mutex);
+        auto hit = impl_->cache.find(key);
+        if (hit != impl_->cache.end()) return hit->second;
+    }
+    std::shared_ptr<const CompiledConstraint> compiled;
+    try {
+        compiled = std::make_shared<CompiledConstraint>(
+            CompiledConstraint{compile_spec(impl_->compiler, spec), n_vocab_});
+    } catch (const cactus::Error&) {
+        throw;
+    } catch (const std::exception& e) {
+        std::string shown = spec.text.size() > 200 ? spec.text.substr(0, 200) + "..." : spec.text;
+        fail("grammar: cannot compile %s: %s", shown.empty() ? "the JSON grammar" : shown.c_str(), e.what());
+    }
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    constexpr size_t kMaxCached = 64;  // schemas differ per app; keep the cache bounded
+    if (impl_->cache.size() >= kMaxCached) impl_->cache.clear();
+    impl_->cache.emplace(key, compiled);
+    return compiled;
+}
+
+// ---- per-request matcher -----------------------------------------------------------------------
+
+struct GrammarConstraint::Impl {
+    std::shared_ptr<const CompiledConstraint> compiled;
+    xgrammar::GrammarMatcher matcher;
+    std::vector<int32_t> bitmask;  // [ceil(n_vocab / 32)] bit i = token i allowed
+    int64_t shape[1];
+    DLTensor tensor;
+
+    explicit Impl(std::shared_ptr<const CompiledConstraint> c)
+        : compiled(std::move(c)), matcher(compiled->grammar) {
+        bitmask.resize(static_cast<size_t>(xgrammar::GetBitmaskSize(static_cast<int>(compiled->n_vocab))));
+        shape[0] = static_cast<int64_t>(bitmask.size());
+        tensor = DLTensor{};
+        tensor.data = bitmask.data();
+        tensor.device = DLDevice{kDLCPU, 0};
+        tensor.ndim = 1;
+        tensor.dtype = xgrammar::GetBitmaskDLType();
+        tensor.shape = shape;
+        tensor.strides = nullptr;
+        tensor.byte_offset = 0;
+    }
+};
+
+GrammarConstraint::GrammarConstraint(std::shared_ptr<const CompiledConstraint> compiled) {
+    if (!compiled) fail("GrammarConstraint: no compiled grammar");
+    impl_ = std::make_unique<Impl>(std::move(compiled));
+}
+
+GrammarConstraint::~GrammarConstraint() = default;
+GrammarConstraint::GrammarConstraint(GrammarConstraint&&) noexcept = default;
+
+void GrammarConstraint::mask(std::vector<float>& logits) {
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    const size_t n_vocab = impl_->compiled->n_vocab;
+    if (impl_->matcher.IsTerminated()) {  // nothing may follow
+        for (float& l : logits) l = neg_inf;
+        return;
+    }
+    impl_->matcher.FillNextTokenBitmask(&impl_->tensor);
+    const size_t n = std::min(logits.size(), n_vocab);
+    const uint32_t* words = reinterpret_cast<const uint32_t*>(impl_->bitmask.data());
+    for (size_t w = 0; w * 32 < n; ++w) {
+        uint32_t bits = words[w];
+        if (bits == 0xFFFFFFFFu) continue;
+        const size_t end = std::min(n, w * 32 + 32);
+        for (size_t i = w * 32; i < end; ++i)
+            if (((bits >> (i - w * 32)) & 1u) == 0) logits[i] = neg_inf;
+    }
+    for (size_t i = n; i < logits.size(); ++i) logits[i] = neg_inf;  // padding rows of the output
+}
+
+bool GrammarConstraint::accept(int32_t token) {
+    if (token < 0 || static_cast<size_t>(token) >= impl_->compiled->n_vocab) return false;
+    return impl_->matcher.AcceptToken(token);
+}
+
+bool GrammarConstraint::accept_text(const std::string& text) { return impl_->matcher.AcceptString(text); }
+bool GrammarConstraint::terminated() const { return impl_->matcher.IsTerminated(); }
+bool GrammarConstraint::complete() const { return impl_->matcher.IsCompleted(); }
+
+}  // namespace cactus
