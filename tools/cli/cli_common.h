@@ -40,5 +40,6 @@ void register_run(CLI::App& app);
 void register_chat(CLI::App& app);
 void register_models(CLI::App& app);  // pull, list
 void register_bench(CLI::App& app);   // bench (speed, memory), bench --membw
+void register_transcribe(CLI::App& app);  // transcribe FILE.wav (Whisper)
 
 }  // namespace cactus::cli

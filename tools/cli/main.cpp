@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
     cactus::cli::register_chat(app);
     cactus::cli::register_models(app);
     cactus::cli::register_bench(app);
+    cactus::cli::register_transcribe(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
