@@ -2,6 +2,7 @@
 // JSON, SRT or WebVTT on stdout; timings to stderr.
 #include <cstdio>
 #include <memory>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "backends/backend.h"
@@ -15,7 +16,7 @@ namespace cactus::cli {
 namespace {
 
 struct TranscribeArgs {
-    std::string file;
+    std::vector<std::string> files;
     std::string model = "whisper-tiny.en";
     std::string language = "auto";
     bool translate = false;
@@ -57,7 +58,9 @@ void print_transcript(const Transcript& t, const TranscribeArgs& args) {
         j["metrics"] = {{"audio_seconds", m.audio_seconds}, {"total_ms", m.total_ms}, {"mel_ms", m.mel_ms},
                         {"encode_ms", m.encode_ms}, {"decode_ms", m.decode_ms}, {"windows", m.windows},
                         {"decoded_tokens", m.decoded_tokens}};
-        std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+        const int indent = args.files.size() > 1 ? -1 : 2;  // several files: one JSON object per line
+        std::printf("%s\n", j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+        std::fflush(stdout);
         return;
     }
     if (args.vtt) std::printf("WEBVTT\n\n");
@@ -83,18 +86,21 @@ int transcribe_command(const TranscribeArgs& args) {
     bo.n_threads = args.threads;
     std::unique_ptr<Backend> backend = make_backend(bo);
     WhisperModel model(resolve_model_path(args.model), *backend);
-    const std::vector<float> audio = read_wav_file(args.file);
     TranscribeOptions options;
     options.language = args.language;
     options.translate = args.translate;
     if (args.greedy_only) options.temperatures = {0.0f};
-    const Transcript t = transcribe(model, audio.data(), audio.size(), options);
-    print_transcript(t, args);
-    const TranscribeMetrics& m = t.metrics;
-    std::fprintf(stderr, "audio %.1f s | total %.0f ms (RTF %.3f) | mel %.0f ms | encode %.0f ms (%zu windows) | "
-                 "decode %.0f ms, %zu tokens\n",
-                 m.audio_seconds, m.total_ms, m.audio_seconds > 0 ? m.total_ms / 1000.0 / m.audio_seconds : 0.0,
-                 m.mel_ms, m.encode_ms, m.windows, m.decode_ms, m.decoded_tokens);
+    for (const std::string& file : args.files) {
+        const std::vector<float> audio = read_wav_file(file);
+        const Transcript t = transcribe(model, audio.data(), audio.size(), options);
+        print_transcript(t, args);
+        const TranscribeMetrics& m = t.metrics;
+        std::fprintf(stderr, "%s: audio %.1f s | total %.0f ms (RTF %.3f) | mel %.0f ms | encode %.0f ms (%zu windows) | "
+                     "decode %.0f ms, %zu tokens\n",
+                     file.c_str(), m.audio_seconds, m.total_ms,
+                     m.audio_seconds > 0 ? m.total_ms / 1000.0 / m.audio_seconds : 0.0, m.mel_ms, m.encode_ms, m.windows,
+                     m.decode_ms, m.decoded_tokens);
+    }
     return 0;
 }
 
@@ -103,7 +109,7 @@ int transcribe_command(const TranscribeArgs& args) {
 void register_transcribe(CLI::App& app) {
     auto args = std::make_shared<TranscribeArgs>();
     CLI::App* cmd = app.add_subcommand("transcribe", "Speech to text with a Whisper model (WAV in)");
-    cmd->add_option("file", args->file, "WAV file (any rate, channels, PCM or float)")->required();
+    cmd->add_option("files", args->files, "WAV files (any rate, channels, PCM or float)")->required();
     cmd->add_option("-m,--model", args->model, "Whisper model: name or .gguf path")->capture_default_str();
     cmd->add_option("--language", args->language, "Language code, or auto (detect)")->capture_default_str();
     cmd->add_flag("--translate", args->translate, "Translate to English (multilingual models)");
