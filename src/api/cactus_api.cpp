@@ -12,11 +12,13 @@
 
 #include "api/request.h"
 #include "api/response.h"
+#include "api/speech_api.h"
 #include "chat/output_parser.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/engine.h"
 #include "engine/model_store.h"
+#include "models/audio/audio_input.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -28,7 +30,8 @@ using namespace cactus;
 constexpr std::chrono::seconds kHandleWait{600};
 
 struct Handle {
-    std::unique_ptr<Engine> engine;
+    std::unique_ptr<Engine> engine;              // text models
+    std::unique_ptr<api::SpeechModel> speech;   // Whisper models (speech_api.h); engine is then null
     std::timed_mutex mutex;
 };
 
@@ -66,7 +69,9 @@ int guarded(const char* function, Body&& body) {
 
 Handle* checked_handle(cactus_model_t model) {
     if (model == nullptr) fail("the model handle is NULL");
-    return static_cast<Handle*>(model);
+    Handle* h = static_cast<Handle*>(model);
+    if (!h->engine) fail("this handle holds a speech model (Whisper); use cactus_transcribe");
+    return h;
 }
 
 std::unique_lock<std::timed_mutex> lock_handle(Handle* h) {
@@ -138,7 +143,12 @@ cactus_model_t cactus_init(const char* model_path, const char* corpus_dir, bool 
             fail("corpus_dir: retrieval over a corpus is not supported by this build; pass NULL");
         if (g_backend.load() != 0) fail("the selected backend is not available");
         auto handle = std::make_unique<Handle>();
-        handle->engine = Engine::load(resolve_model_path(model_path), EngineOptions{});
+        const std::string path = resolve_model_path(model_path);
+        if (api::is_speech_model(path)) {
+            handle->speech = std::make_unique<api::SpeechModel>(path);
+        } else {
+            handle->engine = Engine::load(path, EngineOptions{});
+        }
         result = handle.release();
         return 0;
     });
@@ -149,7 +159,7 @@ void cactus_destroy(cactus_model_t model) {
     if (model == nullptr) return;
     Handle* h = static_cast<Handle*>(model);
     {
-        h->engine->request_stop();
+        if (h->engine) h->engine->request_stop();
         std::unique_lock<std::timed_mutex> lock(h->mutex, std::defer_lock);
         if (!lock.try_lock_for(kHandleWait)) {
             set_error("cactus_destroy: the handle is still busy; not freed");
@@ -169,7 +179,7 @@ void cactus_reset(cactus_model_t model) {
 }
 
 void cactus_stop(cactus_model_t model) {
-    if (model != nullptr) static_cast<Handle*>(model)->engine->request_stop();
+    if (model != nullptr && static_cast<Handle*>(model)->engine) static_cast<Handle*>(model)->engine->request_stop();
 }
 
 int cactus_set_backend(const char* name) {
@@ -260,6 +270,79 @@ int cactus_render_prompt(cactus_model_t model, const char* messages_json, const 
                       " bytes but buffer_size is " + std::to_string(buffer_size));
         return written;
     });
+}
+
+// ---- speech (Whisper handles; api/speech_api.h) --------------------------------------------------
+
+int cactus_transcribe(cactus_model_t model, const char* audio_path, const char* prompt, char* response_buffer,
+                      size_t buffer_size, const char* options_json, cactus_token_callback callback,
+                      void* user_data, const uint8_t* pcm_buffer, size_t pcm_buffer_size) {
+    int rc = guarded("cactus_transcribe", [&]() -> int {
+        check_buffer(response_buffer, buffer_size);
+        if (model == nullptr) fail("the model handle is NULL");
+        Handle* h = static_cast<Handle*>(model);
+        if (!h->speech) fail("this model has no audio encoder (not a Whisper model)");
+        const bool has_path = audio_path != nullptr && audio_path[0] != '\0';
+        const bool has_pcm = pcm_buffer != nullptr || pcm_buffer_size != 0;
+        if (has_path == has_pcm) fail("give exactly one of audio_path and pcm_buffer");
+        if (prompt != nullptr && prompt[0] != '\0') fail("prompt: an initial prompt is not supported yet; pass NULL");
+        TranscribeOptions options = api::parse_transcribe_options(options_json);
+        std::vector<float> audio = has_path ? read_wav_file(audio_path) : pcm16_to_float(pcm_buffer, pcm_buffer_size);
+        auto lock = lock_handle(h);
+        const Transcript t = transcribe(*h->speech->whisper, audio.data(), audio.size(), options,
+                                        [&](const TranscriptSegment& s) {
+                                            if (callback) callback(s.text.c_str(), 0, user_data);
+                                        });
+        return finish_write(api::transcript_response(t, true), response_buffer, buffer_size);
+    });
+    return rc == CACTUS_ERROR ? fail_into(response_buffer, buffer_size) : rc;
+}
+
+struct cactus_stream_handle {
+    Handle* owner;
+    std::unique_ptr<api::SpeechStream> stream;
+};
+
+void* cactus_stream_transcribe_start(cactus_model_t model, const char* options_json) {
+    cactus_stream_handle* result = nullptr;
+    guarded("cactus_stream_transcribe_start", [&]() -> int {
+        if (model == nullptr) fail("the model handle is NULL");
+        Handle* h = static_cast<Handle*>(model);
+        if (!h->speech) fail("this model has no audio encoder (not a Whisper model)");
+        auto s = std::make_unique<cactus_stream_handle>();
+        s->owner = h;
+        s->stream = std::make_unique<api::SpeechStream>(*h->speech, api::parse_transcribe_options(options_json));
+        result = s.release();
+        return 0;
+    });
+    return result;
+}
+
+int cactus_stream_transcribe_process(void* stream, const uint8_t* pcm_buffer, size_t pcm_buffer_size,
+                                     char* response_buffer, size_t buffer_size) {
+    int rc = guarded("cactus_stream_transcribe_process", [&]() -> int {
+        check_buffer(response_buffer, buffer_size);
+        if (stream == nullptr) fail("the stream handle is NULL");
+        auto* s = static_cast<cactus_stream_handle*>(stream);
+        auto lock = lock_handle(s->owner);
+        return finish_write(s->stream->process(pcm_buffer, pcm_buffer_size), response_buffer, buffer_size);
+    });
+    return rc == CACTUS_ERROR ? fail_into(response_buffer, buffer_size) : rc;
+}
+
+int cactus_stream_transcribe_stop(void* stream, char* response_buffer, size_t buffer_size) {
+    if (stream == nullptr) {
+        set_error("cactus_stream_transcribe_stop: the stream handle is NULL");
+        return CACTUS_ERROR;
+    }
+    auto* s = static_cast<cactus_stream_handle*>(stream);
+    int rc = guarded("cactus_stream_transcribe_stop", [&]() -> int {
+        auto lock = lock_handle(s->owner);
+        if (response_buffer == nullptr || buffer_size == 0) return 0;  // just free the stream
+        return finish_write(s->stream->stop(), response_buffer, buffer_size);
+    });
+    delete s;
+    return rc == CACTUS_ERROR ? fail_into(response_buffer, buffer_size) : rc;
 }
 
 const char* cactus_get_last_error(void) { return t_last_error.c_str(); }
