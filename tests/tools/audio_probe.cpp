@@ -1,6 +1,7 @@
 // audio_probe: what the Whisper oracle tests read from our side.
 //   audio_probe mel MODEL.gguf IN.wav OUT.f32   log-mel [n_frames, n_mels] (f32, raw); prints "n_frames n_mels"
 //   audio_probe wav IN.wav OUT.f32              the 16 kHz mono samples (f32, raw); prints the count
+//   audio_probe vad VAD.gguf IN.wav             chunk probabilities, then speech spans (samples), as JSON
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -10,6 +11,7 @@
 #include "backends/backend.h"
 #include "models/audio/audio_input.h"
 #include "models/audio/log_mel.h"
+#include "models/audio/silero_vad.h"
 #include "models/audio/whisper_model.h"
 
 namespace {
@@ -38,6 +40,18 @@ int main(int argc, char** argv) {
             const std::vector<float> audio = cactus::read_wav_file(argv[2]);
             write_floats(argv[3], audio.data(), audio.size());
             std::printf("%zu\n", audio.size());
+            return 0;
+        }
+        if (argc == 4 && std::strcmp(argv[1], "vad") == 0) {
+            cactus::SileroVad vad(argv[2]);
+            const std::vector<float> audio = cactus::read_wav_file(argv[3]);
+            const std::vector<float> probs = vad.probabilities(audio.data(), audio.size());
+            std::printf("{\"probs\": [");
+            for (size_t i = 0; i < probs.size(); ++i) std::printf("%s%.6f", i ? ", " : "", probs[i]);
+            std::printf("], \"spans\": [");
+            const auto spans = cactus::speech_spans_from_probabilities(probs, audio.size(), cactus::VadOptions());
+            for (size_t i = 0; i < spans.size(); ++i) std::printf("%s[%zu, %zu]", i ? ", " : "", spans[i].start, spans[i].end);
+            std::printf("]}\n");
             return 0;
         }
         std::fprintf(stderr, "usage: audio_probe mel MODEL.gguf IN.wav OUT.f32 | audio_probe wav IN.wav OUT.f32\n");
