@@ -9,6 +9,7 @@
 #include "cli_common.h"
 #include "engine/model_store.h"
 #include "models/audio/audio_input.h"
+#include "models/audio/vad_transcribe.h"
 #include "models/audio/whisper_transcribe.h"
 
 namespace cactus::cli {
@@ -25,6 +26,8 @@ struct TranscribeArgs {
     bool srt = false;
     bool vtt = false;
     bool greedy_only = false;
+    bool vad = false;
+    std::string vad_model = "silero-vad";
     int threads = 0;
 };
 
@@ -90,9 +93,12 @@ int transcribe_command(const TranscribeArgs& args) {
     options.language = args.language;
     options.translate = args.translate;
     if (args.greedy_only) options.temperatures = {0.0f};
+    std::unique_ptr<SileroVad> vad;
+    if (args.vad) vad = std::make_unique<SileroVad>(resolve_model_path(args.vad_model));
     for (const std::string& file : args.files) {
         const std::vector<float> audio = read_wav_file(file);
-        const Transcript t = transcribe(model, audio.data(), audio.size(), options);
+        const Transcript t = vad ? transcribe_speech(model, *vad, audio.data(), audio.size(), options, VadOptions())
+                                 : transcribe(model, audio.data(), audio.size(), options);
         print_transcript(t, args);
         const TranscribeMetrics& m = t.metrics;
         std::fprintf(stderr, "%s: audio %.1f s | total %.0f ms (RTF %.3f) | mel %.0f ms | encode %.0f ms (%zu windows) | "
@@ -115,6 +121,8 @@ void register_transcribe(CLI::App& app) {
     cmd->add_flag("--translate", args->translate, "Translate to English (multilingual models)");
     cmd->add_flag("--timestamps", args->timestamps, "Print segments with their start and end times");
     cmd->add_flag("--greedy", args->greedy_only, "Temperature 0 only (no fallback)");
+    cmd->add_flag("--vad", args->vad, "Skip silence: transcribe only the speech Silero VAD finds");
+    cmd->add_option("--vad-model", args->vad_model, "VAD model: name or .gguf path")->capture_default_str();
     cmd->add_option("-t,--threads", args->threads, "CPU threads (0: all cores)");
     auto* fmt = cmd->add_option_group("format");
     fmt->add_flag("--json", args->json, "JSON: language, text, segments, metrics");
