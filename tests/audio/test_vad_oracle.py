@@ -74,3 +74,18 @@ def test_segments_match_faster_whisper_within_50ms(vad_model, clips):
         for (a0, a1), (b0, b1) in zip(mine, ref):
             assert abs(a0 - b0) <= 1104 and abs(a1 - b1) <= 1104, (wav, mine, ref)  # 2 chunks + 5 ms
     assert ours(vad_model, clips[2])["spans"] == []
+
+
+def test_transcribe_with_vad_skips_silence_and_keeps_times(vad_model, clips):
+    from test_whisper_oracle import gguf_path
+    out = subprocess.run([CACTUS, "transcribe", "-m", gguf_path("whisper-tiny.en"), "--vad", "--vad-model", vad_model,
+                          "--greedy", "--json", "-t", "2", clips[0]], check=True, capture_output=True, text=True)
+    r = json.loads(out.stdout)
+    words = speech_set.words(r["text"])
+    assert "planks" in words or "clanks" in words or "canoe" in words, r["text"]
+    assert "follow" in words or "ball" in words, r["text"]
+    assert r["segments"][0]["start"] >= 2.4  # 3 s of leading silence, minus the 400 ms pad
+    assert r["segments"][-1]["end"] <= 3 + 3 + 3 + 2 * 6  # within the clip
+    silent = subprocess.run([CACTUS, "transcribe", "-m", gguf_path("whisper-tiny.en"), "--vad", "--vad-model",
+                             vad_model, "--json", clips[2]], check=True, capture_output=True, text=True)
+    assert json.loads(silent.stdout)["segments"] == []
