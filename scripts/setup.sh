@@ -9,6 +9,7 @@ export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(pwd)}" CCACHE_NOHASHDIR=1
 
 packages=(build-essential cmake ninja-build pkg-config git python3 python3-pip python3-venv
           nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libssl-dev openssl libpcre2-dev libgtest-dev libgmock-dev
+          libsndfile1-dev libsamplerate0-dev libkissfft-dev zlib1g-dev espeak-ng sox
           clang libclang-rt-14-dev g++-aarch64-linux-gnu qemu-user libstb-dev ccache)
 missing=()
 for p in "${packages[@]}"; do

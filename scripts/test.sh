@@ -18,6 +18,9 @@ step "oracles and models"
 scripts/setup_oracle.sh
 ORACLE_PY=${CACTUS_ORACLE_DIR:-$HOME/.cache/cactus/oracle}/venv/bin/python
 build/bin/cactus pull smollm2-135m gemma3-270m qwen2.5-coder-0.5b
+scripts/setup_whisper_oracle.sh  # faster-whisper (tests/audio); its Python also converts whisper-* on pull
+CACTUS_CONVERT_PYTHON=${CACTUS_WHISPER_VENV:-$HOME/.cache/cactus/whisper-venv}/bin/python \
+  build/bin/cactus pull whisper-tiny.en
 
 step "C++ tests"
 # The long-session regression scenario runs once, in the sanitizer build below.

@@ -89,6 +89,28 @@ CACTUS_API int cactus_render_prompt(cactus_model_t model, const char* messages_j
                                     const char* options_json, const char* tools_json, char* buffer,
                                     size_t buffer_size);
 
+/* Speech to text with a Whisper model handle (cactus_init on a converted whisper-* GGUF). Exactly one
+ * of audio_path (a WAV file: any rate, channels, PCM 8-32 bit or float) and pcm_buffer (16-bit mono
+ * 16 kHz) is given; prompt must be NULL. options_json (may be NULL): {language: "auto"|"en"|...,
+ * translate, temperature (0: greedy, no fallback), no_speech_threshold}. callback (may be NULL)
+ * receives each segment's text as it is decoded. The response: {success, error, response, language,
+ * segments: [{start, end, text}], total_time_ms, encoder_time_ms, audio_seconds, real_time_factor,
+ * decode_tokens, decode_tps}. A text-only model gives -1 ("no audio encoder"). */
+CACTUS_API int cactus_transcribe(cactus_model_t model, const char* audio_path, const char* prompt,
+                                 char* response_buffer, size_t buffer_size, const char* options_json,
+                                 cactus_token_callback callback, void* user_data, const uint8_t* pcm_buffer,
+                                 size_t pcm_buffer_size);
+
+/* Live transcription: start returns a stream (NULL on error); process appends 16-bit mono 16 kHz PCM
+ * of any length and answers {success, error, confirmed, pending, ...}: `confirmed` only grows (text
+ * once confirmed never changes), `pending` is the current guess for the rest. stop confirms the rest,
+ * answers {confirmed, response, segments} and frees the stream (response_buffer may be NULL). One
+ * stream per handle at a time is served; calls on the same handle are serialized. */
+CACTUS_API void* cactus_stream_transcribe_start(cactus_model_t model, const char* options_json);
+CACTUS_API int cactus_stream_transcribe_process(void* stream, const uint8_t* pcm_buffer, size_t pcm_buffer_size,
+                                                char* response_buffer, size_t buffer_size);
+CACTUS_API int cactus_stream_transcribe_stop(void* stream, char* response_buffer, size_t buffer_size);
+
 /* The last error of the calling thread; never NULL ("" when none). */
 CACTUS_API const char* cactus_get_last_error(void);
 

@@ -54,3 +54,13 @@ lib.cactus_get_last_error.argtypes = []
 lib.cactus_get_last_error.restype = ctypes.c_char_p
 lib.cactus_log_set_level.argtypes = [ctypes.c_int]
 lib.cactus_log_set_level.restype = None
+lib.cactus_transcribe.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t,
+                                  ctypes.c_char_p, TOKEN_CALLBACK, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+lib.cactus_transcribe.restype = ctypes.c_int
+lib.cactus_stream_transcribe_start.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+lib.cactus_stream_transcribe_start.restype = ctypes.c_void_p
+lib.cactus_stream_transcribe_process.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p,
+                                                 ctypes.c_size_t]
+lib.cactus_stream_transcribe_process.restype = ctypes.c_int
+lib.cactus_stream_transcribe_stop.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+lib.cactus_stream_transcribe_stop.restype = ctypes.c_int

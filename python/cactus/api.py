@@ -148,3 +148,66 @@ def cactus_render_prompt(model, messages, options=None, tools=None):
             size *= 4
             continue
         raise CactusError(cactus_get_last_error())
+
+
+def pcm16_bytes(audio):
+    """16-bit little-endian PCM bytes from bytes (kept), or a sequence / numpy array of floats in [-1, 1]."""
+    if isinstance(audio, (bytes, bytearray)):
+        return bytes(audio)
+    try:
+        import numpy as np
+        a = np.clip(np.asarray(audio, dtype=np.float32).reshape(-1), -1.0, 1.0)
+        return (a * 32767.0).round().astype("<i2").tobytes()
+    except ImportError:
+        import array
+        return array.array("h", (int(round(max(-1.0, min(1.0, float(x))) * 32767.0)) for x in audio)).tobytes()
+
+
+def cactus_transcribe(model, audio_path=None, pcm=None, options=None, callback=None):
+    """Speech to text (a Whisper handle). Exactly one of audio_path (a WAV file) and pcm (16-bit mono
+    16 kHz bytes). callback(text, 0) receives each segment. Returns the response dict."""
+    handle = _check_handle(model)
+    size = _MIN_RESPONSE_BUFFER * 4
+    buffer = ctypes.create_string_buffer(size)
+    errors = []
+
+    def on_segment(piece, token_id, _user_data):
+        if callback is None or errors:
+            return
+        try:
+            callback(piece.decode("utf-8", "replace"), token_id)
+        except BaseException as e:  # never let an exception unwind through C
+            errors.append(e)
+
+    c_callback = TOKEN_CALLBACK(on_segment)
+    data = pcm16_bytes(pcm) if pcm is not None else None
+    rc = lib.cactus_transcribe(handle, _encode(None if audio_path is None else str(audio_path), "audio_path"), None,
+                               buffer, size, _encode(options, "options"), c_callback, None, data,
+                               len(data) if data is not None else 0)
+    if errors:
+        raise errors[0]
+    return _decode_response(buffer, rc)
+
+
+def cactus_stream_transcribe_start(model, options=None):
+    stream = lib.cactus_stream_transcribe_start(_check_handle(model), _encode(options, "options"))
+    if not stream:
+        raise CactusError(cactus_get_last_error())
+    return stream
+
+
+def cactus_stream_transcribe_process(stream, pcm):
+    if not stream:
+        raise CactusError("the stream handle is None")
+    data = pcm16_bytes(pcm)
+    buffer = ctypes.create_string_buffer(_MIN_RESPONSE_BUFFER)
+    rc = lib.cactus_stream_transcribe_process(ctypes.c_void_p(stream), data, len(data), buffer, len(buffer))
+    return _decode_response(buffer, rc)
+
+
+def cactus_stream_transcribe_stop(stream):
+    if not stream:
+        raise CactusError("the stream handle is None")
+    buffer = ctypes.create_string_buffer(_MIN_RESPONSE_BUFFER * 4)
+    rc = lib.cactus_stream_transcribe_stop(ctypes.c_void_p(stream), buffer, len(buffer))
+    return _decode_response(buffer, rc)

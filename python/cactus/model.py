@@ -86,3 +86,25 @@ class Model:
 
     def render_prompt(self, messages, options=None, tools=None):
         return api.cactus_render_prompt(self._handle, messages, options, tools)
+
+    # ---- speech (Whisper models) ---------------------------------------------------------------
+    def transcribe(self, audio, options=None, callback=None):
+        """Speech to text: audio is a WAV path, 16-bit mono 16 kHz PCM bytes, or float samples at
+        16 kHz (a list or numpy array). Returns the response dict (response, segments, language, ...)."""
+        import os
+        if isinstance(audio, (str, os.PathLike)):
+            return api.cactus_transcribe(self._handle, audio_path=audio, options=self._options(options),
+                                         callback=callback)
+        return api.cactus_transcribe(self._handle, pcm=audio, options=self._options(options), callback=callback)
+
+    def transcribe_stream(self, pieces, options=None):
+        """Live transcription: feeds each piece (PCM bytes or float samples at 16 kHz, any length) and
+        yields the response dicts ({confirmed, pending, ...}); the last one is the final result."""
+        stream = api.cactus_stream_transcribe_start(self._handle, self._options(options))
+        try:
+            for piece in pieces:
+                yield api.cactus_stream_transcribe_process(stream, piece)
+        except BaseException:
+            api.lib.cactus_stream_transcribe_stop(stream, None, 0)
+            raise
+        yield api.cactus_stream_transcribe_stop(stream)

@@ -18,6 +18,7 @@
 #include "api/constraints.h"
 #include "api/request.h"
 #include "api/response.h"
+#include "api/speech_api.h"
 #include "chat/json_parse.h"
 #include "chat/output_parser.h"
 #include "chat/stream_filter.h"
@@ -26,6 +27,7 @@
 #include "core/log.h"
 #include "engine/engine.h"
 #include "engine/model_store.h"
+#include "models/audio/audio_input.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -43,6 +45,7 @@ constexpr std::chrono::seconds kHandleWait{600};
 // for a moment, so cactus_stop and cactus_destroy never wait behind a call.
 struct Handle {
     std::unique_ptr<Engine> engine;   // freed by destroy, or by the last call once destroyed
+    std::unique_ptr<api::SpeechModel> speech;  // Whisper models (speech_api.h); engine is then null
     std::mutex mutex;                 // guards everything below and the engine pointer
     std::condition_variable idle;     // signalled when busy clears or the handle closes
     bool busy = false;
@@ -67,10 +70,13 @@ std::shared_ptr<Handle> find_handle(cactus_model_t model) {
 // waiting, so a stop sent while this call waits (or renders, or prefills) ends it.
 class Lease {
 public:
-    explicit Lease(cactus_model_t model) : h_(find_handle(model)) {
+    // speech = true: a Whisper handle (cactus_transcribe and the streaming calls), else a text one.
+    explicit Lease(cactus_model_t model, bool speech = false) : h_(find_handle(model)) {
         std::unique_lock<std::mutex> lock(h_->mutex);
-        if (h_->closed || !h_->engine) fail("the model handle was destroyed");
-        const uint64_t entry_epoch = h_->engine->stop_epoch();
+        if (h_->closed || (!h_->engine && !h_->speech)) fail("the model handle was destroyed");
+        if (speech && !h_->speech) fail("this model has no audio encoder (not a Whisper model)");
+        if (!speech && !h_->engine) fail("this handle holds a speech model (Whisper); use cactus_transcribe");
+        const uint64_t entry_epoch = h_->engine ? h_->engine->stop_epoch() : 0;
         if (h_->busy && h_->owner == std::this_thread::get_id()) {
             fail("called from inside a callback of a call on the same handle; calls on a handle do not "
                  "nest (return from the callback first; cactus_stop is allowed)");
@@ -81,7 +87,7 @@ public:
         if (h_->closed) fail("the model handle was destroyed while this call waited for it");
         h_->busy = true;
         h_->owner = std::this_thread::get_id();
-        h_->engine->begin_call(entry_epoch);
+        if (h_->engine) h_->engine->begin_call(entry_epoch);
     }
     ~Lease() {
         std::unique_ptr<Engine> freed;
@@ -96,6 +102,8 @@ public:
     Lease(const Lease&) = delete;
     Lease& operator=(const Lease&) = delete;
     Engine& engine() const { return *h_->engine; }
+    api::SpeechModel& speech() const { return *h_->speech; }
+    const std::shared_ptr<Handle>& handle() const { return h_; }
 
 private:
     std::shared_ptr<Handle> h_;
@@ -193,7 +201,12 @@ cactus_model_t cactus_init(const char* model_path, const char* corpus_dir, bool 
             fail("corpus_dir: retrieval over a corpus is not supported by this build; pass NULL");
         if (g_backend.load() != 0) fail("the selected backend is not available");
         auto handle = std::make_shared<Handle>();
-        handle->engine = Engine::load(resolve_model_path(model_path), EngineOptions{});
+        const std::string path = resolve_model_path(model_path);
+        if (api::is_speech_model(path)) {
+            handle->speech = std::make_unique<api::SpeechModel>(path);
+        } else {
+            handle->engine = Engine::load(path, EngineOptions{});
+        }
         std::lock_guard<std::mutex> lock(g_registry_mutex);
         const uintptr_t id = g_next_id;
         g_next_id += 16;
@@ -356,6 +369,78 @@ int cactus_render_prompt(cactus_model_t model, const char* messages_json, const 
                       " bytes but buffer_size is " + std::to_string(buffer_size));
         return written;
     });
+}
+
+// ---- speech (Whisper handles; api/speech_api.h) --------------------------------------------------
+
+int cactus_transcribe(cactus_model_t model, const char* audio_path, const char* prompt, char* response_buffer,
+                      size_t buffer_size, const char* options_json, cactus_token_callback callback,
+                      void* user_data, const uint8_t* pcm_buffer, size_t pcm_buffer_size) {
+    int rc = guarded("cactus_transcribe", [&]() -> int {
+        check_buffer(response_buffer, buffer_size);
+        const bool has_path = audio_path != nullptr && audio_path[0] != '\0';
+        const bool has_pcm = pcm_buffer != nullptr || pcm_buffer_size != 0;
+        if (has_path == has_pcm) fail("give exactly one of audio_path and pcm_buffer");
+        if (prompt != nullptr && prompt[0] != '\0') fail("prompt: an initial prompt is not supported yet; pass NULL");
+        TranscribeOptions options = api::parse_transcribe_options(options_json);
+        Lease lease(model, /*speech=*/true);
+        std::vector<float> audio = has_path ? read_wav_file(audio_path) : pcm16_to_float(pcm_buffer, pcm_buffer_size);
+        const Transcript t = transcribe(*lease.speech().whisper, audio.data(), audio.size(), options,
+                                        [&](const TranscriptSegment& s) {
+                                            if (callback) callback(s.text.c_str(), 0, user_data);
+                                        });
+        return finish_write(api::transcript_response(t, true), response_buffer, buffer_size);
+    });
+    return rc == CACTUS_ERROR ? fail_into(response_buffer, buffer_size) : rc;
+}
+
+// A stream keeps its model's handle alive (shared) until it is stopped, even past cactus_destroy.
+struct cactus_stream_handle {
+    cactus_model_t model;
+    std::shared_ptr<Handle> keep;
+    std::unique_ptr<api::SpeechStream> stream;
+};
+
+void* cactus_stream_transcribe_start(cactus_model_t model, const char* options_json) {
+    cactus_stream_handle* result = nullptr;
+    guarded("cactus_stream_transcribe_start", [&]() -> int {
+        const TranscribeOptions options = api::parse_transcribe_options(options_json);
+        Lease lease(model, /*speech=*/true);
+        auto s = std::make_unique<cactus_stream_handle>();
+        s->model = model;
+        s->keep = lease.handle();
+        s->stream = std::make_unique<api::SpeechStream>(lease.speech(), options);
+        result = s.release();
+        return 0;
+    });
+    return result;
+}
+
+int cactus_stream_transcribe_process(void* stream, const uint8_t* pcm_buffer, size_t pcm_buffer_size,
+                                     char* response_buffer, size_t buffer_size) {
+    int rc = guarded("cactus_stream_transcribe_process", [&]() -> int {
+        check_buffer(response_buffer, buffer_size);
+        if (stream == nullptr) fail("the stream handle is NULL");
+        auto* s = static_cast<cactus_stream_handle*>(stream);
+        Lease lease(s->model, /*speech=*/true);
+        return finish_write(s->stream->process(pcm_buffer, pcm_buffer_size), response_buffer, buffer_size);
+    });
+    return rc == CACTUS_ERROR ? fail_into(response_buffer, buffer_size) : rc;
+}
+
+int cactus_stream_transcribe_stop(void* stream, char* response_buffer, size_t buffer_size) {
+    if (stream == nullptr) {
+        set_error("cactus_stream_transcribe_stop: the stream handle is NULL");
+        return CACTUS_ERROR;
+    }
+    auto* s = static_cast<cactus_stream_handle*>(stream);
+    int rc = guarded("cactus_stream_transcribe_stop", [&]() -> int {
+        if (response_buffer == nullptr || buffer_size == 0) return 0;  // just free the stream
+        Lease lease(s->model, /*speech=*/true);
+        return finish_write(s->stream->stop(), response_buffer, buffer_size);
+    });
+    delete s;
+    return rc == CACTUS_ERROR ? fail_into(response_buffer, buffer_size) : rc;
 }
 
 const char* cactus_get_last_error(void) { return t_last_error.c_str(); }

@@ -51,6 +51,14 @@ public:
     void conv1d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv1d& c) override;
     void conv2d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2d& c) override;
 
+    // attention_dense through the GEMM kernels, head by head (cpu_backend_audio.cpp); attention_dense
+    // picks it from kDenseGemmMinQueries queries on. Public for its test against the row loop.
+    void attention_dense_gemm(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& mask, const DenseAttention& shape);
+    static constexpr size_t kDenseGemmMinQueries = 16;
+    // Tests: always the row loop (the reference for attention_dense_gemm).
+    void force_dense_rows(bool on) { force_dense_rows_ = on; }
+
 private:
     // Runs fn(begin, end) over row ranges of [0, n_rows): on the pool from kMinParallelRows rows
     // (prefill), on the caller below (decode: waking workers costs more than the work).
@@ -65,6 +73,7 @@ private:
     std::vector<AttentionWorkspace> attn_ws_;       // [n_threads] attention scratch
     RopeAngles rope_angles_;                        // cos/sin of the batch positions per parameter set
     std::vector<float> scratch_;                    // im2col rows of the convolutions
+    bool force_dense_rows_ = false;
 };
 
 }  // namespace cactus

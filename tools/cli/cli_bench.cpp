@@ -58,6 +58,8 @@ struct BenchArgs {
     size_t membw_mib = 256;
     size_t sequences = 1;      // sequences decoded together in the tgN test (one batch per step)
     std::string device;  // empty = $CACTUS_DEVICE, else cpu
+    bool transcribe = false;   // --transcribe: speech-to-text speed (cli_bench_transcribe.cpp)
+    std::string audio;
 };
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
@@ -467,7 +469,7 @@ int run_bandwidth_bench(const BenchArgs& args) {
 }
 
 void check_args(const BenchArgs& args) {
-    if (args.n_prompt == 0 && args.n_gen == 0 && !args.membw) {
+    if (args.n_prompt == 0 && args.n_gen == 0 && !args.membw && !args.transcribe) {
         fail("bench: nothing to measure: both --n-prompt and --n-gen are 0");
     }
     for (int t : args.threads) {
@@ -502,8 +504,13 @@ void register_bench(CLI::App& app) {
     bench->add_flag("--membw", args->membw, "Measure memory bandwidth instead (read and copy, per thread count)");
     bench->add_option("--membw-mib", args->membw_mib, "Buffer size of --membw in MiB (well above the caches)")
         ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{1} << 16));
+    bench->add_flag("--transcribe", args->transcribe,
+                    "Speech to text speed of a Whisper model (RTF, encoder ms, decode tok/s); others are skipped");
+    bench->add_option("--audio", args->audio, "WAV file for --transcribe (default: 30 s synthetic signal)");
     bench->callback([args]() {
         check_args(*args);
+        if (args->transcribe)
+            throw CLI::RuntimeError(run_transcribe_bench(args->model, args->audio, args->threads, args->reps, args->json));
         throw CLI::RuntimeError(args->membw ? run_bandwidth_bench(*args) : run_model_bench(*args));
     });
 }

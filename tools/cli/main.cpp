@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
     cactus::cli::register_models(app);
     cactus::cli::register_bench(app);
     cactus::server::register_serve(app);
+    cactus::cli::register_transcribe(app);
     try {
         std::vector<std::string> args = cactus::server::llama_server_spellings(argc, argv);
         std::vector<char*> arg_ptrs;

@@ -1,0 +1,152 @@
+#include "models/audio/audio_input.h"
+
+#include <samplerate.h>
+#include <sndfile.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "core/error.h"
+
+namespace cactus {
+
+namespace {
+
+// libsndfile's virtual IO over a byte range (decode_wav).
+struct MemoryFile {
+    const uint8_t* data;
+    sf_count_t size;
+    sf_count_t pos;
+};
+
+sf_count_t mem_length(void* user) { return static_cast<MemoryFile*>(user)->size; }
+
+sf_count_t mem_seek(sf_count_t offset, int whence, void* user) {
+    MemoryFile* f = static_cast<MemoryFile*>(user);
+    sf_count_t base = whence == SEEK_CUR ? f->pos : whence == SEEK_END ? f->size : 0;
+    sf_count_t next = base + offset;
+    if (next < 0 || next > f->size) return -1;
+    f->pos = next;
+    return next;
+}
+
+sf_count_t mem_read(void* dst, sf_count_t count, void* user) {
+    MemoryFile* f = static_cast<MemoryFile*>(user);
+    sf_count_t n = std::max<sf_count_t>(0, std::min(count, f->size - f->pos));
+    if (n > 0) std::memcpy(dst, f->data + f->pos, static_cast<size_t>(n));
+    f->pos += n;
+    return n;
+}
+
+sf_count_t mem_write(const void*, sf_count_t, void*) { return 0; }
+sf_count_t mem_tell(void* user) { return static_cast<MemoryFile*>(user)->pos; }
+
+struct SndfileCloser {
+    void operator()(SNDFILE* f) const { sf_close(f); }
+};
+using SndfilePtr = std::unique_ptr<SNDFILE, SndfileCloser>;
+
+void check_header(const SF_INFO& info, const AudioLimits& limits, const std::string& what) {
+    const int major = info.format & SF_FORMAT_TYPEMASK;
+    if (major != SF_FORMAT_WAV && major != SF_FORMAT_WAVEX && major != SF_FORMAT_RF64) {
+        fail("read audio: %s is not a WAV file (format 0x%x)", what.c_str(), info.format);
+    }
+    if (info.channels < 1 || info.channels > limits.max_channels) {
+        fail("read audio: %s has %d channels (1..%d supported)", what.c_str(), info.channels, limits.max_channels);
+    }
+    if (info.samplerate < 1000 || info.samplerate > limits.max_rate) {
+        fail("read audio: %s has a sample rate of %d Hz (1000..%d supported)", what.c_str(), info.samplerate,
+             limits.max_rate);
+    }
+    const double seconds = static_cast<double>(info.frames) / info.samplerate;
+    if (info.frames < 0 || seconds > limits.max_seconds) {
+        fail("read audio: %s is %.0f s long, more than the limit of %.0f s", what.c_str(), seconds,
+             limits.max_seconds);
+    }
+}
+
+// Reads every frame, down-mixing to mono as it goes (blocks of 4096 frames: memory stays at the
+// output's size). The header's frame count is only an upper bound (truncated files end early).
+std::vector<float> read_mono(SNDFILE* file, const SF_INFO& info, const std::string& what) {
+    const size_t channels = static_cast<size_t>(info.channels);
+    const size_t block = 4096;
+    std::vector<float> interleaved(block * channels);
+    std::vector<float> mono;
+    mono.reserve(static_cast<size_t>(info.frames));
+    for (;;) {
+        const sf_count_t got = sf_readf_float(file, interleaved.data(), static_cast<sf_count_t>(block));
+        if (got <= 0) break;
+        for (sf_count_t i = 0; i < got; ++i) {
+            float sum = 0.0f;
+            for (size_t c = 0; c < channels; ++c) sum += interleaved[static_cast<size_t>(i) * channels + c];
+            mono.push_back(sum / static_cast<float>(channels));
+        }
+        if (mono.size() > static_cast<size_t>(info.frames)) break;  // never past the header's count
+    }
+    if (sf_error(file) != SF_ERR_NO_ERROR) fail("read audio: %s: %s", what.c_str(), sf_strerror(file));
+    if (mono.empty()) fail("read audio: %s holds no samples", what.c_str());
+    for (float& s : mono) {
+        if (!std::isfinite(s)) s = 0.0f;  // float WAVs may hold NaN/Inf: silence them
+    }
+    return resample_to_16k(mono, info.samplerate);
+}
+
+}  // namespace
+
+std::vector<float> resample_to_16k(const std::vector<float>& mono, int rate) {
+    if (rate == kWhisperSampleRate || mono.empty()) return mono;
+    const double ratio = static_cast<double>(kWhisperSampleRate) / rate;
+    std::vector<float> out(static_cast<size_t>(mono.size() * ratio) + 16);
+    SRC_DATA d;
+    std::memset(&d, 0, sizeof d);
+    d.data_in = mono.data();
+    d.input_frames = static_cast<long>(mono.size());
+    d.data_out = out.data();
+    d.output_frames = static_cast<long>(out.size());
+    d.src_ratio = ratio;
+    d.end_of_input = 1;
+    const int rc = src_simple(&d, SRC_SINC_BEST_QUALITY, 1);
+    if (rc != 0) fail("resample: %d Hz -> 16 kHz failed: %s", rate, src_strerror(rc));
+    out.resize(static_cast<size_t>(d.output_frames_gen));
+    return out;
+}
+
+std::vector<float> read_wav_file(const std::string& path, const AudioLimits& limits) {
+    SF_INFO info;
+    std::memset(&info, 0, sizeof info);
+    SndfilePtr file(sf_open(path.c_str(), SFM_READ, &info));
+    if (!file) fail("read audio: cannot open '%s': %s", path.c_str(), sf_strerror(nullptr));
+    check_header(info, limits, "'" + path + "'");
+    return read_mono(file.get(), info, "'" + path + "'");
+}
+
+std::vector<float> decode_wav(const uint8_t* data, size_t size, const AudioLimits& limits) {
+    if (data == nullptr || size == 0) fail("read audio: empty WAV buffer");
+    MemoryFile mem{data, static_cast<sf_count_t>(size), 0};
+    SF_VIRTUAL_IO io{mem_length, mem_seek, mem_read, mem_write, mem_tell};
+    SF_INFO info;
+    std::memset(&info, 0, sizeof info);
+    SndfilePtr file(sf_open_virtual(&io, SFM_READ, &info, &mem));
+    if (!file) fail("read audio: not a readable WAV buffer (%zu bytes): %s", size, sf_strerror(nullptr));
+    check_header(info, limits, "the WAV buffer");
+    return read_mono(file.get(), info, "the WAV buffer");
+}
+
+std::vector<float> pcm16_to_float(const uint8_t* data, size_t size, const AudioLimits& limits) {
+    if (data == nullptr || size == 0) fail("pcm audio: empty buffer");
+    if (size % 2 != 0) fail("pcm audio: %zu bytes is not a whole number of 16-bit samples", size);
+    const size_t n = size / 2;
+    if (static_cast<double>(n) / kWhisperSampleRate > limits.max_seconds) {
+        fail("pcm audio: %zu samples is more than the limit of %.0f s", n, limits.max_seconds);
+    }
+    std::vector<float> out(n);
+    for (size_t i = 0; i < n; ++i) {
+        const int16_t s = static_cast<int16_t>(data[2 * i] | (data[2 * i + 1] << 8));
+        out[i] = static_cast<float>(s) / 32768.0f;
+    }
+    return out;
+}
+
+}  // namespace cactus

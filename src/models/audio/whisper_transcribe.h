@@ -1,0 +1,66 @@
+#pragma once
+// Transcription with a Whisper model, as faster-whisper does it: log-mel of the whole input, 30 s
+// windows that advance to the last timestamp the model emitted, the previous text as prompt,
+// greedy decoding under the suppress lists and timestamp rules, temperature fallback (compression
+// ratio, average log-probability), the no-speech skip, language detection on the first window.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "models/audio/whisper_model.h"
+
+namespace cactus {
+
+struct TranscribeOptions {
+    std::string language;  // "" or "auto": detected (multilingual models); else a code ("en", "de")
+    bool translate = false;
+    bool condition_on_previous_text = true;
+    std::vector<float> temperatures = {0.0f, 0.2f, 0.4f, 0.6f, 0.8f, 1.0f};
+    size_t best_of = 5;                       // samples per temperature above 0
+    float compression_ratio_threshold = 2.4f;  // <= 0: off
+    float log_prob_threshold = -1.0f;
+    float no_speech_threshold = 0.6f;          // <= 0: off
+    float max_initial_timestamp = 1.0f;        // seconds
+    uint64_t seed = 0;
+};
+
+struct TranscriptSegment {
+    double start = 0.0;  // seconds
+    double end = 0.0;
+    std::string text;
+    std::vector<int32_t> tokens;  // with their timestamp tokens
+    float avg_logprob = 0.0f;
+    float no_speech_prob = 0.0f;
+    float temperature = 0.0f;
+};
+
+struct TranscribeMetrics {
+    double audio_seconds = 0.0;
+    double mel_ms = 0.0;
+    double encode_ms = 0.0;
+    double decode_ms = 0.0;
+    size_t windows = 0;
+    size_t decoded_tokens = 0;  // tokens run through the decoder one at a time
+    double total_ms = 0.0;
+};
+
+struct Transcript {
+    std::string language;
+    float language_probability = 0.0f;
+    std::vector<TranscriptSegment> segments;
+    std::string text() const;  // the segments' texts joined
+    TranscribeMetrics metrics;
+};
+
+// Called with each segment as soon as its window is decoded.
+using SegmentCallback = std::function<void(const TranscriptSegment&)>;
+
+// samples: 16 kHz mono.
+Transcript transcribe(WhisperModel& model, const float* samples, size_t n_samples, const TranscribeOptions& options,
+                      const SegmentCallback& on_segment = nullptr);
+
+// gzip-style compression ratio of a text (len / len(zlib(text))), as Whisper measures repetition.
+float compression_ratio(const std::string& text);
+
+}  // namespace cactus

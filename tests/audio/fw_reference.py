@@ -1,0 +1,42 @@
+"""faster-whisper reference outputs, run in the Whisper oracle venv (scripts/setup_whisper_oracle.sh).
+
+  fw_reference.py mel N_MELS OUT_DIR WAV...            writes OUT_DIR/<wav name>.npy: log-mel [n_mels, n_frames]
+  fw_reference.py transcribe CT2_DIR THREADS WAV...    prints JSON {wav: {text, segments, seconds}}
+Greedy (beam 1), temperature 0 only, timestamps on, previous-text prompt on: what `cactus transcribe
+--greedy` does.
+"""
+import json
+import os
+import sys
+import time
+
+import numpy as np
+from faster_whisper import WhisperModel
+from faster_whisper.audio import decode_audio
+from faster_whisper.feature_extractor import FeatureExtractor
+
+
+def main():
+    mode = sys.argv[1]
+    if mode == "mel":
+        fe = FeatureExtractor(feature_size=int(sys.argv[2]))
+        for wav in sys.argv[4:]:
+            mel = fe(decode_audio(wav))[:, :]
+            np.save(os.path.join(sys.argv[3], os.path.basename(wav) + ".npy"), mel.astype(np.float32))
+        return
+    if mode == "transcribe":
+        model = WhisperModel(sys.argv[2], device="cpu", compute_type="float32", cpu_threads=int(sys.argv[3]))
+        out = {}
+        for wav in sys.argv[4:]:
+            t0 = time.perf_counter()
+            segments, info = model.transcribe(wav, beam_size=1, temperature=[0.0], vad_filter=False)
+            segs = [{"start": s.start, "end": s.end, "text": s.text} for s in segments]
+            out[wav] = {"text": "".join(s["text"] for s in segs), "segments": segs,
+                        "seconds": time.perf_counter() - t0, "language": info.language}
+        print(json.dumps(out))
+        return
+    sys.exit(f"unknown mode {mode}")
+
+
+if __name__ == "__main__":
+    main()

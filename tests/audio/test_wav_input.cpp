@@ -1,0 +1,304 @@
+// WAV in: well-formed files of every sample format decode to 16 kHz mono; malformed and hostile
+// files (truncated, absurd headers, zero length, too long) end in a cactus::Error naming the
+// problem, never a crash or an allocation sized by the header.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "models/audio/audio_input.h"
+
+namespace cactus {
+namespace {
+
+struct WavSpec {
+    uint16_t format = 1;  // 1 PCM, 3 float
+    uint16_t channels = 1;
+    uint32_t rate = 16000;
+    uint16_t bits = 16;
+    uint16_t block_align = 0;  // 0: computed
+    uint32_t fmt_size = 16;
+    int64_t data_size = -1;    // -1: the payload's size
+    int64_t riff_size = -1;    // -1: computed
+    std::string riff = "RIFF";
+    std::string wave = "WAVE";
+    bool with_fmt = true;
+};
+
+void put16(std::vector<uint8_t>& b, uint16_t v) { b.push_back(v & 0xff); b.push_back(v >> 8); }
+void put32(std::vector<uint8_t>& b, uint32_t v) { for (int i = 0; i < 4; ++i) b.push_back((v >> (8 * i)) & 0xff); }
+void put_tag(std::vector<uint8_t>& b, const std::string& t) { b.insert(b.end(), t.begin(), t.end()); }
+
+std::vector<uint8_t> make_wav(const WavSpec& s, const std::vector<uint8_t>& payload) {
+    std::vector<uint8_t> b;
+    put_tag(b, s.riff);
+    put32(b, 0);
+    put_tag(b, s.wave);
+    if (s.with_fmt) {
+        put_tag(b, "fmt ");
+        put32(b, s.fmt_size);
+        std::vector<uint8_t> fmt;
+        put16(fmt, s.format);
+        put16(fmt, s.channels);
+        put32(fmt, s.rate);
+        const uint16_t align = s.block_align ? s.block_align : static_cast<uint16_t>(s.channels * (s.bits / 8));
+        put32(fmt, s.rate * align);
+        put16(fmt, align);
+        put16(fmt, s.bits);
+        fmt.resize(std::min<size_t>(fmt.size(), s.fmt_size), 0);
+        b.insert(b.end(), fmt.begin(), fmt.end());
+        for (size_t i = fmt.size(); i < s.fmt_size && i < 64; ++i) b.push_back(0);
+    }
+    put_tag(b, "data");
+    put32(b, s.data_size >= 0 ? static_cast<uint32_t>(s.data_size) : static_cast<uint32_t>(payload.size()));
+    b.insert(b.end(), payload.begin(), payload.end());
+    const uint32_t riff = s.riff_size >= 0 ? static_cast<uint32_t>(s.riff_size) : static_cast<uint32_t>(b.size() - 8);
+    for (int i = 0; i < 4; ++i) b[4 + i] = (riff >> (8 * i)) & 0xff;
+    return b;
+}
+
+// n frames of a sine at `hz`, 16-bit, every channel the same.
+std::vector<uint8_t> pcm16_sine(size_t n, int channels, double hz, double rate) {
+    std::vector<uint8_t> p;
+    for (size_t i = 0; i < n; ++i) {
+        const int16_t v = static_cast<int16_t>(10000 * std::sin(2 * M_PI * hz * i / rate));
+        for (int c = 0; c < channels; ++c) put16(p, static_cast<uint16_t>(v));
+    }
+    return p;
+}
+
+std::string error_of(const std::vector<uint8_t>& bytes, const AudioLimits& limits = AudioLimits()) {
+    try {
+        decode_wav(bytes.data(), bytes.size(), limits);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+// Either a clean error or at most `max_samples` finite samples (libsndfile accepts some odd but
+// legal layouts, e.g. 13-bit samples in 16-bit containers).
+void expect_rejected_or_bounded(const std::vector<uint8_t>& bytes, size_t max_samples) {
+    try {
+        const std::vector<float> x = decode_wav(bytes.data(), bytes.size());
+        EXPECT_LE(x.size(), max_samples);
+        for (float v : x) ASSERT_TRUE(std::isfinite(v));
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()), "");
+    }
+}
+
+size_t zero_crossings(const std::vector<float>& x) {
+    size_t n = 0;
+    for (size_t i = 1; i < x.size(); ++i) n += (x[i - 1] < 0) != (x[i] < 0);
+    return n;
+}
+
+TEST(WavInput, Pcm16MonoAt16kIsExact) {
+    const std::vector<uint8_t> p = pcm16_sine(1600, 1, 440, 16000);
+    const std::vector<float> x = decode_wav(make_wav({}, p).data(), make_wav({}, p).size());
+    ASSERT_EQ(x.size(), 1600u);
+    for (size_t i = 0; i < x.size(); ++i) {
+        const int16_t v = static_cast<int16_t>(p[2 * i] | (p[2 * i + 1] << 8));
+        ASSERT_EQ(x[i], v / 32768.0f) << i;
+    }
+}
+
+TEST(WavInput, StereoAt48kIsDownmixedAndResampled) {
+    WavSpec s;
+    s.channels = 2;
+    s.rate = 48000;
+    const std::vector<uint8_t> w = make_wav(s, pcm16_sine(48000, 2, 1000, 48000));  // 1 s of 1 kHz
+    const std::vector<float> x = decode_wav(w.data(), w.size());
+    EXPECT_NEAR(static_cast<double>(x.size()), 16000.0, 4.0);
+    EXPECT_NEAR(static_cast<double>(zero_crossings(x)), 2000.0, 4.0);  // still 1 kHz
+}
+
+TEST(WavInput, FloatAnd24BitAnd8kDecode) {
+    WavSpec f;
+    f.format = 3;
+    f.bits = 32;
+    f.rate = 8000;
+    std::vector<uint8_t> p;
+    for (int i = 0; i < 800; ++i) {
+        float v = 0.5f * std::sin(2 * M_PI * 200 * i / 8000.0);
+        uint32_t u;
+        std::memcpy(&u, &v, 4);
+        put32(p, u);
+    }
+    std::vector<float> x = decode_wav(make_wav(f, p).data(), make_wav(f, p).size());
+    EXPECT_NEAR(static_cast<double>(x.size()), 1600.0, 4.0);
+    EXPECT_NEAR(static_cast<double>(zero_crossings(x)), 40.0, 2.0);
+    WavSpec s24;
+    s24.bits = 24;
+    std::vector<uint8_t> q;
+    for (int i = 0; i < 160; ++i) { q.push_back(0); q.push_back(0); q.push_back(i % 2 ? 0x40 : 0xc0); }
+    x = decode_wav(make_wav(s24, q).data(), make_wav(s24, q).size());
+    ASSERT_EQ(x.size(), 160u);
+    EXPECT_FLOAT_EQ(x[1], 0.5f);
+    EXPECT_FLOAT_EQ(x[0], -0.5f);
+}
+
+TEST(WavInput, NanSamplesBecomeSilence) {
+    WavSpec f;
+    f.format = 3;
+    f.bits = 32;
+    std::vector<uint8_t> p;
+    for (int i = 0; i < 64; ++i) put32(p, i % 2 ? 0x7fc00000u : 0x7f800000u);  // NaN, +Inf
+    const std::vector<float> x = decode_wav(make_wav(f, p).data(), make_wav(f, p).size());
+    for (float v : x) ASSERT_TRUE(std::isfinite(v));
+}
+
+TEST(WavInput, EmptyAndTinyBuffersAreErrors) {
+    EXPECT_NE(error_of({}), "");
+    EXPECT_NE(error_of({'R'}), "");
+    EXPECT_NE(error_of({'R', 'I', 'F', 'F'}), "");
+    EXPECT_NE(error_of({'R', 'I', 'F', 'F', 0, 0, 0, 0, 'W', 'A', 'V', 'E'}), "");
+}
+
+TEST(WavInput, WrongMagicIsAnError) {
+    WavSpec s;
+    s.riff = "JUNK";
+    EXPECT_NE(error_of(make_wav(s, pcm16_sine(100, 1, 100, 16000))), "");
+    WavSpec t;
+    t.wave = "AVI ";
+    EXPECT_NE(error_of(make_wav(t, pcm16_sine(100, 1, 100, 16000))), "");
+}
+
+TEST(WavInput, MissingOrEmptyFmtIsAnError) {
+    WavSpec s;
+    s.with_fmt = false;
+    EXPECT_NE(error_of(make_wav(s, pcm16_sine(100, 1, 100, 16000))), "");
+    WavSpec z;
+    z.fmt_size = 0;
+    EXPECT_NE(error_of(make_wav(z, pcm16_sine(100, 1, 100, 16000))), "");
+    WavSpec shortfmt;
+    shortfmt.fmt_size = 6;
+    EXPECT_NE(error_of(make_wav(shortfmt, pcm16_sine(100, 1, 100, 16000))), "");
+}
+
+TEST(WavInput, AbsurdChannelCountsAreErrors) {
+    WavSpec zero;
+    zero.channels = 0;
+    EXPECT_NE(error_of(make_wav(zero, pcm16_sine(100, 1, 100, 16000))), "");
+    WavSpec many;
+    many.channels = 65535;
+    many.block_align = 2;
+    EXPECT_NE(error_of(make_wav(many, pcm16_sine(100, 1, 100, 16000))), "");
+    WavSpec over_limit;
+    over_limit.channels = 100;
+    EXPECT_NE(error_of(make_wav(over_limit, pcm16_sine(100, 100, 100, 16000))), "");
+}
+
+TEST(WavInput, AbsurdSampleRatesAreErrors) {
+    for (uint32_t rate : {0u, 1u, 999u, 4000000000u, 2000000u}) {
+        WavSpec s;
+        s.rate = rate;
+        EXPECT_NE(error_of(make_wav(s, pcm16_sine(100, 1, 100, 16000))), "") << rate;
+    }
+}
+
+TEST(WavInput, BadSampleFormatsAreErrors) {
+    for (uint16_t bits : {0, 64 + 1, 200}) {
+        WavSpec s;
+        s.bits = bits;
+        s.block_align = 2;
+        EXPECT_NE(error_of(make_wav(s, pcm16_sine(100, 1, 100, 16000))), "") << bits;
+    }
+    for (uint16_t bits : {1, 13}) {
+        WavSpec s;
+        s.bits = bits;
+        s.block_align = 2;
+        expect_rejected_or_bounded(make_wav(s, pcm16_sine(100, 1, 100, 16000)), 1600);  // bits of data
+    }
+    WavSpec tag;
+    tag.format = 0x1234;
+    EXPECT_NE(error_of(make_wav(tag, pcm16_sine(100, 1, 100, 16000))), "");
+    WavSpec align;
+    align.block_align = 0xffff;
+    expect_rejected_or_bounded(make_wav(align, pcm16_sine(100, 1, 100, 16000)), 100);
+}
+
+TEST(WavInput, ZeroLengthDataIsAnError) {
+    const std::string e = error_of(make_wav({}, {}));
+    EXPECT_NE(e, "");
+}
+
+TEST(WavInput, TruncatedDataDecodesOnlyWhatExists) {
+    WavSpec s;
+    s.data_size = 0x7ffffff0;  // claims ~18 hours at 16 kHz
+    const std::vector<uint8_t> w = make_wav(s, pcm16_sine(1000, 1, 100, 16000));
+    try {
+        const std::vector<float> x = decode_wav(w.data(), w.size());
+        EXPECT_LE(x.size(), 1000u);
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()), "");
+    }
+    std::vector<uint8_t> cut = make_wav({}, pcm16_sine(1000, 1, 100, 16000));
+    cut.resize(cut.size() - 1001);  // mid-sample
+    try {
+        const std::vector<float> x = decode_wav(cut.data(), cut.size());
+        EXPECT_LE(x.size(), 500u);
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()), "");
+    }
+}
+
+TEST(WavInput, TruncatedHeaderIsAnError) {
+    const std::vector<uint8_t> w = make_wav({}, pcm16_sine(100, 1, 100, 16000));
+    for (size_t n : {8, 12, 16, 20, 24, 30, 36, 40}) {
+        std::vector<uint8_t> cut(w.begin(), w.begin() + static_cast<long>(n));
+        EXPECT_NE(error_of(cut), "") << n;
+    }
+}
+
+TEST(WavInput, LongerThanTheLimitIsRefusedBeforeDecoding) {
+    AudioLimits limits;
+    limits.max_seconds = 0.5;
+    const std::string e = error_of(make_wav({}, pcm16_sine(16000, 1, 100, 16000)), limits);
+    EXPECT_NE(e.find("limit"), std::string::npos) << e;
+}
+
+TEST(WavInput, NotAWavFileIsAnError) {
+    const std::string text = "this is a text file, not audio at all, but it is long enough to read";
+    EXPECT_NE(error_of(std::vector<uint8_t>(text.begin(), text.end())), "");
+    std::vector<uint8_t> aiff = {'F', 'O', 'R', 'M', 0, 0, 0, 4, 'A', 'I', 'F', 'F'};
+    EXPECT_NE(error_of(aiff), "");
+}
+
+TEST(WavInput, MissingFileAndFolderAreErrors) {
+    EXPECT_THROW(read_wav_file("/nonexistent/audio.wav"), Error);
+    EXPECT_THROW(read_wav_file("/tmp"), Error);
+}
+
+TEST(WavInput, FileAndBufferAgree) {
+    const std::vector<uint8_t> w = make_wav({}, pcm16_sine(3200, 1, 300, 16000));
+    const std::string path = ::testing::TempDir() + "cactus_wav_input_test.wav";
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(w.data(), 1, w.size(), f);
+    std::fclose(f);
+    EXPECT_EQ(read_wav_file(path), decode_wav(w.data(), w.size()));
+    std::remove(path.c_str());
+}
+
+TEST(PcmInput, Pcm16BuffersAreCheckedAndScaled) {
+    const uint8_t two[4] = {0x00, 0x80, 0xff, 0x7f};  // -32768, 32767
+    const std::vector<float> x = pcm16_to_float(two, 4);
+    ASSERT_EQ(x.size(), 2u);
+    EXPECT_EQ(x[0], -1.0f);
+    EXPECT_NEAR(x[1], 1.0f, 1e-4f);
+    EXPECT_THROW(pcm16_to_float(two, 3), Error);
+    EXPECT_THROW(pcm16_to_float(two, 0), Error);
+    EXPECT_THROW(pcm16_to_float(nullptr, 4), Error);
+    AudioLimits tiny;
+    tiny.max_seconds = 0.00001;
+    EXPECT_THROW(pcm16_to_float(two, 4, tiny), Error);
+}
+
+}  // namespace
+}  // namespace cactus
