@@ -23,10 +23,16 @@ static void append_json_string(char* out, size_t cap, const char* text) {
     out[n++] = '"';
     for (const char* p = text; *p && n + 8 < cap; ++p) {
         unsigned char c = (unsigned char)*p;
-        if (c == '"' || c == '\\') { out[n++] = '\\'; out[n++] = (char)c; }
-        else if (c == '\n') { out[n++] = '\\'; out[n++] = 'n'; }
-        else if (c < 0x20) { n += (size_t)snprintf(out + n, cap - n, "\\u%04x", c); }
-        else out[n++] = (char)c;
+        if (c == '"' || c == '\\') {
+            out[n++] = '\\';
+            out[n++] = (char)c;
+        } else if (c == '\n') {
+            out[n++] = '\\';
+            out[n++] = 'n';
+        } else if (c < 0x20) {
+            n += (size_t)snprintf(out + n, cap - n, "\\u%04x", c);
+        } else
+            out[n++] = (char)c;
     }
     out[n++] = '"';
     out[n] = '\0';
@@ -76,8 +82,8 @@ int main(int argc, char** argv) {
         strcat(messages, "}]");
         int pieces = 0;
         printf("user: %s\nassistant: ", questions[turn]);
-        int rc = cactus_complete(model, messages, response, sizeof response,
-                                 "{\"max_tokens\":48,\"temperature\":0}", NULL, on_token, &pieces, NULL, 0);
+        int rc = cactus_complete(model, messages, response, sizeof response, "{\"max_tokens\":48,\"temperature\":0}",
+                                 NULL, on_token, &pieces, NULL, 0);
         printf("\n");
         if (rc < 0) {
             fprintf(stderr, "cactus_complete failed: %s\n", cactus_get_last_error());

@@ -14,6 +14,9 @@ step() { printf '\n==== %s ====\n' "$*" >&2; }
 step "build (Release)"
 scripts/setup.sh
 
+step "format (.clang-format)"
+scripts/check_format.sh
+
 step "oracles and models"
 scripts/setup_oracle.sh
 ORACLE_PY=${CACTUS_ORACLE_DIR:-$HOME/.cache/cactus/oracle}/venv/bin/python
@@ -69,8 +72,8 @@ if [ "${FAST:-0}" != "1" ]; then
     if [ "$f" = fuzz_template ]; then cp tests/chat/templates/*.jinja "$corpus"/; fi
     dict=""
     if [ -f "tests/fuzz/${f#fuzz_}.dict" ]; then dict="-dict=tests/fuzz/${f#fuzz_}.dict"; fi
-    echo "fuzzing $f for ${FUZZ_SECONDS:-45} s" >&2
-    build-fuzz/bin/$f $dict -max_total_time="${FUZZ_SECONDS:-45}" -rss_limit_mb=4096 -timeout=30 -print_final_stats=1 \
+    echo "fuzzing $f for ${FUZZ_SECONDS:-30} s" >&2
+    build-fuzz/bin/$f $dict -max_total_time="${FUZZ_SECONDS:-30}" -rss_limit_mb=4096 -timeout=30 -print_final_stats=1 \
         "$corpus" > "build-fuzz/$f.log" 2>&1 || { tail -n 40 "build-fuzz/$f.log"; exit 1; }
     grep -E "stat::number_of_executed_units" "build-fuzz/$f.log" >&2 || true
   done

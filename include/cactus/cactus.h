@@ -70,8 +70,8 @@ CACTUS_API int cactus_set_backend(const char* name);
  * callback may be NULL. pcm_buffer: 16-bit mono 16 kHz audio for the last user message, or NULL. */
 CACTUS_API int cactus_complete(cactus_model_t model, const char* messages_json, char* response_buffer,
                                size_t buffer_size, const char* options_json, const char* tools_json,
-                               cactus_token_callback callback, void* user_data,
-                               const uint8_t* pcm_buffer, size_t pcm_buffer_size);
+                               cactus_token_callback callback, void* user_data, const uint8_t* pcm_buffer,
+                               size_t pcm_buffer_size);
 
 /* Fills the cache with the rendered conversation only; the response holds
  * {success, error, prefill_tokens, prefill_tps, total_time_ms, ram_usage_mb}. */
@@ -81,13 +81,12 @@ CACTUS_API int cactus_prefill(cactus_model_t model, const char* messages_json, c
 
 /* Text to token ids. Returns 0, -1 on error, or -2 when token_buffer is too small (out_token_len is
  * still set). A NULL token_buffer asks only for the count. */
-CACTUS_API int cactus_tokenize(cactus_model_t model, const char* text, uint32_t* token_buffer,
-                               size_t token_buffer_len, size_t* out_token_len);
+CACTUS_API int cactus_tokenize(cactus_model_t model, const char* text, uint32_t* token_buffer, size_t token_buffer_len,
+                               size_t* out_token_len);
 
 /* The prompt text the chat template renders for these messages (with the generation prompt). */
-CACTUS_API int cactus_render_prompt(cactus_model_t model, const char* messages_json,
-                                    const char* options_json, const char* tools_json, char* buffer,
-                                    size_t buffer_size);
+CACTUS_API int cactus_render_prompt(cactus_model_t model, const char* messages_json, const char* options_json,
+                                    const char* tools_json, char* buffer, size_t buffer_size);
 
 /* Speech to text with a Whisper model handle (cactus_init on a converted whisper-* GGUF). Exactly one
  * of audio_path (a WAV file: any rate, channels, PCM 8-32 bit or float) and pcm_buffer (16-bit mono

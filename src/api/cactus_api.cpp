@@ -44,14 +44,14 @@ constexpr std::chrono::seconds kHandleWait{600};
 // through a Lease: `busy` (with the calling thread as owner) while the call runs, the mutex only
 // for a moment, so cactus_stop and cactus_destroy never wait behind a call.
 struct Handle {
-    std::unique_ptr<Engine> engine;   // freed by destroy, or by the last call once destroyed
+    std::unique_ptr<Engine> engine;            // freed by destroy, or by the last call once destroyed
     std::unique_ptr<api::SpeechModel> speech;  // Whisper models (speech_api.h); engine is then null
-    std::mutex mutex;                 // guards everything below and the engine pointer
-    std::condition_variable idle;     // signalled when busy clears or the handle closes
+    std::mutex mutex;                          // guards everything below and the engine pointer
+    std::condition_variable idle;              // signalled when busy clears or the handle closes
     bool busy = false;
-    std::thread::id owner;            // the thread of the call in flight
-    bool closed = false;              // cactus_destroy was called
-    bool destroy_waiting = false;     // cactus_destroy waits to free the engine itself
+    std::thread::id owner;         // the thread of the call in flight
+    bool closed = false;           // cactus_destroy was called
+    bool destroy_waiting = false;  // cactus_destroy waits to free the engine itself
 };
 
 std::mutex g_registry_mutex;
@@ -78,8 +78,9 @@ public:
         if (!speech && !h_->engine) fail("this handle holds a speech model (Whisper); use cactus_transcribe");
         const uint64_t entry_epoch = h_->engine ? h_->engine->stop_epoch() : 0;
         if (h_->busy && h_->owner == std::this_thread::get_id()) {
-            fail("called from inside a callback of a call on the same handle; calls on a handle do not "
-                 "nest (return from the callback first; cactus_stop is allowed)");
+            fail(
+                "called from inside a callback of a call on the same handle; calls on a handle do not "
+                "nest (return from the callback first; cactus_stop is allowed)");
         }
         if (!h_->idle.wait_for(lock, kHandleWait, [&] { return !h_->busy || h_->closed; })) {
             fail("the handle is busy with another call (waited %lld s)", static_cast<long long>(kHandleWait.count()));
@@ -166,8 +167,7 @@ std::string render(Engine& engine, const json& messages, const json& selected, c
 }
 
 void check_no_audio(const uint8_t* pcm, size_t pcm_size) {
-    if (pcm != nullptr || pcm_size != 0)
-        fail("pcm_buffer: this model has no audio encoder; pass NULL and 0");
+    if (pcm != nullptr || pcm_size != 0) fail("pcm_buffer: this model has no audio encoder; pass NULL and 0");
 }
 
 // A validated chat request: parsed inputs, the context configured and the prompt rendered, under
@@ -178,8 +178,7 @@ struct ChatRequest {
     std::string prompt;
 };
 
-ChatRequest prepare_chat(Engine& engine, const char* messages_json, const char* options_json,
-                         const char* tools_json) {
+ChatRequest prepare_chat(Engine& engine, const char* messages_json, const char* options_json, const char* tools_json) {
     ChatRequest r;
     json messages = api::parse_messages(messages_json);
     r.options = api::parse_options(options_json);
@@ -232,8 +231,8 @@ void cactus_destroy(cactus_model_t model) {
         std::unique_ptr<Engine> freed;
         std::unique_lock<std::mutex> lock(h->mutex);
         h->closed = true;
-        if (h->engine) h->engine->request_stop();  // the call in flight ends within a step
-        h->idle.notify_all();                      // queued calls wake up and fail
+        if (h->engine) h->engine->request_stop();                         // the call in flight ends within a step
+        h->idle.notify_all();                                             // queued calls wake up and fail
         if (h->busy && h->owner == std::this_thread::get_id()) return 0;  // from a callback: freed by that call
         h->destroy_waiting = true;
         const bool idle = h->idle.wait_for(lock, kHandleWait, [&] { return !h->busy; });
@@ -278,10 +277,9 @@ int cactus_set_backend(const char* name) {
     });
 }
 
-int cactus_complete(cactus_model_t model, const char* messages_json, char* response_buffer,
-                    size_t buffer_size, const char* options_json, const char* tools_json,
-                    cactus_token_callback callback, void* user_data, const uint8_t* pcm_buffer,
-                    size_t pcm_buffer_size) {
+int cactus_complete(cactus_model_t model, const char* messages_json, char* response_buffer, size_t buffer_size,
+                    const char* options_json, const char* tools_json, cactus_token_callback callback, void* user_data,
+                    const uint8_t* pcm_buffer, size_t pcm_buffer_size) {
     int rc = guarded("cactus_complete", [&]() -> int {
         check_buffer(response_buffer, buffer_size);
         check_no_audio(pcm_buffer, pcm_buffer_size);
@@ -309,15 +307,15 @@ int cactus_complete(cactus_model_t model, const char* messages_json, char* respo
         if (callback != nullptr && !rest.empty())
             callback(rest.c_str(), result.tokens.empty() ? 0u : static_cast<uint32_t>(result.tokens.back()), user_data);
         ParsedReply reply = parse_reply(format, result.text, !request.tools.empty());
-        return finish_write(api::completion_response(result, reply, engine.model().kv_bytes()),
-                            response_buffer, buffer_size);
+        return finish_write(api::completion_response(result, reply, engine.model().kv_bytes()), response_buffer,
+                            buffer_size);
     });
     return rc == CACTUS_ERROR ? fail_into(response_buffer, buffer_size) : rc;
 }
 
-int cactus_prefill(cactus_model_t model, const char* messages_json, char* response_buffer,
-                   size_t buffer_size, const char* options_json, const char* tools_json,
-                   const uint8_t* pcm_buffer, size_t pcm_buffer_size) {
+int cactus_prefill(cactus_model_t model, const char* messages_json, char* response_buffer, size_t buffer_size,
+                   const char* options_json, const char* tools_json, const uint8_t* pcm_buffer,
+                   size_t pcm_buffer_size) {
     int rc = guarded("cactus_prefill", [&]() -> int {
         check_buffer(response_buffer, buffer_size);
         check_no_audio(pcm_buffer, pcm_buffer_size);
@@ -326,22 +324,21 @@ int cactus_prefill(cactus_model_t model, const char* messages_json, char* respon
         ChatRequest request = prepare_chat(engine, messages_json, options_json, tools_json);
         CompletionMetrics m = engine.prefill(engine.tokenize_prompt(request.prompt));
         if (m.cancelled) {
-            fail("stopped by cactus_stop after %zu of %zu prompt tokens", m.prefill_tokens,
-                 m.prompt_tokens);
+            fail("stopped by cactus_stop after %zu of %zu prompt tokens", m.prefill_tokens, m.prompt_tokens);
         }
         return finish_write(api::prefill_response(m), response_buffer, buffer_size);
     });
     return rc == CACTUS_ERROR ? fail_into(response_buffer, buffer_size) : rc;
 }
 
-int cactus_tokenize(cactus_model_t model, const char* text, uint32_t* token_buffer,
-                    size_t token_buffer_len, size_t* out_token_len) {
+int cactus_tokenize(cactus_model_t model, const char* text, uint32_t* token_buffer, size_t token_buffer_len,
+                    size_t* out_token_len) {
     return guarded("cactus_tokenize", [&]() -> int {
         if (text == nullptr) fail("text is NULL");
         if (out_token_len == nullptr) fail("out_token_len is NULL");
         Lease lease(model);
         std::vector<int32_t> ids = lease.engine().tokenizer().encode(text, /*add_special=*/false,
-                                                                /*parse_special=*/true);
+                                                                     /*parse_special=*/true);
         *out_token_len = ids.size();
         if (token_buffer == nullptr) return 0;
         if (ids.size() > token_buffer_len) {
@@ -374,8 +371,8 @@ int cactus_render_prompt(cactus_model_t model, const char* messages_json, const 
 // ---- speech (Whisper handles; api/speech_api.h) --------------------------------------------------
 
 int cactus_transcribe(cactus_model_t model, const char* audio_path, const char* prompt, char* response_buffer,
-                      size_t buffer_size, const char* options_json, cactus_token_callback callback,
-                      void* user_data, const uint8_t* pcm_buffer, size_t pcm_buffer_size) {
+                      size_t buffer_size, const char* options_json, cactus_token_callback callback, void* user_data,
+                      const uint8_t* pcm_buffer, size_t pcm_buffer_size) {
     int rc = guarded("cactus_transcribe", [&]() -> int {
         check_buffer(response_buffer, buffer_size);
         const bool has_path = audio_path != nullptr && audio_path[0] != '\0';
@@ -385,10 +382,10 @@ int cactus_transcribe(cactus_model_t model, const char* audio_path, const char* 
         TranscribeOptions options = api::parse_transcribe_options(options_json);
         Lease lease(model, /*speech=*/true);
         std::vector<float> audio = has_path ? read_wav_file(audio_path) : pcm16_to_float(pcm_buffer, pcm_buffer_size);
-        const Transcript t = transcribe(*lease.speech().whisper, audio.data(), audio.size(), options,
-                                        [&](const TranscriptSegment& s) {
-                                            if (callback) callback(s.text.c_str(), 0, user_data);
-                                        });
+        const Transcript t =
+            transcribe(*lease.speech().whisper, audio.data(), audio.size(), options, [&](const TranscriptSegment& s) {
+                if (callback) callback(s.text.c_str(), 0, user_data);
+            });
         return finish_write(api::transcript_response(t, true), response_buffer, buffer_size);
     });
     return rc == CACTUS_ERROR ? fail_into(response_buffer, buffer_size) : rc;

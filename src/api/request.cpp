@@ -18,7 +18,6 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-
 // --- typed option readers -----------------------------------------------------------------------
 
 bool read_bool(const json& v, const std::string& key) {
@@ -45,8 +44,7 @@ int64_t read_int(const json& v, const std::string& key, int64_t lo, int64_t hi) 
         fail("options: '%s' must be between %lld and %lld", key.c_str(), (long long)lo, (long long)hi);
     double d = v.get<double>();
     if (d < static_cast<double>(lo) || d > static_cast<double>(hi))
-        fail("options: '%s' must be between %lld and %lld (got %.0f)", key.c_str(), (long long)lo,
-             (long long)hi, d);
+        fail("options: '%s' must be between %lld and %lld (got %.0f)", key.c_str(), (long long)lo, (long long)hi, d);
     return v.is_number_unsigned() ? static_cast<int64_t>(v.get<uint64_t>()) : v.get<int64_t>();
 }
 
@@ -88,61 +86,88 @@ using OptionSetter = std::function<void(ApiOptions&, const json&, const std::str
 
 const std::map<std::string, OptionSetter>& option_table() {
     static const std::map<std::string, OptionSetter> table = {
-        {"max_tokens", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.generation.max_tokens = static_cast<size_t>(read_int(v, k, 1, 1 << 20)); }},
-        {"temperature", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.generation.sampling.temperature = static_cast<float>(read_number(v, k, 0.0, 100.0)); }},
-        {"top_p", [](ApiOptions& o, const json& v, const std::string& k) {
+        {"max_tokens",
+         [](ApiOptions& o, const json& v, const std::string& k) {
+             o.generation.max_tokens = static_cast<size_t>(read_int(v, k, 1, 1 << 20));
+         }},
+        {"temperature",
+         [](ApiOptions& o, const json& v, const std::string& k) {
+             o.generation.sampling.temperature = static_cast<float>(read_number(v, k, 0.0, 100.0));
+         }},
+        {"top_p",
+         [](ApiOptions& o, const json& v, const std::string& k) {
              double p = read_number(v, k, 0.0, 1.0);
-             o.generation.sampling.top_p = p == 0.0 ? 1.0f : static_cast<float>(p); }},
-        {"top_k", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.generation.sampling.top_k = static_cast<int>(read_int(v, k, 0, 1 << 24)); }},
-        {"min_p", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.generation.sampling.min_p = static_cast<float>(read_number(v, k, 0.0, 0.9999)); }},
-        {"repetition_penalty", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.generation.sampling.repetition_penalty = static_cast<float>(read_number(v, k, 0.01, 100.0)); }},
-        {"seed", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.generation.sampling.seed = static_cast<uint64_t>(read_int(v, k, 0, std::numeric_limits<int64_t>::max())); }},
-        {"stop_sequences", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.generation.stop_sequences = read_string_list(v, k); }},
-        {"include_stop_sequences", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.generation.include_stop_sequences = read_bool(v, k); }},
-        {"ignore_eos", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.generation.ignore_eos = read_bool(v, k); }},
+             o.generation.sampling.top_p = p == 0.0 ? 1.0f : static_cast<float>(p);
+         }},
+        {"top_k",
+         [](ApiOptions& o, const json& v, const std::string& k) {
+             o.generation.sampling.top_k = static_cast<int>(read_int(v, k, 0, 1 << 24));
+         }},
+        {"min_p",
+         [](ApiOptions& o, const json& v, const std::string& k) {
+             o.generation.sampling.min_p = static_cast<float>(read_number(v, k, 0.0, 0.9999));
+         }},
+        {"repetition_penalty",
+         [](ApiOptions& o, const json& v, const std::string& k) {
+             o.generation.sampling.repetition_penalty = static_cast<float>(read_number(v, k, 0.01, 100.0));
+         }},
+        {"seed",
+         [](ApiOptions& o, const json& v, const std::string& k) {
+             o.generation.sampling.seed = static_cast<uint64_t>(read_int(v, k, 0, std::numeric_limits<int64_t>::max()));
+         }},
+        {"stop_sequences", [](ApiOptions& o, const json& v,
+                              const std::string& k) { o.generation.stop_sequences = read_string_list(v, k); }},
+        {"include_stop_sequences", [](ApiOptions& o, const json& v,
+                                      const std::string& k) { o.generation.include_stop_sequences = read_bool(v, k); }},
+        {"ignore_eos",
+         [](ApiOptions& o, const json& v, const std::string& k) { o.generation.ignore_eos = read_bool(v, k); }},
         {"force_tools", [](ApiOptions& o, const json& v, const std::string& k) { o.force_tools = read_bool(v, k); }},
-        {"constrain_tool_calls", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.constrain_tool_calls = read_bool(v, k); }},
-        {"response_format", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.response_format = read_response_format(v); }},
-        {"tool_rag_top_k", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.tool_rag_top_k = static_cast<int>(read_int(v, k, 0, 1 << 20)); }},
-        {"enable_thinking_if_supported", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.enable_thinking = read_bool(v, k); }},
+        {"constrain_tool_calls",
+         [](ApiOptions& o, const json& v, const std::string& k) { o.constrain_tool_calls = read_bool(v, k); }},
+        {"response_format",
+         [](ApiOptions& o, const json& v, const std::string& k) { o.response_format = read_response_format(v); }},
+        {"tool_rag_top_k",
+         [](ApiOptions& o, const json& v, const std::string& k) {
+             o.tool_rag_top_k = static_cast<int>(read_int(v, k, 0, 1 << 20));
+         }},
+        {"enable_thinking_if_supported",
+         [](ApiOptions& o, const json& v, const std::string& k) { o.enable_thinking = read_bool(v, k); }},
         {"auto_handoff", [](ApiOptions& o, const json& v, const std::string& k) { o.auto_handoff = read_bool(v, k); }},
-        {"confidence_threshold", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.confidence_threshold = read_number(v, k, 0.0, 1.0); }},
-        {"cloud_timeout_ms", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.cloud_timeout_ms = static_cast<int>(read_int(v, k, 1, 600000)); }},
-        {"handoff_with_images", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.handoff_with_images = read_bool(v, k); }},
+        {"confidence_threshold", [](ApiOptions& o, const json& v,
+                                    const std::string& k) { o.confidence_threshold = read_number(v, k, 0.0, 1.0); }},
+        {"cloud_timeout_ms",
+         [](ApiOptions& o, const json& v, const std::string& k) {
+             o.cloud_timeout_ms = static_cast<int>(read_int(v, k, 1, 600000));
+         }},
+        {"handoff_with_images",
+         [](ApiOptions& o, const json& v, const std::string& k) { o.handoff_with_images = read_bool(v, k); }},
         {"timestamps", [](ApiOptions& o, const json& v, const std::string& k) { o.timestamps = read_bool(v, k); }},
         {"language", [](ApiOptions& o, const json& v, const std::string& k) { o.language = read_string(v, k); }},
-        {"n_ctx", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.context.n_ctx = static_cast<size_t>(read_int(v, k, 16, 1 << 20)); }},
-        {"prefill_chunk", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.context.prefill_chunk = static_cast<size_t>(read_int(v, k, 1, 65536)); }},
-        {"kv_cache_type", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.context.kv.type = static_cast<int>(parse_kv_type(read_string(v, k))); }},
-        {"kv_compress", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.context.kv.compress = read_bool(v, k) ? 1 : 0; }},
-        {"kv_compress_at", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.context.kv.compress_at = static_cast<size_t>(read_int(v, k, 2, 1 << 20)); }},
-        {"kv_compress_to", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.context.kv.compress_to = static_cast<size_t>(read_int(v, k, 1, 1 << 20)); }},
-        {"kv_compress_sinks", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.context.kv.compress_sinks = read_int(v, k, 0, 1 << 20); }},
-        {"kv_compress_recent", [](ApiOptions& o, const json& v, const std::string& k) {
-             o.context.kv.compress_recent = read_number(v, k, 0.0, 1.0); }},
+        {"n_ctx", [](ApiOptions& o, const json& v,
+                     const std::string& k) { o.context.n_ctx = static_cast<size_t>(read_int(v, k, 16, 1 << 20)); }},
+        {"prefill_chunk",
+         [](ApiOptions& o, const json& v, const std::string& k) {
+             o.context.prefill_chunk = static_cast<size_t>(read_int(v, k, 1, 65536));
+         }},
+        {"kv_cache_type",
+         [](ApiOptions& o, const json& v, const std::string& k) {
+             o.context.kv.type = static_cast<int>(parse_kv_type(read_string(v, k)));
+         }},
+        {"kv_compress",
+         [](ApiOptions& o, const json& v, const std::string& k) { o.context.kv.compress = read_bool(v, k) ? 1 : 0; }},
+        {"kv_compress_at",
+         [](ApiOptions& o, const json& v, const std::string& k) {
+             o.context.kv.compress_at = static_cast<size_t>(read_int(v, k, 2, 1 << 20));
+         }},
+        {"kv_compress_to",
+         [](ApiOptions& o, const json& v, const std::string& k) {
+             o.context.kv.compress_to = static_cast<size_t>(read_int(v, k, 1, 1 << 20));
+         }},
+        {"kv_compress_sinks", [](ApiOptions& o, const json& v,
+                                 const std::string& k) { o.context.kv.compress_sinks = read_int(v, k, 0, 1 << 20); }},
+        {"kv_compress_recent",
+         [](ApiOptions& o, const json& v,
+            const std::string& k) { o.context.kv.compress_recent = read_number(v, k, 0.0, 1.0); }},
     };
     return table;
 }
@@ -282,8 +307,7 @@ json parse_tools(const char* tools_json) {
         json& t = tools[i];
         if (!t.is_object()) fail("tools[%zu] must be an object", i);
         if (!t.contains("function") && t.contains("name")) t = json{{"type", "function"}, {"function", t}};
-        if (!t.contains("function") || !t["function"].is_object())
-            fail("tools[%zu]: 'function' must be an object", i);
+        if (!t.contains("function") || !t["function"].is_object()) fail("tools[%zu]: 'function' must be an object", i);
         const json& fn = t["function"];
         if (!fn.contains("name") || !fn["name"].is_string() || fn["name"].get<std::string>().empty())
             fail("tools[%zu]: function.name must be a non-empty string", i);

@@ -12,8 +12,8 @@ namespace cactus::api {
 
 struct ApiOptions {
     GenerationOptions generation;
-    bool force_tools = false;           // the reply must be one or more calls of the given tools
-    bool constrain_tool_calls = true;   // lazy grammar: free text until a call marker, then the call grammar
+    bool force_tools = false;                // the reply must be one or more calls of the given tools
+    bool constrain_tool_calls = true;        // lazy grammar: free text until a call marker, then the call grammar
     nlohmann::ordered_json response_format;  // null, {"type":"json_object"} or {"type":"json_schema",...}
     int tool_rag_top_k = 2;
     bool enable_thinking = false;

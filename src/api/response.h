@@ -11,8 +11,7 @@
 namespace cactus::api {
 
 // Every key of the spec's response, for a successful completion.
-nlohmann::ordered_json completion_response(const CompletionResult& result, const ParsedReply& reply,
-                                           size_t kv_bytes);
+nlohmann::ordered_json completion_response(const CompletionResult& result, const ParsedReply& reply, size_t kv_bytes);
 // The same keys with success:false and the message.
 nlohmann::ordered_json error_response(const std::string& message);
 // {success, error, prefill_tokens, prefill_tps, total_time_ms, ram_usage_mb}

@@ -39,8 +39,10 @@ TranscribeOptions parse_transcribe_options(const char* options_json) {
         } else if (key == "temperature") {
             if (!value.is_number() || value.get<double>() < 0 || value.get<double>() > 1)
                 fail("options_json: temperature must be a number in [0, 1]");
-            if (value.get<double>() == 0.0) o.temperatures = {0.0f};
-            else o.temperatures = {value.get<float>()};
+            if (value.get<double>() == 0.0)
+                o.temperatures = {0.0f};
+            else
+                o.temperatures = {value.get<float>()};
         } else if (key == "no_speech_threshold") {
             if (!value.is_number()) fail("options_json: no_speech_threshold must be a number");
             o.no_speech_threshold = value.get<float>();
@@ -58,7 +60,8 @@ TranscribeOptions parse_transcribe_options(const char* options_json) {
 
 json transcript_response(const Transcript& t, bool with_segments) {
     json segs = json::array();
-    for (const TranscriptSegment& s : t.segments) segs.push_back({{"start", s.start}, {"end", s.end}, {"text", s.text}});
+    for (const TranscriptSegment& s : t.segments)
+        segs.push_back({{"start", s.start}, {"end", s.end}, {"text", s.text}});
     const TranscribeMetrics& m = t.metrics;
     const double decode_s = m.decode_ms / 1000.0;
     json r;

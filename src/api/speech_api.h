@@ -48,10 +48,10 @@ private:
 
     SpeechModel& model_;
     TranscribeOptions options_;
-    std::vector<float> audio_;       // unconfirmed audio, from offset_ seconds on
+    std::vector<float> audio_;  // unconfirmed audio, from offset_ seconds on
     double offset_ = 0.0;
-    size_t since_decode_ = 0;        // samples appended since the last decode
-    std::string confirmed_;          // all confirmed text
+    size_t since_decode_ = 0;  // samples appended since the last decode
+    std::string confirmed_;    // all confirmed text
     std::string pending_;
     nlohmann::ordered_json segments_ = nlohmann::ordered_json::array();
 };

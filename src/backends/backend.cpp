@@ -26,7 +26,8 @@ std::chrono::milliseconds gpu_timeout(int option) {
 
 std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
     if (options.device == "cpu") return std::make_unique<CpuBackend>(options.n_threads);
-    if (options.device.rfind("cuda", 0) == 0) return make_cuda_backend(options.device, gpu_timeout(options.gpu_timeout_ms));
+    if (options.device.rfind("cuda", 0) == 0)
+        return make_cuda_backend(options.device, gpu_timeout(options.gpu_timeout_ms));
     fail("backend: device '%s' is not available (devices: cpu, cuda[:N])", options.device.c_str());
 }
 

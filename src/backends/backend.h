@@ -104,8 +104,7 @@ public:
     // y [n, w] = x / sqrt(mean(x^2) + eps) * weight[w] (weight empty: none). y may be x.
     virtual void rms_norm(const Tensor& y, const Tensor& x, const Tensor& weight, float eps) = 0;
     // y [n, w] = (x - mean) / sqrt(var + eps) * weight + bias (either may be empty). y may be x.
-    virtual void layer_norm(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias,
-                            float eps) = 0;
+    virtual void layer_norm(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) = 0;
     // y [n, n_out] = x [n, n_in] W^T, W: [n_out, n_in] of any supported weight type.
     virtual void matmul(const Tensor& y, const Tensor& w, const Tensor& x) = 0;
     // y [n, w] = a [n, w] + b, b: [n, w] or [1, w] (broadcast over rows: a bias). y may be a.
@@ -125,8 +124,8 @@ public:
     virtual void kv_store(size_t il, const KvBatch& batch, const Tensor& k, const Tensor& v) = 0;
     // out [n, n_head * head_dim_v] = softmax(scale * q k^T + mask) v over layer il of each token's
     // cache, the mask of KvCache::mask_for (causal, sliding window, sinks). q: [n, n_head * head_dim].
-    virtual void attention_kv(const Tensor& out, size_t il, const KvBatch& batch, const Tensor& q,
-                              size_t n_head, float scale) = 0;
+    virtual void attention_kv(const Tensor& out, size_t il, const KvBatch& batch, const Tensor& q, size_t n_head,
+                              float scale) = 0;
     virtual void attention_dense(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
                                  const Tensor& mask, const DenseAttention& shape) = 0;
     virtual void conv1d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv1d& c) = 0;

@@ -158,8 +158,8 @@ void CpuBackend::matmul(const Tensor& y, const Tensor& w, const Tensor& x) {
     check_f32(x, "matmul", "x");
     check_host(w, "matmul", "the weight");
     if (x.width() != w.width() || y.width() != w.rows() || y.rows() != x.rows()) {
-        fail("matmul: y [%zu, %zu] = x [%zu, %zu] W^T with W [%zu, %zu] do not match", y.rows(), y.width(),
-             x.rows(), x.width(), w.rows(), w.width());
+        fail("matmul: y [%zu, %zu] = x [%zu, %zu] W^T with W [%zu, %zu] do not match", y.rows(), y.width(), x.rows(),
+             x.width(), w.rows(), w.width());
     }
     cactus::matmul(y.as<float>(), w.data(), w.type, w.row_bytes(), x.as<float>(), x.rows(), w.width(), w.rows(),
                    *pool_);
@@ -230,8 +230,12 @@ void CpuBackend::glu(const Tensor& y, const Tensor& gate, const Tensor& up, Acti
         const size_t offset = begin * width;
         const size_t n = (end - begin) * width;
         switch (act) {
-            case Activation::SILU: swiglu(out + offset, g + offset, u + offset, n); break;
-            case Activation::GELU_TANH: geglu(out + offset, g + offset, u + offset, n); break;
+            case Activation::SILU:
+                swiglu(out + offset, g + offset, u + offset, n);
+                break;
+            case Activation::GELU_TANH:
+                geglu(out + offset, g + offset, u + offset, n);
+                break;
             case Activation::GELU_ERF:
                 for (size_t i = offset; i < offset + n; ++i) out[i] = gelu_erf(g[i]) * u[i];
                 break;

@@ -53,8 +53,8 @@ public:
 
     // attention_dense through the GEMM kernels, head by head (cpu_backend_audio.cpp); attention_dense
     // picks it from kDenseGemmMinQueries queries on. Public for its test against the row loop.
-    void attention_dense_gemm(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
-                              const Tensor& mask, const DenseAttention& shape);
+    void attention_dense_gemm(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                              const DenseAttention& shape);
     static constexpr size_t kDenseGemmMinQueries = 16;
     // Tests: always the row loop (the reference for attention_dense_gemm).
     void force_dense_rows(bool on) { force_dense_rows_ = on; }
@@ -65,8 +65,8 @@ private:
     template <class Fn>
     void for_rows(size_t n_rows, const Fn& fn) const;
     // Query heads [head, head + n_q) of batch token t (one KV head) over layer il of its cache.
-    void attend_heads(size_t il, const KvBatch& batch, size_t t, const float* q, float* out, size_t n_head,
-                      size_t head, size_t n_q, float scale, AttentionWorkspace& ws) const;
+    void attend_heads(size_t il, const KvBatch& batch, size_t t, const float* q, float* out, size_t n_head, size_t head,
+                      size_t n_q, float scale, AttentionWorkspace& ws) const;
 
     std::unique_ptr<ThreadPool> pool_;
     std::vector<std::unique_ptr<Buffer>> weights_;  // views of the mapped file

@@ -62,8 +62,8 @@ void CpuBackend::attend_heads(size_t il, const KvBatch& batch, size_t t, const f
     const RowRange rows = kv.rows_for_query(il, token);  // physical bounds
     CACTUS_ASSERT(rows.begin <= rows.end && rows.end <= kv.capacity(il));
     const AttentionQueries aq = {q + head * dk, dk, out + head * dv, dv, n_q};
-    const AttentionShape shape = {kv.row_positions(il) + rows.begin, rows.end - rows.begin, dk, dv, scale,
-                                  kv.mask_for(il, token)};
+    const AttentionShape shape = {
+        kv.row_positions(il) + rows.begin, rows.end - rows.begin, dk, dv, scale, kv.mask_for(il, token)};
     if (kv.type() == KvType::F16) {
         const KvRowsF16 k = {kv.k16(il, rows.begin) + kvh * dk, spec.k_width, kv.v16(il, rows.begin) + kvh * dv,
                              spec.v_width};
@@ -72,9 +72,9 @@ void CpuBackend::attend_heads(size_t il, const KvBatch& batch, size_t t, const f
     }
     const size_t gph_k = kv_groups_of(dk);  // int8 scale groups per head
     const size_t gph_v = kv_groups_of(dv);
-    const KvRowsQ8 k = {kv.k8(il, rows.begin) + kvh * dk, spec.k_width,
+    const KvRowsQ8 k = {kv.k8(il, rows.begin) + kvh * dk,          spec.k_width,
                         kv.k_scales(il, rows.begin) + kvh * gph_k, kv.k_scale_stride(il),
-                        kv.v8(il, rows.begin) + kvh * dv, spec.v_width,
+                        kv.v8(il, rows.begin) + kvh * dv,          spec.v_width,
                         kv.v_scales(il, rows.begin) + kvh * gph_v, kv.v_scale_stride(il)};
     attention_group(aq, k, shape, ws);
 }

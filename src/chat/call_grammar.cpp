@@ -17,12 +17,23 @@ std::string ebnf_literal(const std::string& s) {
     std::string out = "\"";
     for (char c : s) {
         switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
-            default: out += c;
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\r':
+                out += "\\r";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
+            default:
+                out += c;
         }
     }
     return out + "\"";
@@ -72,11 +83,14 @@ private:
 
     std::string primitives() const {
         std::string s;
-        if (py_) s += "str ::= \"\\\"\" ([^\"\\\\\\n\\r] | \"\\\\\" [\"\\\\/bfnrtu'])* \"\\\"\"\n";
-        else s += "str ::= \"<escape>\" [^<]* \"<escape>\"\n";
+        if (py_)
+            s += "str ::= \"\\\"\" ([^\"\\\\\\n\\r] | \"\\\\\" [\"\\\\/bfnrtu'])* \"\\\"\"\n";
+        else
+            s += "str ::= \"<escape>\" [^<]* \"<escape>\"\n";
         s += "int ::= \"-\"? (\"0\" | [1-9] [0-9]*)\n";
         s += "num ::= int (\".\" [0-9]+)? ([eE] [-+]? [0-9]+)?\n";
-        s += py_ ? "bool ::= \"True\" | \"False\"\nnul ::= \"None\"\n" : "bool ::= \"true\" | \"false\"\nnul ::= \"null\"\n";
+        s += py_ ? "bool ::= \"True\" | \"False\"\nnul ::= \"None\"\n"
+                 : "bool ::= \"true\" | \"false\"\nnul ::= \"null\"\n";
         std::string key = py_ ? "str " + ebnf_literal(": ") : "[a-zA-Z_] [a-zA-Z0-9_]* " + ebnf_literal(":");
         s += "anyval ::= str | num | bool | nul | anyarr | anyobj\n";
         s += "anyarr ::= \"[\" (anyval (" + sep() + " anyval)*)? \"]\"\n";
@@ -96,8 +110,10 @@ private:
         std::vector<std::pair<std::string, bool>> members;  // (key-value expression, required)
         for (auto it = schema["properties"].begin(); it != schema["properties"].end(); ++it) {
             std::string key;
-            if (py_) key = kwargs ? ebnf_literal(it.key() + "=") : ebnf_literal(json(it.key()).dump() + ": ");
-            else key = ebnf_literal(it.key() + ":");
+            if (py_)
+                key = kwargs ? ebnf_literal(it.key() + "=") : ebnf_literal(json(it.key()).dump() + ": ");
+            else
+                key = ebnf_literal(it.key() + ":");
             members.emplace_back(key + " " + value(it.value(), depth + 1), required.count(it.key()) > 0);
         }
         // first_i: members i.. with no separator yet; after_i: members i.. each after a separator.
@@ -144,7 +160,8 @@ private:
     std::string value(const json& schema, int depth) {
         if (depth > kMaxCallDepth) fail("calls_ebnf: schema nested deeper than %d levels", kMaxCallDepth);
         if (!schema.is_object() || schema.empty()) return "anyval";
-        if (schema.contains("$ref") && schema["$ref"].is_string()) return resolve_ref(schema["$ref"].get<std::string>(), depth);
+        if (schema.contains("$ref") && schema["$ref"].is_string())
+            return resolve_ref(schema["$ref"].get<std::string>(), depth);
         if (schema.contains("const")) return literal_of(schema["const"]);
         if (schema.contains("enum") && schema["enum"].is_array() && !schema["enum"].empty()) {
             std::string alts;
@@ -166,7 +183,8 @@ private:
             }
             return alts.empty() ? "anyval" : "(" + alts + ")";
         }
-        std::string type = schema.contains("type") && schema["type"].is_string() ? schema["type"].get<std::string>() : "";
+        std::string type =
+            schema.contains("type") && schema["type"].is_string() ? schema["type"].get<std::string>() : "";
         if (type.empty() && schema.contains("properties")) type = "object";
         if (type.empty() && schema.contains("items")) type = "array";
         if (type == "string") return "str";

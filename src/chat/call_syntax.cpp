@@ -17,9 +17,7 @@ namespace {
 const std::string kEscape = "<escape>";
 
 bool is_ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
-bool is_ident_char(char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
-}
+bool is_ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'; }
 
 void append_utf8(std::string& out, uint32_t cp) {
     if (cp < 0x80) {
@@ -126,7 +124,8 @@ private:
         for (int i = 0; i < 4; ++i) {
             char h = s_[p++];
             if (!std::isxdigit(static_cast<unsigned char>(h))) return false;
-            cp = cp * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (std::tolower(h) - 'a' + 10));
+            cp = cp * 16 + static_cast<uint32_t>(
+                               std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (std::tolower(h) - 'a' + 10));
         }
         return true;
     }
@@ -143,12 +142,24 @@ private:
             if (p >= s_.size()) return false;
             char e = s_[p++];
             switch (e) {
-                case 'n': text += '\n'; break;
-                case 't': text += '\t'; break;
-                case 'r': text += '\r'; break;
-                case 'b': text += '\b'; break;
-                case 'f': text += '\f'; break;
-                case '0': text += '\0'; break;
+                case 'n':
+                    text += '\n';
+                    break;
+                case 't':
+                    text += '\t';
+                    break;
+                case 'r':
+                    text += '\r';
+                    break;
+                case 'b':
+                    text += '\b';
+                    break;
+                case 'f':
+                    text += '\f';
+                    break;
+                case '0':
+                    text += '\0';
+                    break;
                 case 'u': {
                     uint32_t cp;
                     if (!read_hex4(cp)) return false;
@@ -161,7 +172,9 @@ private:
                     append_utf8(text, cp);
                     break;
                 }
-                default: text += e; break;  // \\ \" \' \/ and unknown escapes keep the character
+                default:
+                    text += e;
+                    break;  // \\ \" \' \/ and unknown escapes keep the character
             }
         }
         if (p >= s_.size()) return false;
@@ -174,9 +187,9 @@ private:
         size_t b = p;
         if (s_[p] == '-' || s_[p] == '+') ++p;
         bool is_float = false;
-        while (p < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[p])) || s_[p] == '.' ||
-                                 s_[p] == 'e' || s_[p] == 'E' ||
-                                 ((s_[p] == '-' || s_[p] == '+') && (s_[p - 1] == 'e' || s_[p - 1] == 'E')))) {
+        while (p < s_.size() &&
+               (std::isdigit(static_cast<unsigned char>(s_[p])) || s_[p] == '.' || s_[p] == 'e' || s_[p] == 'E' ||
+                ((s_[p] == '-' || s_[p] == '+') && (s_[p - 1] == 'e' || s_[p - 1] == 'E')))) {
             if (s_[p] == '.' || s_[p] == 'e' || s_[p] == 'E') is_float = true;
             ++p;
         }
@@ -269,7 +282,8 @@ bool read_gemma_call(const std::string& text, json& calls) {
     if (!r.read_identifier(name)) return false;
     r.skip_ws();
     json args;
-    if (r.at_end() || !(r.p < text.size() && text[r.p] == '{') || !r.read_value(args, 0) || !args.is_object()) return false;
+    if (r.at_end() || !(r.p < text.size() && text[r.p] == '{') || !r.read_value(args, 0) || !args.is_object())
+        return false;
     if (!r.at_end()) return false;
     calls.push_back(json{{"name", name}, {"arguments", args}});
     return true;
@@ -291,10 +305,15 @@ std::string write_value(const json& root, CallSyntax syntax) {
     };
     std::vector<Frame> stack;
     auto scalar = [&](const json& v) {
-        if (v.is_string()) out += py ? v.dump(-1, ' ', false, json::error_handler_t::replace) : kEscape + v.get<std::string>() + kEscape;
-        else if (v.is_boolean()) out += v.get<bool>() ? (py ? "True" : "true") : (py ? "False" : "false");
-        else if (v.is_null()) out += py ? "None" : "null";
-        else out += v.dump();
+        if (v.is_string())
+            out +=
+                py ? v.dump(-1, ' ', false, json::error_handler_t::replace) : kEscape + v.get<std::string>() + kEscape;
+        else if (v.is_boolean())
+            out += v.get<bool>() ? (py ? "True" : "true") : (py ? "False" : "false");
+        else if (v.is_null())
+            out += py ? "None" : "null";
+        else
+            out += v.dump();
     };
     auto open = [&](const json& v) {
         if (v.is_array() || v.is_object()) {

@@ -13,9 +13,7 @@ class HermesFormat : public ToolFormat {
 public:
     std::string name() const override { return "hermes"; }
 
-    std::vector<HiddenRegion> hidden_regions() const override {
-        return {{kOpen, kClose}, {"<think>", "</think>"}};
-    }
+    std::vector<HiddenRegion> hidden_regions() const override { return {{kOpen, kClose}, {"<think>", "</think>"}}; }
 
     void extract_calls(std::string& text, json& calls) const override {
         size_t found = tool_format::cut_regions(text, kOpen, kClose, [&](const std::string& body) {
@@ -39,9 +37,9 @@ public:
                                 {"content", json{{"type", "json_schema"}, {"json_schema", sig.second}}},
                                 {"end", "}\n" + kClose}});
         }
-        json format = force ? json{{"type", "tags_with_separator"}, {"tags", tags}, {"separator", "\n"},
-                                   {"at_least_one", true}}
-                            : json{{"type", "triggered_tags"}, {"triggers", json::array({kOpen})}, {"tags", tags}};
+        json format =
+            force ? json{{"type", "tags_with_separator"}, {"tags", tags}, {"separator", "\n"}, {"at_least_one", true}}
+                  : json{{"type", "triggered_tags"}, {"triggers", json::array({kOpen})}, {"tags", tags}};
         return json{{"type", "structural_tag"}, {"format", format}}.dump();
     }
 
@@ -49,8 +47,9 @@ public:
         std::string out;
         for (const json& c : calls) {
             if (!out.empty()) out += "\n";
-            out += kOpen + "\n{\"name\": " + c["name"].dump() + ", \"arguments\": " +
-                   c["arguments"].dump(-1, ' ', false, json::error_handler_t::replace) + "}\n" + kClose;
+            out += kOpen + "\n{\"name\": " + c["name"].dump() +
+                   ", \"arguments\": " + c["arguments"].dump(-1, ' ', false, json::error_handler_t::replace) + "}\n" +
+                   kClose;
         }
         return out;
     }

@@ -15,8 +15,10 @@ size_t object_end(const std::string& text, size_t begin) {
     for (size_t i = begin; i < text.size(); ++i) {
         char c = text[i];
         if (in_string) {
-            if (c == '\\') ++i;
-            else if (c == '"') in_string = false;
+            if (c == '\\')
+                ++i;
+            else if (c == '"')
+                in_string = false;
         } else if (c == '"') {
             in_string = true;
         } else if (c == '{') {
@@ -67,13 +69,14 @@ public:
         for (const auto& sig : tool_format::tool_signatures(tools)) {
             tags.push_back(json{{"type", "tag"},
                                 {"begin", "{\"name\": " + json(sig.first).dump() + ", \"arguments\": "},
-                                {"content", json{{"type", "json_schema"}, {"json_schema", sig.second},
+                                {"content", json{{"type", "json_schema"},
+                                                 {"json_schema", sig.second},
                                                  {"excludes", json::array({"<think>", "</think>"})}}},
                                 {"end", "}"}});
         }
-        json format = force ? json{{"type", "tags_with_separator"}, {"tags", tags}, {"separator", "\n"},
-                                   {"at_least_one", true}}
-                            : json{{"type", "triggered_tags"}, {"triggers", json::array({"{\"name\": "})}, {"tags", tags}};
+        json format =
+            force ? json{{"type", "tags_with_separator"}, {"tags", tags}, {"separator", "\n"}, {"at_least_one", true}}
+                  : json{{"type", "triggered_tags"}, {"triggers", json::array({"{\"name\": "})}, {"tags", tags}};
         return json{{"type", "structural_tag"}, {"format", format}}.dump();
     }
 
@@ -81,8 +84,8 @@ public:
         std::string out;
         for (const json& c : calls) {
             if (!out.empty()) out += "\n";
-            out += "{\"name\": " + c["name"].dump() + ", \"arguments\": " +
-                   c["arguments"].dump(-1, ' ', false, json::error_handler_t::replace) + "}";
+            out += "{\"name\": " + c["name"].dump() +
+                   ", \"arguments\": " + c["arguments"].dump(-1, ' ', false, json::error_handler_t::replace) + "}";
         }
         return out;
     }

@@ -15,9 +15,7 @@ class Lfm2Format : public ToolFormat {
 public:
     std::string name() const override { return "lfm2"; }
 
-    std::vector<HiddenRegion> hidden_regions() const override {
-        return {{kOpen, kClose}, {"<think>", "</think>"}};
-    }
+    std::vector<HiddenRegion> hidden_regions() const override { return {{kOpen, kClose}, {"<think>", "</think>"}}; }
 
     void extract_calls(std::string& text, json& calls) const override {
         tool_format::cut_regions(text, kOpen, kClose, [&](const std::string& body) {
@@ -32,10 +30,13 @@ public:
                     {"begin", kOpen + "["},
                     {"content", json{{"type", "grammar"}, {"grammar", calls_ebnf(tools, CallSyntax::python)}}},
                     {"end", "]" + kClose}};
-        json format = force ? json{{"type", "tags_with_separator"}, {"tags", json::array({tag})}, {"separator", ""},
-                                   {"at_least_one", true}, {"stop_after_first", true}}
-                            : json{{"type", "triggered_tags"}, {"triggers", json::array({kOpen})},
-                                   {"tags", json::array({tag})}};
+        json format =
+            force ? json{{"type", "tags_with_separator"},
+                         {"tags", json::array({tag})},
+                         {"separator", ""},
+                         {"at_least_one", true},
+                         {"stop_after_first", true}}
+                  : json{{"type", "triggered_tags"}, {"triggers", json::array({kOpen})}, {"tags", json::array({tag})}};
         return json{{"type", "structural_tag"}, {"format", format}}.dump();
     }
 

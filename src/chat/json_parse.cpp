@@ -17,8 +17,10 @@ int bracket_depth(const char* begin, const char* end) {
     for (const char* p = begin; p < end; ++p) {
         const char c = *p;
         if (in_string) {
-            if (c == '\\') ++p;
-            else if (c == '"') in_string = false;
+            if (c == '\\')
+                ++p;
+            else if (c == '"')
+                in_string = false;
         } else if (c == '"') {
             in_string = true;
         } else if (c == '[' || c == '{') {

@@ -12,7 +12,7 @@
 
 namespace cactus {
 
-constexpr int kMaxJsonDepth = 64;                 // arrays and objects inside one another
+constexpr int kMaxJsonDepth = 64;                   // arrays and objects inside one another
 constexpr size_t kMaxJsonBytes = size_t(64) << 20;  // bytes of one document's text
 
 // Parses [begin, end) as one JSON document. Throws cactus::Error naming `what` and the limit

@@ -23,28 +23,28 @@ struct Expr;
 using ExprPtr = std::unique_ptr<Expr>;
 
 enum class ExprKind {
-    Literal,    // value
-    Name,       // name
-    List,       // args = items
-    Dict,       // args = key0, value0, key1, value1, ...
-    Attr,       // args[0].name
-    Index,      // args[0][args[1]]
-    Slice,      // args[0][args[1]:args[2]:args[3]] (null parts are omitted bounds)
-    Call,       // args[0](args[1..], kwargs)
-    Filter,     // name(args[0], args[1..], kwargs)
-    Test,       // args[0] is [not] name(args[1..]); negated
-    Unary,      // op args[0]  ("not", "-", "+")
-    Binary,     // args[0] op args[1]
-    Ternary,    // args[1] if args[0] else args[2] (args[2] may be null)
+    Literal,  // value
+    Name,     // name
+    List,     // args = items
+    Dict,     // args = key0, value0, key1, value1, ...
+    Attr,     // args[0].name
+    Index,    // args[0][args[1]]
+    Slice,    // args[0][args[1]:args[2]:args[3]] (null parts are omitted bounds)
+    Call,     // args[0](args[1..], kwargs)
+    Filter,   // name(args[0], args[1..], kwargs)
+    Test,     // args[0] is [not] name(args[1..]); negated
+    Unary,    // op args[0]  ("not", "-", "+")
+    Binary,   // args[0] op args[1]
+    Ternary,  // args[1] if args[0] else args[2] (args[2] may be null)
 };
 
 struct Expr {
     ExprKind kind;
     int line = 0;
-    int height = 1;              // 1 + the largest height of args and kwargs (<= kMaxExprHeight)
-    Value value;                 // Literal
-    std::string name;            // Name, Attr, Filter, Test; operator for Unary/Binary
-    bool negated = false;        // Test
+    int height = 1;        // 1 + the largest height of args and kwargs (<= kMaxExprHeight)
+    Value value;           // Literal
+    std::string name;      // Name, Attr, Filter, Test; operator for Unary/Binary
+    bool negated = false;  // Test
     std::vector<ExprPtr> args;
     std::vector<std::pair<std::string, ExprPtr>> kwargs;
 };

@@ -33,7 +33,8 @@ std::string expect_string(const Value* v, const char* what, int line) {
 }
 
 int64_t expect_int(const Value* v, const char* what, int line) {
-    if (!v || (v->kind != Kind::Int && v->kind != Kind::Bool)) fail("template: %s expects an integer argument at line %d", what, line);
+    if (!v || (v->kind != Kind::Int && v->kind != Kind::Bool))
+        fail("template: %s expects an integer argument at line %d", what, line);
     return v->kind == Kind::Bool ? v->b : v->i;
 }
 
@@ -52,12 +53,14 @@ std::string strip_method(const Value& self, const CallArgs& args, bool left, boo
 }
 
 std::string ascii_upper(std::string s) {
-    for (char& c : s) if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 32);
+    for (char& c : s)
+        if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 32);
     return s;
 }
 
 std::string ascii_lower(std::string s) {
-    for (char& c : s) if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
+    for (char& c : s)
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
     return s;
 }
 
@@ -104,7 +107,10 @@ std::string replace_all(const std::string& s, const std::string& from, const std
         std::vector<std::string> chars = utf8_chars(s);
         int64_t done = 0;
         for (const std::string& c : chars) {
-            if (count < 0 || done < count) { out += to; ++done; }
+            if (count < 0 || done < count) {
+                out += to;
+                ++done;
+            }
             out += c;
             check_string_size(out.size(), "replace", 0);
         }
@@ -162,7 +168,8 @@ bool affix_matches(const Value& self, const Value* affix, bool prefix) {
     for (const Value& o : options) {
         std::string a = expect_string(&o, prefix ? "startswith" : "endswith", 0);
         if (a.size() > self.s.size()) continue;
-        if (prefix ? self.s.compare(0, a.size(), a) == 0 : self.s.compare(self.s.size() - a.size(), a.size(), a) == 0) return true;
+        if (prefix ? self.s.compare(0, a.size(), a) == 0 : self.s.compare(self.s.size() - a.size(), a.size(), a) == 0)
+            return true;
     }
     return false;
 }
@@ -187,22 +194,35 @@ Value string_method(const Value& self, const std::string& name) {
         {"lstrip", [](const Value& s, const CallArgs& a) { return Value::string(strip_method(s, a, true, false)); }},
         {"rstrip", [](const Value& s, const CallArgs& a) { return Value::string(strip_method(s, a, false, true)); }},
         {"split", [](const Value& s, const CallArgs& a) { return split_method(s, a); }},
-        {"startswith", [](const Value& s, const CallArgs& a) { return Value::boolean(affix_matches(s, a.arg(0, nullptr), true)); }},
-        {"endswith", [](const Value& s, const CallArgs& a) { return Value::boolean(affix_matches(s, a.arg(0, nullptr), false)); }},
+        {"startswith",
+         [](const Value& s, const CallArgs& a) { return Value::boolean(affix_matches(s, a.arg(0, nullptr), true)); }},
+        {"endswith",
+         [](const Value& s, const CallArgs& a) { return Value::boolean(affix_matches(s, a.arg(0, nullptr), false)); }},
         {"upper", [](const Value& s, const CallArgs&) { return Value::string(ascii_upper(s.s)); }},
         {"lower", [](const Value& s, const CallArgs&) { return Value::string(ascii_lower(s.s)); }},
         {"title", [](const Value& s, const CallArgs&) { return Value::string(python_title(s.s)); }},
         {"capitalize", [](const Value& s, const CallArgs&) { return Value::string(capitalize(s.s)); }},
-        {"replace", [](const Value& s, const CallArgs& a) {
+        {"replace",
+         [](const Value& s, const CallArgs& a) {
              const Value* count = a.arg(2, "count");
              return Value::string(replace_all(s.s, expect_string(a.arg(0, "old"), "replace", 0),
                                               expect_string(a.arg(1, "new"), "replace", 0),
                                               count ? expect_int(count, "replace", 0) : -1));
          }},
-        {"find", [](const Value& s, const CallArgs& a) { return find_substring(s.s, expect_string(a.arg(0, nullptr), "find", 0), false); }},
-        {"rfind", [](const Value& s, const CallArgs& a) { return find_substring(s.s, expect_string(a.arg(0, nullptr), "rfind", 0), true); }},
-        {"count", [](const Value& s, const CallArgs& a) { return Value::integer(count_substring(s.s, expect_string(a.arg(0, nullptr), "count", 0))); }},
-        {"join", [](const Value& s, const CallArgs& a) {
+        {"find",
+         [](const Value& s, const CallArgs& a) {
+             return find_substring(s.s, expect_string(a.arg(0, nullptr), "find", 0), false);
+         }},
+        {"rfind",
+         [](const Value& s, const CallArgs& a) {
+             return find_substring(s.s, expect_string(a.arg(0, nullptr), "rfind", 0), true);
+         }},
+        {"count",
+         [](const Value& s, const CallArgs& a) {
+             return Value::integer(count_substring(s.s, expect_string(a.arg(0, nullptr), "count", 0)));
+         }},
+        {"join",
+         [](const Value& s, const CallArgs& a) {
              const Value* items = a.arg(0, nullptr);
              if (!items) fail("template: join needs an argument");
              std::string out;
@@ -214,10 +234,13 @@ Value string_method(const Value& self, const std::string& name) {
              }
              return Value::string(out);
          }},
-        {"isdigit", [](const Value& s, const CallArgs&) {
-             return Value::boolean(!s.s.empty() && std::all_of(s.s.begin(), s.s.end(), [](char c) { return c >= '0' && c <= '9'; }));
+        {"isdigit",
+         [](const Value& s, const CallArgs&) {
+             return Value::boolean(!s.s.empty() &&
+                                   std::all_of(s.s.begin(), s.s.end(), [](char c) { return c >= '0' && c <= '9'; }));
          }},
-        {"isspace", [](const Value& s, const CallArgs&) {
+        {"isspace",
+         [](const Value& s, const CallArgs&) {
              return Value::boolean(!s.s.empty() && s.s.find_first_not_of(kSpaces) == std::string::npos);
          }},
     };
@@ -262,12 +285,23 @@ std::string html_escape(const std::string& s) {
     std::string out;
     for (char c : s) {
         switch (c) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&#34;"; break;
-            case '\'': out += "&#39;"; break;
-            default: out += c;
+            case '&':
+                out += "&amp;";
+                break;
+            case '<':
+                out += "&lt;";
+                break;
+            case '>':
+                out += "&gt;";
+                break;
+            case '"':
+                out += "&#34;";
+                break;
+            case '\'':
+                out += "&#39;";
+                break;
+            default:
+                out += c;
         }
     }
     return out;
@@ -347,9 +381,8 @@ Value sort_items(const Value& input, const CallArgs& args, int line) {
     bool cs = case_sensitive && case_sensitive->truthy();
     ValueList items = iterate(input, line);
     auto key = [&](const Value& v) { return sort_key(attribute ? attribute_path(v, to_str(*attribute)) : v, cs); };
-    std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
-        return compare_values(key(a), key(b)) < 0;
-    });
+    std::stable_sort(items.begin(), items.end(),
+                     [&](const Value& a, const Value& b) { return compare_values(key(a), key(b)) < 0; });
     if (reverse && reverse->truthy()) std::reverse(items.begin(), items.end());
     return Value::new_list(std::move(items));
 }
@@ -392,7 +425,8 @@ Value indent_text(const Value& input, const CallArgs& args, int line) {
     const Value* width = args.arg(0, "width");
     bool first = args.arg(1, "first") && args.arg(1, "first")->truthy();
     bool blank = args.arg(2, "blank") && args.arg(2, "blank")->truthy();
-    const int64_t pad_width = width && !width->is_string() ? std::max<int64_t>(0, expect_int(width, "indent", line)) : 4;
+    const int64_t pad_width =
+        width && !width->is_string() ? std::max<int64_t>(0, expect_int(width, "indent", line)) : 4;
     check_string_size(static_cast<size_t>(std::min<int64_t>(pad_width, INT64_MAX / 2)), "indent", line);
     std::string pad = width && width->is_string() ? width->s : std::string(static_cast<size_t>(pad_width), ' ');
     std::string s = to_str(input) + "\n";
@@ -426,9 +460,13 @@ Value round_value(const Value& input, const CallArgs& args, int line) {
     if (!input.is_number()) fail("template: round expects a number at line %d", line);
     double scale = std::pow(10.0, static_cast<double>(precision));
     double x = input.as_double() * scale;
-    double r = method == "common" ? round_half_even(x) : method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x)
-             : (fail("template: round: unknown method '%s' at line %d", method.c_str(), line), 0.0);
-    if (method == "common" && input.kind != Kind::Float) return Value::integer(input.kind == Kind::Bool ? input.b : input.i);
+    double r = method == "common" ? round_half_even(x)
+               : method == "ceil" ? std::ceil(x)
+               : method == "floor"
+                   ? std::floor(x)
+                   : (fail("template: round: unknown method '%s' at line %d", method.c_str(), line), 0.0);
+    if (method == "common" && input.kind != Kind::Float)
+        return Value::integer(input.kind == Kind::Bool ? input.b : input.i);
     return Value::number(r / scale);
 }
 
@@ -467,7 +505,8 @@ Value tojson_value(const Value& input, const CallArgs& args, int line) {
     const Value* indent = args.arg(0, "indent");
     const Value* ensure_ascii = args.keyword_arg("ensure_ascii");
     const Value* sort_keys = args.keyword_arg("sort_keys");
-    if (ensure_ascii && ensure_ascii->truthy()) fail("template: tojson(ensure_ascii=True) is not supported at line %d", line);
+    if (ensure_ascii && ensure_ascii->truthy())
+        fail("template: tojson(ensure_ascii=True) is not supported at line %d", line);
     if (args.keyword_arg("separators")) fail("template: tojson(separators=...) is not supported at line %d", line);
     Value subject = input;
     if (sort_keys && sort_keys->truthy()) fail("template: tojson(sort_keys=True) is not supported at line %d", line);
@@ -485,7 +524,8 @@ using FilterFn = std::function<Value(const Value&, const CallArgs&, int)>;
 
 const std::unordered_map<std::string, FilterFn>& filter_table() {
     static const std::unordered_map<std::string, FilterFn> table = {
-        {"trim", [](const Value& v, const CallArgs& a, int l) {
+        {"trim",
+         [](const Value& v, const CallArgs& a, int l) {
              const Value* chars = a.arg(0, "chars");
              std::string set = chars && !chars->is_none() ? expect_string(chars, "trim", l) : std::string(kSpaces);
              return Value::string(strip_chars(to_str(v), set, true, true));
@@ -497,7 +537,8 @@ const std::unordered_map<std::string, FilterFn>& filter_table() {
         {"lower", [](const Value& v, const CallArgs&, int) { return Value::string(ascii_lower(to_str(v))); }},
         {"title", [](const Value& v, const CallArgs&, int) { return Value::string(jinja_title(to_str(v))); }},
         {"capitalize", [](const Value& v, const CallArgs&, int) { return Value::string(capitalize(to_str(v))); }},
-        {"replace", [](const Value& v, const CallArgs& a, int l) {
+        {"replace",
+         [](const Value& v, const CallArgs& a, int l) {
              const Value* count = a.arg(2, "count");
              const Value* from = a.arg(0, "old");
              const Value* to = a.arg(1, "new");
@@ -505,7 +546,8 @@ const std::unordered_map<std::string, FilterFn>& filter_table() {
              return Value::string(replace_all(to_str(v), to_str(*from), to_str(*to),
                                               count && !count->is_none() ? expect_int(count, "replace", l) : -1));
          }},
-        {"join", [](const Value& v, const CallArgs& a, int l) {
+        {"join",
+         [](const Value& v, const CallArgs& a, int l) {
              const Value* sep = a.arg(0, "d");
              const Value* attribute = a.arg(1, "attribute");
              std::string out;
@@ -517,7 +559,8 @@ const std::unordered_map<std::string, FilterFn>& filter_table() {
              }
              return Value::string(out);
          }},
-        {"default", [](const Value& v, const CallArgs& a, int) {
+        {"default",
+         [](const Value& v, const CallArgs& a, int) {
              const Value* fallback = a.arg(0, "default_value");
              const Value* boolean = a.arg(1, "boolean");
              bool use_default = v.is_undefined() || (boolean && boolean->truthy() && !v.truthy());
@@ -529,13 +572,16 @@ const std::unordered_map<std::string, FilterFn>& filter_table() {
         {"string", [](const Value& v, const CallArgs&, int) { return Value::string(to_str(v)); }},
         {"int", [](const Value& v, const CallArgs& a, int) { return int_value(v, a); }},
         {"float", [](const Value& v, const CallArgs& a, int) { return float_value(v, a); }},
-        {"abs", [](const Value& v, const CallArgs&, int l) {
+        {"abs",
+         [](const Value& v, const CallArgs&, int l) {
              if (v.kind == Kind::Float) return Value::number(std::fabs(v.f));
-             if (v.kind == Kind::Int || v.kind == Kind::Bool) return Value::integer(std::llabs(v.kind == Kind::Bool ? v.b : v.i));
+             if (v.kind == Kind::Int || v.kind == Kind::Bool)
+                 return Value::integer(std::llabs(v.kind == Kind::Bool ? v.b : v.i));
              fail("template: abs expects a number at line %d", l);
          }},
         {"round", round_value},
-        {"items", [](const Value& v, const CallArgs&, int l) {
+        {"items",
+         [](const Value& v, const CallArgs&, int l) {
              if (v.is_undefined()) return Value::new_list();
              if (!v.is_mapping()) fail("template: items expects a mapping at line %d", l);
              ValueList out;
@@ -550,7 +596,8 @@ const std::unordered_map<std::string, FilterFn>& filter_table() {
         {"map", map_items},
         {"unique", unique_items},
         {"sort", sort_items},
-        {"reverse", [](const Value& v, const CallArgs&, int l) {
+        {"reverse",
+         [](const Value& v, const CallArgs&, int l) {
              if (v.is_string()) {
                  std::vector<std::string> chars = utf8_chars(v.s);
                  std::string out;
@@ -561,14 +608,18 @@ const std::unordered_map<std::string, FilterFn>& filter_table() {
              std::reverse(items.begin(), items.end());
              return Value::new_list(std::move(items));
          }},
-        {"batch", [](const Value& v, const CallArgs& a, int l) {
+        {"batch",
+         [](const Value& v, const CallArgs& a, int l) {
              int64_t size = expect_int(a.arg(0, "linecount"), "batch", l);
              if (size <= 0) fail("template: batch size must be positive at line %d", l);
              const Value* fill = a.arg(1, "fill_with");
              ValueList out, row;
              for (const Value& item : iterate(v, l)) {
                  row.push_back(item);
-                 if (static_cast<int64_t>(row.size()) == size) { out.push_back(Value::new_list(row)); row.clear(); }
+                 if (static_cast<int64_t>(row.size()) == size) {
+                     out.push_back(Value::new_list(row));
+                     row.clear();
+                 }
              }
              if (!row.empty()) {
                  while (fill && !fill->is_none() && static_cast<int64_t>(row.size()) < size) row.push_back(*fill);
@@ -577,7 +628,8 @@ const std::unordered_map<std::string, FilterFn>& filter_table() {
              return Value::new_list(std::move(out));
          }},
         {"indent", indent_text},
-        {"wordcount", [](const Value& v, const CallArgs&, int) {
+        {"wordcount",
+         [](const Value& v, const CallArgs&, int) {
              int64_t n = 0;
              bool in_word = false;
              for (char c : to_str(v)) {
@@ -590,7 +642,8 @@ const std::unordered_map<std::string, FilterFn>& filter_table() {
         {"safe", [](const Value& v, const CallArgs&, int) { return v; }},
         {"escape", [](const Value& v, const CallArgs&, int) { return Value::string(html_escape(to_str(v))); }},
         {"e", [](const Value& v, const CallArgs&, int) { return Value::string(html_escape(to_str(v))); }},
-        {"sum", [](const Value& v, const CallArgs& a, int l) {
+        {"sum",
+         [](const Value& v, const CallArgs& a, int l) {
              const Value* attribute = a.arg(0, "attribute");
              const Value* start = a.arg(1, "start");
              Value total = start ? *start : Value::integer(0);
@@ -598,8 +651,10 @@ const std::unordered_map<std::string, FilterFn>& filter_table() {
                  Value x = attribute ? attribute_path(item, to_str(*attribute)) : item;
                  if (!x.is_number() || !total.is_number()) fail("template: sum expects numbers at line %d", l);
                  bool ints = total.kind != Kind::Float && x.kind != Kind::Float;
-                 total = ints ? Value::integer(static_cast<int64_t>(total.as_double()) + static_cast<int64_t>(x.as_double()))
-                              : Value::number(total.as_double() + x.as_double());
+                 total =
+                     ints
+                         ? Value::integer(static_cast<int64_t>(total.as_double()) + static_cast<int64_t>(x.as_double()))
+                         : Value::number(total.as_double() + x.as_double());
              }
              return total;
          }},
@@ -663,7 +718,8 @@ bool apply_test(const std::string& name, const Value& v, const CallArgs& args, i
         return false;
     }
     if (name == "odd" || name == "even" || name == "divisibleby") {
-        if (v.kind != Kind::Int && v.kind != Kind::Bool) fail("template: test '%s' expects an integer at line %d", name.c_str(), line);
+        if (v.kind != Kind::Int && v.kind != Kind::Bool)
+            fail("template: test '%s' expects an integer at line %d", name.c_str(), line);
         int64_t x = v.kind == Kind::Bool ? v.b : v.i;
         if (name == "odd") return x % 2 != 0;
         if (name == "even") return x % 2 == 0;
@@ -682,23 +738,24 @@ Value bound_method(const Value& object, const std::string& name) {
 
 void add_globals(Dict& globals) {
     globals.set(Value::string("range"), make_callable("range", [](const CallArgs& a) {
-        if (a.positional.empty() || a.positional.size() > 3) fail("template: range expects 1 to 3 arguments");
-        int64_t start = 0, stop, step = 1;
-        if (a.positional.size() == 1) {
-            stop = expect_int(&a.positional[0], "range", 0);
-        } else {
-            start = expect_int(&a.positional[0], "range", 0);
-            stop = expect_int(&a.positional[1], "range", 0);
-            if (a.positional.size() == 3) step = expect_int(&a.positional[2], "range", 0);
-        }
-        if (step == 0) fail("template: range() step must not be zero");
-        ValueList out;
-        for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
-            if (out.size() >= 100000) fail("template: range too big (more than 100000 items)");
-            out.push_back(Value::integer(k));
-        }
-        return Value::new_list(std::move(out));
-    }));
+                    if (a.positional.empty() || a.positional.size() > 3)
+                        fail("template: range expects 1 to 3 arguments");
+                    int64_t start = 0, stop, step = 1;
+                    if (a.positional.size() == 1) {
+                        stop = expect_int(&a.positional[0], "range", 0);
+                    } else {
+                        start = expect_int(&a.positional[0], "range", 0);
+                        stop = expect_int(&a.positional[1], "range", 0);
+                        if (a.positional.size() == 3) step = expect_int(&a.positional[2], "range", 0);
+                    }
+                    if (step == 0) fail("template: range() step must not be zero");
+                    ValueList out;
+                    for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
+                        if (out.size() >= 100000) fail("template: range too big (more than 100000 items)");
+                        out.push_back(Value::integer(k));
+                    }
+                    return Value::new_list(std::move(out));
+                }));
     auto make_mapping = [](Kind kind) {
         return [kind](const CallArgs& a) {
             Value d = kind == Kind::Namespace ? Value::new_namespace() : Value::new_dict();
@@ -713,24 +770,26 @@ void add_globals(Dict& globals) {
     globals.set(Value::string("namespace"), make_callable("namespace", make_mapping(Kind::Namespace)));
     globals.set(Value::string("dict"), make_callable("dict", make_mapping(Kind::Dict)));
     globals.set(Value::string("raise_exception"), make_callable("raise_exception", [](const CallArgs& a) -> Value {
-        const Value* message = a.arg(0, nullptr);
-        throw Error(message ? to_str(*message) : std::string("raise_exception called"));
-    }));
+                    const Value* message = a.arg(0, nullptr);
+                    throw Error(message ? to_str(*message) : std::string("raise_exception called"));
+                }));
     globals.set(Value::string("strftime_now"), make_callable("strftime_now", [](const CallArgs& a) {
-        std::string fmt = expect_string(a.arg(0, nullptr), "strftime_now", 0);
-        std::time_t now = std::time(nullptr);
-        std::tm local{};
-        localtime_r(&now, &local);
-        char buf[512];
-        size_t n = std::strftime(buf, sizeof buf, fmt.c_str(), &local);
-        return Value::string(std::string(buf, n));
-    }));
+                    std::string fmt = expect_string(a.arg(0, nullptr), "strftime_now", 0);
+                    std::time_t now = std::time(nullptr);
+                    std::tm local{};
+                    localtime_r(&now, &local);
+                    char buf[512];
+                    size_t n = std::strftime(buf, sizeof buf, fmt.c_str(), &local);
+                    return Value::string(std::string(buf, n));
+                }));
 }
 
 ValueList iterate(const Value& v, int line) {
     switch (v.kind) {
-        case Kind::Undefined: return {};
-        case Kind::List: return *v.list;
+        case Kind::Undefined:
+            return {};
+        case Kind::List:
+            return *v.list;
         case Kind::Dict: {
             ValueList keys;
             for (const auto& kv : v.dict->items) keys.push_back(kv.first);
@@ -741,23 +800,30 @@ ValueList iterate(const Value& v, int line) {
             for (std::string& c : utf8_chars(v.s)) chars.push_back(Value::string(std::move(c)));
             return chars;
         }
-        default: fail("template: '%s' object is not iterable at line %d", kind_name(v.kind), line);
+        default:
+            fail("template: '%s' object is not iterable at line %d", kind_name(v.kind), line);
     }
 }
 
 int64_t length_of(const Value& v, int line) {
     switch (v.kind) {
-        case Kind::Undefined: return 0;
-        case Kind::String: return static_cast<int64_t>(utf8_length(v.s));
-        case Kind::List: return static_cast<int64_t>(v.list->size());
+        case Kind::Undefined:
+            return 0;
+        case Kind::String:
+            return static_cast<int64_t>(utf8_length(v.s));
+        case Kind::List:
+            return static_cast<int64_t>(v.list->size());
         case Kind::Dict:
-        case Kind::Namespace: return static_cast<int64_t>(v.dict->items.size());
-        default: fail("template: object of type '%s' has no len() at line %d", kind_name(v.kind), line);
+        case Kind::Namespace:
+            return static_cast<int64_t>(v.dict->items.size());
+        default:
+            fail("template: object of type '%s' has no len() at line %d", kind_name(v.kind), line);
     }
 }
 
 Value slice_value(const Value& target, const Value* start_v, const Value* stop_v, const Value* step_v, int line) {
-    if (target.kind != Kind::List && !target.is_string()) fail("template: cannot slice %s at line %d", kind_name(target.kind), line);
+    if (target.kind != Kind::List && !target.is_string())
+        fail("template: cannot slice %s at line %d", kind_name(target.kind), line);
     int64_t n = length_of(target, line);
     int64_t step = step_v ? expect_int(step_v, "slice step", line) : 1;
     if (step == 0) fail("template: slice step cannot be zero at line %d", line);

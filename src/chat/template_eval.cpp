@@ -48,7 +48,8 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b, int line
         }
     }
     if (op == "*") {
-        const Value* seq = a.is_string() || a.kind == Kind::List ? &a : (b.is_string() || b.kind == Kind::List ? &b : nullptr);
+        const Value* seq =
+            a.is_string() || a.kind == Kind::List ? &a : (b.is_string() || b.kind == Kind::List ? &b : nullptr);
         const Value* count = seq == &a ? &b : &a;
         if (seq && is_integral(*count)) {
             int64_t n = std::max<int64_t>(0, as_int_operand(*count));
@@ -94,9 +95,12 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b, int line
             }
         } else if (op == "**" && y >= 0) {
             r = 1;
-            if (x == 0 || x == 1) r = (x == 0 && y > 0) ? 0 : 1;
-            else if (x == -1) r = y % 2 == 0 ? 1 : -1;
-            else for (int64_t k = 0; k < y && !overflow; ++k) overflow = __builtin_mul_overflow(r, x, &r);
+            if (x == 0 || x == 1)
+                r = (x == 0 && y > 0) ? 0 : 1;
+            else if (x == -1)
+                r = y % 2 == 0 ? 1 : -1;
+            else
+                for (int64_t k = 0; k < y && !overflow; ++k) overflow = __builtin_mul_overflow(r, x, &r);
         } else {
             integer_op = false;  // computed in floating point below
         }
@@ -117,7 +121,8 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b, int line
 
 bool contains(const Value& container, const Value& item, int line) {
     switch (container.kind) {
-        case Kind::Undefined: return false;
+        case Kind::Undefined:
+            return false;
         case Kind::String:
             if (!item.is_string()) fail("template: 'in <string>' requires a string operand at line %d", line);
             return container.s.find(item.s) != std::string::npos;
@@ -127,8 +132,10 @@ bool contains(const Value& container, const Value& item, int line) {
             }
             return false;
         case Kind::Dict:
-        case Kind::Namespace: return container.dict->find(item) != nullptr;
-        default: fail("template: argument of type %s is not iterable at line %d", kind_name(container.kind), line);
+        case Kind::Namespace:
+            return container.dict->find(item) != nullptr;
+        default:
+            fail("template: argument of type %s is not iterable at line %d", kind_name(container.kind), line);
     }
 }
 
@@ -197,19 +204,28 @@ private:
                 out += piece;
                 return Flow::Normal;
             }
-            case StmtKind::If: return exec_if(s, out);
-            case StmtKind::For: return exec_for(s, out);
-            case StmtKind::Set: exec_set(s); return Flow::Normal;
+            case StmtKind::If:
+                return exec_if(s, out);
+            case StmtKind::For:
+                return exec_for(s, out);
+            case StmtKind::Set:
+                exec_set(s);
+                return Flow::Normal;
             case StmtKind::SetBlock: {
                 std::string captured;
                 exec_body(s.body, captured);
                 scopes_.back()[s.text] = Value::string(captured);
                 return Flow::Normal;
             }
-            case StmtKind::Macro: define_macro(s); return Flow::Normal;
-            case StmtKind::Break: return Flow::Break;
-            case StmtKind::Continue: return Flow::Continue;
-            case StmtKind::Block: return exec_body(s.body, out);
+            case StmtKind::Macro:
+                define_macro(s);
+                return Flow::Normal;
+            case StmtKind::Break:
+                return Flow::Break;
+            case StmtKind::Continue:
+                return Flow::Continue;
+            case StmtKind::Block:
+                return exec_body(s.body, out);
         }
         return Flow::Normal;
     }
@@ -332,9 +348,12 @@ private:
         Scope scope;
         for (size_t k = 0; k < m.params.size(); ++k) {
             const Value* given = args.arg(k, m.params[k].name.c_str());
-            if (given) scope[m.params[k].name] = *given;
-            else if (m.params[k].default_value) scope[m.params[k].name] = eval(*m.params[k].default_value);
-            else scope[m.params[k].name] = Value::undefined(m.params[k].name);
+            if (given)
+                scope[m.params[k].name] = *given;
+            else if (m.params[k].default_value)
+                scope[m.params[k].name] = eval(*m.params[k].default_value);
+            else
+                scope[m.params[k].name] = Value::undefined(m.params[k].name);
         }
         for (const auto& kw : args.keyword) {
             bool known = false;
@@ -360,18 +379,30 @@ private:
     Value eval(const Expr& e) {
         DepthGuard guard(*this, e.line);
         switch (e.kind) {
-            case ExprKind::Literal: return e.value;
-            case ExprKind::Name: return lookup(e.name);
-            case ExprKind::List: return eval_list(e);
-            case ExprKind::Dict: return eval_dict(e);
-            case ExprKind::Attr: return get_attribute(eval(*e.args[0]), e.name, e.line);
-            case ExprKind::Index: return get_item(eval(*e.args[0]), eval(*e.args[1]), e.line);
-            case ExprKind::Slice: return eval_slice(e);
-            case ExprKind::Call: return eval_call(e);
-            case ExprKind::Filter: return eval_filter(e);
-            case ExprKind::Test: return eval_test(e);
-            case ExprKind::Unary: return eval_unary(e);
-            case ExprKind::Binary: return eval_binary(e);
+            case ExprKind::Literal:
+                return e.value;
+            case ExprKind::Name:
+                return lookup(e.name);
+            case ExprKind::List:
+                return eval_list(e);
+            case ExprKind::Dict:
+                return eval_dict(e);
+            case ExprKind::Attr:
+                return get_attribute(eval(*e.args[0]), e.name, e.line);
+            case ExprKind::Index:
+                return get_item(eval(*e.args[0]), eval(*e.args[1]), e.line);
+            case ExprKind::Slice:
+                return eval_slice(e);
+            case ExprKind::Call:
+                return eval_call(e);
+            case ExprKind::Filter:
+                return eval_filter(e);
+            case ExprKind::Test:
+                return eval_test(e);
+            case ExprKind::Unary:
+                return eval_unary(e);
+            case ExprKind::Binary:
+                return eval_binary(e);
             case ExprKind::Ternary: {
                 if (eval(*e.args[0]).truthy()) return eval(*e.args[1]);
                 return e.args[2] ? eval(*e.args[2]) : Value::undefined();
@@ -454,7 +485,8 @@ private:
     Value eval_call(const Expr& e) {
         Value fn = eval(*e.args[0]);
         if (fn.is_undefined()) undefined_error(fn, e.line);
-        if (fn.kind != Kind::Callable) fail("template: %s object is not callable at line %d", kind_name(fn.kind), e.line);
+        if (fn.kind != Kind::Callable)
+            fail("template: %s object is not callable at line %d", kind_name(fn.kind), e.line);
         CallArgs args = eval_args(e, 1);
         return fn.fn->call(args);
     }
@@ -476,7 +508,8 @@ private:
         Value v = eval(*e.args[0]);
         if (e.name == "not") return Value::boolean(!v.truthy());
         if (v.is_undefined()) undefined_error(v, e.line);
-        if (!v.is_number()) fail("template: bad operand type for unary %s: %s at line %d", e.name.c_str(), kind_name(v.kind), e.line);
+        if (!v.is_number())
+            fail("template: bad operand type for unary %s: %s at line %d", e.name.c_str(), kind_name(v.kind), e.line);
         if (e.name == "+") return v.kind == Kind::Bool ? Value::integer(v.b) : v;
         if (v.kind == Kind::Float) return Value::number(-v.f);
         return Value::integer(-as_int_operand(v));

@@ -35,9 +35,12 @@ std::string rstrip_space(const std::string& s) {
 }
 
 void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) out += static_cast<char>(cp);
-    else if (cp < 0x800) { out += static_cast<char>(0xC0 | (cp >> 6)); out += static_cast<char>(0x80 | (cp & 0x3F)); }
-    else if (cp < 0x10000) {
+    if (cp < 0x80)
+        out += static_cast<char>(cp);
+    else if (cp < 0x800) {
+        out += static_cast<char>(0xC0 | (cp >> 6));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
         out += static_cast<char>(0xE0 | (cp >> 12));
         out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
         out += static_cast<char>(0x80 | (cp & 0x3F));
@@ -181,7 +184,7 @@ private:
             lex_string(c);
         } else {
             static const char* ops[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%", "~", "<",
-                                        ">", "=", "(", ")", "[", "]", "{", "}", ",", ".", ":", "|"};
+                                        ">",  "=",  "(",  ")",  "[",  "]",  "{", "}", ",", ".", ":", "|"};
             for (const char* op : ops) {
                 size_t n = strlen(op);
                 if (src_.compare(pos_, n, op) == 0) {
@@ -232,7 +235,10 @@ private:
         uint32_t cp = 0;
         for (size_t k = 0; k < count; ++k) {
             char h = src_[pos_ + k];
-            int d = is_digit(h) ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10 : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+            int d = is_digit(h)              ? h - '0'
+                    : (h >= 'a' && h <= 'f') ? h - 'a' + 10
+                    : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                             : -1;
             if (d < 0) fail("template: bad hex escape in string at line %d", line_);
             cp = cp * 16 + static_cast<uint32_t>(d);
         }
@@ -257,22 +263,54 @@ private:
             if (pos_ >= src_.size()) fail("template: unterminated string starting at line %d", start_line);
             char e = src_[pos_++];
             switch (e) {
-                case 'n': out += '\n'; break;
-                case 't': out += '\t'; break;
-                case 'r': out += '\r'; break;
-                case 'a': out += '\a'; break;
-                case 'b': out += '\b'; break;
-                case 'f': out += '\f'; break;
-                case 'v': out += '\v'; break;
-                case '0': out += '\0'; break;
-                case '\\': out += '\\'; break;
-                case '\'': out += '\''; break;
-                case '"': out += '"'; break;
-                case '\n': ++line_; break;
-                case 'x': append_utf8(out, read_hex(2)); break;
-                case 'u': append_utf8(out, read_hex(4)); break;
-                case 'U': append_utf8(out, read_hex(8)); break;
-                default: out += '\\'; out += e;
+                case 'n':
+                    out += '\n';
+                    break;
+                case 't':
+                    out += '\t';
+                    break;
+                case 'r':
+                    out += '\r';
+                    break;
+                case 'a':
+                    out += '\a';
+                    break;
+                case 'b':
+                    out += '\b';
+                    break;
+                case 'f':
+                    out += '\f';
+                    break;
+                case 'v':
+                    out += '\v';
+                    break;
+                case '0':
+                    out += '\0';
+                    break;
+                case '\\':
+                    out += '\\';
+                    break;
+                case '\'':
+                    out += '\'';
+                    break;
+                case '"':
+                    out += '"';
+                    break;
+                case '\n':
+                    ++line_;
+                    break;
+                case 'x':
+                    append_utf8(out, read_hex(2));
+                    break;
+                case 'u':
+                    append_utf8(out, read_hex(4));
+                    break;
+                case 'U':
+                    append_utf8(out, read_hex(8));
+                    break;
+                default:
+                    out += '\\';
+                    out += e;
             }
         }
         tokens_.push_back({Tok::String, out, start_line});
@@ -328,8 +366,10 @@ private:
     }
     [[noreturn]] void unexpected(const char* wanted) const {
         const Token& t = peek();
-        std::string got = t.kind == Tok::End ? "end of template" : t.kind == Tok::BlockEnd ? "'%}'"
-                        : t.kind == Tok::VarEnd ? "'}}'" : "'" + t.text + "'";
+        std::string got = t.kind == Tok::End        ? "end of template"
+                          : t.kind == Tok::BlockEnd ? "'%}'"
+                          : t.kind == Tok::VarEnd   ? "'}}'"
+                                                    : "'" + t.text + "'";
         fail("template: expected %s but found %s at line %d", wanted, got.c_str(), t.line);
     }
     void expect_op(const char* op) {
@@ -356,8 +396,10 @@ private:
         }
         e->height = h + 1;
         if (e->height > kMaxExprHeight) {
-            fail("template: expression nested deeper than %d levels (kMaxExprHeight; chains of operators, "
-                 "filters, attributes, subscripts and calls count) at line %d", kMaxExprHeight, e->line);
+            fail(
+                "template: expression nested deeper than %d levels (kMaxExprHeight; chains of operators, "
+                "filters, attributes, subscripts and calls count) at line %d",
+                kMaxExprHeight, e->line);
         }
         return e;
     }
@@ -564,7 +606,7 @@ public:
         while (at_name("if")) {
             int line = next().line;
             auto t = make(ExprKind::Ternary, line);
-            t->args.push_back(parse_or());     // condition
+            t->args.push_back(parse_or());       // condition
             t->args.push_back(std::move(expr));  // value when true
             t->args.push_back(accept_name("else") ? parse_expression() : nullptr);
             expr = seal(std::move(t));
@@ -693,9 +735,12 @@ private:
         if (t.kind == Tok::Name) {
             std::string name = next().text;
             auto e = make(ExprKind::Literal, line);
-            if (name == "true" || name == "True") e->value = Value::boolean(true);
-            else if (name == "false" || name == "False") e->value = Value::boolean(false);
-            else if (name == "none" || name == "None") e->value = Value::none();
+            if (name == "true" || name == "True")
+                e->value = Value::boolean(true);
+            else if (name == "false" || name == "False")
+                e->value = Value::boolean(false);
+            else if (name == "none" || name == "None")
+                e->value = Value::none();
             else {
                 e->kind = ExprKind::Name;
                 e->name = name;

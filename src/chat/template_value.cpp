@@ -35,25 +35,37 @@ Value Value::new_namespace() {
 
 double Value::as_double() const {
     switch (kind) {
-        case Kind::Int: return static_cast<double>(i);
-        case Kind::Float: return f;
-        case Kind::Bool: return b ? 1.0 : 0.0;
-        default: fail("template: expected a number, got %s", kind_name(kind));
+        case Kind::Int:
+            return static_cast<double>(i);
+        case Kind::Float:
+            return f;
+        case Kind::Bool:
+            return b ? 1.0 : 0.0;
+        default:
+            fail("template: expected a number, got %s", kind_name(kind));
     }
 }
 
 bool Value::truthy() const {
     switch (kind) {
         case Kind::Undefined:
-        case Kind::None: return false;
-        case Kind::Bool: return b;
-        case Kind::Int: return i != 0;
-        case Kind::Float: return f != 0.0;
-        case Kind::String: return !s.empty();
-        case Kind::List: return !list->empty();
-        case Kind::Dict: return !dict->items.empty();
+        case Kind::None:
+            return false;
+        case Kind::Bool:
+            return b;
+        case Kind::Int:
+            return i != 0;
+        case Kind::Float:
+            return f != 0.0;
+        case Kind::String:
+            return !s.empty();
+        case Kind::List:
+            return !list->empty();
+        case Kind::Dict:
+            return !dict->items.empty();
         case Kind::Namespace:
-        case Kind::Callable: return true;
+        case Kind::Callable:
+            return true;
     }
     return false;
 }
@@ -89,16 +101,26 @@ const Value* CallArgs::arg(size_t index, const char* name) const {
 
 const char* kind_name(Kind kind) {
     switch (kind) {
-        case Kind::Undefined: return "undefined";
-        case Kind::None: return "none";
-        case Kind::Bool: return "bool";
-        case Kind::Int: return "int";
-        case Kind::Float: return "float";
-        case Kind::String: return "string";
-        case Kind::List: return "list";
-        case Kind::Dict: return "dict";
-        case Kind::Namespace: return "namespace";
-        case Kind::Callable: return "callable";
+        case Kind::Undefined:
+            return "undefined";
+        case Kind::None:
+            return "none";
+        case Kind::Bool:
+            return "bool";
+        case Kind::Int:
+            return "int";
+        case Kind::Float:
+            return "float";
+        case Kind::String:
+            return "string";
+        case Kind::List:
+            return "list";
+        case Kind::Dict:
+            return "dict";
+        case Kind::Namespace:
+            return "namespace";
+        case Kind::Callable:
+            return "callable";
     }
     return "?";
 }
@@ -115,8 +137,10 @@ bool values_equal(const Value& a, const Value& b) {
     if (a.kind != b.kind) return false;
     switch (a.kind) {
         case Kind::Undefined:
-        case Kind::None: return true;
-        case Kind::String: return a.s == b.s;
+        case Kind::None:
+            return true;
+        case Kind::String:
+            return a.s == b.s;
         case Kind::List: {
             if (a.list->size() != b.list->size()) return false;
             for (size_t k = 0; k < a.list->size(); ++k) {
@@ -132,9 +156,12 @@ bool values_equal(const Value& a, const Value& b) {
             }
             return true;
         }
-        case Kind::Namespace: return a.dict == b.dict;
-        case Kind::Callable: return a.fn == b.fn;
-        default: return false;
+        case Kind::Namespace:
+            return a.dict == b.dict;
+        case Kind::Callable:
+            return a.fn == b.fn;
+        default:
+            return false;
     }
 }
 
@@ -197,23 +224,31 @@ static std::string repr_string(const std::string& s) {
     char quote = (has_single && !has_double) ? '"' : '\'';
     std::string out(1, quote);
     for (unsigned char c : s) {
-        if (c == '\\') out += "\\\\";
-        else if (c == static_cast<unsigned char>(quote)) { out += '\\'; out += quote; }
-        else if (c == '\n') out += "\\n";
-        else if (c == '\r') out += "\\r";
-        else if (c == '\t') out += "\\t";
+        if (c == '\\')
+            out += "\\\\";
+        else if (c == static_cast<unsigned char>(quote)) {
+            out += '\\';
+            out += quote;
+        } else if (c == '\n')
+            out += "\\n";
+        else if (c == '\r')
+            out += "\\r";
+        else if (c == '\t')
+            out += "\\t";
         else if (c < 0x20 || c == 0x7f) {
             char buf[8];
             snprintf(buf, sizeof buf, "\\x%02x", c);
             out += buf;
-        } else out += static_cast<char>(c);
+        } else
+            out += static_cast<char>(c);
     }
     return out + quote;
 }
 
 std::string to_repr(const Value& v) {
     switch (v.kind) {
-        case Kind::String: return repr_string(v.s);
+        case Kind::String:
+            return repr_string(v.s);
         case Kind::List: {
             std::string out = "[";
             for (size_t k = 0; k < v.list->size(); ++k) {
@@ -237,20 +272,29 @@ std::string to_repr(const Value& v) {
             plain.kind = Kind::Dict;
             return "<Namespace " + to_repr(plain) + ">";
         }
-        default: return to_str(v);
+        default:
+            return to_str(v);
     }
 }
 
 std::string to_str(const Value& v) {
     switch (v.kind) {
-        case Kind::Undefined: return "";
-        case Kind::None: return "None";
-        case Kind::Bool: return v.b ? "True" : "False";
-        case Kind::Int: return std::to_string(v.i);
-        case Kind::Float: return python_float_repr(v.f);
-        case Kind::String: return v.s;
-        case Kind::Callable: return "<function " + v.fn->name + ">";
-        default: return to_repr(v);
+        case Kind::Undefined:
+            return "";
+        case Kind::None:
+            return "None";
+        case Kind::Bool:
+            return v.b ? "True" : "False";
+        case Kind::Int:
+            return std::to_string(v.i);
+        case Kind::Float:
+            return python_float_repr(v.f);
+        case Kind::String:
+            return v.s;
+        case Kind::Callable:
+            return "<function " + v.fn->name + ">";
+        default:
+            return to_repr(v);
     }
 }
 
@@ -258,13 +302,27 @@ static void json_escape(const std::string& s, std::string& out) {
     out += '"';
     for (unsigned char c : s) {
         switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
-            case '\b': out += "\\b"; break;
-            case '\f': out += "\\f"; break;
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\r':
+                out += "\\r";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
+            case '\b':
+                out += "\\b";
+                break;
+            case '\f':
+                out += "\\f";
+                break;
             default:
                 if (c < 0x20) {
                     char buf[8];
@@ -286,12 +344,18 @@ static std::string json_float(double x) {
 
 static std::string json_key(const Value& key) {
     switch (key.kind) {
-        case Kind::String: return key.s;
-        case Kind::Int: return std::to_string(key.i);
-        case Kind::Float: return json_float(key.f);
-        case Kind::Bool: return key.b ? "true" : "false";
-        case Kind::None: return "null";
-        default: fail("template: tojson: keys must be str, int, float, bool or None, not %s", kind_name(key.kind));
+        case Kind::String:
+            return key.s;
+        case Kind::Int:
+            return std::to_string(key.i);
+        case Kind::Float:
+            return json_float(key.f);
+        case Kind::Bool:
+            return key.b ? "true" : "false";
+        case Kind::None:
+            return "null";
+        default:
+            fail("template: tojson: keys must be str, int, float, bool or None, not %s", kind_name(key.kind));
     }
 }
 
@@ -302,13 +366,26 @@ static void json_dump(const Value& v, int indent, int level, std::string& out, i
     const char* item_sep = indent >= 0 ? "," : ", ";
     std::string close_line = indent >= 0 ? "\n" + std::string(static_cast<size_t>(indent) * level, ' ') : "";
     switch (v.kind) {
-        case Kind::None: out += "null"; return;
-        case Kind::Bool: out += v.b ? "true" : "false"; return;
-        case Kind::Int: out += std::to_string(v.i); return;
-        case Kind::Float: out += json_float(v.f); return;
-        case Kind::String: json_escape(v.s, out); return;
+        case Kind::None:
+            out += "null";
+            return;
+        case Kind::Bool:
+            out += v.b ? "true" : "false";
+            return;
+        case Kind::Int:
+            out += std::to_string(v.i);
+            return;
+        case Kind::Float:
+            out += json_float(v.f);
+            return;
+        case Kind::String:
+            json_escape(v.s, out);
+            return;
         case Kind::List: {
-            if (v.list->empty()) { out += "[]"; return; }
+            if (v.list->empty()) {
+                out += "[]";
+                return;
+            }
             out += "[";
             for (size_t k = 0; k < v.list->size(); ++k) {
                 if (k) out += item_sep;
@@ -319,7 +396,10 @@ static void json_dump(const Value& v, int indent, int level, std::string& out, i
             return;
         }
         case Kind::Dict: {
-            if (v.dict->items.empty()) { out += "{}"; return; }
+            if (v.dict->items.empty()) {
+                out += "{}";
+                return;
+            }
             out += "{";
             bool first = true;
             for (const auto& kv : v.dict->items) {
@@ -333,7 +413,8 @@ static void json_dump(const Value& v, int indent, int level, std::string& out, i
             out += close_line + "}";
             return;
         }
-        default: fail("template: tojson: object of type %s is not JSON serializable", kind_name(v.kind));
+        default:
+            fail("template: tojson: object of type %s is not JSON serializable", kind_name(v.kind));
     }
 }
 
@@ -346,16 +427,21 @@ std::string to_json(const Value& v, int indent) {
 static Value from_json_at(const nlohmann::ordered_json& j, int depth) {
     if (depth > 512) fail("template: context JSON nested deeper than 512 levels");
     switch (j.type()) {
-        case nlohmann::ordered_json::value_t::null: return Value::none();
-        case nlohmann::ordered_json::value_t::boolean: return Value::boolean(j.get<bool>());
-        case nlohmann::ordered_json::value_t::number_integer: return Value::integer(j.get<int64_t>());
+        case nlohmann::ordered_json::value_t::null:
+            return Value::none();
+        case nlohmann::ordered_json::value_t::boolean:
+            return Value::boolean(j.get<bool>());
+        case nlohmann::ordered_json::value_t::number_integer:
+            return Value::integer(j.get<int64_t>());
         case nlohmann::ordered_json::value_t::number_unsigned: {
             uint64_t u = j.get<uint64_t>();
             if (u > static_cast<uint64_t>(INT64_MAX)) return Value::number(static_cast<double>(u));
             return Value::integer(static_cast<int64_t>(u));
         }
-        case nlohmann::ordered_json::value_t::number_float: return Value::number(j.get<double>());
-        case nlohmann::ordered_json::value_t::string: return Value::string(j.get<std::string>());
+        case nlohmann::ordered_json::value_t::number_float:
+            return Value::number(j.get<double>());
+        case nlohmann::ordered_json::value_t::string:
+            return Value::string(j.get<std::string>());
         case nlohmann::ordered_json::value_t::array: {
             ValueList items;
             items.reserve(j.size());
@@ -369,7 +455,8 @@ static Value from_json_at(const nlohmann::ordered_json& j, int depth) {
             }
             return d;
         }
-        default: fail("template: unsupported JSON value in context");
+        default:
+            fail("template: unsupported JSON value in context");
     }
 }
 
@@ -404,14 +491,17 @@ struct NestingWalk {
     std::unordered_set<const void*> on_path;
 
     int walk(const Value& v, int level) {
-        const void* id = v.list ? static_cast<const void*>(v.list.get())
-                         : v.dict ? static_cast<const void*>(v.dict.get()) : nullptr;
+        const void* id = v.list   ? static_cast<const void*>(v.list.get())
+                         : v.dict ? static_cast<const void*>(v.dict.get())
+                                  : nullptr;
         if (id == nullptr) return 0;
         auto known = depth_of.find(id);
         if (known != depth_of.end()) return known->second;
         if (level >= kMaxValueNesting || on_path.count(id)) {
-            fail("template: value nested deeper than %d levels or containing itself (kMaxValueNesting) "
-                 "at line %d", kMaxValueNesting, line);
+            fail(
+                "template: value nested deeper than %d levels or containing itself (kMaxValueNesting) "
+                "at line %d",
+                kMaxValueNesting, line);
         }
         on_path.insert(id);
         int deepest = 0;
@@ -430,8 +520,8 @@ struct NestingWalk {
 
 void check_string_size(size_t bytes, const char* what, int line) {
     if (bytes > kMaxStringBytes) {
-        fail("template: %s would make a string of %zu bytes, more than %zu (kMaxStringBytes) at line %d", what,
-             bytes, kMaxStringBytes, line);
+        fail("template: %s would make a string of %zu bytes, more than %zu (kMaxStringBytes) at line %d", what, bytes,
+             kMaxStringBytes, line);
     }
 }
 

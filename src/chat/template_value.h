@@ -27,17 +27,45 @@ struct Value {
     bool b = false;
     int64_t i = 0;
     double f = 0.0;
-    std::string s;                      // String; for Undefined: the name that was missing (hint)
-    std::shared_ptr<ValueList> list;    // List
-    std::shared_ptr<Dict> dict;         // Dict, Namespace
-    std::shared_ptr<Callable> fn;       // Callable
+    std::string s;                    // String; for Undefined: the name that was missing (hint)
+    std::shared_ptr<ValueList> list;  // List
+    std::shared_ptr<Dict> dict;       // Dict, Namespace
+    std::shared_ptr<Callable> fn;     // Callable
 
-    static Value undefined(const std::string& hint = "") { Value v; v.s = hint; return v; }
-    static Value none() { Value v; v.kind = Kind::None; return v; }
-    static Value boolean(bool x) { Value v; v.kind = Kind::Bool; v.b = x; return v; }
-    static Value integer(int64_t x) { Value v; v.kind = Kind::Int; v.i = x; return v; }
-    static Value number(double x) { Value v; v.kind = Kind::Float; v.f = x; return v; }
-    static Value string(std::string x) { Value v; v.kind = Kind::String; v.s = std::move(x); return v; }
+    static Value undefined(const std::string& hint = "") {
+        Value v;
+        v.s = hint;
+        return v;
+    }
+    static Value none() {
+        Value v;
+        v.kind = Kind::None;
+        return v;
+    }
+    static Value boolean(bool x) {
+        Value v;
+        v.kind = Kind::Bool;
+        v.b = x;
+        return v;
+    }
+    static Value integer(int64_t x) {
+        Value v;
+        v.kind = Kind::Int;
+        v.i = x;
+        return v;
+    }
+    static Value number(double x) {
+        Value v;
+        v.kind = Kind::Float;
+        v.f = x;
+        return v;
+    }
+    static Value string(std::string x) {
+        Value v;
+        v.kind = Kind::String;
+        v.s = std::move(x);
+        return v;
+    }
     static Value new_list(ValueList items = {});
     static Value new_dict();
     static Value new_namespace();
@@ -75,8 +103,8 @@ const char* kind_name(Kind kind);
 bool values_equal(const Value& a, const Value& b);
 // <0, 0, >0 like Python's ordering; throws for unorderable types.
 int compare_values(const Value& a, const Value& b);
-std::string to_str(const Value& v);    // Python str(); Undefined renders as ""
-std::string to_repr(const Value& v);   // Python repr()
+std::string to_str(const Value& v);   // Python str(); Undefined renders as ""
+std::string to_repr(const Value& v);  // Python repr()
 std::string python_float_repr(double x);
 // json.dumps(v, ensure_ascii=False, indent=indent (<0: none), separators=None, sort_keys=False).
 std::string to_json(const Value& v, int indent);

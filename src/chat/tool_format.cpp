@@ -20,8 +20,10 @@ std::string trim(const std::string& s) {
 bool as_call(const json& j, json& call) {
     if (!j.is_object()) return false;
     const json* body = &j;
-    if (j.contains("function") && j["function"].is_object()) body = &j["function"];
-    else if (j.contains("function_call") && j["function_call"].is_object()) body = &j["function_call"];
+    if (j.contains("function") && j["function"].is_object())
+        body = &j["function"];
+    else if (j.contains("function_call") && j["function_call"].is_object())
+        body = &j["function_call"];
     if (!body->contains("name") || !(*body)["name"].is_string()) return false;
     json args = body->contains("arguments") ? (*body)["arguments"] : body->value("parameters", json::object());
     if (args.is_string()) {
@@ -95,8 +97,10 @@ json parse_bounded_json(const std::string& text) {
     for (size_t i = 0; i < text.size(); ++i) {
         char c = text[i];
         if (in_string) {
-            if (c == '\\') ++i;
-            else if (c == '"') in_string = false;
+            if (c == '\\')
+                ++i;
+            else if (c == '"')
+                in_string = false;
         } else if (c == '"') {
             in_string = true;
         } else if (c == '[' || c == '{') {
@@ -124,7 +128,8 @@ json ToolFormat::prepare_messages(const json& messages) const {
         json copy = m;
         if (m.value("role", "") == "assistant" && m.contains("tool_calls")) {
             json calls = tool_format::message_calls(m);
-            std::string content = m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : "";
+            std::string content =
+                m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : "";
             if (!calls.empty()) content += render_calls(calls);
             copy["content"] = content;
             copy.erase("tool_calls");
@@ -136,7 +141,8 @@ json ToolFormat::prepare_messages(const json& messages) const {
 
 std::unique_ptr<ToolFormat> tool_format_for(const std::string& source) {
     std::unique_ptr<ToolFormat> format;
-    if (source.find("<|tool_call_start|>") != std::string::npos || source.find("<|tool_list_start|>") != std::string::npos)
+    if (source.find("<|tool_call_start|>") != std::string::npos ||
+        source.find("<|tool_list_start|>") != std::string::npos)
         format = make_lfm2_format();
     else if (source.find("<start_function_call>") != std::string::npos ||
              source.find("<start_function_declaration>") != std::string::npos)

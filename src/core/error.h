@@ -24,5 +24,7 @@ template <typename... Args>
 
 }  // namespace cactus
 
-#define CACTUS_ASSERT(cond) \
-    do { if (!(cond)) ::cactus::assert_failed(#cond, __FILE__, __LINE__); } while (0)
+#define CACTUS_ASSERT(cond)                                              \
+    do {                                                                 \
+        if (!(cond)) ::cactus::assert_failed(#cond, __FILE__, __LINE__); \
+    } while (0)

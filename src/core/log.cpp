@@ -26,9 +26,7 @@ void log_set_callback(LogCallback callback, void* user_data) {
     g_user_data = user_data;
 }
 
-bool log_enabled(LogLevel level) {
-    return level != LogLevel::None && static_cast<int>(level) >= g_level.load();
-}
+bool log_enabled(LogLevel level) { return level != LogLevel::None && static_cast<int>(level) >= g_level.load(); }
 
 void log_message(LogLevel level, const std::string& message) {
     int l = static_cast<int>(level);

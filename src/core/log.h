@@ -15,8 +15,8 @@ void log_message(LogLevel level, const std::string& message);  // to the callbac
 
 }  // namespace cactus
 
-#define CACTUS_LOG(level, ...)                                                        \
-    do {                                                                              \
+#define CACTUS_LOG(level, ...)                                                                         \
+    do {                                                                                               \
         if (::cactus::log_enabled(level)) ::cactus::log_message(level, ::cactus::format(__VA_ARGS__)); \
     } while (0)
 #define CACTUS_LOG_DEBUG(...) CACTUS_LOG(::cactus::LogLevel::Debug, __VA_ARGS__)

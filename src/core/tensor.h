@@ -45,7 +45,9 @@ struct Tensor {
     // Backend-side access: the address of element row `row` (rows counted over ne[1..3]).
     void* data() const;
     template <class T>
-    T* as() const { return static_cast<T*>(data()); }
+    T* as() const {
+        return static_cast<T*>(data());
+    }
 
     // A view of rows [first, first + n) of a 2-D tensor.
     Tensor rows_view(size_t first, size_t n) const;

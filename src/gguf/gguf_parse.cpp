@@ -13,10 +13,10 @@ namespace cactus {
 
 namespace {
 
-constexpr uint32_t kMaxDims = 4;                 // GGML_MAX_DIMS
-constexpr size_t kMaxTensorName = 63;            // GGML_MAX_NAME - 1
-constexpr uint64_t kMaxAlignment = 1ull << 20;   // 1 MiB; larger is hostile, not useful
-constexpr size_t kMinKvBytes = 8 + 4 + 1;        // key length, type, smallest value
+constexpr uint32_t kMaxDims = 4;                           // GGML_MAX_DIMS
+constexpr size_t kMaxTensorName = 63;                      // GGML_MAX_NAME - 1
+constexpr uint64_t kMaxAlignment = 1ull << 20;             // 1 MiB; larger is hostile, not useful
+constexpr size_t kMinKvBytes = 8 + 4 + 1;                  // key length, type, smallest value
 constexpr size_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // name len, n_dims, one dim, type, offset
 
 // Reads little-endian values from [base, base + size) with bounds checks.
@@ -29,8 +29,8 @@ public:
 
     void need(size_t n, const std::string& what) const {
         if (n > left()) {
-            fail("gguf: %s at offset %zu: needs %zu bytes but only %zu remain (file size %zu)",
-                 what.c_str(), pos_, n, left(), size_);
+            fail("gguf: %s at offset %zu: needs %zu bytes but only %zu remain (file size %zu)", what.c_str(), pos_, n,
+                 left(), size_);
         }
     }
 
@@ -46,8 +46,8 @@ public:
     std::string read_string(const std::string& what) {
         uint64_t length = read<uint64_t>(what + " length");
         if (length > left()) {
-            fail("gguf: %s at offset %zu: string length %llu past end of file (%zu bytes remain)",
-                 what.c_str(), pos_, static_cast<unsigned long long>(length), left());
+            fail("gguf: %s at offset %zu: string length %llu past end of file (%zu bytes remain)", what.c_str(), pos_,
+                 static_cast<unsigned long long>(length), left());
         }
         std::string out(reinterpret_cast<const char*>(base_ + pos_), static_cast<size_t>(length));
         pos_ += static_cast<size_t>(length);
@@ -59,9 +59,10 @@ public:
         size_t at = pos_;
         uint64_t count = read<uint64_t>(what);
         if (min_item_bytes > 0 && count > left() / min_item_bytes) {
-            fail("gguf: %s at offset %zu: %llu items of at least %zu bytes cannot fit in the %zu "
-                 "bytes that remain",
-                 what.c_str(), at, static_cast<unsigned long long>(count), min_item_bytes, left());
+            fail(
+                "gguf: %s at offset %zu: %llu items of at least %zu bytes cannot fit in the %zu "
+                "bytes that remain",
+                what.c_str(), at, static_cast<unsigned long long>(count), min_item_bytes, left());
         }
         return count;
     }
@@ -94,18 +95,41 @@ void read_scalar(Cursor& in, GgufType type, const std::string& what, GgufValue& 
         out.f = static_cast<double>(v);
     };
     switch (type) {
-        case GgufType::U8: set_unsigned(in.read<uint8_t>(what)); break;
-        case GgufType::I8: set_signed(in.read<int8_t>(what)); break;
-        case GgufType::U16: set_unsigned(in.read<uint16_t>(what)); break;
-        case GgufType::I16: set_signed(in.read<int16_t>(what)); break;
-        case GgufType::U32: set_unsigned(in.read<uint32_t>(what)); break;
-        case GgufType::I32: set_signed(in.read<int32_t>(what)); break;
-        case GgufType::U64: set_unsigned(in.read<uint64_t>(what)); break;
-        case GgufType::I64: set_signed(in.read<int64_t>(what)); break;
-        case GgufType::BOOL: set_unsigned(in.read<uint8_t>(what) != 0 ? 1 : 0); break;
-        case GgufType::F32: out.f = in.read<float>(what); break;
-        case GgufType::F64: out.f = in.read<double>(what); break;
-        default: fail("gguf: %s: type %s is not a scalar", what.c_str(), gguf_type_name(type));
+        case GgufType::U8:
+            set_unsigned(in.read<uint8_t>(what));
+            break;
+        case GgufType::I8:
+            set_signed(in.read<int8_t>(what));
+            break;
+        case GgufType::U16:
+            set_unsigned(in.read<uint16_t>(what));
+            break;
+        case GgufType::I16:
+            set_signed(in.read<int16_t>(what));
+            break;
+        case GgufType::U32:
+            set_unsigned(in.read<uint32_t>(what));
+            break;
+        case GgufType::I32:
+            set_signed(in.read<int32_t>(what));
+            break;
+        case GgufType::U64:
+            set_unsigned(in.read<uint64_t>(what));
+            break;
+        case GgufType::I64:
+            set_signed(in.read<int64_t>(what));
+            break;
+        case GgufType::BOOL:
+            set_unsigned(in.read<uint8_t>(what) != 0 ? 1 : 0);
+            break;
+        case GgufType::F32:
+            out.f = in.read<float>(what);
+            break;
+        case GgufType::F64:
+            out.f = in.read<double>(what);
+            break;
+        default:
+            fail("gguf: %s: type %s is not a scalar", what.c_str(), gguf_type_name(type));
     }
 }
 
@@ -173,8 +197,8 @@ GgufTensor read_tensor_info(Cursor& in, size_t index) {
     GgufTensor t;
     t.name = in.read_string(format("tensor #%zu name", index));
     if (t.name.size() > kMaxTensorName) {
-        fail("gguf: tensor #%zu name '%.40s...' is %zu bytes long (max %zu)", index, t.name.c_str(),
-             t.name.size(), kMaxTensorName);
+        fail("gguf: tensor #%zu name '%.40s...' is %zu bytes long (max %zu)", index, t.name.c_str(), t.name.size(),
+             kMaxTensorName);
     }
     std::string what = "tensor '" + t.name + "'";
     uint32_t n_dims = in.read<uint32_t>(what + " n_dims");
@@ -186,8 +210,7 @@ GgufTensor read_tensor_info(Cursor& in, size_t index) {
         uint64_t dim = in.read<uint64_t>(what + " dims");
         if (dim == 0) fail("gguf: %s: dims[%u] = 0 (every dimension must be > 0)", what.c_str(), d);
         if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-            fail("gguf: %s: dims[%u] = %llu exceeds INT64_MAX", what.c_str(), d,
-                 static_cast<unsigned long long>(dim));
+            fail("gguf: %s: dims[%u] = %llu exceeds INT64_MAX", what.c_str(), d, static_cast<unsigned long long>(dim));
         }
         if (__builtin_mul_overflow(n_elements, dim, &n_elements) ||
             n_elements > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
@@ -205,8 +228,7 @@ GgufTensor read_tensor_info(Cursor& in, size_t index) {
              static_cast<unsigned long long>(t.dims[0]), traits->name, traits->block_size);
     }
     t.n_elements = n_elements;
-    if (__builtin_mul_overflow(n_elements / traits->block_size, uint64_t{traits->block_bytes},
-                               &t.n_bytes)) {
+    if (__builtin_mul_overflow(n_elements / traits->block_size, uint64_t{traits->block_bytes}, &t.n_bytes)) {
         fail("gguf: %s: byte size of %llu %s elements overflows", what.c_str(),
              static_cast<unsigned long long>(n_elements), traits->name);
     }
@@ -215,28 +237,27 @@ GgufTensor read_tensor_info(Cursor& in, size_t index) {
 }
 
 // Checks offsets against the alignment, the data section and each other; sets data pointers.
-void place_tensors(std::vector<GgufTensor>& tensors, const uint8_t* base, size_t file_size,
-                   uint64_t data_offset, uint64_t alignment) {
+void place_tensors(std::vector<GgufTensor>& tensors, const uint8_t* base, size_t file_size, uint64_t data_offset,
+                   uint64_t alignment) {
     uint64_t data_size = data_offset <= file_size ? file_size - data_offset : 0;
     for (GgufTensor& t : tensors) {
         const char* name = t.name.c_str();
         auto offset = static_cast<unsigned long long>(t.offset);
         if (t.offset % alignment != 0) {
-            fail("gguf: tensor '%s': offset %llu is not a multiple of the alignment %llu", name,
-                 offset, static_cast<unsigned long long>(alignment));
+            fail("gguf: tensor '%s': offset %llu is not a multiple of the alignment %llu", name, offset,
+                 static_cast<unsigned long long>(alignment));
         }
         if (data_offset > file_size) {
             fail("gguf: tensor '%s': data section starts at %llu, past end of file (size %zu)", name,
                  static_cast<unsigned long long>(data_offset), file_size);
         }
         if (t.offset > data_size) {
-            fail("gguf: tensor '%s': offset %llu past end of file (data section size %llu)", name,
-                 offset, static_cast<unsigned long long>(data_size));
+            fail("gguf: tensor '%s': offset %llu past end of file (data section size %llu)", name, offset,
+                 static_cast<unsigned long long>(data_size));
         }
         if (t.n_bytes > data_size - t.offset) {
-            fail("gguf: tensor '%s': offset %llu + size %llu past end of file (data section size %llu)",
-                 name, offset, static_cast<unsigned long long>(t.n_bytes),
-                 static_cast<unsigned long long>(data_size));
+            fail("gguf: tensor '%s': offset %llu + size %llu past end of file (data section size %llu)", name, offset,
+                 static_cast<unsigned long long>(t.n_bytes), static_cast<unsigned long long>(data_size));
         }
         t.data = base + data_offset + t.offset;
     }
@@ -248,10 +269,9 @@ void place_tensors(std::vector<GgufTensor>& tensors, const uint8_t* base, size_t
         const GgufTensor& prev = *by_offset[k - 1];
         const GgufTensor& cur = *by_offset[k];
         if (prev.offset + prev.n_bytes > cur.offset) {
-            fail("gguf: tensor '%s': offset %llu overlaps tensor '%s' (offset %llu, size %llu)",
-                 cur.name.c_str(), static_cast<unsigned long long>(cur.offset), prev.name.c_str(),
-                 static_cast<unsigned long long>(prev.offset),
-                 static_cast<unsigned long long>(prev.n_bytes));
+            fail("gguf: tensor '%s': offset %llu overlaps tensor '%s' (offset %llu, size %llu)", cur.name.c_str(),
+                 static_cast<unsigned long long>(cur.offset), prev.name.c_str(),
+                 static_cast<unsigned long long>(prev.offset), static_cast<unsigned long long>(prev.n_bytes));
         }
     }
 }
@@ -262,8 +282,7 @@ void GgufFile::parse() {
     Cursor in(base_, size_);
     in.need(4, "magic");
     if (std::memcmp(base_, "GGUF", 4) != 0) {
-        fail("gguf: bad magic %02x %02x %02x %02x (expected 'GGUF')", base_[0], base_[1], base_[2],
-             base_[3]);
+        fail("gguf: bad magic %02x %02x %02x %02x (expected 'GGUF')", base_[0], base_[1], base_[2], base_[3]);
     }
     in.read<uint32_t>("magic");
     version_ = in.read<uint32_t>("version");

@@ -27,18 +27,41 @@ void put_string(std::vector<uint8_t>& out, const std::string& s) {
 // Appends one numeric element of `type`, from an integer or a float source.
 void put_number(std::vector<uint8_t>& out, GgufType type, int64_t i, double f) {
     switch (type) {
-        case GgufType::U8: put<uint8_t>(out, static_cast<uint8_t>(i)); break;
-        case GgufType::I8: put<int8_t>(out, static_cast<int8_t>(i)); break;
-        case GgufType::U16: put<uint16_t>(out, static_cast<uint16_t>(i)); break;
-        case GgufType::I16: put<int16_t>(out, static_cast<int16_t>(i)); break;
-        case GgufType::U32: put<uint32_t>(out, static_cast<uint32_t>(i)); break;
-        case GgufType::I32: put<int32_t>(out, static_cast<int32_t>(i)); break;
-        case GgufType::U64: put<uint64_t>(out, static_cast<uint64_t>(i)); break;
-        case GgufType::I64: put<int64_t>(out, i); break;
-        case GgufType::BOOL: put<uint8_t>(out, i != 0 ? 1 : 0); break;
-        case GgufType::F32: put<float>(out, static_cast<float>(f)); break;
-        case GgufType::F64: put<double>(out, f); break;
-        default: fail("GgufWriter: type %s is not numeric", gguf_type_name(type));
+        case GgufType::U8:
+            put<uint8_t>(out, static_cast<uint8_t>(i));
+            break;
+        case GgufType::I8:
+            put<int8_t>(out, static_cast<int8_t>(i));
+            break;
+        case GgufType::U16:
+            put<uint16_t>(out, static_cast<uint16_t>(i));
+            break;
+        case GgufType::I16:
+            put<int16_t>(out, static_cast<int16_t>(i));
+            break;
+        case GgufType::U32:
+            put<uint32_t>(out, static_cast<uint32_t>(i));
+            break;
+        case GgufType::I32:
+            put<int32_t>(out, static_cast<int32_t>(i));
+            break;
+        case GgufType::U64:
+            put<uint64_t>(out, static_cast<uint64_t>(i));
+            break;
+        case GgufType::I64:
+            put<int64_t>(out, i);
+            break;
+        case GgufType::BOOL:
+            put<uint8_t>(out, i != 0 ? 1 : 0);
+            break;
+        case GgufType::F32:
+            put<float>(out, static_cast<float>(f));
+            break;
+        case GgufType::F64:
+            put<double>(out, f);
+            break;
+        default:
+            fail("GgufWriter: type %s is not numeric", gguf_type_name(type));
     }
 }
 
@@ -107,8 +130,7 @@ void GgufWriter::add_string_array(const std::string& key, const std::vector<std:
     for (const std::string& s : v) put_string(kv_bytes_, s);
 }
 
-void GgufWriter::add_int_array(const std::string& key, GgufType element_type,
-                               const std::vector<int64_t>& v) {
+void GgufWriter::add_int_array(const std::string& key, GgufType element_type, const std::vector<int64_t>& v) {
     if (!is_numeric_type(element_type) || is_float_type(element_type)) {
         fail("GgufWriter: '%s': %s is not an integer element type", key.c_str(), gguf_type_name(element_type));
     }
@@ -118,8 +140,7 @@ void GgufWriter::add_int_array(const std::string& key, GgufType element_type,
     for (int64_t x : v) put_number(kv_bytes_, element_type, x, 0.0);
 }
 
-void GgufWriter::add_float_array(const std::string& key, GgufType element_type,
-                                 const std::vector<double>& v) {
+void GgufWriter::add_float_array(const std::string& key, GgufType element_type, const std::vector<double>& v) {
     if (!is_float_type(element_type)) {
         fail("GgufWriter: '%s': %s is not a float element type", key.c_str(), gguf_type_name(element_type));
     }
@@ -131,13 +152,18 @@ void GgufWriter::add_float_array(const std::string& key, GgufType element_type,
 
 void GgufWriter::add_value(const std::string& key, const GgufValue& value) {
     switch (value.type) {
-        case GgufType::STRING: add_string(key, value.str); return;
-        case GgufType::U32: add_u32(key, static_cast<uint32_t>(value.u)); return;
+        case GgufType::STRING:
+            add_string(key, value.str);
+            return;
+        case GgufType::U32:
+            add_u32(key, static_cast<uint32_t>(value.u));
+            return;
         case GgufType::ARRAY:
             if (value.array_type == GgufType::STRING) return add_string_array(key, value.strings);
             if (is_float_type(value.array_type)) return add_float_array(key, value.array_type, value.numbers);
             return add_int_array(key, value.array_type, value.ints);
-        default: break;
+        default:
+            break;
     }
     if (!is_numeric_type(value.type)) {
         fail("GgufWriter: '%s': unknown value type %u", key.c_str(), static_cast<uint32_t>(value.type));
@@ -146,8 +172,8 @@ void GgufWriter::add_value(const std::string& key, const GgufValue& value) {
     put_number(kv_bytes_, value.type, value.i, value.f);
 }
 
-void GgufWriter::add_tensor(const std::string& name, DType type, const std::vector<uint64_t>& dims,
-                            const void* data, size_t n_bytes) {
+void GgufWriter::add_tensor(const std::string& name, DType type, const std::vector<uint64_t>& dims, const void* data,
+                            size_t n_bytes) {
     const DTypeTraits* traits = dtype_traits(static_cast<uint32_t>(type));
     if (traits == nullptr) fail("GgufWriter: tensor '%s': unknown type %u", name.c_str(), static_cast<uint32_t>(type));
     if (name.size() > 63) fail("GgufWriter: tensor name '%s' is longer than 63 bytes", name.c_str());

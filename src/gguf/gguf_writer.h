@@ -39,8 +39,8 @@ public:
     void add_value(const std::string& key, const GgufValue& value);
 
     // dims[0] is innermost; `data` holds exactly the tensor's byte size and is copied.
-    void add_tensor(const std::string& name, DType type, const std::vector<uint64_t>& dims,
-                    const void* data, size_t n_bytes);
+    void add_tensor(const std::string& name, DType type, const std::vector<uint64_t>& dims, const void* data,
+                    size_t n_bytes);
 
     std::vector<uint8_t> to_bytes() const;
     void write_file(const std::string& path) const;

@@ -34,8 +34,8 @@ size_t ring_chunk_of(const std::vector<KvLayerSpec>& layers, const KvCacheConfig
 void check_spec(const KvLayerSpec& spec, size_t il) {
     if (spec.k_width == 0 || spec.v_width == 0) fail("KvCache: layer %zu has an empty row", il);
     if (spec.n_head_kv == 0 || spec.k_width % spec.n_head_kv != 0 || spec.v_width % spec.n_head_kv != 0) {
-        fail("KvCache: layer %zu: rows of %zu/%zu elements do not split into %zu heads", il, spec.k_width,
-             spec.v_width, spec.n_head_kv);
+        fail("KvCache: layer %zu: rows of %zu/%zu elements do not split into %zu heads", il, spec.k_width, spec.v_width,
+             spec.n_head_kv);
     }
     if (spec.rope.n_rot % 2 != 0 || spec.rope.n_rot > spec.k_width / spec.n_head_kv) {
         fail("KvCache: layer %zu: rope dimension %zu does not fit the head", il, spec.rope.n_rot);
@@ -81,8 +81,8 @@ KvCache::KvCache(std::vector<KvLayerSpec> layers, const KvCacheConfig& config, c
     }
     const KvCompressOptions& c = config_.kv.compress;
     if (c.enabled && (c.to == 0 || c.to >= c.at || c.at > config_.n_ctx || c.sinks + c.recent > c.to)) {
-        fail("KvCache: compaction %zu -> %zu (sinks %zu, recent %zu) does not fit n_ctx %zu", c.at, c.to,
-             c.sinks, c.recent, config_.n_ctx);
+        fail("KvCache: compaction %zu -> %zu (sinks %zu, recent %zu) does not fit n_ctx %zu", c.at, c.to, c.sinks,
+             c.recent, config_.n_ctx);
     }
     ring_chunk_ = ring_chunk_of(layers, config_);
     layers_.resize(layers.size());
@@ -137,9 +137,10 @@ size_t KvCache::reserve(size_t wanted) {
         const size_t limit = c.enabled ? c.at : config_.n_ctx;
         if (global_rows() >= limit) {
             if (!c.enabled) {
-                fail("KvCache: the conversation has %zu tokens and fills the context (n_ctx %zu) with "
-                     "kv_compress off; raise n_ctx, turn kv_compress on or start a new conversation",
-                     n_tokens_, config_.n_ctx);
+                fail(
+                    "KvCache: the conversation has %zu tokens and fills the context (n_ctx %zu) with "
+                    "kv_compress off; raise n_ctx, turn kv_compress on or start a new conversation",
+                    n_tokens_, config_.n_ctx);
             }
             compact_all();
         }

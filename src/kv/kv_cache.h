@@ -30,17 +30,17 @@
 namespace cactus {
 
 struct KvLayerSpec {
-    size_t k_width = 0;   // n_head_kv * head_dim_k elements per key row
-    size_t v_width = 0;   // n_head_kv * head_dim_v elements per value row
-    uint32_t window = 0;  // sliding window in tokens; 0 = global attention
+    size_t k_width = 0;    // n_head_kv * head_dim_k elements per key row
+    size_t v_width = 0;    // n_head_kv * head_dim_v elements per value row
+    uint32_t window = 0;   // sliding window in tokens; 0 = global attention
     size_t n_head_kv = 1;  // heads per row (int8 groups and compaction work per head)
     RopeParams rope;       // how the keys were rotated (re-rotation on compaction); n_rot 0 = none
     uint32_t sinks = 0;    // sliding rings only: first rows never overwritten, visible to all queries
 };
 
 struct KvCacheConfig {
-    size_t n_ctx = 0;       // tokens a global layer holds (without compaction)
-    size_t max_chunk = 0;   // largest append; 0 = n_ctx
+    size_t n_ctx = 0;      // tokens a global layer holds (without compaction)
+    size_t max_chunk = 0;  // largest append; 0 = n_ctx
     KvOptions kv;
 };
 
@@ -127,12 +127,12 @@ private:
     struct Layer {
         KvLayerSpec spec;
         bool ring = false;
-        size_t capacity = 0;   // physical rows
-        size_t used = 0;       // rows [0, used) have ever been written (ring) / hold rows (global)
-        size_t oldest = 0;     // ring: tokens [oldest, n_past) (and the sinks) are all still stored
+        size_t capacity = 0;  // physical rows
+        size_t used = 0;      // rows [0, used) have ever been written (ring) / hold rows (global)
+        size_t oldest = 0;    // ring: tokens [oldest, n_past) (and the sinks) are all still stored
         size_t head_dim_k = 0;
         size_t head_dim_v = 0;
-        std::vector<int32_t> row_pos;    // [capacity], -1 = empty
+        std::vector<int32_t> row_pos;  // [capacity], -1 = empty
     };
 
     void init_layer(Layer& layer, const KvLayerSpec& spec) const;
@@ -145,10 +145,10 @@ private:
     KvCacheConfig config_;
     std::vector<Layer> layers_;
     bool has_global_ = false;
-    size_t ring_chunk_ = 0;       // largest append the rings were sized for (0 = no ring)
+    size_t ring_chunk_ = 0;  // largest append the rings were sized for (0 = no ring)
     size_t n_tokens_ = 0;
-    size_t global_offset_ = 0;    // tokens dropped from global layers by compaction
-    size_t truncate_floor_ = 0;   // n_tokens at the last compaction
+    size_t global_offset_ = 0;   // tokens dropped from global layers by compaction
+    size_t truncate_floor_ = 0;  // n_tokens at the last compaction
     size_t compactions_ = 0;
     std::unique_ptr<KvStorage> storage_;  // the rows (backend memory)
 };

@@ -18,12 +18,10 @@ namespace {
 
 // Indices (ascending) of the rows one head keeps out of n: sinks, the `middle` least similar
 // candidates by score, and the most recent rows.
-std::vector<size_t> kept_rows(const std::vector<float>& cosine, size_t n, size_t sinks, size_t recent,
-                              size_t middle) {
+std::vector<size_t> kept_rows(const std::vector<float>& cosine, size_t n, size_t sinks, size_t recent, size_t middle) {
     std::vector<size_t> candidates(n - sinks - recent);
     std::iota(candidates.begin(), candidates.end(), sinks);
-    std::stable_sort(candidates.begin(), candidates.end(),
-                     [&](size_t a, size_t b) { return cosine[a] < cosine[b]; });
+    std::stable_sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) { return cosine[a] < cosine[b]; });
     candidates.resize(middle);
     std::sort(candidates.begin(), candidates.end());
     std::vector<size_t> kept;

@@ -19,10 +19,10 @@ constexpr size_t kKvGroup = 32;
 
 // What a user asked for; unset fields (-1 / 0) take the defaults.
 struct KvRequest {
-    int type = -1;            // -1 unset, else static_cast<int>(KvType)
-    int compress = -1;        // -1 unset, 0 off, 1 on
-    size_t compress_at = 0;   // 0 unset
-    size_t compress_to = 0;   // 0 unset
+    int type = -1;           // -1 unset, else static_cast<int>(KvType)
+    int compress = -1;       // -1 unset, 0 off, 1 on
+    size_t compress_at = 0;  // 0 unset
+    size_t compress_to = 0;  // 0 unset
     int64_t compress_sinks = -1;
     double compress_recent = -1.0;  // fraction of compress_to kept as the most recent rows
 
@@ -37,10 +37,10 @@ struct KvRequest {
 
 struct KvCompressOptions {
     bool enabled = false;
-    size_t at = 0;       // a global layer holding this many rows is compacted ...
-    size_t to = 0;       // ... down to this many
-    size_t sinks = 0;    // first rows always kept
-    size_t recent = 0;   // most recent rows always kept (rows, resolved from the fraction)
+    size_t at = 0;      // a global layer holding this many rows is compacted ...
+    size_t to = 0;      // ... down to this many
+    size_t sinks = 0;   // first rows always kept
+    size_t recent = 0;  // most recent rows always kept (rows, resolved from the fraction)
 };
 
 struct KvOptions {

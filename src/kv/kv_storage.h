@@ -16,10 +16,10 @@
 namespace cactus {
 
 struct KvLayerLayout {
-    size_t k_width = 0;    // n_head_kv * head_dim_k
-    size_t v_width = 0;    // n_head_kv * head_dim_v
+    size_t k_width = 0;  // n_head_kv * head_dim_k
+    size_t v_width = 0;  // n_head_kv * head_dim_v
     size_t n_head_kv = 1;
-    size_t capacity = 0;   // physical rows
+    size_t capacity = 0;  // physical rows
 };
 
 class KvStorage {
@@ -53,8 +53,12 @@ public:
     size_t bytes() const override;
 
     // Raw rows for the CPU attention kernels. f16: k16/v16; int8: k8/v8 plus scales.
-    const uint16_t* k16(size_t il, size_t row) const { return layers_[il].k16.data() + row * layers_[il].layout.k_width; }
-    const uint16_t* v16(size_t il, size_t row) const { return layers_[il].v16.data() + row * layers_[il].layout.v_width; }
+    const uint16_t* k16(size_t il, size_t row) const {
+        return layers_[il].k16.data() + row * layers_[il].layout.k_width;
+    }
+    const uint16_t* v16(size_t il, size_t row) const {
+        return layers_[il].v16.data() + row * layers_[il].layout.v_width;
+    }
     const int8_t* k8(size_t il, size_t row) const { return layers_[il].k8.data() + row * layers_[il].layout.k_width; }
     const int8_t* v8(size_t il, size_t row) const { return layers_[il].v8.data() + row * layers_[il].layout.v_width; }
     const float* k_scales(size_t il, size_t row) const { return layers_[il].ks.data() + row * layers_[il].k_groups; }
@@ -67,7 +71,7 @@ private:
         KvLayerLayout layout;
         size_t head_dim_k = 0;
         size_t head_dim_v = 0;
-        size_t k_groups = 0;             // scales per key row (int8)
+        size_t k_groups = 0;  // scales per key row (int8)
         size_t v_groups = 0;
         std::vector<uint16_t> k16, v16;  // [capacity, k_width], [capacity, v_width] (f16)
         std::vector<int8_t> k8, v8;      // same shapes (int8)

@@ -36,14 +36,14 @@ public:
     }
     // Causal (or sliding) self-attention over the KV cache: stores k, v of the batch in layer il,
     // then out [n, n_head * head_dim_v] = softmax(scale * q K^T) V over the visible rows.
-    void attention(const Tensor& out, size_t il, const KvBatch& kv, const Tensor& q, const Tensor& k,
-                   const Tensor& v, size_t n_head, float scale) const {
+    void attention(const Tensor& out, size_t il, const KvBatch& kv, const Tensor& q, const Tensor& k, const Tensor& v,
+                   size_t n_head, float scale) const {
         be_.kv_store(il, kv, k, v);
         be_.attention_kv(out, il, kv, q, n_head, scale);
     }
     // Gated feed-forward: y [n, n_embd] = down(act(gate x) * up x); gate_buf, up_buf: [n, n_ff].
-    void ffn(const Tensor& y, const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down,
-             Activation act, const Tensor& gate_buf, const Tensor& up_buf) const {
+    void ffn(const Tensor& y, const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, Activation act,
+             const Tensor& gate_buf, const Tensor& up_buf) const {
         be_.matmul(gate_buf, gate, x);
         be_.matmul(up_buf, up, x);
         be_.glu(gate_buf, gate_buf, up_buf, act);

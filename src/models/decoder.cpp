@@ -65,9 +65,15 @@ void DecoderModel::init(const std::vector<KvLayerSpec>& layers, const Tensor& ou
     // Activations, in one buffer: [n_batch, width] each, then ids / positions / logits.
     const size_t b = n_batch_;
     n_logit_rows_ = std::min(b, std::max(kLogitRowsMin, info_.n_seq));
-    const size_t widths[] = {hp_.n_embd, hp_.n_embd, hp_.n_embd, hp_.n_head * hp_.head_dim_k,
-                             hp_.n_head_kv * hp_.head_dim_k, hp_.n_head_kv * hp_.head_dim_v,
-                             hp_.n_head * hp_.head_dim_v, hp_.n_ff, hp_.n_ff};
+    const size_t widths[] = {hp_.n_embd,
+                             hp_.n_embd,
+                             hp_.n_embd,
+                             hp_.n_head * hp_.head_dim_k,
+                             hp_.n_head_kv * hp_.head_dim_k,
+                             hp_.n_head_kv * hp_.head_dim_v,
+                             hp_.n_head * hp_.head_dim_v,
+                             hp_.n_ff,
+                             hp_.n_ff};
     size_t floats = 0;
     for (size_t w : widths) floats += w * b;
     const size_t bytes = floats * sizeof(float) + 3 * b * sizeof(int32_t) + n_logit_rows_ * hp_.n_vocab * sizeof(float);
@@ -99,7 +105,8 @@ void DecoderModel::init(const std::vector<KvLayerSpec>& layers, const Tensor& ou
         offset += t.nb[2];
         return t;
     };
-    Tensor* slots[] = {&full_.x, &full_.cur, &full_.tmp, &full_.q, &full_.k, &full_.v, &full_.attn, &full_.gate, &full_.up};
+    Tensor* slots[] = {&full_.x, &full_.cur,  &full_.tmp,  &full_.q, &full_.k,
+                       &full_.v, &full_.attn, &full_.gate, &full_.up};
     for (size_t i = 0; i < 9; ++i) *slots[i] = next(DType::F32, widths[i], b);
     ids_ = next(DType::I32, 1, b);
     pos_ring_ = next(DType::I32, 1, b);
@@ -171,8 +178,10 @@ void DecoderModel::decode(const Batch& b, std::vector<float>* logits) {
         if (count[s] == 0) continue;
         const size_t room = kv_[s]->reserve(count[s]);
         if (room < count[s]) {
-            fail("Model::decode: sequence %zu has %zu tokens in this step but its cache takes %zu now; split the "
-                 "batch", s, count[s], room);
+            fail(
+                "Model::decode: sequence %zu has %zu tokens in this step but its cache takes %zu now; split the "
+                "batch",
+                s, count[s], room);
         }
     }
     std::vector<size_t> next(info_.n_seq);

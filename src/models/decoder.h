@@ -90,17 +90,17 @@ private:
     std::unique_ptr<Backend> backend_;
     WeightLoader weights_;
     Blocks nn_;
-    Tensor token_embd_;   // [n_vocab, n_embd]
-    Tensor output_;       // [n_vocab, n_embd]
-    Tensor output_norm_;  // [n_embd]
+    Tensor token_embd_;                         // [n_vocab, n_embd]
+    Tensor output_;                             // [n_vocab, n_embd]
+    Tensor output_norm_;                        // [n_embd]
     std::vector<std::unique_ptr<KvCache>> kv_;  // [n_seq]
     std::vector<bool> ring_layer_;              // [n_layer] sliding (ring) or global
     std::unique_ptr<Buffer> act_buffer_;        // every activation tensor below
     Activations full_;                          // [n_batch, ...] views
-    Tensor ids_;          // [n_batch] I32 token ids / output rows
-    Tensor pos_ring_;     // [n_batch] I32
-    Tensor pos_full_;     // [n_batch] I32
-    Tensor logits_;       // [n_logit_rows, n_vocab]
+    Tensor ids_;                                // [n_batch] I32 token ids / output rows
+    Tensor pos_ring_;                           // [n_batch] I32
+    Tensor pos_full_;                           // [n_batch] I32
+    Tensor logits_;                             // [n_logit_rows, n_vocab]
     size_t n_logit_rows_ = 0;
     // Per-step host scratch (reserved once).
     std::vector<KvCache*> step_cache_;

@@ -77,7 +77,7 @@ protected:
             nn().rope(a.q, hp_.n_head, positions(step, il), rope);
             nn().rope(a.k, hp_.n_head_kv, positions(step, il), rope);
             nn().attention(a.attn, il, step.kv, a.q, a.k, a.v, hp_.n_head, scale);  // [n, n_head * head_dim_v]
-            nn().linear(a.tmp, l.wo, a.attn);             // [n, n_embd]
+            nn().linear(a.tmp, l.wo, a.attn);                                       // [n, n_embd]
             nn().rms_norm(a.tmp, a.tmp, l.post_attn_norm, eps);
             nn().residual(a.x, a.tmp);
 

@@ -54,8 +54,8 @@ HParams read_hparams(const GgufFile& file, const std::string& arch) {
     } else if (scaling != "none") {
         fail("read_hparams: rope scaling '%s' is not supported", scaling.c_str());
     }
-    hp.sliding_window = static_cast<uint32_t>(std::min<uint64_t>(
-        file.get_uint(p + "attention.sliding_window", 0), uint64_t(1) << 30));
+    hp.sliding_window =
+        static_cast<uint32_t>(std::min<uint64_t>(file.get_uint(p + "attention.sliding_window", 0), uint64_t(1) << 30));
     hp.final_logit_softcap = static_cast<float>(file.get_float(p + "final_logit_softcapping", 0.0));
 
     if (hp.n_head % hp.n_head_kv != 0) {

@@ -19,12 +19,12 @@ struct HParams {
     size_t head_dim_v = 0;  // attention.value_length
     size_t n_ff = 0;
     size_t n_ctx_train = 0;
-    size_t n_rot = 0;             // rope.dimension_count
+    size_t n_rot = 0;  // rope.dimension_count
     float rms_eps = 1e-5f;
     float rope_base = 10000.0f;
-    float rope_freq_scale = 1.0f;     // 1 / rope.scaling.factor for linear scaling
-    uint32_t sliding_window = 0;      // attention.sliding_window (0 = none)
-    float final_logit_softcap = 0.0f; // final_logit_softcapping (0 = none)
+    float rope_freq_scale = 1.0f;      // 1 / rope.scaling.factor for linear scaling
+    uint32_t sliding_window = 0;       // attention.sliding_window (0 = none)
+    float final_logit_softcap = 0.0f;  // final_logit_softcapping (0 = none)
 };
 
 // Reads `<arch>.*` keys and checks them for consistency (non-zero, head counts divide, even rope

@@ -19,14 +19,14 @@ class GgufFile;
 class ThreadPool;
 
 struct ModelOptions {
-    size_t n_ctx = 0;     // context length in tokens per sequence; 0 = min(model's trained context, 8192)
-    int n_threads = 0;    // 0 = ThreadPool::default_threads()
-    size_t n_batch = 512; // max tokens per forward step (prefill is split internally)
-    size_t n_seq = 1;     // independent sequences (each with its own KV cache), decoded together
+    size_t n_ctx = 0;            // context length in tokens per sequence; 0 = min(model's trained context, 8192)
+    int n_threads = 0;           // 0 = ThreadPool::default_threads()
+    size_t n_batch = 512;        // max tokens per forward step (prefill is split internally)
+    size_t n_seq = 1;            // independent sequences (each with its own KV cache), decoded together
     std::string device = "cpu";  // backend (src/backends/backend.h): "cpu", "cuda", "cuda:N"
     int gpu_timeout_ms = 0;      // longest wait for the GPU; 0 = $CACTUS_GPU_TIMEOUT_MS or 30000
-    KvRequest kv;         // KV precision and compaction; unset fields take the defaults
-    size_t memory_budget = 0;  // bytes for KV cache + activations; 0 = physical memory (model_budget.h)
+    KvRequest kv;                // KV precision and compaction; unset fields take the defaults
+    size_t memory_budget = 0;    // bytes for KV cache + activations; 0 = physical memory (model_budget.h)
 };
 
 // One forward step over n tokens of one or several sequences. Token i of the batch is either a
@@ -36,11 +36,11 @@ struct ModelOptions {
 // sequence's n_past plus the tokens of that sequence earlier in the batch.
 struct Batch {
     size_t n = 0;
-    const int32_t* tokens = nullptr;   // [n] token ids; < 0: take row i of embd
-    const float* embd = nullptr;       // [n, n_embd] host rows (read where tokens says so)
-    const int32_t* pos = nullptr;      // [n] index of each token in its sequence; nullptr = next ones
-    const int32_t* seq = nullptr;      // [n] sequence id < n_seq; nullptr = all sequence 0
-    const uint8_t* logits = nullptr;   // [n] 1 = return this token's logits; nullptr = last of each sequence
+    const int32_t* tokens = nullptr;  // [n] token ids; < 0: take row i of embd
+    const float* embd = nullptr;      // [n, n_embd] host rows (read where tokens says so)
+    const int32_t* pos = nullptr;     // [n] index of each token in its sequence; nullptr = next ones
+    const int32_t* seq = nullptr;     // [n] sequence id < n_seq; nullptr = all sequence 0
+    const uint8_t* logits = nullptr;  // [n] 1 = return this token's logits; nullptr = last of each sequence
 };
 
 struct ModelInfo {
@@ -52,10 +52,10 @@ struct ModelInfo {
     size_t n_head = 0;
     size_t n_head_kv = 0;
     size_t n_ctx_train = 0;
-    size_t n_ctx = 0;           // the cache's capacity in tokens (global layers, no compaction)
-    size_t n_seq = 1;           // sequences (each with its own cache)
-    std::string device;         // the backend's description
-    KvOptions kv;               // resolved KV precision and compaction
+    size_t n_ctx = 0;    // the cache's capacity in tokens (global layers, no compaction)
+    size_t n_seq = 1;    // sequences (each with its own cache)
+    std::string device;  // the backend's description
+    KvOptions kv;        // resolved KV precision and compaction
 };
 
 class Model {
@@ -79,8 +79,8 @@ public:
     // Appends tokens[0..n) to sequence `seq` in steps of at most n_batch() tokens and returns the
     // logits of the last token in *logits ([n_vocab]). With all_logits != nullptr, also returns
     // the logits of every token ([n, n_vocab], row-major). Throws when the cache would overflow.
-    void forward(const int32_t* tokens, size_t n, std::vector<float>* logits,
-                 std::vector<float>* all_logits = nullptr, int seq = 0);
+    void forward(const int32_t* tokens, size_t n, std::vector<float>* logits, std::vector<float>* all_logits = nullptr,
+                 int seq = 0);
 
     // Tokens appended to a sequence (compaction drops rows, not tokens: positions are logical).
     virtual size_t n_past(int seq = 0) const = 0;

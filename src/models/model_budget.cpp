@@ -55,16 +55,16 @@ void check_memory_budget(const ModelMemoryPlan& plan, size_t n_ctx, size_t n_ctx
     }
     const size_t budget = budget_bytes != 0 ? budget_bytes : physical_memory_bytes();
     if (budget != 0 && plan.total() > budget) {
-        fail("Model::load: n_ctx %zu needs %.1f MiB (KV cache %.1f MiB + activations %.1f MiB) but the memory "
-             "budget is %.1f MiB; lower n_ctx or prefill_chunk, or use kv_cache_type int8",
-             n_ctx, mib(plan.total()), mib(plan.kv_bytes), mib(plan.activation_bytes), mib(budget));
+        fail(
+            "Model::load: n_ctx %zu needs %.1f MiB (KV cache %.1f MiB + activations %.1f MiB) but the memory "
+            "budget is %.1f MiB; lower n_ctx or prefill_chunk, or use kv_cache_type int8",
+            n_ctx, mib(plan.total()), mib(plan.kv_bytes), mib(plan.activation_bytes), mib(budget));
     }
 }
 
 void check_layer_count(const GgufFile& file, size_t n_layer) {
     if (n_layer > file.tensors().size()) {
-        fail("read_hparams: block_count %zu is more than the %zu tensors in the file", n_layer,
-             file.tensors().size());
+        fail("read_hparams: block_count %zu is more than the %zu tensors in the file", n_layer, file.tensors().size());
     }
 }
 

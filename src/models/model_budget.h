@@ -20,17 +20,17 @@ class GgufFile;
 
 // Widths of the per-token activation buffers of a decoder (elements per token).
 struct ActivationDims {
-    size_t n_batch = 0;      // tokens per forward chunk
-    size_t n_embd = 0;       // residual stream (x, cur, tmp: three buffers)
-    size_t q_width = 0;      // n_head * head_dim_k
-    size_t k_width = 0;      // n_head_kv * head_dim_k
-    size_t v_width = 0;      // n_head_kv * head_dim_v
-    size_t attn_width = 0;   // n_head * head_dim_v
-    size_t n_ff = 0;         // gate and up: two buffers
-    size_t n_vocab = 0;      // one row of logits
-    size_t n_threads = 1;    // attention scratch per thread
-    size_t scratch_rows = 0; // KV rows one attention scratch covers (the largest layer capacity)
-    size_t head_group = 1;   // query heads per KV head
+    size_t n_batch = 0;       // tokens per forward chunk
+    size_t n_embd = 0;        // residual stream (x, cur, tmp: three buffers)
+    size_t q_width = 0;       // n_head * head_dim_k
+    size_t k_width = 0;       // n_head_kv * head_dim_k
+    size_t v_width = 0;       // n_head_kv * head_dim_v
+    size_t attn_width = 0;    // n_head * head_dim_v
+    size_t n_ff = 0;          // gate and up: two buffers
+    size_t n_vocab = 0;       // one row of logits
+    size_t n_threads = 1;     // attention scratch per thread
+    size_t scratch_rows = 0;  // KV rows one attention scratch covers (the largest layer capacity)
+    size_t head_group = 1;    // query heads per KV head
 };
 
 struct ModelMemoryPlan {

@@ -26,8 +26,7 @@ struct Qwen2Layer {
 
 class Qwen2Model : public DecoderModel {
 public:
-    Qwen2Model(const GgufFile& file, const ModelOptions& options, const HParams& hp)
-        : DecoderModel(file, options, hp) {
+    Qwen2Model(const GgufFile& file, const ModelOptions& options, const HParams& hp) : DecoderModel(file, options, hp) {
         const size_t e = hp.n_embd;
         const size_t q_width = hp.n_head * hp.head_dim_k;
         const size_t k_width = hp.n_head_kv * hp.head_dim_k;
@@ -74,7 +73,7 @@ protected:
             nn().rope(a.q, hp_.n_head, positions(step, il), rope_);
             nn().rope(a.k, hp_.n_head_kv, positions(step, il), rope_);
             nn().attention(a.attn, il, step.kv, a.q, a.k, a.v, hp_.n_head, scale);  // [n, n_head * head_dim_v]
-            nn().linear(a.tmp, l.wo, a.attn);                     // [n, n_embd]
+            nn().linear(a.tmp, l.wo, a.attn);                                       // [n, n_embd]
             nn().residual(a.x, a.tmp);
 
             nn().rms_norm(a.cur, a.x, l.ffn_norm, hp_.rms_eps);

@@ -26,8 +26,7 @@ struct Qwen3Layer {
 
 class Qwen3Model : public DecoderModel {
 public:
-    Qwen3Model(const GgufFile& file, const ModelOptions& options, const HParams& hp)
-        : DecoderModel(file, options, hp) {
+    Qwen3Model(const GgufFile& file, const ModelOptions& options, const HParams& hp) : DecoderModel(file, options, hp) {
         const size_t e = hp.n_embd;
         const size_t q_width = hp.n_head * hp.head_dim_k;
         const size_t k_width = hp.n_head_kv * hp.head_dim_k;
@@ -66,16 +65,16 @@ protected:
         const float scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim_k));
         for (size_t il = 0; il < layers_.size(); ++il) {
             const Qwen3Layer& l = layers_[il];
-            nn().rms_norm(a.cur, a.x, l.attn_norm, hp_.rms_eps);  // [n, n_embd]
-            nn().linear(a.q, l.wq, a.cur);                         // [n, n_head * head_dim]
-            nn().linear(a.k, l.wk, a.cur);                         // [n, n_head_kv * head_dim]
-            nn().linear(a.v, l.wv, a.cur);                         // [n, n_head_kv * head_dim_v]
-            nn().head_norm(a.q, hp_.n_head, l.q_norm, hp_.rms_eps);     // per head, [head_dim] weight
+            nn().rms_norm(a.cur, a.x, l.attn_norm, hp_.rms_eps);     // [n, n_embd]
+            nn().linear(a.q, l.wq, a.cur);                           // [n, n_head * head_dim]
+            nn().linear(a.k, l.wk, a.cur);                           // [n, n_head_kv * head_dim]
+            nn().linear(a.v, l.wv, a.cur);                           // [n, n_head_kv * head_dim_v]
+            nn().head_norm(a.q, hp_.n_head, l.q_norm, hp_.rms_eps);  // per head, [head_dim] weight
             nn().head_norm(a.k, hp_.n_head_kv, l.k_norm, hp_.rms_eps);
             nn().rope(a.q, hp_.n_head, positions(step, il), rope_);
             nn().rope(a.k, hp_.n_head_kv, positions(step, il), rope_);
             nn().attention(a.attn, il, step.kv, a.q, a.k, a.v, hp_.n_head, scale);  // [n, n_head * head_dim_v]
-            nn().linear(a.tmp, l.wo, a.attn);                      // [n, n_embd]
+            nn().linear(a.tmp, l.wo, a.attn);                                       // [n, n_embd]
             nn().residual(a.x, a.tmp);
 
             nn().rms_norm(a.cur, a.x, l.ffn_norm, hp_.rms_eps);

@@ -18,15 +18,14 @@ std::string shape_string(const std::vector<uint64_t>& dims) {
     return s + "}";
 }
 
-const GgufTensor& require_tensor(const GgufFile& file, const std::string& name,
-                                 const std::vector<uint64_t>& dims) {
+const GgufTensor& require_tensor(const GgufFile& file, const std::string& name, const std::vector<uint64_t>& dims) {
     const GgufTensor* t = file.find_tensor(name);
     if (!t) fail("load model: tensor %s is missing", name.c_str());
     std::vector<uint64_t> actual = t->dims;
     while (actual.size() > dims.size() && actual.back() == 1) actual.pop_back();
     if (actual != dims) {
-        fail("load model: tensor %s has shape %s, expected %s", name.c_str(),
-             shape_string(t->dims).c_str(), shape_string(dims).c_str());
+        fail("load model: tensor %s has shape %s, expected %s", name.c_str(), shape_string(t->dims).c_str(),
+             shape_string(dims).c_str());
     }
     if (dims[0] % dtype_traits(t->type).block_size != 0) {
         fail("load model: tensor %s: row of %llu is not a multiple of %s blocks", name.c_str(),
@@ -48,8 +47,8 @@ void dequantize_to_f32(DType type, float* dst, const void* src, size_t n) {
 Tensor WeightLoader::matrix(const std::string& name, size_t n_in, size_t n_out) {
     const GgufTensor& t = require_tensor(file_, name, {n_in, n_out});
     if (!backend_.supports_weight(t.type)) {
-        fail("load model: tensor %s is %s, which the %s backend cannot multiply by", name.c_str(),
-             dtype_name(t.type), backend_.name());
+        fail("load model: tensor %s is %s, which the %s backend cannot multiply by", name.c_str(), dtype_name(t.type),
+             backend_.name());
     }
     return backend_.place_weight(t.data, t.type, n_in, n_out);
 }
@@ -66,8 +65,6 @@ Tensor WeightLoader::vector(const std::string& name, size_t n) {
 
 bool WeightLoader::has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
 
-std::string layer_tensor(size_t il, const char* suffix) {
-    return "blk." + std::to_string(il) + "." + suffix;
-}
+std::string layer_tensor(size_t il, const char* suffix) { return "blk." + std::to_string(il) + "." + suffix; }
 
 }  // namespace cactus

@@ -23,8 +23,7 @@ void rope_ref(float* x, size_t n_head, size_t head_dim, int32_t pos, const RopeP
     for (size_t h = 0; h < n_head; ++h) {
         float* head = x + h * head_dim;
         for (size_t i = 0; i < half; ++i) {
-            const double inv_freq =
-                std::pow(static_cast<double>(params.freq_base), -2.0 * i / params.n_rot);
+            const double inv_freq = std::pow(static_cast<double>(params.freq_base), -2.0 * i / params.n_rot);
             const double theta = pos * params.freq_scale * inv_freq;
             const float c = static_cast<float>(std::cos(theta));
             const float s = static_cast<float>(std::sin(theta));
@@ -67,9 +66,9 @@ void geglu_ref(float* out, const float* gate, const float* up, size_t n) {
     for (size_t i = 0; i < n; ++i) out[i] = gelu_tanh_ref(gate[i]) * up[i];
 }
 
-void attention_head_ref(float* out, const float* q, const uint16_t* k, size_t k_stride,
-                        const uint16_t* v, size_t v_stride, const int32_t* row_pos, size_t n_rows,
-                        size_t head_dim, size_t head_dim_v, float scale, const AttentionMask& mask) {
+void attention_head_ref(float* out, const float* q, const uint16_t* k, size_t k_stride, const uint16_t* v,
+                        size_t v_stride, const int32_t* row_pos, size_t n_rows, size_t head_dim, size_t head_dim_v,
+                        float scale, const AttentionMask& mask) {
     // The query and the attention weights are rounded to f16, the precision of the KV rows.
     std::vector<double> scores(n_rows, 0.0);
     double max = -INFINITY;
@@ -94,10 +93,9 @@ void attention_head_ref(float* out, const float* q, const uint16_t* k, size_t k_
     for (size_t d = 0; d < head_dim_v; ++d) out[d] = sum > 0.0 ? static_cast<float>(acc[d]) : 0.0f;
 }
 
-void attention_head_q8_ref(float* out, const float* q, const int8_t* k, size_t k_stride,
-                           const float* k_scale, size_t k_scale_stride, const int8_t* v,
-                           size_t v_stride, const float* v_scale, size_t v_scale_stride,
-                           const int32_t* row_pos, size_t n_rows, size_t head_dim,
+void attention_head_q8_ref(float* out, const float* q, const int8_t* k, size_t k_stride, const float* k_scale,
+                           size_t k_scale_stride, const int8_t* v, size_t v_stride, const float* v_scale,
+                           size_t v_scale_stride, const int32_t* row_pos, size_t n_rows, size_t head_dim,
                            size_t head_dim_v, float scale, const AttentionMask& mask) {
     constexpr size_t kGroup = 32;  // kKvGroup (src/kv/kv_options.h)
     std::vector<double> scores(n_rows, 0.0);
@@ -151,8 +149,8 @@ uint16_t float_to_half_ref(float f) {
     const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
     const uint32_t abs = bits & 0x7fffffffu;
     if (abs >= 0x7f800000u) return sign | (abs > 0x7f800000u ? 0x7e00 : 0x7c00);  // NaN / inf
-    if (abs >= 0x477ff000u) return sign | 0x7c00;  // rounds to >= 65520: overflow to inf
-    if (abs < 0x38800000u) {                        // below 2^-14: subnormal half (or zero)
+    if (abs >= 0x477ff000u) return sign | 0x7c00;                                 // rounds to >= 65520: overflow to inf
+    if (abs < 0x38800000u) {  // below 2^-14: subnormal half (or zero)
         // value * 2^24 rounded to nearest even is the subnormal mantissa.
         const float scaled = std::fabs(f) * 16777216.0f;
         return sign | static_cast<uint16_t>(std::nearbyint(scaled));

@@ -13,7 +13,7 @@ enum class RopeStyle { NORMAL, NEOX };
 
 struct RopeParams {
     RopeStyle style = RopeStyle::NORMAL;
-    size_t n_rot = 0;         // rotated dimensions of each head (even, <= head_dim)
+    size_t n_rot = 0;  // rotated dimensions of each head (even, <= head_dim)
     float freq_base = 10000.0f;
     float freq_scale = 1.0f;  // linear position scaling (1 = none)
 };
@@ -58,18 +58,17 @@ void geglu_ref(float* out, const float* gate, const float* up, size_t n);
 // q: [head_dim]; k: n_rows rows of head_dim halves with stride k_stride (elements);
 // v likewise; row_pos: [n_rows] logical positions; out: [head_dim_v].
 // With no visible row, out is all zeros.
-void attention_head_ref(float* out, const float* q, const uint16_t* k, size_t k_stride,
-                        const uint16_t* v, size_t v_stride, const int32_t* row_pos, size_t n_rows,
-                        size_t head_dim, size_t head_dim_v, float scale, const AttentionMask& mask);
+void attention_head_ref(float* out, const float* q, const uint16_t* k, size_t k_stride, const uint16_t* v,
+                        size_t v_stride, const int32_t* row_pos, size_t n_rows, size_t head_dim, size_t head_dim_v,
+                        float scale, const AttentionMask& mask);
 
 // As attention_head_ref with int8 keys and values: each row holds head_dim int8 values and one f32
 // scale per group of kKvGroup (32) elements (the last group may be shorter). k_scale / v_scale
 // point at the row's first scale, with strides k_scale_stride / v_scale_stride (floats). The query
 // and the attention weights stay in f32.
-void attention_head_q8_ref(float* out, const float* q, const int8_t* k, size_t k_stride,
-                           const float* k_scale, size_t k_scale_stride, const int8_t* v,
-                           size_t v_stride, const float* v_scale, size_t v_scale_stride,
-                           const int32_t* row_pos, size_t n_rows, size_t head_dim,
+void attention_head_q8_ref(float* out, const float* q, const int8_t* k, size_t k_stride, const float* k_scale,
+                           size_t k_scale_stride, const int8_t* v, size_t v_stride, const float* v_scale,
+                           size_t v_scale_stride, const int32_t* row_pos, size_t n_rows, size_t head_dim,
                            size_t head_dim_v, float scale, const AttentionMask& mask);
 
 // IEEE binary16 conversions (round to nearest even), the reference for the cache's storage.

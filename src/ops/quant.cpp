@@ -55,15 +55,14 @@ const TypeKernels& kernels_for(DType type, const char* caller) {
         if (k.type == type) return k;
     }
     const DTypeTraits* traits = dtype_traits(static_cast<uint32_t>(type));
-    fail("%s: unsupported type %s (id %u)", caller, traits ? traits->name : "unknown",
-         static_cast<unsigned>(type));
+    fail("%s: unsupported type %s (id %u)", caller, traits ? traits->name : "unknown", static_cast<unsigned>(type));
 }
 
 void check_row_length(DType type, size_t n, const char* caller) {
     const uint32_t block = dtype_traits(type).block_size;
     if (n % block != 0) {
-        fail("%s: row length %zu is not a multiple of the %s block size %u", caller, n,
-             dtype_name(type), static_cast<unsigned>(block));
+        fail("%s: row length %zu is not a multiple of the %s block size %u", caller, n, dtype_name(type),
+             static_cast<unsigned>(block));
     }
 }
 
@@ -142,9 +141,7 @@ uint16_t fp32_to_bf16(float f) {
 
 namespace ref {
 
-void dequantize_row_f32(float* dst, const void* src, size_t n) {
-    std::memcpy(dst, src, n * sizeof(float));
-}
+void dequantize_row_f32(float* dst, const void* src, size_t n) { std::memcpy(dst, src, n * sizeof(float)); }
 
 void dequantize_row_f16(float* dst, const void* src, size_t n) {
     const uint16_t* h = static_cast<const uint16_t*>(src);
@@ -156,9 +153,7 @@ void dequantize_row_bf16(float* dst, const void* src, size_t n) {
     for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32(h[i]);
 }
 
-void quantize_row_f32(void* dst, const float* src, size_t n) {
-    std::memcpy(dst, src, n * sizeof(float));
-}
+void quantize_row_f32(void* dst, const float* src, size_t n) { std::memcpy(dst, src, n * sizeof(float)); }
 
 void quantize_row_f16(void* dst, const float* src, size_t n) {
     uint16_t* h = static_cast<uint16_t*>(dst);

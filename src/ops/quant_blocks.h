@@ -6,22 +6,22 @@
 
 namespace cactus {
 
-constexpr size_t kQK32 = 32;   // elements per block of the 32-element formats
-constexpr size_t kQKK = 256;   // elements per super-block of the K-quants
+constexpr size_t kQK32 = 32;         // elements per block of the 32-element formats
+constexpr size_t kQKK = 256;         // elements per super-block of the K-quants
 constexpr size_t kKScaleBytes = 12;  // packed 6-bit scales and mins of Q4_K / Q5_K
 
 struct BlockQ4_0 {
-    uint16_t d;                 // scale (fp16)
-    uint8_t qs[kQK32 / 2];      // nibbles: element j in low half of qs[j], j+16 in high half
+    uint16_t d;             // scale (fp16)
+    uint8_t qs[kQK32 / 2];  // nibbles: element j in low half of qs[j], j+16 in high half
 };
 struct BlockQ4_1 {
-    uint16_t d;                 // scale (fp16)
-    uint16_t m;                 // minimum (fp16)
+    uint16_t d;  // scale (fp16)
+    uint16_t m;  // minimum (fp16)
     uint8_t qs[kQK32 / 2];
 };
 struct BlockQ5_0 {
     uint16_t d;
-    uint8_t qh[4];              // fifth bits, bit j for element j (little-endian uint32)
+    uint8_t qh[4];  // fifth bits, bit j for element j (little-endian uint32)
     uint8_t qs[kQK32 / 2];
 };
 struct BlockQ5_1 {
@@ -36,7 +36,7 @@ struct BlockQ8_0 {
 };
 struct BlockQ8_1 {
     uint16_t d;
-    uint16_t s;                 // d * sum(qs) (fp16)
+    uint16_t s;  // d * sum(qs) (fp16)
     int8_t qs[kQK32];
 };
 struct BlockQ2_K {
@@ -46,9 +46,9 @@ struct BlockQ2_K {
     uint16_t dmin;              // super-block scale of the mins
 };
 struct BlockQ3_K {
-    uint8_t hmask[kQKK / 8];    // high bit of each 3-bit quant
-    uint8_t qs[kQKK / 4];       // low 2 bits
-    uint8_t scales[12];         // 16 six-bit scales, packed
+    uint8_t hmask[kQKK / 8];  // high bit of each 3-bit quant
+    uint8_t qs[kQKK / 4];     // low 2 bits
+    uint8_t scales[12];       // 16 six-bit scales, packed
     uint16_t d;
 };
 struct BlockQ4_K {
@@ -65,15 +65,15 @@ struct BlockQ5_K {
     uint8_t qs[kQKK / 2];
 };
 struct BlockQ6_K {
-    uint8_t ql[kQKK / 2];       // low 4 bits
-    uint8_t qh[kQKK / 4];       // high 2 bits
-    int8_t scales[kQKK / 16];   // 8-bit scales per 16 elements
+    uint8_t ql[kQKK / 2];      // low 4 bits
+    uint8_t qh[kQKK / 4];      // high 2 bits
+    int8_t scales[kQKK / 16];  // 8-bit scales per 16 elements
     uint16_t d;
 };
 struct BlockQ8_K {
     float d;
     int8_t qs[kQKK];
-    int16_t bsums[kQKK / 16];   // sums of qs per 16 elements
+    int16_t bsums[kQKK / 16];  // sums of qs per 16 elements
 };
 
 static_assert(sizeof(BlockQ4_0) == 18, "Q4_0 layout");

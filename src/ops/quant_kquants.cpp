@@ -33,8 +33,7 @@ void unpack_q3_k(const BlockQ3_K& b, int8_t* q /* [256], -4..3 */, int8_t* scale
             const uint8_t hbit = static_cast<uint8_t>(1u << (half * 4 + shift));
             for (size_t l = 0; l < 32; ++l) {
                 const int low = (b.qs[half * 32 + l] >> (2 * shift)) & 3;
-                q[half * 128 + shift * 32 + l] =
-                    static_cast<int8_t>(low - ((b.hmask[l] & hbit) ? 0 : 4));
+                q[half * 128 + shift * 32 + l] = static_cast<int8_t>(low - ((b.hmask[l] & hbit) ? 0 : 4));
             }
         }
     }
@@ -219,8 +218,7 @@ float k_scale_min_block_dot(const Block& a, const BlockQ8_K& b, const uint8_t* q
         scaled += sc * int_dot(q + j * 32, b.qs + j * 32, 32);
         mins += m * (b.bsums[2 * j] + b.bsums[2 * j + 1]);
     }
-    return b.d * fp16_to_fp32(a.d) * static_cast<float>(scaled) -
-           b.d * fp16_to_fp32(a.dmin) * static_cast<float>(mins);
+    return b.d * fp16_to_fp32(a.d) * static_cast<float>(scaled) - b.d * fp16_to_fp32(a.dmin) * static_cast<float>(mins);
 }
 
 }  // namespace

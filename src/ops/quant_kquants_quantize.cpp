@@ -34,8 +34,7 @@ float signed_absmax(const float* x, size_t n) {
 }
 
 // Asymmetric sub-blocks: scale[j] = (max - min) / levels, offset[j] = -min (min clipped to <= 0).
-void asymmetric_ranges(const float* x, size_t n_sub, size_t sub_len, int levels, float* scale,
-                       float* offset) {
+void asymmetric_ranges(const float* x, size_t n_sub, size_t sub_len, int levels, float* scale, float* offset) {
     for (size_t j = 0; j < n_sub; ++j) {
         const float* s = x + j * sub_len;
         const float lo = std::min(0.0f, *std::min_element(s, s + sub_len));
@@ -121,14 +120,16 @@ void quantize_row_q3_k(void* dst, const float* src, size_t n) {
         for (int j = 0; j < 16; ++j) {
             const int ls = quantize_value(scale[j], d, -32, 31, 0);
             const int stored = ls + 32;
-            if (j < 8) b.scales[j] = static_cast<uint8_t>(stored & 0xF);
-            else b.scales[j - 8] |= static_cast<uint8_t>((stored & 0xF) << 4);
+            if (j < 8)
+                b.scales[j] = static_cast<uint8_t>(stored & 0xF);
+            else
+                b.scales[j - 8] |= static_cast<uint8_t>((stored & 0xF) << 4);
             b.scales[8 + j % 4] |= static_cast<uint8_t>((stored >> 4) << (2 * (j / 4)));
             const float step = d * static_cast<float>(ls);
             for (size_t l = 0; l < 16; ++l) {
                 const size_t e = static_cast<size_t>(j) * 16 + l;
                 const int v = quantize_value(src[e], step, -4, 3, 0) + 4;  // 0..7
-                const size_t group = e / 32;  // bit pair (e % 128) / 32 of half e / 128
+                const size_t group = e / 32;                               // bit pair (e % 128) / 32 of half e / 128
                 b.qs[(e / 128) * 32 + e % 32] |= static_cast<uint8_t>((v & 3) << (2 * (group % 4)));
                 if (v & 4) b.hmask[e % 32] |= static_cast<uint8_t>(1u << group);
             }
@@ -143,8 +144,7 @@ void quantize_row_q4_k(void* dst, const float* src, size_t n) {
         quantize_k_scale_min(blocks[i], src, 15, q);
         for (size_t chunk = 0; chunk < 4; ++chunk) {
             for (size_t l = 0; l < 32; ++l) {
-                blocks[i].qs[chunk * 32 + l] =
-                    static_cast<uint8_t>(q[chunk * 64 + l] | (q[chunk * 64 + 32 + l] << 4));
+                blocks[i].qs[chunk * 32 + l] = static_cast<uint8_t>(q[chunk * 64 + l] | (q[chunk * 64 + 32 + l] << 4));
             }
         }
     }
@@ -195,8 +195,8 @@ void quantize_row_q6_k(void* dst, const float* src, size_t n) {
             for (size_t l = 0; l < 32; ++l) {
                 ql[l] = static_cast<uint8_t>((v[l] & 0xF) | ((v[l + 64] & 0xF) << 4));
                 ql[l + 32] = static_cast<uint8_t>((v[l + 32] & 0xF) | ((v[l + 96] & 0xF) << 4));
-                qh[l] = static_cast<uint8_t>((v[l] >> 4) | ((v[l + 32] >> 4) << 2) |
-                                             ((v[l + 64] >> 4) << 4) | ((v[l + 96] >> 4) << 6));
+                qh[l] = static_cast<uint8_t>((v[l] >> 4) | ((v[l + 32] >> 4) << 2) | ((v[l + 64] >> 4) << 4) |
+                                             ((v[l + 96] >> 4) << 6));
             }
         }
     }

@@ -53,14 +53,17 @@ namespace {
 xgrammar::CompiledGrammar compile_spec(xgrammar::GrammarCompiler& c, const ConstraintSpec& spec) {
     using Kind = ConstraintSpec::Kind;
     switch (spec.kind) {
-        case Kind::json_object: return c.CompileBuiltinJSONGrammar();
+        case Kind::json_object:
+            return c.CompileBuiltinJSONGrammar();
         // Whitespace between tokens is limited (any_whitespace with a cap) so a model cannot
         // spend its token budget on blank lines inside a constrained object.
         case Kind::json_schema:
             return c.CompileJSONSchema(spec.text, /*any_whitespace=*/true, std::nullopt, std::nullopt,
                                        /*strict_mode=*/true, /*max_whitespace_cnt=*/2);
-        case Kind::structural_tag: return c.CompileStructuralTag(spec.text);
-        case Kind::ebnf: return c.CompileGrammar(spec.text, "root");
+        case Kind::structural_tag:
+            return c.CompileStructuralTag(spec.text);
+        case Kind::ebnf:
+            return c.CompileGrammar(spec.text, "root");
     }
     fail("GrammarVocab::compile: unknown constraint kind %d", static_cast<int>(spec.kind));
 }
@@ -76,8 +79,8 @@ std::shared_ptr<const CompiledConstraint> GrammarVocab::compile(const Constraint
     }
     std::shared_ptr<const CompiledConstraint> compiled;
     try {
-        compiled = std::make_shared<CompiledConstraint>(
-            CompiledConstraint{compile_spec(impl_->compiler, spec), n_vocab_});
+        compiled =
+            std::make_shared<CompiledConstraint>(CompiledConstraint{compile_spec(impl_->compiler, spec), n_vocab_});
     } catch (const cactus::Error&) {
         throw;
     } catch (const std::exception& e) {
@@ -100,8 +103,7 @@ struct GrammarConstraint::Impl {
     int64_t shape[1];
     DLTensor tensor;
 
-    explicit Impl(std::shared_ptr<const CompiledConstraint> c)
-        : compiled(std::move(c)), matcher(compiled->grammar) {
+    explicit Impl(std::shared_ptr<const CompiledConstraint> c) : compiled(std::move(c)), matcher(compiled->grammar) {
         bitmask.resize(static_cast<size_t>(xgrammar::GetBitmaskSize(static_cast<int>(compiled->n_vocab))));
         shape[0] = static_cast<int64_t>(bitmask.size());
         tensor = DLTensor{};

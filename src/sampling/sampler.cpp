@@ -61,10 +61,9 @@ void keep_top_k(std::vector<TokenCandidate>& c, int k) {
         sort_descending(c);
         return;
     }
-    std::partial_sort(c.begin(), c.begin() + k, c.end(),
-                      [](const TokenCandidate& a, const TokenCandidate& b) {
-                          return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-                      });
+    std::partial_sort(c.begin(), c.begin() + k, c.end(), [](const TokenCandidate& a, const TokenCandidate& b) {
+        return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+    });
     c.resize(static_cast<size_t>(k));
 }
 
@@ -140,8 +139,7 @@ int32_t Sampler::sample(std::vector<float>& logits) {
     } else {
         candidates_.clear();
         candidates_.reserve(logits.size());
-        for (size_t i = 0; i < logits.size(); ++i)
-            candidates_.push_back({static_cast<int32_t>(i), logits[i]});
+        for (size_t i = 0; i < logits.size(); ++i) candidates_.push_back({static_cast<int32_t>(i), logits[i]});
         keep_top_k(candidates_, params_.top_k);
         keep_top_p(candidates_, params_.top_p);
         keep_min_p(candidates_, params_.min_p);
@@ -156,8 +154,8 @@ int32_t Sampler::sample(std::vector<float>& logits) {
         if (!constraint_->accept(chosen)) fail("sampler: the grammar rejected token %d that its mask allowed", chosen);
         constraint_ms_ += ms_since(t);
     }
-    last_probability_ = static_cast<float>(
-        std::exp(static_cast<double>(logits[static_cast<size_t>(chosen)] - max_logit)) / denom);
+    last_probability_ =
+        static_cast<float>(std::exp(static_cast<double>(logits[static_cast<size_t>(chosen)] - max_logit)) / denom);
     return chosen;
 }
 

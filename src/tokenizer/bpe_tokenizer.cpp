@@ -89,8 +89,7 @@ int BpeTokenizer::rank(const std::string& left, const std::string& right) const 
     return it == ranks_.end() ? -1 : it->second;
 }
 
-void BpeTokenizer::encode_text(const std::string& text, bool /*after_special*/,
-                               std::vector<int32_t>& out) const {
+void BpeTokenizer::encode_text(const std::string& text, bool /*after_special*/, std::vector<int32_t>& out) const {
     for (const std::string& word : pre_tokenizer_.split(regex_safe_text(text))) {
         std::string mapped;
         mapped.reserve(word.size() * 2);

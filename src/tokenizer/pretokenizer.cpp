@@ -11,8 +11,9 @@ namespace {
 
 // llama.cpp's whitespace set (Unicode White_Space), used for \s and \S so that PCRE2's own
 // definition (which leaves out U+0085) cannot differ from it.
-const char* kWhitespaceClass = "\\t-\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}"
-                               "\\x{202F}\\x{205F}\\x{3000}";
+const char* kWhitespaceClass =
+    "\\t-\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}"
+    "\\x{202F}\\x{205F}\\x{3000}";
 
 const char* kGpt2Regex = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)";
 const char* kLlama3Regex =
@@ -50,8 +51,10 @@ std::string expand_whitespace(const std::string& regex) {
             ++i;
             continue;
         }
-        if (c == '[' && !in_class) in_class = true;
-        else if (c == ']' && in_class) in_class = false;
+        if (c == '[' && !in_class)
+            in_class = true;
+        else if (c == ']' && in_class)
+            in_class = false;
         out += c;
     }
     return out;
@@ -63,25 +66,25 @@ PreTokenizerConfig pre_tokenizer_config(const std::string& name) {
     PreTokenizerConfig config;
     if (name.empty() || name == "default") {
         config.regexes = {"[\\p{P}\\$\\+<=>\\^~\\|]+", kGpt2Regex, "\\p{N}+", "[0-9][0-9][0-9]"};
-    } else if (name_in(name, {"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral",
-                              "midm-2.0", "lfm2", "jina-v5-nano"})) {
+    } else if (name_in(name, {"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
+                              "jina-v5-nano"})) {
         config.regexes = {kLlama3Regex};
         config.ignore_merges = true;
         config.add_bos = true;
     } else if (name_in(name, {"dbrx", "smaug-bpe"})) {
         config.regexes = {kLlama3Regex};
-    } else if (name_in(name, {"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "stablelm2", "megrez",
-                              "hunyuan", "solar-open"})) {
+    } else if (name_in(name, {"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "stablelm2", "megrez", "hunyuan",
+                              "solar-open"})) {
         config.regexes = {kQwen2Regex};
-        config.clean_spaces = !name_in(name, {"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2",
-                                              "hunyuan", "solar-open"});
-    } else if (name_in(name, {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone",
-                              "minerva-7b", "mellum2"})) {
+        config.clean_spaces =
+            !name_in(name, {"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "hunyuan", "solar-open"});
+    } else if (name_in(name, {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b",
+                              "mellum2"})) {
         config.regexes = {"\\p{N}", kGpt2Regex};
         config.clean_spaces = !name_in(name, {"smollm", "command-r"});
-    } else if (name_in(name, {"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es",
-                              "jina-v2-de", "a.x-4.0", "mellum", "modern-bert", "mpt", "olmo", "jais",
-                              "exaone4", "jina-v1-en", "jina-v2-code", "roberta-bpe"})) {
+    } else if (name_in(name, {"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0",
+                              "mellum", "modern-bert", "mpt", "olmo", "jais", "exaone4", "jina-v1-en", "jina-v2-code",
+                              "roberta-bpe"})) {
         config.regexes = {kGpt2Regex};
     } else if (name_in(name, {"trillion", "granite-docling"})) {
         config.regexes = {kGpt2Regex};
@@ -123,8 +126,8 @@ PreTokenizer::PreTokenizer(const std::vector<std::string>& regexes) {
         if (!compiled->code) {
             PCRE2_UCHAR message[256];
             pcre2_get_error_message(error_code, message, sizeof(message));
-            fail("PreTokenizer: cannot compile regex '%s' at %zu: %s", regex.c_str(),
-                 static_cast<size_t>(error_offset), reinterpret_cast<const char*>(message));
+            fail("PreTokenizer: cannot compile regex '%s' at %zu: %s", regex.c_str(), static_cast<size_t>(error_offset),
+                 reinterpret_cast<const char*>(message));
         }
         pcre2_jit_compile(compiled->code, PCRE2_JIT_COMPLETE);  // falls back to the interpreter
         compiled_.push_back(std::move(compiled));
@@ -136,8 +139,8 @@ PreTokenizer::~PreTokenizer() = default;
 namespace {
 
 // Splits text[begin, end) into matches and the gaps between them; appends piece ends.
-void split_piece(const pcre2_code* code, pcre2_match_data* match,
-                 const std::string& text, size_t begin, size_t end, std::vector<size_t>& ends) {
+void split_piece(const pcre2_code* code, pcre2_match_data* match, const std::string& text, size_t begin, size_t end,
+                 std::vector<size_t>& ends) {
     const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data() + begin);
     const size_t length = end - begin;
     size_t cursor = 0;  // relative to begin

@@ -45,8 +45,7 @@ SpmTokenizer::SpmTokenizer(const TokenizerSpec& spec) : VocabTokenizer(spec, Voc
     }
 }
 
-void SpmTokenizer::encode_text(const std::string& text, bool after_special,
-                               std::vector<int32_t>& out) const {
+void SpmTokenizer::encode_text(const std::string& text, bool after_special, std::vector<int32_t>& out) const {
     std::string escaped;
     escaped.reserve(text.size() + 8);
     if (vocab_.add_space_prefix && after_special) escaped += kEscapedSpace;

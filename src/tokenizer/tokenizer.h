@@ -22,8 +22,7 @@ public:
 
     // add_special: prepend BOS / append EOS as the file's add_bos/add_eos flags say.
     // parse_special: text matching a special/control token's text becomes that token.
-    virtual std::vector<int32_t> encode(const std::string& text, bool add_special,
-                                        bool parse_special) const = 0;
+    virtual std::vector<int32_t> encode(const std::string& text, bool add_special, bool parse_special) const = 0;
 
     // The raw bytes a token stands for (may be part of a UTF-8 character). Control tokens give
     // their text only when `render_special` is true.
@@ -69,7 +68,7 @@ public:
     // a character become U+FFFD at once; an incomplete character at the end is held back.
     std::string push(int32_t id);
     std::string push_bytes(const std::string& bytes);  // the same for raw bytes
-    std::string flush();  // whatever is left, invalid bytes replaced by U+FFFD
+    std::string flush();                               // whatever is left, invalid bytes replaced by U+FFFD
     void reset() { pending_.clear(); }
     size_t pending_bytes() const { return pending_.size(); }
 

@@ -21,8 +21,7 @@ void VocabTokenizer::check_id(int32_t id, const char* function) const {
     if (!vocab_.valid(id)) fail("%s: token id %d is outside the vocabulary of %zu", function, id, vocab_.size());
 }
 
-std::vector<int32_t> VocabTokenizer::encode(const std::string& text, bool add_special,
-                                            bool parse_special) const {
+std::vector<int32_t> VocabTokenizer::encode(const std::string& text, bool add_special, bool parse_special) const {
     std::vector<int32_t> out;
     out.reserve(text.size() / 3 + 4);
     if (add_special && vocab_.add_bos) out.push_back(vocab_.bos);
@@ -76,7 +75,7 @@ std::string clean_spaces(const std::string& in) {
         if (i > 0 && in[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ',')) a.pop_back();
         a.push_back(x);
     }
-    std::string b;  // " ' " becomes "'"
+    std::string b;                     // " ' " becomes "'"
     bool after_removed_space = false;  // llama.cpp zeroes the removed space in place
     for (size_t i = 0; i < a.size(); ++i) {
         const char x = a[i];
@@ -97,8 +96,8 @@ std::string clean_spaces(const std::string& in) {
         if (i > 0 && b[i - 1] == ' ' && x == '\'' && i + 1 < b.size()) {
             const char x1 = b[i + 1];
             const char x2 = i + 2 < b.size() ? b[i + 2] : '\0';
-            const bool drop = x1 == 's' || x1 == 'm' ||
-                              (i + 2 < b.size() && ((x1 == 'r' && x2 == 'e') || (x1 == 'v' && x2 == 'e')));
+            const bool drop =
+                x1 == 's' || x1 == 'm' || (i + 2 < b.size() && ((x1 == 'r' && x2 == 'e') || (x1 == 'v' && x2 == 'e')));
             if (drop) c.pop_back();
         }
         c.push_back(x);
@@ -127,8 +126,7 @@ bool Tokenizer::is_end_of_generation(int32_t id) const {
 std::unique_ptr<Tokenizer> Tokenizer::from_spec(const TokenizerSpec& spec) {
     if (spec.model == "gpt2") return std::make_unique<BpeTokenizer>(spec);
     if (spec.model == "llama") return std::make_unique<SpmTokenizer>(spec);
-    fail("Tokenizer::from_spec: unsupported tokenizer.ggml.model '%s' (expected gpt2 or llama)",
-         spec.model.c_str());
+    fail("Tokenizer::from_spec: unsupported tokenizer.ggml.model '%s' (expected gpt2 or llama)", spec.model.c_str());
 }
 
 }  // namespace cactus

@@ -12,8 +12,14 @@ std::optional<int64_t> optional_id(const GgufFile& file, const std::string& key)
     const GgufValue* value = file.find(key);
     if (!value) return std::nullopt;
     switch (value->type) {
-        case GgufType::U8: case GgufType::U16: case GgufType::U32: case GgufType::U64:
-        case GgufType::I8: case GgufType::I16: case GgufType::I32: case GgufType::I64:
+        case GgufType::U8:
+        case GgufType::U16:
+        case GgufType::U32:
+        case GgufType::U64:
+        case GgufType::I8:
+        case GgufType::I16:
+        case GgufType::I32:
+        case GgufType::I64:
             return value->i;
         default:
             fail("Tokenizer::from_gguf: %s must be an integer", key.c_str());

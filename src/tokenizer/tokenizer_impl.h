@@ -16,8 +16,7 @@ class VocabTokenizer : public Tokenizer {
 public:
     VocabTokenizer(const TokenizerSpec& spec, VocabKind kind);
 
-    std::vector<int32_t> encode(const std::string& text, bool add_special,
-                                bool parse_special) const override;
+    std::vector<int32_t> encode(const std::string& text, bool add_special, bool parse_special) const override;
     std::string token_to_piece(int32_t id, bool render_special = false) const override;
     size_t vocab_size() const override { return vocab_.size(); }
     const std::string& token_text(int32_t id) const override;
@@ -27,8 +26,7 @@ public:
 protected:
     // Encodes raw text (no special tokens in it). `after_special`: the text starts the input or
     // follows a special token.
-    virtual void encode_text(const std::string& text, bool after_special,
-                             std::vector<int32_t>& out) const = 0;
+    virtual void encode_text(const std::string& text, bool after_special, std::vector<int32_t>& out) const = 0;
     // The bytes a normal token stands for.
     virtual std::string normal_piece(int32_t id) const = 0;
     void check_id(int32_t id, const char* function) const;
@@ -43,8 +41,7 @@ public:
     explicit BpeTokenizer(const TokenizerSpec& spec);
 
 protected:
-    void encode_text(const std::string& text, bool after_special,
-                     std::vector<int32_t>& out) const override;
+    void encode_text(const std::string& text, bool after_special, std::vector<int32_t>& out) const override;
     std::string normal_piece(int32_t id) const override;
 
 private:
@@ -64,8 +61,7 @@ public:
     explicit SpmTokenizer(const TokenizerSpec& spec);
 
 protected:
-    void encode_text(const std::string& text, bool after_special,
-                     std::vector<int32_t>& out) const override;
+    void encode_text(const std::string& text, bool after_special, std::vector<int32_t>& out) const override;
     std::string normal_piece(int32_t id) const override;
 
 private:

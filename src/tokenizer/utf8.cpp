@@ -28,8 +28,7 @@ uint32_t decode_one(const std::string& text, size_t& offset) {
         }
     } else if ((b0 & 0x40) && !(b0 & 0x10)) {
         if (offset + 2 < n && is_continuation(byte(offset + 1)) && is_continuation(byte(offset + 2))) {
-            const uint32_t cp = ((b0 & 0x0Fu) << 12) | ((byte(offset + 1) & 0x3Fu) << 6) |
-                                (byte(offset + 2) & 0x3Fu);
+            const uint32_t cp = ((b0 & 0x0Fu) << 12) | ((byte(offset + 1) & 0x3Fu) << 6) | (byte(offset + 2) & 0x3Fu);
             offset += 3;
             return cp;
         }

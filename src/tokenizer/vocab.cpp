@@ -10,13 +10,20 @@ namespace {
 
 uint32_t attr_from_type(int32_t type) {
     switch (static_cast<TokenType>(type)) {
-        case TokenType::Unknown: return kAttrUnknown;
-        case TokenType::Unused: return kAttrUnused;
-        case TokenType::Normal: return kAttrNormal;
-        case TokenType::Control: return kAttrControl;
-        case TokenType::UserDefined: return kAttrUserDefined;
-        case TokenType::Byte: return kAttrByte;
-        default: return kAttrUndefined;
+        case TokenType::Unknown:
+            return kAttrUnknown;
+        case TokenType::Unused:
+            return kAttrUnused;
+        case TokenType::Normal:
+            return kAttrNormal;
+        case TokenType::Control:
+            return kAttrControl;
+        case TokenType::UserDefined:
+            return kAttrUserDefined;
+        case TokenType::Byte:
+            return kAttrByte;
+        default:
+            return kAttrUndefined;
     }
 }
 
@@ -29,14 +36,46 @@ bool text_is_one_of(const std::string& text, std::initializer_list<const char*> 
 
 // Token texts that end generation (llama.cpp's list, see llama_vocab::impl::load).
 const std::initializer_list<const char*> kEndOfGenerationTexts = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
-    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
-    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-    "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", "[e~[",
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<\xef\xbd\x9c"
+    "end\xe2\x96\x81"
+    "of\xe2\x96\x81"
+    "sentence\xef\xbd\x9c>",
+    "[e~[",
 };
 const std::initializer_list<const char*> kEndOfTurnTexts = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-    "<EOT>", "_<EOT>", "[EOT]", "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>",
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "<\xef\xbd\x9c"
+    "end\xe2\x96\x81"
+    "of\xe2\x96\x81"
+    "sentence\xef\xbd\x9c>",
     "<end_of_utterance>",
 };
 
@@ -72,8 +111,7 @@ void Vocab::read_tokens(const TokenizerSpec& spec) {
     for (size_t i = 0; i < n; ++i) {
         const auto inserted = text_to_id_.emplace(std::string_view(texts_[i]), static_cast<int32_t>(i));
         if (!inserted.second) {
-            fail("Vocab: duplicate token '%s' (ids %d and %zu)", texts_[i].c_str(),
-                 inserted.first->second, i);
+            fail("Vocab: duplicate token '%s' (ids %d and %zu)", texts_[i].c_str(), inserted.first->second, i);
         }
     }
 }
@@ -128,12 +166,12 @@ void Vocab::detect_special_tokens_by_text() {
     };
     detect(eot, kEndOfTurnTexts);
     detect(eom, {"<|eom_id|>"});
-    detect(fim_pre, {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "\xe2\x96\x81<PRE>",
-                     "<|code_prefix|>", "<|prefix|>"});
-    detect(fim_suf, {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>", "\xe2\x96\x81<SUF>",
-                     "<|code_suffix|>", "<|suffix|>"});
-    detect(fim_mid, {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "\xe2\x96\x81<MID>",
-                     "<|code_middle|>", "<|middle|>"});
+    detect(fim_pre, {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>",
+                     "<|prefix|>"});
+    detect(fim_suf, {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>",
+                     "<|suffix|>"});
+    detect(fim_mid, {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>",
+                     "<|middle|>"});
     detect(fim_pad, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"});
     detect(fim_rep, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"});
     detect(fim_sep, {"<|file_sep|>"});

@@ -14,7 +14,13 @@ namespace cactus {
 
 // tokenizer.ggml.token_type values.
 enum class TokenType : int32_t {
-    Undefined = 0, Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6,
+    Undefined = 0,
+    Normal = 1,
+    Unknown = 2,
+    Control = 3,
+    UserDefined = 4,
+    Unused = 5,
+    Byte = 6,
 };
 
 // Attribute bits of a token (a control token may also be unused, for example).
@@ -85,8 +91,7 @@ private:
     void build_special_matcher();
     void mark_control(int32_t id) { attrs_[static_cast<size_t>(id)] |= kAttrControl; }
     // Finds every place a special token's text occurs: (start, token) pairs in start order.
-    std::vector<std::pair<size_t, int32_t>> find_special_occurrences(const std::string& text,
-                                                                     bool parse_special) const;
+    std::vector<std::pair<size_t, int32_t>> find_special_occurrences(const std::string& text, bool parse_special) const;
 
     std::vector<std::string> texts_;
     std::vector<float> scores_;

@@ -36,8 +36,7 @@ Outcome complete(cactus_model_t model, const char* messages, const char* options
                  cactus_token_callback callback = nullptr, void* user = nullptr) {
     std::vector<char> buffer(1 << 16);
     Outcome o;
-    o.rc = cactus_complete(model, messages, buffer.data(), buffer.size(), options, nullptr, callback, user,
-                           nullptr, 0);
+    o.rc = cactus_complete(model, messages, buffer.data(), buffer.size(), options, nullptr, callback, user, nullptr, 0);
     o.error = cactus_get_last_error();
     o.response = json::parse(buffer.data(), nullptr, false);
     return o;
@@ -105,8 +104,8 @@ TEST(CApiLifecycle, StopDuringPrefillEndsItBetweenChunks) {
         std::vector<char> buffer(1 << 16);
         std::thread t([&] {
             if (use_prefill) {
-                o.rc = cactus_prefill(model, messages.c_str(), buffer.data(), buffer.size(), options, nullptr,
-                                      nullptr, 0);
+                o.rc =
+                    cactus_prefill(model, messages.c_str(), buffer.data(), buffer.size(), options, nullptr, nullptr, 0);
                 o.error = cactus_get_last_error();
             } else {
                 o = complete(model, messages.c_str(), options);

@@ -80,14 +80,16 @@ std::vector<BadRequest> corpus() {
         {"stop list of numbers", kUser, R"({"stop_sequences":[1,2]})", "", "'stop_sequences'"},
         {"n_ctx tiny", kUser, R"({"n_ctx":1})", "", "'n_ctx'"},
         {"prefill_chunk zero", kUser, R"({"prefill_chunk":0})", "", "'prefill_chunk'"},
-        {"thinking as string", kUser, R"({"enable_thinking_if_supported":"yes"})", "", "'enable_thinking_if_supported'"},
+        {"thinking as string", kUser, R"({"enable_thinking_if_supported":"yes"})", "",
+         "'enable_thinking_if_supported'"},
         {"confidence above one", kUser, R"({"confidence_threshold":2})", "", "'confidence_threshold'"},
         {"tools not json", kUser, "", "[{", "tools_json is not valid JSON"},
         {"tools object", kUser, "", R"({"type":"function"})", "array"},
         {"tool not object", kUser, "", R"([1])", "tools[0]"},
         {"tool no function", kUser, "", R"([{"type":"function"}])", "tools[0]"},
         {"tool empty name", kUser, "", R"([{"type":"function","function":{"name":""}}])", "name"},
-        {"tool params not object", kUser, "", R"([{"type":"function","function":{"name":"f","parameters":"x"}}])", "parameters"},
+        {"tool params not object", kUser, "", R"([{"type":"function","function":{"name":"f","parameters":"x"}}])",
+         "parameters"},
     };
     return c;
 }
@@ -96,8 +98,8 @@ std::string call(cactus_model_t model, const BadRequest& r, int* rc) {
     static char buffer[1 << 16];
     buffer[0] = '\0';
     *rc = cactus_complete(model, r.messages.c_str(), buffer, sizeof buffer,
-                          r.options.empty() ? nullptr : r.options.c_str(),
-                          r.tools.empty() ? nullptr : r.tools.c_str(), nullptr, nullptr, nullptr, 0);
+                          r.options.empty() ? nullptr : r.options.c_str(), r.tools.empty() ? nullptr : r.tools.c_str(),
+                          nullptr, nullptr, nullptr, 0);
     return buffer;
 }
 
@@ -127,9 +129,11 @@ TEST(CApiMalformed, EveryCaseIsAnErrorWithAMessageAndTheHandleStaysUsable) {
 TEST(CApiMalformed, NullArgumentsAreErrors) {
     cactus_model_t model = shared_model("smollm2-135m");
     char buffer[4096];
-    EXPECT_EQ(cactus_complete(nullptr, "[]", buffer, sizeof buffer, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
+    EXPECT_EQ(cactus_complete(nullptr, "[]", buffer, sizeof buffer, nullptr, nullptr, nullptr, nullptr, nullptr, 0),
+              -1);
     EXPECT_NE(std::string(cactus_get_last_error()).find("NULL"), std::string::npos);
-    EXPECT_EQ(cactus_complete(model, nullptr, buffer, sizeof buffer, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
+    EXPECT_EQ(cactus_complete(model, nullptr, buffer, sizeof buffer, nullptr, nullptr, nullptr, nullptr, nullptr, 0),
+              -1);
     EXPECT_EQ(cactus_complete(model, kUser.c_str(), nullptr, 100, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
     EXPECT_EQ(cactus_complete(model, kUser.c_str(), buffer, 0, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
     EXPECT_EQ(cactus_render_prompt(model, kUser.c_str(), nullptr, nullptr, nullptr, 10), -1);
@@ -153,8 +157,8 @@ TEST(CApiMalformed, TinyBuffersNeverOverflow) {
     cactus_model_t model = shared_model("smollm2-135m");
     for (size_t size : {1u, 2u, 16u, 100u}) {
         std::vector<char> buffer(size + 64, '#');
-        int rc = cactus_complete(model, kUser.c_str(), buffer.data(), size, R"({"max_tokens":4})", nullptr,
-                                 nullptr, nullptr, nullptr, 0);
+        int rc = cactus_complete(model, kUser.c_str(), buffer.data(), size, R"({"max_tokens":4})", nullptr, nullptr,
+                                 nullptr, nullptr, 0);
         EXPECT_EQ(rc, CACTUS_BUFFER_TOO_SMALL) << size;
         EXPECT_NE(std::string(cactus_get_last_error()).find("buffer_size"), std::string::npos);
         for (size_t i = size; i < buffer.size(); ++i) ASSERT_EQ(buffer[i], '#') << "wrote past buffer_size " << size;
@@ -164,7 +168,8 @@ TEST(CApiMalformed, TinyBuffersNeverOverflow) {
     EXPECT_EQ(cactus_tokenize(model, "a fairly long sentence with many tokens", ids, 2, &n), CACTUS_BUFFER_TOO_SMALL);
     EXPECT_GT(n, 2u);
     char small[8];
-    EXPECT_EQ(cactus_render_prompt(model, kUser.c_str(), nullptr, nullptr, small, sizeof small), CACTUS_BUFFER_TOO_SMALL);
+    EXPECT_EQ(cactus_render_prompt(model, kUser.c_str(), nullptr, nullptr, small, sizeof small),
+              CACTUS_BUFFER_TOO_SMALL);
     EXPECT_GT(normal_completion(model), 0) << cactus_get_last_error();
 }
 

@@ -42,9 +42,8 @@ TEST(CApiThreads, StopFromAnotherThreadEndsWithinOneStep) {
     cactus_model_t model = shared_model("smollm2-135m");
     StopProbe probe{model};
     static char buffer[1 << 16];
-    int rc = cactus_complete(model, kMessages, buffer, sizeof buffer,
-                             R"({"max_tokens":200,"ignore_eos":true})", nullptr, stop_after_five, &probe,
-                             nullptr, 0);
+    int rc = cactus_complete(model, kMessages, buffer, sizeof buffer, R"({"max_tokens":200,"ignore_eos":true})",
+                             nullptr, stop_after_five, &probe, nullptr, 0);
     ASSERT_GT(rc, 0) << cactus_get_last_error();
     json r = json::parse(buffer);
     EXPECT_EQ(r["finish_reason"], "cancelled");
@@ -61,8 +60,8 @@ std::vector<uint32_t> greedy_tokens(cactus_model_t model, int n, json* response 
     std::vector<uint32_t> tokens;
     std::string messages = R"([{"role":"user","content":"Count to )" + std::to_string(n) + R"("}])";
     int rc = cactus_complete(model, messages.c_str(), buffer.data(), buffer.size(),
-                             R"({"max_tokens":8,"temperature":0,"ignore_eos":true})", nullptr, record_token,
-                             &tokens, nullptr, 0);
+                             R"({"max_tokens":8,"temperature":0,"ignore_eos":true})", nullptr, record_token, &tokens,
+                             nullptr, 0);
     if (rc <= 0) ADD_FAILURE() << cactus_get_last_error();
     if (response != nullptr) *response = json::parse(buffer.data(), nullptr, false);
     return tokens;
@@ -138,11 +137,11 @@ void* every_entry_point(void* arg) {
     size_t n = 0;
     int tokenized = cactus_tokenize(m, "Hello world", nullptr, 0, &n);
     int prefilled = cactus_prefill(m, messages, buffer.data(), buffer.size(), nullptr, nullptr, nullptr, 0);
-    int completed = cactus_complete(m, messages, buffer.data(), buffer.size(), R"({"max_tokens":8})", nullptr,
-                                    nullptr, nullptr, nullptr, 0);
+    int completed = cactus_complete(m, messages, buffer.data(), buffer.size(), R"({"max_tokens":8})", nullptr, nullptr,
+                                    nullptr, nullptr, 0);
     std::string deep(50000, '[');
-    int hostile = cactus_complete(m, deep.c_str(), buffer.data(), buffer.size(), nullptr, nullptr, nullptr,
-                                  nullptr, nullptr, 0);
+    int hostile =
+        cactus_complete(m, deep.c_str(), buffer.data(), buffer.size(), nullptr, nullptr, nullptr, nullptr, nullptr, 0);
     cactus_stop(m);
     cactus_reset(m);
     cactus_destroy(m);

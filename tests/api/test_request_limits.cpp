@@ -17,8 +17,7 @@ std::string nested_objects(int depth) {
 }
 
 nlohmann::ordered_json arguments_after_parse(const std::string& arguments) {
-    nlohmann::ordered_json call = {{"type", "function"},
-                                   {"function", {{"name", "f"}, {"arguments", arguments}}}};
+    nlohmann::ordered_json call = {{"type", "function"}, {"function", {{"name", "f"}, {"arguments", arguments}}}};
     nlohmann::ordered_json messages = nlohmann::ordered_json::array(
         {{{"role", "user"}, {"content", "hi"}},
          {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", nlohmann::ordered_json::array({call})}}});

@@ -26,12 +26,16 @@ TEST(LogMel, FrameCountAndRangeFollowWhisper) {
     const LogMel mel = log_mel(x.data(), x.size(), toy_filters(80), 80);
     EXPECT_EQ(mel.n_frames, 16000u / 160 + 1);
     float max = -1e9f, min = 1e9f;
-    for (float v : mel.data) { max = std::max(max, v); min = std::min(min, v); }
+    for (float v : mel.data) {
+        max = std::max(max, v);
+        min = std::min(min, v);
+    }
     EXPECT_LE(max - min, 2.0f + 1e-5f);  // the floor at max - 8 (log10), scaled by 1/4
     // 1 kHz sits in FFT bin 25: the filter that reads bin 25 (mel 12) is the loudest.
     const float* mid = mel.data.data() + 50 * 80;
     size_t best = 0;
-    for (size_t m = 1; m < 80; ++m) if (mid[m] > mid[best]) best = m;
+    for (size_t m = 1; m < 80; ++m)
+        if (mid[m] > mid[best]) best = m;
     EXPECT_EQ(best, 12u);
 }
 
@@ -80,7 +84,11 @@ TEST(DenseAttention, GemmPathMatchesTheRowLoop) {
     CpuBackend be(2);
     std::mt19937 rng(3);
     std::normal_distribution<float> g(0.0f, 1.0f);
-    struct Case { size_t n_q, n_kv, n_head, n_head_kv, hd; bool causal; bool mask; };
+    struct Case {
+        size_t n_q, n_kv, n_head, n_head_kv, hd;
+        bool causal;
+        bool mask;
+    };
     for (const Case c : {Case{37, 53, 6, 6, 64, false, false}, Case{20, 20, 4, 2, 32, true, false},
                          Case{17, 40, 3, 1, 24, true, true}, Case{64, 1500 / 10, 8, 8, 64, false, true}}) {
         auto make = [&](size_t w, size_t r) {
@@ -89,7 +97,8 @@ TEST(DenseAttention, GemmPathMatchesTheRowLoop) {
             for (size_t i = 0; i < w * r; ++i) t.as<float>()[i] = g(rng);
             return std::make_pair(std::move(buf), t);
         };
-        auto q = make(c.n_head * c.hd, c.n_q), k = make(c.n_head_kv * c.hd, c.n_kv), v = make(c.n_head_kv * c.hd, c.n_kv);
+        auto q = make(c.n_head * c.hd, c.n_q), k = make(c.n_head_kv * c.hd, c.n_kv),
+             v = make(c.n_head_kv * c.hd, c.n_kv);
         auto o1 = make(c.n_head * c.hd, c.n_q), o2 = make(c.n_head * c.hd, c.n_q), m = make(c.n_kv, c.n_q);
         for (size_t i = 0; i < c.n_kv * c.n_q; ++i) m.second.as<float>()[i] = (i % 7 == 0) ? -INFINITY : 0.0f;
         DenseAttention s;

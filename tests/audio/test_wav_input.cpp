@@ -22,15 +22,20 @@ struct WavSpec {
     uint16_t bits = 16;
     uint16_t block_align = 0;  // 0: computed
     uint32_t fmt_size = 16;
-    int64_t data_size = -1;    // -1: the payload's size
-    int64_t riff_size = -1;    // -1: computed
+    int64_t data_size = -1;  // -1: the payload's size
+    int64_t riff_size = -1;  // -1: computed
     std::string riff = "RIFF";
     std::string wave = "WAVE";
     bool with_fmt = true;
 };
 
-void put16(std::vector<uint8_t>& b, uint16_t v) { b.push_back(v & 0xff); b.push_back(v >> 8); }
-void put32(std::vector<uint8_t>& b, uint32_t v) { for (int i = 0; i < 4; ++i) b.push_back((v >> (8 * i)) & 0xff); }
+void put16(std::vector<uint8_t>& b, uint16_t v) {
+    b.push_back(v & 0xff);
+    b.push_back(v >> 8);
+}
+void put32(std::vector<uint8_t>& b, uint32_t v) {
+    for (int i = 0; i < 4; ++i) b.push_back((v >> (8 * i)) & 0xff);
+}
 void put_tag(std::vector<uint8_t>& b, const std::string& t) { b.insert(b.end(), t.begin(), t.end()); }
 
 std::vector<uint8_t> make_wav(const WavSpec& s, const std::vector<uint8_t>& payload) {
@@ -136,7 +141,11 @@ TEST(WavInput, FloatAnd24BitAnd8kDecode) {
     WavSpec s24;
     s24.bits = 24;
     std::vector<uint8_t> q;
-    for (int i = 0; i < 160; ++i) { q.push_back(0); q.push_back(0); q.push_back(i % 2 ? 0x40 : 0xc0); }
+    for (int i = 0; i < 160; ++i) {
+        q.push_back(0);
+        q.push_back(0);
+        q.push_back(i % 2 ? 0x40 : 0xc0);
+    }
     x = decode_wav(make_wav(s24, q).data(), make_wav(s24, q).size());
     ASSERT_EQ(x.size(), 160u);
     EXPECT_FLOAT_EQ(x[1], 0.5f);

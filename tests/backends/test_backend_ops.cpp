@@ -184,7 +184,8 @@ TEST_P(BackendOps, MatmulEveryWeightType) {
             for (size_t t = 0; t < n_tok; ++t) {
                 for (size_t o = 0; o < n_out; ++o) {
                     double acc = 0.0;
-                    for (size_t i = 0; i < n_in; ++i) acc += static_cast<double>(w_values[o * n_in + i]) * x[t * n_in + i];
+                    for (size_t i = 0; i < n_in; ++i)
+                        acc += static_cast<double>(w_values[o * n_in + i]) * x[t * n_in + i];
                     want[t * n_out + o] = static_cast<float>(acc);
                 }
             }
@@ -228,9 +229,8 @@ TEST_P(BackendOps, AttentionOverTheKvCacheEqualsTheReference) {
         KvCacheConfig config;
         config.n_ctx = 64;
         config.max_chunk = 16;
-        KvCache cache({spec}, config, [&](const std::vector<KvLayerLayout>& l, KvType t) {
-            return be_->make_kv_storage(l, t);
-        });
+        KvCache cache({spec}, config,
+                      [&](const std::vector<KvLayerLayout>& l, KvType t) { return be_->make_kv_storage(l, t); });
         const std::vector<float> q = random_floats(n * n_head * hd, 20 + window);
         const std::vector<float> k = random_floats(n * n_head_kv * hd, 30 + window);
         const std::vector<float> v = random_floats(n * n_head_kv * hd, 40 + window);
@@ -296,8 +296,8 @@ TEST_P(BackendOps, DenseAttentionWithMaskAndCausal) {
         s.scale = 0.3f;
         s.causal = causal;
         const Tensor out = zeros(n_head * hd, n_q);
-        be_->attention_dense(out, f32(q, n_head * hd), f32(k, n_head_kv * hd), f32(v, n_head_kv * hd),
-                             f32(mask, n_kv), s);
+        be_->attention_dense(out, f32(q, n_head * hd), f32(k, n_head_kv * hd), f32(v, n_head_kv * hd), f32(mask, n_kv),
+                             s);
         std::vector<float> want(n_q * n_head * hd, 0.0f);
         for (size_t i = 0; i < n_q; ++i) {
             for (size_t h = 0; h < n_head; ++h) {
@@ -306,7 +306,8 @@ TEST_P(BackendOps, DenseAttentionWithMaskAndCausal) {
                 double max = -INFINITY, sum = 0.0;
                 for (size_t j = 0; j < n_kv; ++j) {
                     double dot = 0.0;
-                    for (size_t d = 0; d < hd; ++d) dot += q[(i * n_head + h) * hd + d] * k[(j * n_head_kv + g) * hd + d];
+                    for (size_t d = 0; d < hd; ++d)
+                        dot += q[(i * n_head + h) * hd + d] * k[(j * n_head_kv + g) * hd + d];
                     p[j] = dot * 0.3 + mask[i * n_kv + j];
                     if (causal && j > i + (n_kv - n_q)) p[j] = -INFINITY;
                     max = std::max(max, p[j]);

@@ -90,8 +90,8 @@ std::vector<uint8_t> random_model(const Shape& s, uint32_t seed) {
 
 struct Agreement {
     size_t prompts = 0;
-    size_t identical = 0;  // prompts whose continuations agree on every token
-    double max_kl = 0.0;   // over every step compared (identical contexts)
+    size_t identical = 0;   // prompts whose continuations agree on every token
+    double max_kl = 0.0;    // over every step compared (identical contexts)
     double first_kl = 0.0;  // largest KL right after a prompt (no generated token yet)
     double sum_kl = 0.0;
     size_t steps = 0;
@@ -171,7 +171,7 @@ Agreement compare_greedy(Model& cpu, Model& gpu, size_t n_prompts, size_t n_gen,
 // least 6/20 identical continuations.
 struct Bounds {
     size_t min_identical = 15;
-    double max_kl = 0.005;      // per step, every step compared
+    double max_kl = 0.005;  // per step, every step compared
     double max_mean_kl = 0.005;
 };
 const Bounds kIssueBounds;
@@ -182,8 +182,7 @@ void expect_agreement(const std::string& label, const std::vector<uint8_t>* byte
                       KvRequest kv = KvRequest(), size_t n_ctx = 512, const Bounds& bounds = kIssueBounds) {
     std::string why;
     if (!testing::try_cuda(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
-    std::unique_ptr<GgufFile> file =
-        bytes ? GgufFile::from_memory(bytes->data(), bytes->size()) : GgufFile::open(path);
+    std::unique_ptr<GgufFile> file = bytes ? GgufFile::from_memory(bytes->data(), bytes->size()) : GgufFile::open(path);
     ModelOptions o;
     o.n_ctx = n_ctx;
     o.kv = kv;
@@ -192,9 +191,10 @@ void expect_agreement(const std::string& label, const std::vector<uint8_t>* byte
     std::unique_ptr<Model> gpu = Model::load(*file, o);
     const Agreement a = compare_greedy(*cpu, *gpu, 20, 32, 1234);
     const double mean_kl = a.steps ? a.sum_kl / static_cast<double>(a.steps) : 0.0;
-    std::printf("[ %s ] %zu/%zu prompts identical for 32 tokens, per-step KL max %.2e mean %.2e over %zu steps "
-                "(after the prompt: %.2e)\n", label.c_str(), a.identical, a.prompts, a.max_kl, mean_kl, a.steps,
-                a.first_kl);
+    std::printf(
+        "[ %s ] %zu/%zu prompts identical for 32 tokens, per-step KL max %.2e mean %.2e over %zu steps "
+        "(after the prompt: %.2e)\n",
+        label.c_str(), a.identical, a.prompts, a.max_kl, mean_kl, a.steps, a.first_kl);
     EXPECT_GE(a.identical, bounds.min_identical) << label;
     EXPECT_LE(a.max_kl, bounds.max_kl) << label;
     EXPECT_LE(mean_kl, bounds.max_mean_kl) << label;
@@ -352,9 +352,10 @@ void truncated_layers(const std::string& name, const std::string& arch) {
         EXPECT_LE(gpu_self, 1e-9) << name << " " << k << " layers: GPU prefill differs from token by token";
         EXPECT_LE(cpu_self, 1e-9) << name << " " << k << " layers: CPU prefill differs from token by token";
         if (k <= 6) EXPECT_LE(worst_one, 1e-6) << name << " " << k << " layers, one-token prompt";
-        std::printf("[ %s, first %zu layers ] KL after the prompt: GPU vs CPU %.2e (one-token prompt %.2e); "
-                    "prefill vs token by token: CPU %.2e, GPU %.2e; CPU 1 vs N threads %.2e\n", name.c_str(), k,
-                    worst, worst_one, cpu_self, gpu_self, cpu_threads);
+        std::printf(
+            "[ %s, first %zu layers ] KL after the prompt: GPU vs CPU %.2e (one-token prompt %.2e); "
+            "prefill vs token by token: CPU %.2e, GPU %.2e; CPU 1 vs N threads %.2e\n",
+            name.c_str(), k, worst, worst_one, cpu_self, gpu_self, cpu_threads);
     }
 }
 
@@ -398,8 +399,8 @@ TEST(CudaModels, TeacherForcedLogitsDiagnostic) {
             same += argmax(la) == argmax(lb) ? 1 : 0;
             ++steps;
         }
-        std::printf("[ diag ] %s vs %s: %zu steps, top-1 equal %zu, KL max %.2e mean %.2e\n", a, b, steps, same,
-                    max_kl, steps ? sum_kl / steps : 0.0);
+        std::printf("[ diag ] %s vs %s: %zu steps, top-1 equal %zu, KL max %.2e mean %.2e\n", a, b, steps, same, max_kl,
+                    steps ? sum_kl / steps : 0.0);
         return;
     }
     const char* model = std::getenv("CACTUS_DIAG_MODEL");

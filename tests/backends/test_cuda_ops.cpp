@@ -194,9 +194,8 @@ void compare_kv_attention(KvType type, uint32_t window, uint32_t sinks) {
     config.kv.type = type;
     const std::vector<KvLayerSpec> layers = {global, ring};
     auto make = [&](Backend& be) {
-        return std::make_unique<KvCache>(layers, config, [&be](const std::vector<KvLayerLayout>& l, KvType t) {
-            return be.make_kv_storage(l, t);
-        });
+        return std::make_unique<KvCache>(
+            layers, config, [&be](const std::vector<KvLayerLayout>& l, KvType t) { return be.make_kv_storage(l, t); });
     };
     std::unique_ptr<KvCache> kc = make(*cpu), kg = make(*gpu);
     uint32_t seed = 100;
@@ -234,8 +233,10 @@ void compare_kv_attention(KvType type, uint32_t window, uint32_t sinks) {
     const std::vector<float> head = random_floats(dk, 9);
     kg->storage().write_head(0, 2, 0, true, head.data());
     kc->storage().write_head(0, 2, 0, true, head.data());
-    for (auto [il, row, h, key] : {std::tuple<size_t, size_t, size_t, bool>{1, 3, 1, false}, {1, 3, 1, true},
-                                   {0, 2, 0, true}, {0, 7, 1, false}}) {
+    for (auto [il, row, h, key] : {std::tuple<size_t, size_t, size_t, bool>{1, 3, 1, false},
+                                   {1, 3, 1, true},
+                                   {0, 2, 0, true},
+                                   {0, 7, 1, false}}) {
         kg->storage().read_head(il, row, h, key, a.data());
         kc->storage().read_head(il, row, h, key, b.data());
         const size_t dim = key ? dk : dv;
@@ -283,8 +284,9 @@ TEST(CudaOps, DenseAttentionAndConvolutionsMatchCpu) {
     std::vector<float> outs[2];
     Backend* bes[2] = {cpu.get(), gpu.get()};
     for (int i = 0; i < 2; ++i) {
-        const testing::Held wd = hold(*bes[i], DType::Q8_0, n_in * 3, n_out, wq.data()), xd = hold_f32(*bes[i], x, n_in),
-                            bd = hold_f32(*bes[i], bias, n_out), yd = hold(*bes[i], DType::F32, n_out, n_t_out);
+        const testing::Held wd = hold(*bes[i], DType::Q8_0, n_in * 3, n_out, wq.data()),
+                            xd = hold_f32(*bes[i], x, n_in), bd = hold_f32(*bes[i], bias, n_out),
+                            yd = hold(*bes[i], DType::F32, n_out, n_t_out);
         bes[i]->conv1d(yd.t, xd.t, wd.t, bd.t, c1);
         outs[i] = download_f32(*bes[i], yd.t);
     }
@@ -408,10 +410,9 @@ TEST(CudaOps, SharpAttentionRealShapesMatchCpuBackend) {
     std::vector<float> out[2];
     for (int i = 0; i < 2; ++i) {
         Backend& be = *bes[i];
-        caches[i] = std::make_unique<KvCache>(std::vector<KvLayerSpec>{spec}, config,
-                                              [&be](const std::vector<KvLayerLayout>& l, KvType t) {
-                                                  return be.make_kv_storage(l, t);
-                                              });
+        caches[i] = std::make_unique<KvCache>(
+            std::vector<KvLayerSpec>{spec}, config,
+            [&be](const std::vector<KvLayerLayout>& l, KvType t) { return be.make_kv_storage(l, t); });
         caches[i]->reserve(chunk);
         caches[i]->append(chunk);
         std::vector<KvCache*> cs(chunk, caches[i].get());

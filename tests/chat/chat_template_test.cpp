@@ -41,15 +41,21 @@ constexpr int kMaxExprHeightForTest = 100;  // a chain this long renders
 
 // Runs fn on a thread with a 256 KiB stack, as the engine does.
 void on_small_stack(const std::function<void()>& fn) {
-    struct Box { const std::function<void()>* fn; } box{&fn};
+    struct Box {
+        const std::function<void()>* fn;
+    } box{&fn};
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 256 * 1024 * kStackScale);
     pthread_t thread;
-    ASSERT_EQ(pthread_create(&thread, &attr, [](void* p) -> void* {
-        (*static_cast<Box*>(p)->fn)();
-        return nullptr;
-    }, &box), 0);
+    ASSERT_EQ(pthread_create(
+                  &thread, &attr,
+                  [](void* p) -> void* {
+                      (*static_cast<Box*>(p)->fn)();
+                      return nullptr;
+                  },
+                  &box),
+              0);
     pthread_join(thread, nullptr);
     pthread_attr_destroy(&attr);
 }
@@ -102,12 +108,15 @@ TEST(ChatTemplate, Tests) {
 }
 
 TEST(ChatTemplate, ForLoops) {
-    EXPECT_EQ(render("{% for x in ['a','b','c'] %}{{ loop.index }}{{ x }}{{ '.' if loop.last }}{% endfor %}"), "1a2b3c.");
+    EXPECT_EQ(render("{% for x in ['a','b','c'] %}{{ loop.index }}{{ x }}{{ '.' if loop.last }}{% endfor %}"),
+              "1a2b3c.");
     EXPECT_EQ(render("{% for x in [1,2] %}{{ loop.previtem }}>{{ loop.nextitem }};{% endfor %}"), ">2;1>;");
-    EXPECT_EQ(render("{% for k, v in d.items() %}{{ k }}={{ v }},{% endfor %}", {{"d", {{"z", 1}, {"a", 2}}}}), "z=1,a=2,");
+    EXPECT_EQ(render("{% for k, v in d.items() %}{{ k }}={{ v }},{% endfor %}", {{"d", {{"z", 1}, {"a", 2}}}}),
+              "z=1,a=2,");
     EXPECT_EQ(render("{% for x in [] %}a{% else %}empty{% endfor %}"), "empty");
     EXPECT_EQ(render("{% for x in range(5) if x is odd %}{{ x }}{{ loop.length }}{% endfor %}"), "1232");
-    EXPECT_EQ(render("{% for i in range(5) %}{% if i == 3 %}{% break %}{% endif %}{% if i == 1 %}{% continue %}{% endif %}{{ i }}{% endfor %}"),
+    EXPECT_EQ(render("{% for i in range(5) %}{% if i == 3 %}{% break %}{% endif %}{% if i == 1 %}{% continue %}{% "
+                     "endif %}{{ i }}{% endfor %}"),
               "02");
     EXPECT_EQ(render("{% for x in 'hé' %}[{{ x }}]{% endfor %}"), "[h][\xc3\xa9]");
 }
@@ -115,7 +124,9 @@ TEST(ChatTemplate, ForLoops) {
 TEST(ChatTemplate, ScopingAndNamespace) {
     EXPECT_EQ(render("{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{% endfor %}{{ x }}"), "1");
     EXPECT_EQ(render("{% set x = 1 %}{% if true %}{% set x = 2 %}{% endif %}{{ x }}"), "2");
-    EXPECT_EQ(render("{% set ns = namespace(n=0) %}{% for i in [1,2,3] %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}"), "6");
+    EXPECT_EQ(
+        render("{% set ns = namespace(n=0) %}{% for i in [1,2,3] %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}"),
+        "6");
     EXPECT_EQ(render("{% set a, b = [1, 2] %}{{ b }}{{ a }}"), "21");
     EXPECT_EQ(render("{% set t %}in{{ 1 }}{% endset %}[{{ t }}]"), "[in1]");
 }
@@ -126,16 +137,25 @@ TEST(ChatTemplate, Macros) {
 }
 
 TEST(ChatTemplate, Filters) {
-    EXPECT_EQ(render("{{ ' x '|trim }}|{{ 'ab'|upper }}|{{ 'hello world'|title }}|{{ 'aB'|capitalize }}"), "x|AB|Hello World|Ab");
-    EXPECT_EQ(render("{{ [3,1,2]|sort|join(',') }} {{ [1,2,2,1]|unique|list }} {{ [1,2]|reverse|list }}"), "1,2,3 [1, 2] [2, 1]");
-    EXPECT_EQ(render("{{ x|default('d') }} {{ ''|d('e', true) }} {{ [1,2]|first }}{{ [1,2]|last }} {{ 'abc'|length }}"), "d e 12 3");
-    EXPECT_EQ(render("{{ '3'|int + 1 }} {{ '2.5'|float }} {{ 2.5|round }} {{ 3.14159|round(2) }} {{ 1|string }}"), "4 2.5 2.0 3.14 1");
+    EXPECT_EQ(render("{{ ' x '|trim }}|{{ 'ab'|upper }}|{{ 'hello world'|title }}|{{ 'aB'|capitalize }}"),
+              "x|AB|Hello World|Ab");
+    EXPECT_EQ(render("{{ [3,1,2]|sort|join(',') }} {{ [1,2,2,1]|unique|list }} {{ [1,2]|reverse|list }}"),
+              "1,2,3 [1, 2] [2, 1]");
+    EXPECT_EQ(render("{{ x|default('d') }} {{ ''|d('e', true) }} {{ [1,2]|first }}{{ [1,2]|last }} {{ 'abc'|length }}"),
+              "d e 12 3");
+    EXPECT_EQ(render("{{ '3'|int + 1 }} {{ '2.5'|float }} {{ 2.5|round }} {{ 3.14159|round(2) }} {{ 1|string }}"),
+              "4 2.5 2.0 3.14 1");
     EXPECT_EQ(render("{{ {'b': 1, 'a': 2}|dictsort }} {{ {'b': 1}|items|list }}"), "[['a', 2], ['b', 1]] [['b', 1]]");
     EXPECT_EQ(render("{{ 'a\nb'|indent(2) }}|{{ 'x y z'|wordcount }}|{{ '<a>'|e }}|{{ [1,2,3,4,5]|batch(2)|list }}"),
               "a\n  b|3|&lt;a&gt;|[[1, 2], [3, 4], [5]]");
     json users = {{"u", json::array({{{"name", "a"}, {"age", 30}}, {{"name", "b"}, {"age", 10}}})}};
-    EXPECT_EQ(render("{{ u|selectattr('age', 'gt', 20)|map(attribute='name')|join }}{{ u|rejectattr('age', 'gt', 20)|map(attribute='name')|first }}", users), "ab");
-    EXPECT_EQ(render("{{ [1, 2, 3]|select('odd')|list }}{{ [1, 2, 3]|reject('odd')|list }}{{ ['a']|map('upper')|list }}"), "[1, 3][2]['A']");
+    EXPECT_EQ(render("{{ u|selectattr('age', 'gt', 20)|map(attribute='name')|join }}{{ u|rejectattr('age', 'gt', "
+                     "20)|map(attribute='name')|first }}",
+                     users),
+              "ab");
+    EXPECT_EQ(
+        render("{{ [1, 2, 3]|select('odd')|list }}{{ [1, 2, 3]|reject('odd')|list }}{{ ['a']|map('upper')|list }}"),
+        "[1, 3][2]['A']");
     EXPECT_NE(error_of("{{ 1|nosuchfilter }}").find("nosuchfilter"), std::string::npos);
 }
 
@@ -150,8 +170,12 @@ TEST(ChatTemplate, ToJsonKeepsInsertionOrder) {
 TEST(ChatTemplate, MethodsAndSubscripts) {
     EXPECT_EQ(render("{{ ' a b '.strip() }}|{{ 'a,b'.split(',') }}|{{ 'x y'.split() }}|{{ 'abc'.startswith('ab') }}"),
               "a b|['a', 'b']|['x', 'y']|True");
-    EXPECT_EQ(render("{{ 'aXa'.replace('a', 'b') }}{{ '\\n\\nx\\n'.lstrip('\\n') }}{{ 'abc'.find('c') }}{{ 'aa'.count('a') }}"), "bXbx\n22");
-    EXPECT_EQ(render("{{ d.get('k') }} {{ d.get('q', 5) }} {{ d.keys()|list }} {{ d['k'] }}", {{"d", {{"k", 1}}}}), "1 5 ['k'] 1");
+    EXPECT_EQ(
+        render(
+            "{{ 'aXa'.replace('a', 'b') }}{{ '\\n\\nx\\n'.lstrip('\\n') }}{{ 'abc'.find('c') }}{{ 'aa'.count('a') }}"),
+        "bXbx\n22");
+    EXPECT_EQ(render("{{ d.get('k') }} {{ d.get('q', 5) }} {{ d.keys()|list }} {{ d['k'] }}", {{"d", {{"k", 1}}}}),
+              "1 5 ['k'] 1");
     EXPECT_EQ(render("{{ 'héllo'[1:3] }} {{ [1,2,3,4][::-2] }} {{ 'abc'[-1] }} {{ [1][5] }}"), "él [4, 2] c ");
     EXPECT_NE(error_of("{{ a.b }}").find("'a' is undefined"), std::string::npos);
     EXPECT_NE(error_of("{{ [1].append(2) }}").find("undefined"), std::string::npos);  // sandbox: lists immutable
@@ -186,9 +210,13 @@ TEST(ChatTemplate, HostileNestingFailsCleanlyOnSmallStack) {
         std::string ok_parens = std::string(40, '(') + "1" + std::string(40, ')');
         EXPECT_EQ(render("{{ " + ok_parens + " }}"), "1");
         std::string ok_ifs, ends;
-        for (int k = 0; k < 50; ++k) { ok_ifs += "{% if true %}"; ends += "{% endif %}"; }
+        for (int k = 0; k < 50; ++k) {
+            ok_ifs += "{% if true %}";
+            ends += "{% endif %}";
+        }
         EXPECT_EQ(render(ok_ifs + "x" + ends), "x");
-        EXPECT_NE(error_of("{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}").find("nested deeper"), std::string::npos);
+        EXPECT_NE(error_of("{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}").find("nested deeper"),
+                  std::string::npos);
     });
 }
 
@@ -204,12 +232,10 @@ TEST(ChatTemplate, HugeChainsFailCleanlyOnSmallStack) {
             return s;
         };
         const std::vector<std::string> exprs = {
-            chain("1", " + 1"),        chain("1", " * 1"),       chain("'a'", " ~ 'a'"),
-            chain("1", " == 1"),       chain("x", " or x"),      chain("x", " and x"),
-            chain("x", " in y"),       chain("2", " ** 1"),      chain("x", "|string"),
-            chain("x", "|default(1)"), chain("x", ".a"),         chain("x", "[0]"),
-            chain("x", "()"),          chain("x", "[1:2]"),      chain("x", " is defined"),
-            chain("1", " if x"),
+            chain("1", " + 1"),    chain("1", " * 1"),        chain("'a'", " ~ 'a'"),    chain("1", " == 1"),
+            chain("x", " or x"),   chain("x", " and x"),      chain("x", " in y"),       chain("2", " ** 1"),
+            chain("x", "|string"), chain("x", "|default(1)"), chain("x", ".a"),          chain("x", "[0]"),
+            chain("x", "()"),      chain("x", "[1:2]"),       chain("x", " is defined"), chain("1", " if x"),
         };
         for (const std::string& e : exprs) {
             std::string err = error_of("{{ " + e + " }}");
@@ -234,13 +260,15 @@ TEST(ChatTemplate, HugeChainsFailCleanlyOnSmallStack) {
 // A namespace is the one place a template can feed a value back into itself.
 TEST(ChatTemplate, RuntimeValueNestingAndCyclesFailCleanlyOnSmallStack) {
     on_small_stack([] {
-        std::string deep = "{% set ns = namespace(x=0) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}"
-                           "{% endfor %}{{ ns.x|length }}";
+        std::string deep =
+            "{% set ns = namespace(x=0) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}"
+            "{% endfor %}{{ ns.x|length }}";
         EXPECT_NE(error_of(deep).find("kMaxValueNesting"), std::string::npos);
         std::string cycle = "{% set ns = namespace(x=0) %}{% set ns.x = [ns] %}{{ ns }}";
         EXPECT_NE(error_of(cycle).find("kMaxValueNesting"), std::string::npos);
-        std::string shared = "{% set ns = namespace(x=[1]) %}{% for i in range(100) %}{% set ns.x = [ns.x, ns.x] %}"
-                             "{% endfor %}{{ ns.x|length }}";  // shared, not deep: 100 levels
+        std::string shared =
+            "{% set ns = namespace(x=[1]) %}{% for i in range(100) %}{% set ns.x = [ns.x, ns.x] %}"
+            "{% endfor %}{{ ns.x|length }}";  // shared, not deep: 100 levels
         EXPECT_EQ(render(shared), "2");
     });
 }
@@ -251,9 +279,11 @@ TEST(ChatTemplate, RealTemplates) {
     std::stringstream source;
     source << file.rdbuf();
     ChatTemplate qwen(source.str());
-    json ctx = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}, {"add_generation_prompt", true},
+    json ctx = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})},
+                {"add_generation_prompt", true},
                 {"enable_thinking", false}};
-    EXPECT_EQ(qwen.render_ordered(ctx), "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    EXPECT_EQ(qwen.render_ordered(ctx),
+              "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
     nlohmann::json plain = {{"messages", nlohmann::json::array({{{"role", "user"}, {"content", "hi"}}})}};
     EXPECT_EQ(qwen.render(plain), "<|im_start|>user\nhi<|im_end|>\n");
 }
@@ -263,8 +293,9 @@ TEST(ChatTemplate, RealTemplates) {
 TEST(ChatTemplate, RenderIsBoundedInTimeMemoryAndArithmetic) {
     std::string loops = "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}";
     EXPECT_NE(error_of(loops).find("kMaxEvalSteps"), std::string::npos);
-    std::string doubling = "{% set ns = namespace(s='ab') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}"
-                           "{% endfor %}{{ ns.s|length }}";
+    std::string doubling =
+        "{% set ns = namespace(s='ab') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}"
+        "{% endfor %}{{ ns.s|length }}";
     EXPECT_NE(error_of(doubling).find("kMaxStringBytes"), std::string::npos);
     EXPECT_NE(error_of("{{ ('a' * 1000000)|replace('a', 'a' * 1000) }}").find("kMaxStringBytes"), std::string::npos);
     EXPECT_NE(error_of("{{ 'ab' * 4611686018427387904 }}").find("too large"), std::string::npos);

@@ -22,15 +22,21 @@ constexpr size_t kStackScale = 1;
 #endif
 
 void on_small_stack(const std::function<void()>& fn) {
-    struct Box { const std::function<void()>* fn; } box{&fn};
+    struct Box {
+        const std::function<void()>* fn;
+    } box{&fn};
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 256 * 1024 * kStackScale);
     pthread_t thread;
-    ASSERT_EQ(pthread_create(&thread, &attr, [](void* p) -> void* {
-        (*static_cast<Box*>(p)->fn)();
-        return nullptr;
-    }, &box), 0);
+    ASSERT_EQ(pthread_create(
+                  &thread, &attr,
+                  [](void* p) -> void* {
+                      (*static_cast<Box*>(p)->fn)();
+                      return nullptr;
+                  },
+                  &box),
+              0);
     pthread_join(thread, nullptr);
     pthread_attr_destroy(&attr);
 }
@@ -76,7 +82,8 @@ TEST(JsonLimits, ToolCallArgumentsInModelOutputOnSmallStack) {
         ASSERT_EQ(reply.function_calls.size(), 1u);
         EXPECT_TRUE(reply.function_calls[0]["arguments"].is_string());  // kept as text, not parsed
         // Within the limit the arguments are parsed.
-        const std::string ok = "{\"name\": \"f\", \"arguments\": " + nlohmann::ordered_json(nested_objects(10)).dump() + "}";
+        const std::string ok =
+            "{\"name\": \"f\", \"arguments\": " + nlohmann::ordered_json(nested_objects(10)).dump() + "}";
         EXPECT_TRUE(parse_reply(ok, true).function_calls[0]["arguments"].is_object());
     });
 }

@@ -66,8 +66,11 @@ json openai_calls(const json& calls) {
 }
 
 std::string render(const std::string& source, const ToolFormat& format, const json& messages, bool add_prompt) {
-    json ctx = {{"messages", format.prepare_messages(messages)}, {"tools", tools_fixture()},
-                {"add_generation_prompt", add_prompt}, {"bos_token", "<s>"}, {"eos_token", "</s>"}};
+    json ctx = {{"messages", format.prepare_messages(messages)},
+                {"tools", tools_fixture()},
+                {"add_generation_prompt", add_prompt},
+                {"bos_token", "<s>"},
+                {"eos_token", "</s>"}};
     return ChatTemplate(source).render_ordered(ctx);
 }
 
@@ -145,7 +148,8 @@ TEST(ToolFormats, RenderThenParseEveryFamilyTyped) {
 TEST(ToolFormats, PythonCallSyntax) {
     json calls = json::array();
     ASSERT_TRUE(read_python_calls(
-        R"(f(a="x", b='it\'s', n=-3, x=2.5e3, t=True, u=False, v=None, l=[1, (2, 3)], d={"k": {'z': [None]}}), g())", calls));
+        R"(f(a="x", b='it\'s', n=-3, x=2.5e3, t=True, u=False, v=None, l=[1, (2, 3)], d={"k": {'z': [None]}}), g())",
+        calls));
     EXPECT_EQ(calls, json::parse(R"([{"name":"f","arguments":{"a":"x","b":"it's","n":-3,"x":2500.0,"t":true,"u":false,
         "v":null,"l":[1,[2,3]],"d":{"k":{"z":[null]}}}},{"name":"g","arguments":{}}])"));
     for (const char* bad : {"f(", "f(a=)", "f(a=1 b=2)", "f(\"x\")", "f(a=\"open)", "1f()", "f(a=[1,2)", ""}) {
@@ -160,8 +164,11 @@ TEST(ToolFormats, PythonCallSyntax) {
 
 TEST(ToolFormats, GemmaCallSyntax) {
     json calls = json::array();
-    ASSERT_TRUE(read_gemma_call("call:set{a:<escape>x, {y}: \"z\"<escape>,n:1,ok:true,l:[1,<escape>s<escape>],o:{k:null}}", calls));
-    EXPECT_EQ(calls, json::parse(R"([{"name":"set","arguments":{"a":"x, {y}: \"z\"","n":1,"ok":true,"l":[1,"s"],"o":{"k":null}}}])"));
+    ASSERT_TRUE(read_gemma_call(
+        "call:set{a:<escape>x, {y}: \"z\"<escape>,n:1,ok:true,l:[1,<escape>s<escape>],o:{k:null}}", calls));
+    EXPECT_EQ(calls,
+              json::parse(
+                  R"([{"name":"set","arguments":{"a":"x, {y}: \"z\"","n":1,"ok":true,"l":[1,"s"],"o":{"k":null}}}])"));
     json none = json::array();
     EXPECT_FALSE(read_gemma_call("call:set{a:<escape>x}", none));
     EXPECT_FALSE(read_gemma_call("set{a:1}", none));
@@ -176,7 +183,8 @@ TEST(ToolFormats, UnparseableCallsStayInTheText) {
 
 TEST(ToolFormats, ThinkingSeparated) {
     std::unique_ptr<ToolFormat> f = make_hermes_format();
-    ParsedReply r = parse_reply(*f, "<think>\nweather needs a tool\n</think>\n\n" + f->render_calls(typed_calls()), true);
+    ParsedReply r =
+        parse_reply(*f, "<think>\nweather needs a tool\n</think>\n\n" + f->render_calls(typed_calls()), true);
     EXPECT_EQ(r.thinking, "weather needs a tool");
     EXPECT_EQ(r.function_calls, typed_calls());
     EXPECT_EQ(r.response, "");
@@ -187,7 +195,8 @@ TEST(StreamFilter, NeverEmitsMarkersWhateverThePieces) {
     for (auto make : {make_hermes_format, make_lfm2_format, make_gemma_format}) {
         std::unique_ptr<ToolFormat> f = make();
         const std::string visible = "Let me check < that <tool and <|tool_x.";
-        std::string text = "<think>plan</think>" + visible + f->render_calls(json::array({typed_calls()[1]})) + " Done.";
+        std::string text =
+            "<think>plan</think>" + visible + f->render_calls(json::array({typed_calls()[1]})) + " Done.";
         for (int trial = 0; trial < 50; ++trial) {
             StreamFilter filter(f->hidden_regions());
             std::string shown;

@@ -53,9 +53,8 @@ TEST(EngineSession, MaxTokensAndStreamingPiecesJoinToText) {
     g.max_tokens = 7;
     g.ignore_eos = true;
     std::string streamed;
-    CompletionResult r = e.complete(chat_prompt(e, "Hello"), g, [&](const std::string& piece, int32_t) {
-        streamed += piece;
-    });
+    CompletionResult r =
+        e.complete(chat_prompt(e, "Hello"), g, [&](const std::string& piece, int32_t) { streamed += piece; });
     EXPECT_EQ(r.tokens.size(), 7u);
     EXPECT_EQ(r.finish_reason, "length");
     EXPECT_EQ(streamed, r.text);

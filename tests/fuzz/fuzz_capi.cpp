@@ -54,8 +54,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     static char buffer[1 << 16];
     static char prompt[1 << 16];
     cactus_render_prompt(g_model, parts[0].c_str(), options.c_str(), parts[2].c_str(), prompt, sizeof prompt);
-    int rc = cactus_complete(g_model, parts[0].c_str(), buffer, sizeof buffer, options.c_str(),
-                             parts[2].c_str(), nullptr, nullptr, nullptr, 0);
+    int rc = cactus_complete(g_model, parts[0].c_str(), buffer, sizeof buffer, options.c_str(), parts[2].c_str(),
+                             nullptr, nullptr, nullptr, 0);
     if (rc != CACTUS_BUFFER_TOO_SMALL) {
         auto response = nlohmann::json::parse(buffer, nullptr, false);
         if (response.is_discarded()) std::abort();  // every response must be valid JSON

@@ -28,10 +28,14 @@ struct TrueDims {
 // The true value most of the time, else a mutated claim (any u32), else omitted (-1).
 int64_t claim(FuzzedDataProvider& in, uint32_t truth) {
     switch (in.ConsumeIntegralInRange<int>(0, 9)) {
-        case 0: return in.ConsumeIntegral<uint32_t>();
-        case 1: return -1;
-        case 2: return static_cast<int64_t>(truth) + in.ConsumeIntegralInRange<int>(-2, 2);
-        default: return truth;
+        case 0:
+            return in.ConsumeIntegral<uint32_t>();
+        case 1:
+            return -1;
+        case 2:
+            return static_cast<int64_t>(truth) + in.ConsumeIntegralInRange<int>(-2, 2);
+        default:
+            return truth;
     }
 }
 
@@ -41,8 +45,7 @@ void add_claim(cactus::GgufWriter& w, FuzzedDataProvider& in, const std::string&
 }
 
 // Shape {cols, rows} (or {cols}), sometimes perturbed; type sometimes changed; sometimes dropped.
-void add_weight(cactus::GgufWriter& w, FuzzedDataProvider& in, const std::string& name, uint64_t cols,
-                uint64_t rows) {
+void add_weight(cactus::GgufWriter& w, FuzzedDataProvider& in, const std::string& name, uint64_t cols, uint64_t rows) {
     const int mutation = in.ConsumeIntegralInRange<int>(0, 15);
     if (mutation == 0) return;  // missing tensor
     std::vector<uint64_t> dims = rows ? std::vector<uint64_t>{cols, rows} : std::vector<uint64_t>{cols};

@@ -56,7 +56,7 @@ struct Tensor {
     std::vector<uint64_t> dims;
     uint32_t type = 0;  // F32
     uint64_t offset = 0;
-    std::optional<uint32_t> n_dims;  // overrides dims.size()
+    std::optional<uint32_t> n_dims;       // overrides dims.size()
     std::optional<uint64_t> name_length;  // overrides name.size()
 };
 
@@ -67,8 +67,8 @@ struct File {
     std::optional<uint64_t> n_kv;       // override kvs.size()
     std::vector<Bytes> kvs;
     std::vector<Tensor> tensors;
-    uint64_t pad_to = 32;     // the header is zero-padded to this before the data section
-    size_t data_bytes = 0;    // bytes of tensor data appended (pattern, not zeros)
+    uint64_t pad_to = 32;   // the header is zero-padded to this before the data section
+    size_t data_bytes = 0;  // bytes of tensor data appended (pattern, not zeros)
 
     Bytes build() const {
         Bytes out;

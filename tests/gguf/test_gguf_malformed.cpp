@@ -27,12 +27,20 @@ std::string parse_error(const Bytes& bytes) {
     return "";
 }
 
-Bytes u32_bytes(uint32_t v) { Bytes b; gguf_raw::put<uint32_t>(b, v); return b; }
-Bytes u64_bytes(uint64_t v) { Bytes b; gguf_raw::put<uint64_t>(b, v); return b; }
+Bytes u32_bytes(uint32_t v) {
+    Bytes b;
+    gguf_raw::put<uint32_t>(b, v);
+    return b;
+}
+Bytes u64_bytes(uint64_t v) {
+    Bytes b;
+    gguf_raw::put<uint64_t>(b, v);
+    return b;
+}
 
 struct Case {
     const char* name;
-    std::function<void(File&)> corrupt;  // applied to gguf_raw::valid_file()
+    std::function<void(File&)> corrupt;      // applied to gguf_raw::valid_file()
     std::vector<const char*> message_parts;  // each must appear in the error message
 };
 
@@ -46,11 +54,28 @@ std::vector<Case> corpus() {
         {"tensor count 2^64-1", [=](File& f) { f.n_tensors = huge; }, {"tensor count"}},
         {"tensor count 2^63", [](File& f) { f.n_tensors = 1ull << 63; }, {"tensor count"}},
         {"metadata count 2^64-1", [=](File& f) { f.n_kv = huge; }, {"metadata count"}},
-        {"metadata count one too many", [](File& f) { f.n_kv = 2; f.tensors.clear(); f.pad_to = 1; f.data_bytes = 0; },
+        {"metadata count one too many",
+         [](File& f) {
+             f.n_kv = 2;
+             f.tensors.clear();
+             f.pad_to = 1;
+             f.data_bytes = 0;
+         },
          {"metadata #1 key length"}},
-        {"tensor count one too many", [](File& f) { f.n_tensors = 2; f.pad_to = 1; f.data_bytes = 0; },
+        {"tensor count one too many",
+         [](File& f) {
+             f.n_tensors = 2;
+             f.pad_to = 1;
+             f.data_bytes = 0;
+         },
          {"tensor #1 name length"}},
-        {"key length past end", [=](File& f) { Bytes k; gguf_raw::put<uint64_t>(k, huge); f.kvs.push_back(k); f.n_kv = 2; },
+        {"key length past end",
+         [=](File& f) {
+             Bytes k;
+             gguf_raw::put<uint64_t>(k, huge);
+             f.kvs.push_back(k);
+             f.n_kv = 2;
+         },
          {"metadata #1 key", "past end"}},
         {"string value length past end",
          [](File& f) { f.kvs.push_back(gguf_raw::kv("general.name", 8, u64_bytes(1ull << 40))); },
@@ -58,14 +83,17 @@ std::vector<Case> corpus() {
         {"nested array",
          [](File& f) { f.kvs.push_back(gguf_raw::kv_array("nest", 9, 1, u32_bytes(4))); },
          {"metadata 'nest'", "nested arrays"}},
-        {"unknown value type 13", [](File& f) { f.kvs.push_back(gguf_raw::kv("odd", 13, u32_bytes(0))); },
+        {"unknown value type 13",
+         [](File& f) { f.kvs.push_back(gguf_raw::kv("odd", 13, u32_bytes(0))); },
          {"metadata 'odd' type", "unknown value type 13"}},
-        {"unknown value type 2^32-1", [](File& f) { f.kvs.push_back(gguf_raw::kv("odd", 0xffffffffu, {})); },
+        {"unknown value type 2^32-1",
+         [](File& f) { f.kvs.push_back(gguf_raw::kv("odd", 0xffffffffu, {})); },
          {"metadata 'odd' type", "unknown value type 4294967295"}},
         {"unknown array element type",
          [](File& f) { f.kvs.push_back(gguf_raw::kv_array("arr", 77, 1, u32_bytes(0))); },
          {"metadata 'arr' array element type", "unknown value type 77"}},
-        {"array length 2^64-1", [=](File& f) { f.kvs.push_back(gguf_raw::kv_array("arr", 4, huge, {})); },
+        {"array length 2^64-1",
+         [=](File& f) { f.kvs.push_back(gguf_raw::kv_array("arr", 4, huge, {})); },
          {"metadata 'arr' array length"}},
         {"array length 2^61 of u64",
          [](File& f) { f.kvs.push_back(gguf_raw::kv_array("arr", 10, 1ull << 61, u64_bytes(1))); },
@@ -73,47 +101,105 @@ std::vector<Case> corpus() {
         {"string array element past end",
          [](File& f) { f.kvs.push_back(gguf_raw::kv_array("toks", 8, 1, u64_bytes(1000))); },
          {"metadata 'toks' string element", "past end"}},
-        {"duplicate key", [](File& f) { f.kvs.push_back(gguf_raw::kv_string("general.architecture", "x")); },
+        {"duplicate key",
+         [](File& f) { f.kvs.push_back(gguf_raw::kv_string("general.architecture", "x")); },
          {"duplicate metadata key 'general.architecture'"}},
-        {"alignment 0", [](File& f) { f.kvs.push_back(gguf_raw::kv_u32("general.alignment", 0)); },
+        {"alignment 0",
+         [](File& f) { f.kvs.push_back(gguf_raw::kv_u32("general.alignment", 0)); },
          {"general.alignment", "= 0"}},
-        {"alignment 3", [](File& f) { f.kvs.push_back(gguf_raw::kv_u32("general.alignment", 3)); },
+        {"alignment 3",
+         [](File& f) { f.kvs.push_back(gguf_raw::kv_u32("general.alignment", 3)); },
          {"general.alignment", "= 3"}},
-        {"alignment 2^31", [](File& f) { f.kvs.push_back(gguf_raw::kv_u32("general.alignment", 1u << 31)); },
+        {"alignment 2^31",
+         [](File& f) { f.kvs.push_back(gguf_raw::kv_u32("general.alignment", 1u << 31)); },
          {"general.alignment", "= 2147483648"}},
         {"alignment of type u64",
          [](File& f) { f.kvs.push_back(gguf_raw::kv("general.alignment", 10, u64_bytes(32))); },
          {"general.alignment", "type u64"}},
         {"unknown tensor type 4", [](File& f) { f.tensors[0].type = 4; }, {"tensor 'w'", "unknown tensor type 4"}},
-        {"unknown tensor type 1000", [](File& f) { f.tensors[0].type = 1000; }, {"tensor 'w'", "unknown tensor type 1000"}},
-        {"n_dims 0", [](File& f) { f.tensors[0].n_dims = 0; f.tensors[0].dims.clear(); }, {"tensor 'w'", "n_dims 0"}},
-        {"n_dims 5", [](File& f) { f.tensors[0].dims = {8, 2, 1, 1, 1}; }, {"tensor 'w'", "n_dims 5"}},
+        {"unknown tensor type 1000",
+         [](File& f) { f.tensors[0].type = 1000; },
+         {"tensor 'w'", "unknown tensor type 1000"}},
+        {"n_dims 0",
+         [](File& f) {
+             f.tensors[0].n_dims = 0;
+             f.tensors[0].dims.clear();
+         },
+         {"tensor 'w'", "n_dims 0"}},
+        {"n_dims 5",
+         [](File& f) {
+             f.tensors[0].dims = {8, 2, 1, 1, 1};
+         },
+         {"tensor 'w'", "n_dims 5"}},
         {"n_dims 2^32-1", [](File& f) { f.tensors[0].n_dims = 0xffffffffu; }, {"tensor 'w'", "n_dims 4294967295"}},
-        {"zero dim", [](File& f) { f.tensors[0].dims = {8, 0}; }, {"tensor 'w'", "dims[1] = 0"}},
-        {"negative dim", [](File& f) { f.tensors[0].dims = {8, ~0ull}; }, {"tensor 'w'", "dims[1] = 18446744073709551615 exceeds INT64_MAX"}},
-        {"dims product overflows", [](File& f) { f.tensors[0].dims = {1ull << 32, 1ull << 32}; },
+        {"zero dim",
+         [](File& f) {
+             f.tensors[0].dims = {8, 0};
+         },
+         {"tensor 'w'", "dims[1] = 0"}},
+        {"negative dim",
+         [](File& f) {
+             f.tensors[0].dims = {8, ~0ull};
+         },
+         {"tensor 'w'", "dims[1] = 18446744073709551615 exceeds INT64_MAX"}},
+        {"dims product overflows",
+         [](File& f) {
+             f.tensors[0].dims = {1ull << 32, 1ull << 32};
+         },
          {"tensor 'w'", "product of dims overflows"}},
-        {"dims product overflows in 4 dims", [](File& f) { f.tensors[0].dims = {1ull << 20, 1ull << 20, 1ull << 20, 1ull << 20}; },
+        {"dims product overflows in 4 dims",
+         [](File& f) {
+             f.tensors[0].dims = {1ull << 20, 1ull << 20, 1ull << 20, 1ull << 20};
+         },
          {"tensor 'w'", "product of dims overflows at dims[3]"}},
-        {"byte size overflows", [](File& f) { f.tensors[0].dims = {1ull << 31, 1ull << 31}; f.tensors[0].type = 28; },
+        {"byte size overflows",
+         [](File& f) {
+             f.tensors[0].dims = {1ull << 31, 1ull << 31};
+             f.tensors[0].type = 28;
+         },
          {"tensor 'w'", "byte size"}},
-        {"row not a multiple of the block", [](File& f) { f.tensors[0].dims = {16, 2}; f.tensors[0].type = 2; },
+        {"row not a multiple of the block",
+         [](File& f) {
+             f.tensors[0].dims = {16, 2};
+             f.tensors[0].type = 2;
+         },
          {"tensor 'w'", "dims[0] = 16", "Q4_0 block size 32"}},
-        {"K-quant row not a multiple of 256", [](File& f) { f.tensors[0].dims = {128, 2}; f.tensors[0].type = 12; },
+        {"K-quant row not a multiple of 256",
+         [](File& f) {
+             f.tensors[0].dims = {128, 2};
+             f.tensors[0].type = 12;
+         },
          {"tensor 'w'", "Q4_K block size 256"}},
-        {"offset past end of file", [](File& f) { f.tensors[0].offset = 4096; }, {"tensor 'w'", "offset 4096 past end"}},
+        {"offset past end of file",
+         [](File& f) { f.tensors[0].offset = 4096; },
+         {"tensor 'w'", "offset 4096 past end"}},
         {"offset near 2^64", [](File& f) { f.tensors[0].offset = ~0ull - 31; }, {"tensor 'w'", "offset"}},
-        {"offset + size past end", [](File& f) { f.tensors[0].offset = 32; }, {"tensor 'w'", "offset 32 + size 64 past end"}},
-        {"misaligned offset", [](File& f) { f.tensors[0].offset = 4; f.data_bytes = 128; },
+        {"offset + size past end",
+         [](File& f) { f.tensors[0].offset = 32; },
+         {"tensor 'w'", "offset 32 + size 64 past end"}},
+        {"misaligned offset",
+         [](File& f) {
+             f.tensors[0].offset = 4;
+             f.data_bytes = 128;
+         },
          {"tensor 'w'", "offset 4", "alignment 32"}},
         {"overlapping tensors",
-         [](File& f) { f.tensors.push_back(Tensor{"v", {8}, 0, 32, std::nullopt, std::nullopt}); f.data_bytes = 128; },
+         [](File& f) {
+             f.tensors.push_back(Tensor{"v", {8}, 0, 32, std::nullopt, std::nullopt});
+             f.data_bytes = 128;
+         },
          {"tensor 'v'", "overlaps tensor 'w'"}},
         {"duplicate tensor name",
-         [](File& f) { f.tensors.push_back(Tensor{"w", {8}, 0, 64, std::nullopt, std::nullopt}); f.data_bytes = 128; },
+         [](File& f) {
+             f.tensors.push_back(Tensor{"w", {8}, 0, 64, std::nullopt, std::nullopt});
+             f.data_bytes = 128;
+         },
          {"duplicate tensor name 'w'"}},
-        {"tensor name too long", [](File& f) { f.tensors[0].name = std::string(64, 'n'); }, {"tensor #0 name", "64 bytes"}},
-        {"tensor name length past end", [](File& f) { f.tensors[0].name_length = 1ull << 50; },
+        {"tensor name too long",
+         [](File& f) { f.tensors[0].name = std::string(64, 'n'); },
+         {"tensor #0 name", "64 bytes"}},
+        {"tensor name length past end",
+         [](File& f) { f.tensors[0].name_length = 1ull << 50; },
          {"tensor #0 name", "string length 1125899906842624 past end"}},
         {"data section missing", [](File& f) { f.data_bytes = 0; }, {"tensor 'w'"}},
         {"data section short", [](File& f) { f.data_bytes = 63; }, {"tensor 'w'", "past end"}},
@@ -195,8 +281,7 @@ TEST(GgufMalformed, TruncationAtEveryByte) {
         std::string message = parse_error(cut);
         ASSERT_FALSE(message.empty()) << "truncated at " << n << " accepted";
         EXPECT_EQ(message.rfind("gguf: ", 0), 0u) << message;
-        EXPECT_TRUE(contains(message, "past end") || contains(message, "remain") ||
-                    contains(message, "cannot fit"))
+        EXPECT_TRUE(contains(message, "past end") || contains(message, "remain") || contains(message, "cannot fit"))
             << "truncated at " << n << ": " << message;
         ++errors;
     }

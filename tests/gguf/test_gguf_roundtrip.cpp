@@ -70,8 +70,7 @@ void expect_every_value_type(const GgufFile& f) {
     EXPECT_FALSE(f.get_bool("v.bool_false", true));
     EXPECT_EQ(f.get_string("v.string"), std::string("with\0nul and ü", 15));
     EXPECT_EQ(f.get_string("v.empty_string"), "");
-    EXPECT_EQ(f.get_string_array("a.string"),
-              (std::vector<std::string>{"a", "", "ccc", std::string(1000, 'x')}));
+    EXPECT_EQ(f.get_string_array("a.string"), (std::vector<std::string>{"a", "", "ccc", std::string(1000, 'x')}));
     EXPECT_EQ(f.get_array("a.empty").array_size(), 0u);
     EXPECT_EQ(f.get_array("a.empty").array_type, GgufType::STRING);
     EXPECT_EQ(f.get_array("a.u8").ints, (std::vector<int64_t>{0, 255}));
@@ -98,11 +97,16 @@ struct TensorSpec {
 };
 
 const std::vector<TensorSpec> kTensors = {
-    {"f32", DType::F32, {3}},           {"f16", DType::F16, {5, 3}},
-    {"bf16", DType::BF16, {7, 1, 2}},   {"q4_0", DType::Q4_0, {64, 3}},
-    {"q4_1", DType::Q4_1, {32, 2, 2}},  {"q5_0", DType::Q5_0, {96}},
-    {"q8_0", DType::Q8_0, {32, 5}},     {"q4_k", DType::Q4_K, {256, 2}},
-    {"q6_k", DType::Q6_K, {512}},       {"i32", DType::I32, {4, 1, 1, 3}},
+    {"f32", DType::F32, {3}},
+    {"f16", DType::F16, {5, 3}},
+    {"bf16", DType::BF16, {7, 1, 2}},
+    {"q4_0", DType::Q4_0, {64, 3}},
+    {"q4_1", DType::Q4_1, {32, 2, 2}},
+    {"q5_0", DType::Q5_0, {96}},
+    {"q8_0", DType::Q8_0, {32, 5}},
+    {"q4_k", DType::Q4_K, {256, 2}},
+    {"q6_k", DType::Q6_K, {512}},
+    {"i32", DType::I32, {4, 1, 1, 3}},
     {"blk.0.attn_q.weight", DType::Q5_K, {256, 1}},
 };
 
@@ -225,8 +229,8 @@ TEST(GgufRoundTrip, WriterRefusesInvalidInput) {
     EXPECT_THROW(GgufWriter(1), cactus::Error);
     std::vector<uint8_t> data(18);
     EXPECT_THROW(w.add_tensor("q", DType::Q4_0, {16}, data.data(), data.size()), cactus::Error);  // row < block
-    EXPECT_THROW(w.add_tensor("q", DType::Q4_0, {32}, data.data(), 17), cactus::Error);         // wrong size
-    EXPECT_THROW(w.add_tensor("q", DType::Q4_0, {32, 0}, data.data(), 0), cactus::Error);        // zero dim
+    EXPECT_THROW(w.add_tensor("q", DType::Q4_0, {32}, data.data(), 17), cactus::Error);           // wrong size
+    EXPECT_THROW(w.add_tensor("q", DType::Q4_0, {32, 0}, data.data(), 0), cactus::Error);         // zero dim
     w.add_tensor("q", DType::Q4_0, {32}, data.data(), data.size());
     EXPECT_THROW(w.add_tensor("q", DType::Q4_0, {32}, data.data(), data.size()), cactus::Error);  // duplicate
 }

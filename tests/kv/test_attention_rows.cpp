@@ -77,8 +77,8 @@ Results run(const AttentionRowKernels& t, const Case& c) {
     r.acc_q8 = c.out;
     const WeightBlock p = {c.p.data(), ld};
     t.accumulate_f16(OutputBlock{r.acc_f16.data(), c.n, c.n_q}, p, c.half.data(), c.stride, rows, c.n);
-    t.accumulate_q8(OutputBlock{r.acc_q8.data(), c.n, c.n_q}, p, c.bytes.data(), c.stride, c.scales.data(),
-                    c.groups, rows, c.n);
+    t.accumulate_q8(OutputBlock{r.acc_q8.data(), c.n, c.n_q}, p, c.bytes.data(), c.stride, c.scales.data(), c.groups,
+                    rows, c.n);
     return r;
 }
 
@@ -246,8 +246,19 @@ TEST(AttentionRows, ChosenTableIsTheWidestThisCpuRuns) {
 TEST(AttentionRows, HalfConversionsMatchTheReferenceBitForBit) {
     std::mt19937 rng(16);
     std::normal_distribution<float> normal(0.0f, 1.0f);
-    std::vector<float> src = {0.0f, -0.0f, 1.0f, 65504.0f, 65520.0f, -70000.0f, 1e-8f, -3e-6f, 6.1e-5f,
-                              1.0f + 1.0f / 2048.0f, 1.0f + 3.0f / 2048.0f, 2049.0f, 2051.0f};  // ties
+    std::vector<float> src = {0.0f,
+                              -0.0f,
+                              1.0f,
+                              65504.0f,
+                              65520.0f,
+                              -70000.0f,
+                              1e-8f,
+                              -3e-6f,
+                              6.1e-5f,
+                              1.0f + 1.0f / 2048.0f,
+                              1.0f + 3.0f / 2048.0f,
+                              2049.0f,
+                              2051.0f};  // ties
     for (int i = 0; i < 1000; ++i) src.push_back(normal(rng) * std::exp2(static_cast<float>(i % 40 - 25)));
     const float* table = half_to_float_table();
     for (const AttentionRowKernels* t : all_tables()) {

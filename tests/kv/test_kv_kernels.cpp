@@ -55,11 +55,11 @@ TEST(KvKernels, Int8AttentionMatchesReferenceOnOddSizes) {
                 AttentionWorkspace scratch;
                 const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
                 attention_head_q8_ref(want.data(), q.data(), k.q.data(), k.stride, k.scales.data(), k.groups,
-                                      v.q.data(), v.stride, v.scales.data(), v.groups, pos.data(), n_rows, dim,
-                                      dim + 1, scale, mask);
-                attention_head_q8(got.data(), q.data(), k.q.data(), k.stride, k.scales.data(), k.groups,
-                                  v.q.data(), v.stride, v.scales.data(), v.groups, pos.data(), n_rows, dim,
-                                  dim + 1, scale, mask, scratch);
+                                      v.q.data(), v.stride, v.scales.data(), v.groups, pos.data(), n_rows, dim, dim + 1,
+                                      scale, mask);
+                attention_head_q8(got.data(), q.data(), k.q.data(), k.stride, k.scales.data(), k.groups, v.q.data(),
+                                  v.stride, v.scales.data(), v.groups, pos.data(), n_rows, dim, dim + 1, scale, mask,
+                                  scratch);
                 double err = 0.0, norm = 0.0;
                 for (size_t d = 0; d <= dim; ++d) {
                     err += (want[d] - got[d]) * (want[d] - got[d]);

@@ -264,8 +264,8 @@ struct Harness {
             const int32_t* pos = cache.row_positions(il) + rows.begin;
             if (cache.type() == KvType::F16) {
                 attention_head(out.data(), q.data(), cache.k16(il, rows.begin) + h * rl.hk, s.k_width,
-                               cache.v16(il, rows.begin) + h * rl.hv, s.v_width, pos, n, rl.hk, rl.hv, scale,
-                               mask, scratch);
+                               cache.v16(il, rows.begin) + h * rl.hv, s.v_width, pos, n, rl.hk, rl.hv, scale, mask,
+                               scratch);
             } else {
                 const size_t gk = (rl.hk + kKvGroup - 1) / kKvGroup, gv = (rl.hv + kKvGroup - 1) / kKvGroup;
                 attention_head_q8(out.data(), q.data(), cache.k8(il, rows.begin) + h * rl.hk, s.k_width,
@@ -300,8 +300,9 @@ struct Harness {
             const size_t before = cache.compactions();
             const size_t ref_rows = ref.global_rows();
             size_t room = 0;
-            const bool full = !config.kv.compress.enabled && ref_rows >= config.n_ctx &&
-                              std::any_of(specs.begin(), specs.end(), [](const KvLayerSpec& s) { return s.window == 0; });
+            const bool full =
+                !config.kv.compress.enabled && ref_rows >= config.n_ctx &&
+                std::any_of(specs.begin(), specs.end(), [](const KvLayerSpec& s) { return s.window == 0; });
             if (full) {
                 ASSERT_THROW(cache.reserve(wanted), Error);
                 return;
@@ -318,7 +319,8 @@ struct Harness {
             for (size_t t = first; t < first + room; ++t) {
                 const auto k = random_rows(true);
                 const auto v = random_rows(false);
-                for (size_t il = 0; il < specs.size(); ++il) cache.write_row(il, cache.row_of(il, t), k[il].data(), v[il].data());
+                for (size_t il = 0; il < specs.size(); ++il)
+                    cache.write_row(il, cache.row_of(il, t), k[il].data(), v[il].data());
                 ref.append(t, k, v);
             }
             // Queries of the whole chunk run after all its rows are written (as in the model).
@@ -335,8 +337,10 @@ struct Harness {
         random_config();
         KvCache cache(specs, config);
         if (std::getenv("KV_DEBUG")) {
-            for (const KvLayerSpec& s : specs) std::printf("layer w%u sinks%u cap? k%zu h%zu\n", s.window, s.sinks, s.k_width, s.n_head_kv);
-            std::printf("n_ctx %zu chunk %zu compress %d at %zu to %zu\n", config.n_ctx, config.max_chunk, (int)config.kv.compress.enabled, config.kv.compress.at, config.kv.compress.to);
+            for (const KvLayerSpec& s : specs)
+                std::printf("layer w%u sinks%u cap? k%zu h%zu\n", s.window, s.sinks, s.k_width, s.n_head_kv);
+            std::printf("n_ctx %zu chunk %zu compress %d at %zu to %zu\n", config.n_ctx, config.max_chunk,
+                        (int)config.kv.compress.enabled, config.kv.compress.at, config.kv.compress.to);
         }
         ASSERT_EQ(cache.bytes(), KvCache::predict_bytes(specs, config));
         RefCache ref(specs, config);

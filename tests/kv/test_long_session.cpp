@@ -51,13 +51,15 @@ json make_tools(size_t count, size_t target) {
                          {"properties",
                           {{"query", {{"type", "string"}, {"description", "What to look up or act on."}}},
                            {"limit", {{"type", "integer"}, {"description", "The most results to return."}}},
-                           {"units", {{"type", "string"}, {"enum", {"metric", "imperial"}},
-                                      {"description", "Unit system for any measurements."}}},
+                           {"units",
+                            {{"type", "string"},
+                             {"enum", {"metric", "imperial"}},
+                             {"description", "Unit system for any measurements."}}},
                            {"when", {{"type", "string"}, {"description", "An ISO 8601 date or time."}}}}},
                          {"required", {"query"}}}}}}};
         const size_t base = tool.dump().size();
-        const std::string filler = "Performs operation " + std::to_string(i) +
-                                   " for the user, with careful validation of every field. ";
+        const std::string filler =
+            "Performs operation " + std::to_string(i) + " for the user, with careful validation of every field. ";
         std::string description;
         while (description.size() < target / count) description += filler;
         description.resize(std::max<size_t>(10, target / count > base ? target / count - base : 10));
@@ -67,17 +69,17 @@ json make_tools(size_t count, size_t target) {
     return tools;
 }
 
-const char* kTopics[] = {"the history of bridges", "how tides work", "growing tomatoes", "the rules of chess",
-                         "volcanoes in Iceland", "baking sourdough bread", "the water cycle", "learning to swim",
-                         "how compilers work", "migratory birds", "the printing press", "solar panels"};
+const char* kTopics[] = {"the history of bridges", "how tides work",         "growing tomatoes",   "the rules of chess",
+                         "volcanoes in Iceland",   "baking sourdough bread", "the water cycle",    "learning to swim",
+                         "how compilers work",     "migratory birds",        "the printing press", "solar panels"};
 
 // Alternating user/assistant turns ending with a user turn, grown to target characters of JSON.
 void grow_conversation(json& messages, size_t target, size_t turn) {
     for (;; ++turn) {
         const std::string topic = kTopics[turn % 12];
-        json user = {{"role", "user"},
-                     {"content", "Tell me something interesting about " + topic + " (question " +
-                                     std::to_string(turn) + ")."}};
+        json user = {
+            {"role", "user"},
+            {"content", "Tell me something interesting about " + topic + " (question " + std::to_string(turn) + ")."}};
         messages.push_back(user);
         if (messages.dump().size() >= target) return;
         std::string answer;
@@ -161,13 +163,21 @@ void expect_low_perplexity(const std::string& text) {
 
 json complete(cactus_model_t model, const json& messages, const json& tools, size_t max_tokens) {
     // Sampled (fixed seed): greedy decoding of the 270m base model falls into loops by itself.
-    json options = {{"max_tokens", max_tokens}, {"ignore_eos", true},  {"tool_rag_top_k", 0},
-                    {"temperature", 0.8},       {"top_k", 40},         {"seed", 42},
-                    {"repetition_penalty", 1.3}, {"n_ctx", 4096},      {"kv_compress", true},
-                    {"kv_compress_at", 2048},   {"kv_compress_to", 1024}, {"kv_cache_type", "int8"}};
+    json options = {{"max_tokens", max_tokens},
+                    {"ignore_eos", true},
+                    {"tool_rag_top_k", 0},
+                    {"temperature", 0.8},
+                    {"top_k", 40},
+                    {"seed", 42},
+                    {"repetition_penalty", 1.3},
+                    {"n_ctx", 4096},
+                    {"kv_compress", true},
+                    {"kv_compress_at", 2048},
+                    {"kv_compress_to", 1024},
+                    {"kv_cache_type", "int8"}};
     std::vector<char> buffer(1 << 20);
-    const int rc = cactus_complete(model, messages.dump().c_str(), buffer.data(), buffer.size(),
-                                   options.dump().c_str(), tools.dump().c_str(), nullptr, nullptr, nullptr, 0);
+    const int rc = cactus_complete(model, messages.dump().c_str(), buffer.data(), buffer.size(), options.dump().c_str(),
+                                   tools.dump().c_str(), nullptr, nullptr, nullptr, 0);
     EXPECT_GT(rc, 0) << cactus_get_last_error();
     json response = json::parse(buffer.data(), nullptr, false);  // valid JSON or discarded
     EXPECT_FALSE(response.is_discarded());
@@ -179,7 +189,8 @@ TEST(LongSession, TwoTurnsWithCompactionAndRingWrap) {
     ASSERT_NE(model, nullptr) << cactus_get_last_error();
     const json tools = make_tools(20, 19600);
     EXPECT_NEAR(static_cast<double>(tools.dump().size()), 19600.0, 800.0);
-    json messages = json::array({{{"role", "system"}, {"content", "You are a helpful assistant. Answer briefly and accurately."}}});
+    json messages =
+        json::array({{{"role", "system"}, {"content", "You are a helpful assistant. Answer briefly and accurately."}}});
     grow_conversation(messages, 7600, 0);
 
     const json first = complete(model, messages, tools, 850);

@@ -111,8 +111,7 @@ TEST_P(ModelConsistency, BadInputThrows) {
     EXPECT_GT(model->kv_bytes(), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(RealModels, ModelConsistency,
-                         ::testing::Values("smollm2-135m.gguf", "gemma3-270m.gguf"));
+INSTANTIATE_TEST_SUITE_P(RealModels, ModelConsistency, ::testing::Values("smollm2-135m.gguf", "gemma3-270m.gguf"));
 
 }  // namespace
 }  // namespace cactus

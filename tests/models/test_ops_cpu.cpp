@@ -136,10 +136,10 @@ TEST(OpsCpu, AttentionMatchesReferenceWithWindowAndGaps) {
             AttentionWorkspace scratch;
             for (int32_t q_pos : {0, 10, 36}) {
                 AttentionMask mask{q_pos, window};
-                attention_head_ref(want.data(), q.data(), k.data() + head_dim, stride, v.data() + head_dim,
-                                   stride, pos.data(), n_rows, head_dim, head_dim, 0.3f, mask);
-                attention_head(got.data(), q.data(), k.data() + head_dim, stride, v.data() + head_dim,
-                               stride, pos.data(), n_rows, head_dim, head_dim, 0.3f, mask, scratch);
+                attention_head_ref(want.data(), q.data(), k.data() + head_dim, stride, v.data() + head_dim, stride,
+                                   pos.data(), n_rows, head_dim, head_dim, 0.3f, mask);
+                attention_head(got.data(), q.data(), k.data() + head_dim, stride, v.data() + head_dim, stride,
+                               pos.data(), n_rows, head_dim, head_dim, 0.3f, mask, scratch);
                 EXPECT_LT(nmse(got, want), 1e-9) << head_dim << " " << window << " " << q_pos;
             }
         }
@@ -155,7 +155,7 @@ TEST(OpsCpu, AttentionWithOneVisibleRowReturnsItsValue) {
     attention_head(&out, &q, k.data(), 1, v.data(), 1, pos.data(), 2, 1, 1, 1.0f, {1, 1}, scratch);
     EXPECT_FLOAT_EQ(out, -3.0f);  // window 1: only the query's own position
     attention_head(&out, &q, k.data(), 1, v.data(), 1, pos.data(), 2, 1, 1, 1.0f, {0, 0}, scratch);
-    EXPECT_FLOAT_EQ(out, 5.0f);   // causal: position 1 is in the future
+    EXPECT_FLOAT_EQ(out, 5.0f);  // causal: position 1 is in the future
 }
 
 }  // namespace

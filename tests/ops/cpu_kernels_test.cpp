@@ -30,8 +30,8 @@ std::vector<float> dequantized(DType type, const std::vector<uint8_t>& row, size
     return out;
 }
 
-void expect_dot_close(const CpuKernels& k, DType type, const std::vector<uint8_t>& w,
-                      const std::vector<float>& x, size_t n) {
+void expect_dot_close(const CpuKernels& k, DType type, const std::vector<uint8_t>& w, const std::vector<float>& x,
+                      size_t n) {
     const DType dot_type = vec_dot_type(type);
     std::vector<uint8_t> xq = test::quantized_activations(dot_type, x);
     const float ref = vec_dot_ref(type, w.data(), xq.data(), n);
@@ -82,7 +82,7 @@ TEST(CpuKernels, ActivationQuantizersMatchReferenceBytes) {
                 std::vector<float> x = test::random_floats(n, rng, 3.0f);
                 for (size_t i = 0; i < 64; ++i) x[i] = static_cast<float>(static_cast<int>(i % 9) - 4);
                 for (size_t i = 64; i < 96; ++i) x[i] = 0.0f;  // a zero Q8 block
-                if (blocks > 1) {  // Q8_K: +max and -max tie (the first one wins)
+                if (blocks > 1) {                              // Q8_K: +max and -max tie (the first one wins)
                     x[300] = 50.0f;
                     x[301] = -50.0f;
                 }
@@ -177,9 +177,11 @@ TEST(CpuKernels, MatmulEqualsRowDotProducts) {
                             std::vector<float> xt(x.begin() + t * n_in, x.begin() + (t + 1) * n_in);
                             std::vector<uint8_t> xq = test::quantized_activations(vec_dot_type(type), xt);
                             for (size_t o = 0; o < n_out; ++o) {
-                                const float want = k->vec_dot[static_cast<size_t>(type)](w.data() + o * stride, xq.data(), n_in);
-                                ASSERT_EQ(y[t * n_out + o], want) << k->isa_name << " " << dtype_name(type)
-                                    << " t=" << t << " o=" << o << " threads=" << pool.size();
+                                const float want =
+                                    k->vec_dot[static_cast<size_t>(type)](w.data() + o * stride, xq.data(), n_in);
+                                ASSERT_EQ(y[t * n_out + o], want)
+                                    << k->isa_name << " " << dtype_name(type) << " t=" << t << " o=" << o
+                                    << " threads=" << pool.size();
                             }
                         }
                     }

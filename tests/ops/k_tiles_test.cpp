@@ -38,7 +38,8 @@ std::vector<uint8_t> random_tokens(size_t n_tokens, size_t n, std::mt19937& rng,
     *row_bytes = dtype_row_bytes(DType::Q8_K, n) + 8;
     std::vector<uint8_t> x(*row_bytes * n_tokens, 0xAB);
     for (size_t t = 0; t < n_tokens; ++t) {
-        std::vector<uint8_t> q = test::quantized_activations(DType::Q8_K, test::random_floats(n, rng, t % 3 ? 1.0f : 50.0f));
+        std::vector<uint8_t> q =
+            test::quantized_activations(DType::Q8_K, test::random_floats(n, rng, t % 3 ? 1.0f : 50.0f));
         std::copy(q.begin(), q.end(), x.begin() + t * *row_bytes);
     }
     return x;
@@ -59,7 +60,7 @@ void expect_tile_equals_vec_dot(const CpuKernels& k, DType type, const Rows& w, 
             for (size_t r = 0; r < kGemmTileRows; ++r) {
                 const float want = dot(w.bytes.data() + r * w.stride, x.data() + t * x_row_bytes, n);
                 ASSERT_EQ(y[t * y_stride + r], want) << k.isa_name << " " << dtype_name(type) << " n=" << n
-                                                      << " tokens=" << n_tokens << " t=" << t << " r=" << r;
+                                                     << " tokens=" << n_tokens << " t=" << t << " r=" << r;
             }
             for (size_t r = kGemmTileRows; r < y_stride; ++r) EXPECT_TRUE(std::isnan(y[t * y_stride + r]));
         }

@@ -35,10 +35,14 @@ TEST(CpuPanels, MatmulThroughPanelsEqualsVecDot) {
                     std::vector<float> xt(x.begin() + t * n_in, x.begin() + (t + 1) * n_in);
                     std::vector<uint8_t> xq = test::quantized_activations(vec_dot_type(type), xt);
                     for (size_t o = 0; o < n_out; ++o) {
-                        const float want = k->vec_dot[static_cast<size_t>(type)](w.data() + o * stride, xq.data(), n_in);
-                        const float ref = cpu_kernels_generic().vec_dot[static_cast<size_t>(type)](w.data() + o * stride, xq.data(), n_in);
-                        ASSERT_EQ(y[t * n_out + o], want) << k->isa_name << " " << dtype_name(type) << " t=" << t << " o=" << o;
-                        ASSERT_NEAR(want, ref, 1e-4f * (1.0f + std::fabs(ref))) << k->isa_name << " " << dtype_name(type);
+                        const float want =
+                            k->vec_dot[static_cast<size_t>(type)](w.data() + o * stride, xq.data(), n_in);
+                        const float ref = cpu_kernels_generic().vec_dot[static_cast<size_t>(type)](
+                            w.data() + o * stride, xq.data(), n_in);
+                        ASSERT_EQ(y[t * n_out + o], want)
+                            << k->isa_name << " " << dtype_name(type) << " t=" << t << " o=" << o;
+                        ASSERT_NEAR(want, ref, 1e-4f * (1.0f + std::fabs(ref)))
+                            << k->isa_name << " " << dtype_name(type);
                     }
                 }
             }

@@ -28,11 +28,11 @@ TEST(Fp16, EveryFiniteHalfRoundTrips) {
 
 TEST(Fp16, RoundsToNearestEven) {
     EXPECT_EQ(fp32_to_fp16(1.0f), 0x3c00);
-    EXPECT_EQ(fp32_to_fp16(1.0f + 1.0f / 2048), 0x3c00);             // tie -> even
-    EXPECT_EQ(fp32_to_fp16(1.0f + 3.0f / 2048), 0x3c02);             // tie -> even (up)
-    EXPECT_EQ(fp32_to_fp16(65520.0f), 0x7c00);                       // overflow -> inf
+    EXPECT_EQ(fp32_to_fp16(1.0f + 1.0f / 2048), 0x3c00);  // tie -> even
+    EXPECT_EQ(fp32_to_fp16(1.0f + 3.0f / 2048), 0x3c02);  // tie -> even (up)
+    EXPECT_EQ(fp32_to_fp16(65520.0f), 0x7c00);            // overflow -> inf
     EXPECT_EQ(fp32_to_fp16(-0.0f), 0x8000);
-    EXPECT_EQ(fp32_to_fp16(5.9604644775390625e-08f), 0x0001);        // smallest subnormal
+    EXPECT_EQ(fp32_to_fp16(5.9604644775390625e-08f), 0x0001);  // smallest subnormal
     EXPECT_EQ(fp32_to_fp16(std::numeric_limits<float>::quiet_NaN()) & 0x7e00, 0x7e00);
     EXPECT_FLOAT_EQ(fp16_to_fp32(0x3555), 0.333251953125f);
 }
@@ -47,10 +47,9 @@ TEST(Bf16, RoundsToNearestEvenAndKeepsNan) {
 
 // Relative squared error of quantize -> dequantize on N(0,1) data.
 const std::map<DType, double> kRoundTripNmse = {
-    {DType::F32, 0.0},     {DType::F16, 1e-6},    {DType::BF16, 2e-5},   {DType::Q8_0, 5e-5},
-    {DType::Q8_1, 5e-5},   {DType::Q8_K, 1.5e-4},   {DType::Q4_0, 1.2e-2}, {DType::Q4_1, 8e-3},
-    {DType::Q5_0, 3e-3},   {DType::Q5_1, 2e-3},   {DType::Q2_K, 0.13},   {DType::Q3_K, 0.035},
-    {DType::Q4_K, 9e-3},   {DType::Q5_K, 2.2e-3}, {DType::Q6_K, 6e-4},
+    {DType::F32, 0.0},     {DType::F16, 1e-6},    {DType::BF16, 2e-5}, {DType::Q8_0, 5e-5},   {DType::Q8_1, 5e-5},
+    {DType::Q8_K, 1.5e-4}, {DType::Q4_0, 1.2e-2}, {DType::Q4_1, 8e-3}, {DType::Q5_0, 3e-3},   {DType::Q5_1, 2e-3},
+    {DType::Q2_K, 0.13},   {DType::Q3_K, 0.035},  {DType::Q4_K, 9e-3}, {DType::Q5_K, 2.2e-3}, {DType::Q6_K, 6e-4},
 };
 
 TEST(QuantRef, RoundTripErrorIsBounded) {

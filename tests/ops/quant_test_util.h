@@ -16,9 +16,9 @@ namespace cactus::test {
 
 // Weight types with a dot product, most used first.
 inline const std::vector<DType>& weight_types() {
-    static const std::vector<DType> types = {
-        DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q6_K, DType::Q4_K, DType::Q4_0, DType::Q5_1,
-        DType::Q5_K, DType::Q3_K, DType::Q2_K, DType::F16,  DType::BF16, DType::F32};
+    static const std::vector<DType> types = {DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q6_K, DType::Q4_K,
+                                             DType::Q4_0, DType::Q5_1, DType::Q5_K, DType::Q3_K, DType::Q2_K,
+                                             DType::F16,  DType::BF16, DType::F32};
     return types;
 }
 
@@ -32,17 +32,28 @@ inline std::vector<float> random_floats(size_t n, std::mt19937& rng, float scale
 // Byte offsets of the fp16 scale fields of one block (empty for plain types).
 inline std::vector<size_t> half_fields(DType type) {
     switch (type) {
-        case DType::Q4_0: return {offsetof(BlockQ4_0, d)};
-        case DType::Q4_1: return {offsetof(BlockQ4_1, d), offsetof(BlockQ4_1, m)};
-        case DType::Q5_0: return {offsetof(BlockQ5_0, d)};
-        case DType::Q5_1: return {offsetof(BlockQ5_1, d), offsetof(BlockQ5_1, m)};
-        case DType::Q8_0: return {offsetof(BlockQ8_0, d)};
-        case DType::Q2_K: return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
-        case DType::Q3_K: return {offsetof(BlockQ3_K, d)};
-        case DType::Q4_K: return {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
-        case DType::Q5_K: return {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)};
-        case DType::Q6_K: return {offsetof(BlockQ6_K, d)};
-        default: return {};
+        case DType::Q4_0:
+            return {offsetof(BlockQ4_0, d)};
+        case DType::Q4_1:
+            return {offsetof(BlockQ4_1, d), offsetof(BlockQ4_1, m)};
+        case DType::Q5_0:
+            return {offsetof(BlockQ5_0, d)};
+        case DType::Q5_1:
+            return {offsetof(BlockQ5_1, d), offsetof(BlockQ5_1, m)};
+        case DType::Q8_0:
+            return {offsetof(BlockQ8_0, d)};
+        case DType::Q2_K:
+            return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
+        case DType::Q3_K:
+            return {offsetof(BlockQ3_K, d)};
+        case DType::Q4_K:
+            return {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
+        case DType::Q5_K:
+            return {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)};
+        case DType::Q6_K:
+            return {offsetof(BlockQ6_K, d)};
+        default:
+            return {};
     }
 }
 

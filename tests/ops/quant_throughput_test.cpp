@@ -14,8 +14,8 @@
 namespace cactus {
 namespace {
 
-double weights_gbps(const CpuKernels& k, DType type, const std::vector<uint8_t>& w,
-                    const std::vector<uint8_t>& xq, size_t n_in, size_t n_out, float* checksum) {
+double weights_gbps(const CpuKernels& k, DType type, const std::vector<uint8_t>& w, const std::vector<uint8_t>& xq,
+                    size_t n_in, size_t n_out, float* checksum) {
     const size_t row_bytes = dtype_row_bytes(type, n_in);
     const VecDotFn dot = k.vec_dot[static_cast<size_t>(type)];
     using Clock = std::chrono::steady_clock;
@@ -45,8 +45,7 @@ TEST(QuantThroughput, PrintVecDotWeightsGBps) {
             std::vector<uint8_t> row = test::quantized_row(type, n_in, rng);
             w.insert(w.end(), row.begin(), row.end());
         }
-        const std::vector<uint8_t> xq =
-            test::quantized_activations(vec_dot_type(type), test::random_floats(n_in, rng));
+        const std::vector<uint8_t> xq = test::quantized_activations(vec_dot_type(type), test::random_floats(n_in, rng));
         std::printf("%-6s", dtype_name(type));
         float first = 0.0f;
         for (size_t t = 0; t < tables.size(); ++t) {
@@ -59,11 +58,9 @@ TEST(QuantThroughput, PrintVecDotWeightsGBps) {
     }
 }
 
-
 // Seconds per matmul_with call (best of a few timed passes).
-double matmul_seconds(const CpuKernels& k, DType type, const std::vector<uint8_t>& w,
-                      const std::vector<float>& x, std::vector<float>& y, size_t n_tokens,
-                      size_t n_in, size_t n_out, ThreadPool& pool) {
+double matmul_seconds(const CpuKernels& k, DType type, const std::vector<uint8_t>& w, const std::vector<float>& x,
+                      std::vector<float>& y, size_t n_tokens, size_t n_in, size_t n_out, ThreadPool& pool) {
     using Clock = std::chrono::steady_clock;
     const size_t row_bytes = dtype_row_bytes(type, n_in);
     double best = 1e30;
@@ -105,7 +102,6 @@ TEST(QuantThroughput, PrintMatmulSpeed) {
         std::printf("\n");
     }
 }
-
 
 // Prints single-thread matrix-vector speed on weights far larger than the caches (GB/s from RAM).
 TEST(QuantThroughput, PrintMatvecFromMemory) {

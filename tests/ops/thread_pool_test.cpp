@@ -72,7 +72,6 @@ TEST(ThreadPool, SlowChunksAndIdleSleepStillComplete) {
     }
 }
 
-
 // Errors inside a job: a throw on any thread (the caller or a worker) reaches the caller as the
 // ordinary exception after every thread has left the job, and the pool keeps working.
 void expect_pool_still_works(ThreadPool& pool) {
@@ -123,7 +122,9 @@ TEST(ThreadPool, EveryChunkThrowingGivesOneErrorAndPoolStaysUsable) {
     ThreadPool pool(4);
     for (int round = 0; round < 50; ++round) {
         EXPECT_THROW(pool.parallel_for(100, [&](size_t, size_t) { throw Error("boom"); }), Error);
-        EXPECT_THROW(pool.run([&](int index, int) { if (index == 3) throw std::runtime_error("three"); }),
+        EXPECT_THROW(pool.run([&](int index, int) {
+            if (index == 3) throw std::runtime_error("three");
+        }),
                      std::runtime_error);
         expect_pool_still_works(pool);
     }

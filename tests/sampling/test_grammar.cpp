@@ -30,10 +30,32 @@ const Vocab& vocab() {
         out.bytes.push_back("");  // 0: end of generation
         for (int c = 32; c < 127; ++c) out.bytes.push_back(std::string(1, static_cast<char>(c)));
         out.bytes.push_back("\n");
-        for (const char* w : {"<tool_call>", "</tool_call>", "<|tool_call_start|>", "<|tool_call_end|>",
-                              "<start_function_call>", "<end_function_call>", "<escape>", "<think>", "</think>",
-                              "true", "false", "null", "True", "False", "None", "\"name\"", "\"arguments\"",
-                              "get_weather", "create_event", "call:", "\": ", ", ", "é", "日本", " \"", "\","})
+        for (const char* w : {"<tool_call>",
+                              "</tool_call>",
+                              "<|tool_call_start|>",
+                              "<|tool_call_end|>",
+                              "<start_function_call>",
+                              "<end_function_call>",
+                              "<escape>",
+                              "<think>",
+                              "</think>",
+                              "true",
+                              "false",
+                              "null",
+                              "True",
+                              "False",
+                              "None",
+                              "\"name\"",
+                              "\"arguments\"",
+                              "get_weather",
+                              "create_event",
+                              "call:",
+                              "\": ",
+                              ", ",
+                              "é",
+                              "日本",
+                              " \"",
+                              "\","})
             out.bytes.push_back(w);
         return out;
     }();
@@ -95,8 +117,10 @@ bool valid(const json& v, const json& schema_in, const json& root, std::string& 
     }
     std::set<std::string> types;
     if (s.contains("type")) {
-        if (s["type"].is_array()) for (const json& t : s["type"]) types.insert(t.get<std::string>());
-        else types.insert(s["type"].get<std::string>());
+        if (s["type"].is_array())
+            for (const json& t : s["type"]) types.insert(t.get<std::string>());
+        else
+            types.insert(s["type"].get<std::string>());
     }
     auto is = [&](const char* t) { return types.count(t) > 0; };
     if (!types.empty()) {
@@ -183,7 +207,8 @@ TEST(Grammar, ForcedToolCallsParseAndValidateInEveryFamily) {
     json tools = tools_fixture();
     for (auto make : {make_hermes_format, make_lfm2_format, make_gemma_format, make_json_format}) {
         std::unique_ptr<ToolFormat> format = make();
-        auto compiled = grammar_vocab().compile({ConstraintSpec::Kind::structural_tag, format->call_grammar(tools, true)});
+        auto compiled =
+            grammar_vocab().compile({ConstraintSpec::Kind::structural_tag, format->call_grammar(tools, true)});
         std::mt19937 rng(3);
         int finished = 0;
         for (int walk = 0; walk < 25; ++walk) {
@@ -198,7 +223,8 @@ TEST(Grammar, ForcedToolCallsParseAndValidateInEveryFamily) {
                 const json& params = params_of(tools, call["name"].get<std::string>());
                 ASSERT_FALSE(params.is_null()) << call.dump();
                 std::string why;
-                EXPECT_TRUE(valid(call["arguments"], params, params, why)) << format->name() << ": " << why << "\n" << text;
+                EXPECT_TRUE(valid(call["arguments"], params, params, why)) << format->name() << ": " << why << "\n"
+                                                                           << text;
             }
         }
         EXPECT_GE(finished, 15) << format->name();
@@ -207,7 +233,8 @@ TEST(Grammar, ForcedToolCallsParseAndValidateInEveryFamily) {
 
 TEST(Grammar, LazyToolGrammarIsFreeUntilTheMarker) {
     std::unique_ptr<ToolFormat> format = make_hermes_format();
-    auto compiled = grammar_vocab().compile({ConstraintSpec::Kind::structural_tag, format->call_grammar(tools_fixture(), false)});
+    auto compiled =
+        grammar_vocab().compile({ConstraintSpec::Kind::structural_tag, format->call_grammar(tools_fixture(), false)});
     GrammarConstraint free_text(compiled);
     EXPECT_TRUE(free_text.accept_text("Any text at all {\"not\": json} <tool_cal"));
     EXPECT_TRUE(free_text.complete());
@@ -221,16 +248,19 @@ TEST(Grammar, LazyToolGrammarIsFreeUntilTheMarker) {
 
 TEST(Grammar, ForcedGrammarRejectsTextBeforeTheCall) {
     std::unique_ptr<ToolFormat> format = make_lfm2_format();
-    auto compiled = grammar_vocab().compile({ConstraintSpec::Kind::structural_tag, format->call_grammar(tools_fixture(), true)});
+    auto compiled =
+        grammar_vocab().compile({ConstraintSpec::Kind::structural_tag, format->call_grammar(tools_fixture(), true)});
     GrammarConstraint c(compiled);
     EXPECT_FALSE(c.accept_text("Sure"));
-    EXPECT_TRUE(c.accept_text("<|tool_call_start|>[get_weather(city=\"Oslo\", days=2), get_weather(city=\"Rome\")]<|tool_call_end|>"));
+    EXPECT_TRUE(c.accept_text(
+        "<|tool_call_start|>[get_weather(city=\"Oslo\", days=2), get_weather(city=\"Rome\")]<|tool_call_end|>"));
     EXPECT_TRUE(c.complete());
 }
 
 TEST(Grammar, CompiledOncePerSpec) {
     GrammarVocab g(vocab().bytes, {0});
-    ConstraintSpec spec{ConstraintSpec::Kind::json_schema, R"({"type":"object","properties":{"a":{"type":"integer"}}})"};
+    ConstraintSpec spec{ConstraintSpec::Kind::json_schema,
+                        R"({"type":"object","properties":{"a":{"type":"integer"}}})"};
     auto first = g.compile(spec);
     auto second = g.compile(spec);
     EXPECT_EQ(first.get(), second.get());
@@ -239,7 +269,8 @@ TEST(Grammar, CompiledOncePerSpec) {
 
 TEST(Grammar, BadSchemaIsAnErrorNotACrash) {
     GrammarVocab g(vocab().bytes, {0});
-    EXPECT_THROW(g.compile({ConstraintSpec::Kind::json_schema, "{\"type\": \"object\", \"properties\": 7}"}), cactus::Error);
+    EXPECT_THROW(g.compile({ConstraintSpec::Kind::json_schema, "{\"type\": \"object\", \"properties\": 7}"}),
+                 cactus::Error);
     EXPECT_THROW(g.compile({ConstraintSpec::Kind::structural_tag, "{\"type\": \"structural_tag\"}"}), cactus::Error);
     EXPECT_THROW(GrammarVocab({}, {}), cactus::Error);
 }

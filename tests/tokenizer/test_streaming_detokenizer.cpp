@@ -42,8 +42,8 @@ TEST(StreamingDetokenizer, HoldsBackSplitMultiByteCharacters) {
     std::vector<std::string> pieces;
     const std::string text = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80z";  // a é € 😀 z
     EXPECT_EQ(stream_bytes(*tok, text, &pieces), text);
-    const std::vector<std::string> expected = {"a", "", "\xc3\xa9", "", "", "\xe2\x82\xac", "", "", "",
-                                               "\xf0\x9f\x98\x80", "z"};
+    const std::vector<std::string> expected = {"a", "", "\xc3\xa9",         "", "", "\xe2\x82\xac", "",
+                                               "",  "", "\xf0\x9f\x98\x80", "z"};
     EXPECT_EQ(pieces, expected);
 }
 
@@ -58,11 +58,19 @@ TEST(StreamingDetokenizer, EveryPieceIsValidUtf8) {
 TEST(StreamingDetokenizer, InvalidBytesBecomeReplacementCharacters) {
     const auto tok = byte_tokenizer();
     const std::string fffd = "\xef\xbf\xbd";
-    EXPECT_EQ(stream_bytes(*tok, "a\xff" "b", nullptr), "a" + fffd + "b");
-    EXPECT_EQ(stream_bytes(*tok, "a\xe2\x82" "b", nullptr), "a" + fffd + "b");  // one per bad subpart
-    EXPECT_EQ(stream_bytes(*tok, "x\xf0\x9f\x98", nullptr), "x" + fffd);     // flush of a cut tail
+    EXPECT_EQ(stream_bytes(*tok,
+                           "a\xff"
+                           "b",
+                           nullptr),
+              "a" + fffd + "b");
+    EXPECT_EQ(stream_bytes(*tok,
+                           "a\xe2\x82"
+                           "b",
+                           nullptr),
+              "a" + fffd + "b");                                                 // one per bad subpart
+    EXPECT_EQ(stream_bytes(*tok, "x\xf0\x9f\x98", nullptr), "x" + fffd);         // flush of a cut tail
     EXPECT_EQ(stream_bytes(*tok, "\xed\xa0\x80", nullptr), fffd + fffd + fffd);  // surrogate
-    EXPECT_EQ(stream_bytes(*tok, "\xc0\x80", nullptr), fffd + fffd);            // overlong
+    EXPECT_EQ(stream_bytes(*tok, "\xc0\x80", nullptr), fffd + fffd);             // overlong
 }
 
 TEST(StreamingDetokenizer, ResetDropsPendingBytes) {
@@ -85,7 +93,9 @@ TEST(StreamingDetokenizer, ControlTokensRenderOnlyWhenAsked) {
 
 TEST(Utf8, LenientDecodeMatchesLlamaCpp) {
     EXPECT_EQ(utf8::decode("a\xc3\xa9"), (std::vector<uint32_t>{'a', 0xE9}));
-    EXPECT_EQ(utf8::decode("\xff" "a"), (std::vector<uint32_t>{0xFFFD, 'a'}));
+    EXPECT_EQ(utf8::decode("\xff"
+                           "a"),
+              (std::vector<uint32_t>{0xFFFD, 'a'}));
     EXPECT_EQ(utf8::decode("\xc0\x80"), (std::vector<uint32_t>{0}));  // overlong kept, as llama.cpp
     EXPECT_EQ(utf8::decode("\xe2\x82"), (std::vector<uint32_t>{0xFFFD, 0xFFFD}));
 }

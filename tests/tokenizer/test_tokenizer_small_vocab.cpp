@@ -37,9 +37,28 @@ TokenizerSpec spm_spec() {
     add(spec, "</s>", kControl);
     static const char* hex = "0123456789ABCDEF";
     for (int b = 0; b < 256; ++b) add(spec, std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">", kByte);
-    const char* pieces[] = {"\xe2\x96\x81", "h", "e", "l", "o", "w", "r", "d", "he", "ll", "llo",
-                            "hello", "\xe2\x96\x81hello", "\xe2\x96\x81w", "or", "\xe2\x96\x81wor", "ld",
-                            "\xe2\x96\x81world", "a", "b", "c", "bc"};
+    const char* pieces[] = {"\xe2\x96\x81",
+                            "h",
+                            "e",
+                            "l",
+                            "o",
+                            "w",
+                            "r",
+                            "d",
+                            "he",
+                            "ll",
+                            "llo",
+                            "hello",
+                            "\xe2\x96\x81hello",
+                            "\xe2\x96\x81w",
+                            "or",
+                            "\xe2\x96\x81wor",
+                            "ld",
+                            "\xe2\x96\x81world",
+                            "a",
+                            "b",
+                            "c",
+                            "bc"};
     float score = -100.0f;
     for (const char* piece : pieces) add(spec, piece, kNormal, score += 1.0f);
     add(spec, "<ctrl>", kControl);
@@ -72,8 +91,8 @@ TEST(SpmTokenizer, ByteFallbackForUnknownCharacters) {
     const TokenizerSpec spec = spm_spec();
     const auto tok = Tokenizer::from_spec(spec);
     const auto ids = tok->encode("h\xc3\xa9", false, false);  // "hé"
-    const std::vector<int32_t> expected = {id_of(spec, "\xe2\x96\x81"), id_of(spec, "h"),
-                                           id_of(spec, "<0xC3>"), id_of(spec, "<0xA9>")};
+    const std::vector<int32_t> expected = {id_of(spec, "\xe2\x96\x81"), id_of(spec, "h"), id_of(spec, "<0xC3>"),
+                                           id_of(spec, "<0xA9>")};
     EXPECT_EQ(ids, expected);
     EXPECT_EQ(tok->decode(ids), "h\xc3\xa9");
     EXPECT_EQ(tok->token_to_piece(id_of(spec, "<0xC3>")), "\xc3");
@@ -193,7 +212,11 @@ TEST(BpeTokenizer, MergesByRankAndRoundTripsBytes) {
 
 TEST(BpeTokenizer, InvalidUtf8BecomesReplacementCharacter) {
     const auto tok = Tokenizer::from_spec(bpe_spec());
-    EXPECT_EQ(tok->decode(tok->encode("a\xff" "b", false, false)), "a\xef\xbf\xbd" "b");
+    EXPECT_EQ(tok->decode(tok->encode("a\xff"
+                                      "b",
+                                      false, false)),
+              "a\xef\xbf\xbd"
+              "b");
 }
 
 TEST(BpeTokenizer, UnknownPreTokenizerThrows) {
@@ -223,7 +246,9 @@ TEST(PreTokenizer, NonAsciiWhitespaceCountsAsSpace) {
     const PreTokenizer pre(pre_tokenizer_config("gpt-2").regexes);
     // U+0085 (NEL) is whitespace for llama.cpp, unlike PCRE2's default \s
     const std::vector<std::string> expected = {"a", "\xc2\x85", "\xc2\x85", "b"};
-    EXPECT_EQ(pre.split("a\xc2\x85\xc2\x85" "b"), expected);
+    EXPECT_EQ(pre.split("a\xc2\x85\xc2\x85"
+                        "b"),
+              expected);
 }
 
 }  // namespace

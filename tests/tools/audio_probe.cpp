@@ -18,7 +18,8 @@ namespace {
 
 void write_floats(const char* path, const float* data, size_t n) {
     FILE* f = std::fopen(path, "wb");
-    if (!f || std::fwrite(data, sizeof(float), n, f) != n) throw std::runtime_error(std::string("cannot write ") + path);
+    if (!f || std::fwrite(data, sizeof(float), n, f) != n)
+        throw std::runtime_error(std::string("cannot write ") + path);
     std::fclose(f);
 }
 
@@ -50,7 +51,8 @@ int main(int argc, char** argv) {
             for (size_t i = 0; i < probs.size(); ++i) std::printf("%s%.6f", i ? ", " : "", probs[i]);
             std::printf("], \"spans\": [");
             const auto spans = cactus::speech_spans_from_probabilities(probs, audio.size(), cactus::VadOptions());
-            for (size_t i = 0; i < spans.size(); ++i) std::printf("%s[%zu, %zu]", i ? ", " : "", spans[i].start, spans[i].end);
+            for (size_t i = 0; i < spans.size(); ++i)
+                std::printf("%s[%zu, %zu]", i ? ", " : "", spans[i].start, spans[i].end);
             std::printf("]}\n");
             return 0;
         }

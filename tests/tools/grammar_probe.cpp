@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
         std::vector<std::string> bytes(tok->vocab_size());
         for (size_t id = 0; id < bytes.size(); ++id) {
             const int32_t i = static_cast<int32_t>(id);
-            if (!tok->is_end_of_generation(i) && (!tok->is_control(i) || marker[id])) bytes[id] = tok->token_to_piece(i, true);
+            if (!tok->is_end_of_generation(i) && (!tok->is_control(i) || marker[id]))
+                bytes[id] = tok->token_to_piece(i, true);
         }
         cactus::GrammarVocab vocab(bytes, tok->end_of_generation_ids());
         const double vocab_ms = ms_since(t);
@@ -88,8 +89,12 @@ int main(int argc, char** argv) {
             per_token.push_back(total / static_cast<double>(reply.size()));
         }
         std::sort(per_token.begin(), per_token.end());
-        nlohmann::json out = {{"format", format->name()}, {"tools", tools.size()}, {"reply_tokens", reply.size()},
-                              {"vocab_build_ms", vocab_ms}, {"compile_ms", compile_ms}, {"compile_cached_ms", cached_ms},
+        nlohmann::json out = {{"format", format->name()},
+                              {"tools", tools.size()},
+                              {"reply_tokens", reply.size()},
+                              {"vocab_build_ms", vocab_ms},
+                              {"compile_ms", compile_ms},
+                              {"compile_cached_ms", cached_ms},
                               {"mask_ms_per_token_median", per_token[per_token.size() / 2]},
                               {"mask_ms_per_token_min", per_token.front()}};
         std::printf("%s\n", out.dump().c_str());

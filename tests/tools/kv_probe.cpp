@@ -99,9 +99,16 @@ static json compare_models(Model& a, Model& b, const std::vector<int32_t>& ids, 
         }
         done += n;
     }
-    return {{"tokens", ids.size()}, {"kl", kl}, {"nll", nll_a}, {"nll_b", nll_b}, {"argmax", top_a},
-            {"argmax_b", top_b}, {"kv_bytes", a.kv_bytes()}, {"kv_bytes_b", b.kv_bytes()},
-            {"compactions", a.kv_compactions()}, {"compactions_b", b.kv_compactions()}};
+    return {{"tokens", ids.size()},
+            {"kl", kl},
+            {"nll", nll_a},
+            {"nll_b", nll_b},
+            {"argmax", top_a},
+            {"argmax_b", top_b},
+            {"kv_bytes", a.kv_bytes()},
+            {"kv_bytes_b", b.kv_bytes()},
+            {"compactions", a.kv_compactions()},
+            {"compactions_b", b.kv_compactions()}};
 }
 
 int main(int argc, char** argv) {
@@ -147,7 +154,10 @@ int main(int argc, char** argv) {
             }
             done += n;
         }
-        json out = {{"tokens", ids.size()}, {"nll", nll}, {"argmax", argmax}, {"kv_bytes", model->kv_bytes()},
+        json out = {{"tokens", ids.size()},
+                    {"nll", nll},
+                    {"argmax", argmax},
+                    {"kv_bytes", model->kv_bytes()},
                     {"compactions", model->kv_compactions()}};
         if (argc >= 6 && std::string(argv[4]) == "generate") {
             const size_t n_gen = static_cast<size_t>(std::stoul(argv[5]));

@@ -34,9 +34,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-int32_t argmax(const float* x, size_t n) {
-    return static_cast<int32_t>(std::max_element(x, x + n) - x);
-}
+int32_t argmax(const float* x, size_t n) { return static_cast<int32_t>(std::max_element(x, x + n) - x); }
 
 double log_sum_exp(const float* x, size_t n) {
     const float max = *std::max_element(x, x + n);
@@ -64,8 +62,8 @@ void generate(cactus::Model& model, const std::vector<int32_t>& tokens, int n_pr
     out["decode_tok_s"] = n_predict > 1 ? (n_predict - 1) / std::max(decode_s, 1e-9) : 0.0;
 }
 
-void score(cactus::Model& model, const std::vector<int32_t>& tokens, size_t score_from,
-           const json& score_ids, json& out) {
+void score(cactus::Model& model, const std::vector<int32_t>& tokens, size_t score_from, const json& score_ids,
+           json& out) {
     if (score_from == 0 || score_from > tokens.size()) cactus::fail("probe: bad score_from %zu", score_from);
     model.reset();
     // The prompt before the scored rows needs no logits: only the tail computes all of them.
@@ -83,7 +81,8 @@ void score(cactus::Model& model, const std::vector<int32_t>& tokens, size_t scor
         json values = json::array();
         if (step < score_ids.size()) {
             for (int64_t id : score_ids[step]) {
-                if (id < 0 || static_cast<size_t>(id) >= n_vocab) cactus::fail("probe: bad score id %lld", (long long)id);
+                if (id < 0 || static_cast<size_t>(id) >= n_vocab)
+                    cactus::fail("probe: bad score id %lld", (long long)id);
                 values.push_back(x[id] - lse);
             }
         }
@@ -132,8 +131,7 @@ json handle(cactus::Model& model, const std::string& line) {
         decode_score(model, tokens, request.value("chunk", size_t(512)),
                      request["decode_ids"].get<std::vector<int32_t>>(), request.value("score_ids", json::array()), out);
     } else if (request.contains("score_from")) {
-        score(model, tokens, request["score_from"].get<size_t>(),
-              request.value("score_ids", json::array()), out);
+        score(model, tokens, request["score_from"].get<size_t>(), request.value("score_ids", json::array()), out);
     }
     return out;
 }

@@ -31,7 +31,8 @@ std::string to_hex(const std::string& bytes) {
 
 std::string from_hex(const std::string& hex) {
     std::string out;
-    for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+    for (size_t i = 0; i + 1 < hex.size(); i += 2)
+        out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
     return out;
 }
 
@@ -54,8 +55,8 @@ int main(int argc, char** argv) {
         while (std::getline(corpus, line)) {
             if (line.empty()) continue;
             const auto item = nlohmann::json::parse(line);
-            const std::string text = item.contains("hex") ? from_hex(item["hex"].get<std::string>())
-                                                          : item["text"].get<std::string>();
+            const std::string text =
+                item.contains("hex") ? from_hex(item["hex"].get<std::string>()) : item["text"].get<std::string>();
             const auto start = std::chrono::steady_clock::now();
             const auto special = tokenizer->encode(text, true, true);
             const auto plain = tokenizer->encode(text, false, false);

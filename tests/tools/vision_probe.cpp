@@ -90,9 +90,16 @@ int encode(int argc, char** argv) {
     json layout = json::array();
     for (const cactus::LayoutPiece& piece : cactus::idefics3_layout(tiled.grid_x, tiled.grid_y))
         layout.push_back(piece.part < 0 ? json{{"text", piece.text}} : json{{"part", piece.part}});
-    std::printf("%s\n", json{{"grid_x", tiled.grid_x}, {"grid_y", tiled.grid_y}, {"parts", parts.size()}, {"layout", layout},
-                             {"side", hp.image_size}, {"tokens_per_part", per_part}, {"n_embd", hp.proj_dim},
-                             {"encode_ms", ms}}.dump().c_str());
+    std::printf("%s\n", json{{"grid_x", tiled.grid_x},
+                             {"grid_y", tiled.grid_y},
+                             {"parts", parts.size()},
+                             {"layout", layout},
+                             {"side", hp.image_size},
+                             {"tokens_per_part", per_part},
+                             {"n_embd", hp.proj_dim},
+                             {"encode_ms", ms}}
+                            .dump()
+                            .c_str());
     return 0;
 }
 

@@ -32,9 +32,17 @@ struct BitWriter {
     void put(uint32_t code, int bits) {
         acc |= code << n;
         n += bits;
-        while (n >= 8) { bytes.push_back(uint8_t(acc)); acc >>= 8; n -= 8; }
+        while (n >= 8) {
+            bytes.push_back(uint8_t(acc));
+            acc >>= 8;
+            n -= 8;
+        }
     }
-    void flush() { if (n > 0) bytes.push_back(uint8_t(acc)); acc = 0; n = 0; }
+    void flush() {
+        if (n > 0) bytes.push_back(uint8_t(acc));
+        acc = 0;
+        n = 0;
+    }
 };
 
 }  // namespace
@@ -76,15 +84,20 @@ const uint8_t* gif_palette() {
 
 Bytes gif(int w, int h, const Bytes& indices) {
     Bytes out = {'G', 'I', 'F', '8', '9', 'a'};
-    out.push_back(uint8_t(w)); out.push_back(uint8_t(w >> 8));
-    out.push_back(uint8_t(h)); out.push_back(uint8_t(h >> 8));
+    out.push_back(uint8_t(w));
+    out.push_back(uint8_t(w >> 8));
+    out.push_back(uint8_t(h));
+    out.push_back(uint8_t(h >> 8));
     out.push_back(0x81);  // global colour table, 2^(1+1) = 4 entries
-    out.push_back(0); out.push_back(0);
+    out.push_back(0);
+    out.push_back(0);
     out.insert(out.end(), gif_palette(), gif_palette() + 12);
     out.push_back(0x2C);  // image descriptor
     for (int i = 0; i < 4; ++i) out.push_back(0);
-    out.push_back(uint8_t(w)); out.push_back(uint8_t(w >> 8));
-    out.push_back(uint8_t(h)); out.push_back(uint8_t(h >> 8));
+    out.push_back(uint8_t(w));
+    out.push_back(uint8_t(w >> 8));
+    out.push_back(uint8_t(h));
+    out.push_back(uint8_t(h >> 8));
     out.push_back(0);
     out.push_back(2);  // LZW minimum code size: clear = 4, end = 5, codes of 3 bits
     // Every pair of literal codes is followed by a clear code, so the table never grows past 3 bits.
@@ -132,7 +145,11 @@ Bytes png_raw(uint32_t w, uint32_t h, uint8_t depth, uint8_t ctype, const Bytes&
     Bytes ihdr;
     put_be32(ihdr, w);
     put_be32(ihdr, h);
-    ihdr.push_back(depth); ihdr.push_back(ctype); ihdr.push_back(0); ihdr.push_back(0); ihdr.push_back(0);
+    ihdr.push_back(depth);
+    ihdr.push_back(ctype);
+    ihdr.push_back(0);
+    ihdr.push_back(0);
+    ihdr.push_back(0);
     for (const Bytes& c : {chunk("IHDR", ihdr), chunk("IDAT", zlib(raw_scanlines)), chunk("IEND", {})})
         out.insert(out.end(), c.begin(), c.end());
     return out;

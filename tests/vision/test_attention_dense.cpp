@@ -50,7 +50,11 @@ void check(size_t n_q, size_t n_kv, bool causal, bool with_mask, size_t head_dim
     s.causal = causal;
     std::mt19937 rng(unsigned(n_q * 131 + n_kv));
     std::normal_distribution<float> nd;
-    auto fill = [&](size_t n) { std::vector<float> x(n); for (float& e : x) e = nd(rng); return x; };
+    auto fill = [&](size_t n) {
+        std::vector<float> x(n);
+        for (float& e : x) e = nd(rng);
+        return x;
+    };
     const std::vector<float> q = fill(n_q * s.n_head * s.head_dim), k = fill(n_kv * s.n_head_kv * s.head_dim),
                              v = fill(n_kv * s.n_head_kv * s.head_dim_v);
     std::vector<float> mask;

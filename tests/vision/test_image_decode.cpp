@@ -35,10 +35,20 @@ size_t find(const Bytes& b, std::initializer_list<uint8_t> pat) {
     return SIZE_MAX;
 }
 
-void set_be16(Bytes& b, size_t at, uint16_t v) { b[at] = uint8_t(v >> 8); b[at + 1] = uint8_t(v); }
-void set_be32(Bytes& b, size_t at, uint32_t v) { for (int i = 0; i < 4; ++i) b[at + i] = uint8_t(v >> (24 - 8 * i)); }
-void set_le32(Bytes& b, size_t at, uint32_t v) { for (int i = 0; i < 4; ++i) b[at + i] = uint8_t(v >> (8 * i)); }
-void set_le16(Bytes& b, size_t at, uint16_t v) { b[at] = uint8_t(v); b[at + 1] = uint8_t(v >> 8); }
+void set_be16(Bytes& b, size_t at, uint16_t v) {
+    b[at] = uint8_t(v >> 8);
+    b[at + 1] = uint8_t(v);
+}
+void set_be32(Bytes& b, size_t at, uint32_t v) {
+    for (int i = 0; i < 4; ++i) b[at + i] = uint8_t(v >> (24 - 8 * i));
+}
+void set_le32(Bytes& b, size_t at, uint32_t v) {
+    for (int i = 0; i < 4; ++i) b[at + i] = uint8_t(v >> (8 * i));
+}
+void set_le16(Bytes& b, size_t at, uint16_t v) {
+    b[at] = uint8_t(v);
+    b[at + 1] = uint8_t(v >> 8);
+}
 
 Bytes valid_png() { return is::png(13, 7, 3, is::pattern(13, 7)); }
 Bytes valid_jpeg() { return is::jpeg(24, 16, is::pattern(24, 16), 90); }
@@ -65,81 +75,222 @@ struct Case {
 std::vector<Case> corpus() {
     std::vector<Case> c;
     c.push_back({"empty", [] { return Bytes(); }, {"empty file"}});
-    c.push_back({"text", [] { const std::string s = "hello, not an image\n"; return Bytes(s.begin(), s.end()); },
+    c.push_back({"text",
+                 [] {
+                     const std::string s = "hello, not an image\n";
+                     return Bytes(s.begin(), s.end());
+                 },
                  {"not a PNG, JPEG, BMP or GIF"}});
     c.push_back({"gguf", [] { return Bytes{'G', 'G', 'U', 'F', 3, 0, 0, 0}; }, {"unknown signature"}});
-    c.push_back({"webp", [] { const std::string s = "RIFF\x10\0\0\0WEBPVP8 "; return Bytes(s.begin(), s.end()); },
+    c.push_back({"webp",
+                 [] {
+                     const std::string s = "RIFF\x10\0\0\0WEBPVP8 ";
+                     return Bytes(s.begin(), s.end());
+                 },
                  {"unknown signature"}});
-    c.push_back({"png_signature_only", [] { return Bytes(valid_png().begin(), valid_png().begin() + 8); },
+    c.push_back(
+        {"png_signature_only", [] { return Bytes(valid_png().begin(), valid_png().begin() + 8); }, {"truncated PNG"}});
+    c.push_back({"png_half",
+                 [] {
+                     Bytes b = valid_png();
+                     b.resize(b.size() / 2);
+                     return b;
+                 },
                  {"truncated PNG"}});
-    c.push_back({"png_half", [] { Bytes b = valid_png(); b.resize(b.size() / 2); return b; }, {"truncated PNG"}});
-    c.push_back({"png_no_iend", [] { Bytes b = valid_png(); b.resize(b.size() - 12); return b; },
+    c.push_back({"png_no_iend",
+                 [] {
+                     Bytes b = valid_png();
+                     b.resize(b.size() - 12);
+                     return b;
+                 },
                  {"truncated PNG", "IEND"}});
-    c.push_back({"png_zero_width", [] { Bytes b = valid_png(); set_be32(b, 16, 0); return b; }, {"PNG"}});
-    c.push_back({"png_too_wide", [] { Bytes b = valid_png(); set_be32(b, 16, 100000); return b; }, {"PNG"}});
-    c.push_back({"png_over_side_limit", [] { return is::png_raw(20000, 2, 8, 0, Bytes(2 * 20001, 0)); },
+    c.push_back({"png_zero_width",
+                 [] {
+                     Bytes b = valid_png();
+                     set_be32(b, 16, 0);
+                     return b;
+                 },
+                 {"PNG"}});
+    c.push_back({"png_too_wide",
+                 [] {
+                     Bytes b = valid_png();
+                     set_be32(b, 16, 100000);
+                     return b;
+                 },
+                 {"PNG"}});
+    c.push_back({"png_over_side_limit",
+                 [] { return is::png_raw(20000, 2, 8, 0, Bytes(2 * 20001, 0)); },
                  {"20000x2", "limit of 16384 pixels per side"}});
-    c.push_back({"png_over_pixel_limit", [] { return is::png_raw(16000, 16000, 8, 0, Bytes(100, 0)); },
+    c.push_back({"png_over_pixel_limit",
+                 [] { return is::png_raw(16000, 16000, 8, 0, Bytes(100, 0)); },
                  {"16000x16000", "over the limit of 40000000"}});
     c.push_back({"png_decompression_bomb", png_bomb, {"decompression bomb", "16x16"}});
-    c.push_back({"png_corrupt_idat", [] {
+    c.push_back({"png_corrupt_idat",
+                 [] {
                      Bytes b = valid_png();
                      const size_t at = find(b, {'I', 'D', 'A', 'T'});
                      for (size_t i = at + 6; i < at + 40 && i + 12 < b.size(); ++i) b[i] ^= 0x5A;
                      return b;
-                 }, {"corrupt PNG"}});
-    c.push_back({"png_bad_colour_type", [] { Bytes b = valid_png(); b[25] = 7; return b; }, {"PNG"}});
-    c.push_back({"png_bad_bit_depth", [] { Bytes b = valid_png(); b[24] = 3; return b; }, {"PNG"}});
-    c.push_back({"png_missing_idat", [] {
+                 },
+                 {"corrupt PNG"}});
+    c.push_back({"png_bad_colour_type",
+                 [] {
+                     Bytes b = valid_png();
+                     b[25] = 7;
+                     return b;
+                 },
+                 {"PNG"}});
+    c.push_back({"png_bad_bit_depth",
+                 [] {
+                     Bytes b = valid_png();
+                     b[24] = 3;
+                     return b;
+                 },
+                 {"PNG"}});
+    c.push_back({"png_missing_idat",
+                 [] {
                      Bytes b = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-                     Bytes ihdr; is::put_be32(ihdr, 4); is::put_be32(ihdr, 4);
+                     Bytes ihdr;
+                     is::put_be32(ihdr, 4);
+                     is::put_be32(ihdr, 4);
                      ihdr.insert(ihdr.end(), {8, 2, 0, 0, 0});
                      for (const Bytes& ch : {is::chunk("IHDR", ihdr), is::chunk("IEND", {})})
                          b.insert(b.end(), ch.begin(), ch.end());
                      return b;
-                 }, {"PNG"}});
+                 },
+                 {"PNG"}});
     c.push_back({"jpeg_soi_only", [] { return Bytes{0xFF, 0xD8, 0xFF}; }, {"truncated JPEG"}});
-    c.push_back({"jpeg_half", [] { Bytes b = valid_jpeg(); b.resize(b.size() / 2); return b; }, {"truncated JPEG"}});
-    c.push_back({"jpeg_no_eoi", [] { Bytes b = valid_jpeg(); b.resize(b.size() - 2); return b; },
+    c.push_back({"jpeg_half",
+                 [] {
+                     Bytes b = valid_jpeg();
+                     b.resize(b.size() / 2);
+                     return b;
+                 },
+                 {"truncated JPEG"}});
+    c.push_back({"jpeg_no_eoi",
+                 [] {
+                     Bytes b = valid_jpeg();
+                     b.resize(b.size() - 2);
+                     return b;
+                 },
                  {"truncated JPEG", "end-of-image"}});
-    c.push_back({"jpeg_zero_height", [] { Bytes b = valid_jpeg(); set_be16(b, jpeg_sof(b) + 5, 0); return b; },
+    c.push_back({"jpeg_zero_height",
+                 [] {
+                     Bytes b = valid_jpeg();
+                     set_be16(b, jpeg_sof(b) + 5, 0);
+                     return b;
+                 },
                  {"JPEG"}});
-    c.push_back({"jpeg_over_side_limit", [] { Bytes b = valid_jpeg(); set_be16(b, jpeg_sof(b) + 7, 30000); return b; },
+    c.push_back({"jpeg_over_side_limit",
+                 [] {
+                     Bytes b = valid_jpeg();
+                     set_be16(b, jpeg_sof(b) + 7, 30000);
+                     return b;
+                 },
                  {"JPEG", "30000"}});
-    c.push_back({"jpeg_bad_components", [] { Bytes b = valid_jpeg(); b[jpeg_sof(b) + 9] = 9; return b; }, {"JPEG"}});
-    c.push_back({"jpeg_bad_huffman", [] {
+    c.push_back({"jpeg_bad_components",
+                 [] {
+                     Bytes b = valid_jpeg();
+                     b[jpeg_sof(b) + 9] = 9;
+                     return b;
+                 },
+                 {"JPEG"}});
+    c.push_back({"jpeg_bad_huffman",
+                 [] {
                      Bytes b = valid_jpeg();
                      const size_t dht = find(b, {0xFF, 0xC4});
                      for (size_t i = dht + 5; i < dht + 21; ++i) b[i] = 0xFF;  // code counts overflow
                      return b;
-                 }, {"JPEG"}});
-    c.push_back({"jpeg_no_huffman_tables", [] {  // stb 2.27 reads undefined tables (fuzz_image crash)
+                 },
+                 {"JPEG"}});
+    c.push_back({"jpeg_no_huffman_tables",
+                 [] {  // stb 2.27 reads undefined tables (fuzz_image crash)
                      Bytes b = valid_jpeg();
                      for (size_t at = find(b, {0xFF, 0xC4}); at != SIZE_MAX; at = find(b, {0xFF, 0xC4}))
                          b.erase(b.begin() + long(at), b.begin() + long(at + 2 + ((b[at + 2] << 8) | b[at + 3])));
                      return b;
-                 }, {"undefined Huffman table"}});
-    c.push_back({"jpeg_huffman_past_segment", [] {  // a table's counts read past its segment
+                 },
+                 {"undefined Huffman table"}});
+    c.push_back({"jpeg_huffman_past_segment",
+                 [] {  // a table's counts read past its segment
                      Bytes b = valid_jpeg();
                      const size_t dht = find(b, {0xFF, 0xC4});
                      set_be16(b, dht + 2, uint16_t(((b[dht + 2] << 8) | b[dht + 3]) + 3));
                      return b;
-                 }, {"JPEG"}});
-    c.push_back({"bmp_header_only", [] { Bytes b = valid_bmp(); b.resize(20); return b; }, {"truncated BMP"}});
-    c.push_back({"bmp_truncated_pixels", [] { Bytes b = valid_bmp(); b.resize(b.size() - 4); return b; },
+                 },
+                 {"JPEG"}});
+    c.push_back({"bmp_header_only",
+                 [] {
+                     Bytes b = valid_bmp();
+                     b.resize(20);
+                     return b;
+                 },
+                 {"truncated BMP"}});
+    c.push_back({"bmp_truncated_pixels",
+                 [] {
+                     Bytes b = valid_bmp();
+                     b.resize(b.size() - 4);
+                     return b;
+                 },
                  {"truncated BMP", "pixel array"}});
-    c.push_back({"bmp_huge", [] { Bytes b = valid_bmp(); set_le32(b, 18, 1u << 30); set_le32(b, 22, 1u << 30); return b; },
+    c.push_back({"bmp_huge",
+                 [] {
+                     Bytes b = valid_bmp();
+                     set_le32(b, 18, 1u << 30);
+                     set_le32(b, 22, 1u << 30);
+                     return b;
+                 },
                  {"BMP"}});
-    c.push_back({"bmp_bad_bpp", [] { Bytes b = valid_bmp(); set_le16(b, 28, 7); return b; }, {"BMP"}});
-    c.push_back({"bmp_rle", [] { Bytes b = valid_bmp(); set_le32(b, 30, 1); return b; }, {"BMP"}});
-    c.push_back({"gif_signature_only", [] { const std::string s = "GIF89a"; return Bytes(s.begin(), s.end()); },
+    c.push_back({"bmp_bad_bpp",
+                 [] {
+                     Bytes b = valid_bmp();
+                     set_le16(b, 28, 7);
+                     return b;
+                 },
+                 {"BMP"}});
+    c.push_back({"bmp_rle",
+                 [] {
+                     Bytes b = valid_bmp();
+                     set_le32(b, 30, 1);
+                     return b;
+                 },
+                 {"BMP"}});
+    c.push_back({"gif_signature_only",
+                 [] {
+                     const std::string s = "GIF89a";
+                     return Bytes(s.begin(), s.end());
+                 },
                  {"truncated GIF"}});
-    c.push_back({"gif_no_trailer", [] { Bytes b = valid_gif(); b.pop_back(); return b; }, {"truncated GIF", "0x3B"}});
-    c.push_back({"gif_half", [] { Bytes b = valid_gif(); b.resize(b.size() / 2); b.push_back(0x3B); return b; },
+    c.push_back({"gif_no_trailer",
+                 [] {
+                     Bytes b = valid_gif();
+                     b.pop_back();
+                     return b;
+                 },
+                 {"truncated GIF", "0x3B"}});
+    c.push_back({"gif_half",
+                 [] {
+                     Bytes b = valid_gif();
+                     b.resize(b.size() / 2);
+                     b.push_back(0x3B);
+                     return b;
+                 },
                  {"GIF"}});
-    c.push_back({"gif_over_limit", [] { Bytes b = valid_gif(); set_le16(b, 6, 65535); set_le16(b, 8, 65535); return b; },
+    c.push_back({"gif_over_limit",
+                 [] {
+                     Bytes b = valid_gif();
+                     set_le16(b, 6, 65535);
+                     set_le16(b, 8, 65535);
+                     return b;
+                 },
                  {"GIF", "65535x65535"}});
-    c.push_back({"gif_no_image", [] { Bytes b = valid_gif(); b.resize(13 + 12); b.push_back(0x3B); return b; },
+    c.push_back({"gif_no_image",
+                 [] {
+                     Bytes b = valid_gif();
+                     b.resize(13 + 12);
+                     b.push_back(0x3B);
+                     return b;
+                 },
                  {"GIF"}});
     cactus::ImageLimits small;
     small.max_file_bytes = 50;

@@ -52,13 +52,13 @@ struct BenchArgs {
     int reps = 5;
     std::vector<int> threads;  // empty = ThreadPool::default_threads()
     bool json = false;
-    bool mlock = true;         // --mlock (default) / --no-mlock
+    bool mlock = true;  // --mlock (default) / --no-mlock
     bool no_mlock = false;
     bool membw = false;
     size_t membw_mib = 256;
-    size_t sequences = 1;      // sequences decoded together in the tgN test (one batch per step)
-    std::string device;  // empty = $CACTUS_DEVICE, else cpu
-    bool transcribe = false;   // --transcribe: speech-to-text speed (cli_bench_transcribe.cpp)
+    size_t sequences = 1;     // sequences decoded together in the tgN test (one batch per step)
+    std::string device;       // empty = $CACTUS_DEVICE, else cpu
+    bool transcribe = false;  // --transcribe: speech-to-text speed (cli_bench_transcribe.cpp)
     std::string audio;
 };
 
@@ -283,12 +283,14 @@ struct ModelReport {
 };
 
 Json thread_result_json(const ThreadResult& r, const BenchArgs& args) {
-    return Json{{"threads", r.threads},
-                {"load_ms", r.load_ms},
-                {"kv_bytes", r.kv_bytes},
-                {"prefill", {{"test", "pp" + std::to_string(args.n_prompt)}, {"tokens_per_second", summary_json(r.prefill_tps)}}},
-                {"decode", {{"test", "tg" + std::to_string(args.n_gen)}, {"tokens_per_second", summary_json(r.decode_tps)}}},
-                {"ttft_ms", summary_json(r.ttft_ms)}};
+    return Json{
+        {"threads", r.threads},
+        {"load_ms", r.load_ms},
+        {"kv_bytes", r.kv_bytes},
+        {"prefill",
+         {{"test", "pp" + std::to_string(args.n_prompt)}, {"tokens_per_second", summary_json(r.prefill_tps)}}},
+        {"decode", {{"test", "tg" + std::to_string(args.n_gen)}, {"tokens_per_second", summary_json(r.decode_tps)}}},
+        {"ttft_ms", summary_json(r.ttft_ms)}};
 }
 
 Json report_json(const ModelReport& m, const BenchArgs& args) {
@@ -319,35 +321,41 @@ Json report_json(const ModelReport& m, const BenchArgs& args) {
 double mib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
 void print_row(int threads, const std::string& test, const Summary& tps, const Summary* ttft) {
-    std::printf("%7d | %-7s | %10.2f | %10.2f | %10.2f | %8.2f |", threads, test.c_str(), tps.median,
-                tps.min, tps.max, tps.stddev);
-    if (ttft != nullptr) std::printf(" %10.1f\n", ttft->median);
-    else std::printf(" %10s\n", "-");
+    std::printf("%7d | %-7s | %10.2f | %10.2f | %10.2f | %8.2f |", threads, test.c_str(), tps.median, tps.min, tps.max,
+                tps.stddev);
+    if (ttft != nullptr)
+        std::printf(" %10.1f\n", ttft->median);
+    else
+        std::printf(" %10s\n", "-");
 }
 
 void print_report(const ModelReport& m, const BenchArgs& args) {
-    std::printf("model: %s (%s%s%s, %.1f MiB, weights %s; %.1f MiB read per decoded token)\n",
-                m.path.c_str(), m.architecture.c_str(), m.name.empty() ? "" : ", ", m.name.c_str(),
-                mib(m.file_bytes), m.residency.c_str(), mib(m.weight_bytes));
-    std::printf("kernels: %s (CACTUS_CPU_ISA caps the tier); %d repetitions after 1 warm-up; tok/s median, min, "
-                "max, stddev; TTFT = ppN time\n\n", cpu_kernels().isa_name, args.reps);
+    std::printf("model: %s (%s%s%s, %.1f MiB, weights %s; %.1f MiB read per decoded token)\n", m.path.c_str(),
+                m.architecture.c_str(), m.name.empty() ? "" : ", ", m.name.c_str(), mib(m.file_bytes),
+                m.residency.c_str(), mib(m.weight_bytes));
+    std::printf(
+        "kernels: %s (CACTUS_CPU_ISA caps the tier); %d repetitions after 1 warm-up; tok/s median, min, "
+        "max, stddev; TTFT = ppN time\n\n",
+        cpu_kernels().isa_name, args.reps);
     std::printf("device: %s\n", m.device.c_str());
     std::printf("threads | test    |  tok/s med |  tok/s min |  tok/s max |   stddev |    TTFT ms\n");
     std::printf("--------+---------+------------+------------+------------+----------+-----------\n");
     for (const ThreadResult& r : m.results) {
         if (args.n_prompt > 0) print_row(r.threads, "pp" + std::to_string(args.n_prompt), r.prefill_tps, &r.ttft_ms);
-        const std::string tg = "tg" + std::to_string(args.n_gen) + (args.sequences > 1 ? "x" + std::to_string(args.sequences) : "");
+        const std::string tg =
+            "tg" + std::to_string(args.n_gen) + (args.sequences > 1 ? "x" + std::to_string(args.sequences) : "");
         if (args.n_gen > 0) print_row(r.threads, tg, r.decode_tps, nullptr);
     }
     for (const ThreadResult& r : m.results) {
         if (args.n_gen == 0) break;
-        std::printf("\n%d thread(s): decode streams the weights at %.1f GB/s (compare: cactus bench --membw)",
-                    r.threads, r.decode_tps.median / static_cast<double>(args.sequences) * static_cast<double>(m.weight_bytes) / 1e9);
+        std::printf(
+            "\n%d thread(s): decode streams the weights at %.1f GB/s (compare: cactus bench --membw)", r.threads,
+            r.decode_tps.median / static_cast<double>(args.sequences) * static_cast<double>(m.weight_bytes) / 1e9);
     }
     if (args.n_gen > 0) std::printf("\n");
     size_t kv = m.results.empty() ? 0 : m.results.back().kv_bytes;
-    std::printf("\npeak RSS %.1f MiB | current RSS %.1f MiB | KV cache %.1f MiB\n", mib(m.peak_rss),
-                mib(m.current_rss), mib(kv));
+    std::printf("\npeak RSS %.1f MiB | current RSS %.1f MiB | KV cache %.1f MiB\n", mib(m.peak_rss), mib(m.current_rss),
+                mib(kv));
 }
 
 int run_model_bench(const BenchArgs& args) {
@@ -377,8 +385,10 @@ int run_model_bench(const BenchArgs& args) {
     }
     m.peak_rss = peak_resident_bytes();
     m.current_rss = resident_memory_bytes();
-    if (args.json) std::printf("%s\n", report_json(m, args).dump(2).c_str());
-    else print_report(m, args);
+    if (args.json)
+        std::printf("%s\n", report_json(m, args).dump(2).c_str());
+    else
+        print_report(m, args);
     return 0;
 }
 
@@ -448,10 +458,12 @@ int run_bandwidth_bench(const BenchArgs& args) {
     if (args.json) {
         Json out = Json::array();
         for (const BandwidthResult& r : results) {
-            out.push_back({{"threads", r.threads}, {"read_gb_per_s", summary_json(r.read_gbs)},
+            out.push_back({{"threads", r.threads},
+                           {"read_gb_per_s", summary_json(r.read_gbs)},
                            {"copy_gb_per_s", summary_json(r.copy_gbs)}});
         }
-        Json doc{{"buffer_mib", args.membw_mib}, {"reps", args.reps},
+        Json doc{{"buffer_mib", args.membw_mib},
+                 {"reps", args.reps},
                  {"note", "copy counts bytes read + written (STREAM convention); GB = 1e9 bytes"},
                  {"results", out}};
         std::printf("%s\n", doc.dump(2).c_str());
@@ -485,17 +497,21 @@ void register_bench(CLI::App& app) {
     bench->add_option("model", args->model, "Model: a short name (see 'cactus list') or a .gguf path")
         ->capture_default_str();
     bench->add_option("-p,--n-prompt", args->n_prompt, "Prompt tokens of the prefill test (ppN; 0 = skip)")
-        ->capture_default_str()->check(CLI::Range(size_t{0}, size_t{1} << 16));
+        ->capture_default_str()
+        ->check(CLI::Range(size_t{0}, size_t{1} << 16));
     bench->add_option("-n,--n-gen", args->n_gen, "Tokens of the decode test (tgN; 0 = skip)")
-        ->capture_default_str()->check(CLI::Range(size_t{0}, size_t{1} << 16));
+        ->capture_default_str()
+        ->check(CLI::Range(size_t{0}, size_t{1} << 16));
     bench->add_option("--decode-prompt", args->decode_prompt, "Untimed prompt tokens before the decode test")
-        ->capture_default_str()->check(CLI::Range(size_t{0}, size_t{1} << 16));
+        ->capture_default_str()
+        ->check(CLI::Range(size_t{0}, size_t{1} << 16));
     bench->add_option("-r,--reps", args->reps, "Timed repetitions (after one warm-up)")
-        ->capture_default_str()->check(CLI::Range(1, 1000));
-    bench->add_option("-t,--threads", args->threads, "Thread counts, e.g. -t 1,2 (0 = all cores)")
-        ->delimiter(',');
-    bench->add_option("--sequences", args->sequences,
-                      "Sequences decoded together in the decode test (one batch per step; tok/s is the aggregate)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1000));
+    bench->add_option("-t,--threads", args->threads, "Thread counts, e.g. -t 1,2 (0 = all cores)")->delimiter(',');
+    bench
+        ->add_option("--sequences", args->sequences,
+                     "Sequences decoded together in the decode test (one batch per step; tok/s is the aggregate)")
         ->check(CLI::Range(1, 256));
     bench->add_flag("--json", args->json, "Print JSON instead of a table");
     bench->add_option("--device", args->device, "cpu, cuda or cuda:N (default: $CACTUS_DEVICE, else cpu)");
@@ -503,14 +519,16 @@ void register_bench(CLI::App& app) {
     bench->add_flag("--no-mlock", args->no_mlock, "Leave the weights memory-mapped");
     bench->add_flag("--membw", args->membw, "Measure memory bandwidth instead (read and copy, per thread count)");
     bench->add_option("--membw-mib", args->membw_mib, "Buffer size of --membw in MiB (well above the caches)")
-        ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{1} << 16));
+        ->capture_default_str()
+        ->check(CLI::Range(size_t{1}, size_t{1} << 16));
     bench->add_flag("--transcribe", args->transcribe,
                     "Speech to text speed of a Whisper model (RTF, encoder ms, decode tok/s); others are skipped");
     bench->add_option("--audio", args->audio, "WAV file for --transcribe (default: 30 s synthetic signal)");
     bench->callback([args]() {
         check_args(*args);
         if (args->transcribe)
-            throw CLI::RuntimeError(run_transcribe_bench(args->model, args->audio, args->threads, args->reps, args->json));
+            throw CLI::RuntimeError(
+                run_transcribe_bench(args->model, args->audio, args->threads, args->reps, args->json));
         throw CLI::RuntimeError(args->membw ? run_bandwidth_bench(*args) : run_model_bench(*args));
     });
 }

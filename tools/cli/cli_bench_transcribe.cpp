@@ -43,7 +43,9 @@ int run_transcribe_bench(const std::string& model_name, const std::string& audio
     const std::string arch = GgufFile::open(path)->get_string("general.architecture", "");
     if (arch != "whisper") {
         if (json) {
-            std::printf("%s\n", nlohmann::ordered_json({{"model", model_name}, {"skipped", "no audio encoder"}}).dump().c_str());
+            std::printf(
+                "%s\n",
+                nlohmann::ordered_json({{"model", model_name}, {"skipped", "no audio encoder"}}).dump().c_str());
         } else {
             std::printf("%s: skipped (architecture '%s' has no audio encoder)\n", model_name.c_str(), arch.c_str());
         }
@@ -53,8 +55,8 @@ int run_transcribe_bench(const std::string& model_name, const std::string& audio
     const double seconds = static_cast<double>(audio.size()) / kWhisperSampleRate;
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     if (!json) {
-        std::printf("model %s | audio %s (%.1f s)\n", model_name.c_str(), audio_path.empty() ? "synthetic" : audio_path.c_str(),
-                    seconds);
+        std::printf("model %s | audio %s (%.1f s)\n", model_name.c_str(),
+                    audio_path.empty() ? "synthetic" : audio_path.c_str(), seconds);
         std::printf("%8s %10s %12s %14s %12s %8s\n", "threads", "RTF", "total ms", "encoder ms/win", "decode tok/s",
                     "tokens");
     }
@@ -79,8 +81,12 @@ int run_transcribe_bench(const std::string& model_name, const std::string& audio
             }
         }
         const double rtf = seconds > 0 ? best_total / 1000.0 / seconds : 0.0;
-        rows.push_back({{"threads", backend->n_threads()}, {"rtf", rtf}, {"total_ms", best_total},
-                        {"encoder_ms_per_window", enc}, {"decode_tps", dec_rate}, {"decode_tokens", tokens}});
+        rows.push_back({{"threads", backend->n_threads()},
+                        {"rtf", rtf},
+                        {"total_ms", best_total},
+                        {"encoder_ms_per_window", enc},
+                        {"decode_tps", dec_rate},
+                        {"decode_tokens", tokens}});
         if (!json) {
             std::printf("%8d %10.3f %12.1f %14.1f %12.1f %8zu\n", backend->n_threads(), rtf, best_total, enc, dec_rate,
                         tokens);
@@ -88,7 +94,8 @@ int run_transcribe_bench(const std::string& model_name, const std::string& audio
     }
     if (json) {
         std::printf("%s\n", nlohmann::ordered_json({{"model", model_name}, {"audio_seconds", seconds}, {"runs", rows}})
-                                .dump(2).c_str());
+                                .dump(2)
+                                .c_str());
     }
     return 0;
 }

@@ -17,9 +17,11 @@ void add_model_args(CLI::App& app, ModelArgs& args) {
 
 void add_sampling_args(CLI::App& app, SamplingArgs& args) {
     app.add_option("-n,--max-new-tokens", args.max_new_tokens, "Most tokens to generate")
-        ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{1} << 20));
+        ->capture_default_str()
+        ->check(CLI::Range(size_t{1}, size_t{1} << 20));
     app.add_option("--temperature,--temp", args.temperature, "Sampling temperature (0 = greedy)")
-        ->capture_default_str()->check(CLI::Range(0.0f, 100.0f));
+        ->capture_default_str()
+        ->check(CLI::Range(0.0f, 100.0f));
     app.add_option("--top-k", args.top_k, "Keep the k most likely tokens (0 = off)")->check(CLI::NonNegativeNumber);
     app.add_option("--top-p", args.top_p, "Nucleus sampling mass (1 = off)")->check(CLI::Range(0.0001f, 1.0f));
     app.add_option("--min-p", args.min_p, "Drop tokens below this fraction of the best (0 = off)")
@@ -58,8 +60,8 @@ void print_metrics(const CompletionMetrics& m) {
     std::fprintf(stderr,
                  "\n[ttft %.1f ms | prefill %zu tok @ %.1f tok/s | decode %zu tok @ %.1f tok/s | "
                  "total %.1f ms]\n",
-                 m.time_to_first_token_ms, m.prefill_tokens, m.prefill_tps, m.decode_tokens,
-                 m.decode_tps, m.total_time_ms);
+                 m.time_to_first_token_ms, m.prefill_tokens, m.prefill_tps, m.decode_tokens, m.decode_tps,
+                 m.total_time_ms);
 }
 
 }  // namespace cactus::cli

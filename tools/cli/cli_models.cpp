@@ -19,9 +19,8 @@ void draw_progress(uint64_t done, uint64_t total) {
     last_percent = percent;
     const int width = 40;
     int filled = percent * width / 100;
-    std::fprintf(stderr, "\r[%.*s%*s] %3d%% %6.1f / %.1f MB", filled,
-                 "########################################", width - filled, "", percent,
-                 done / 1e6, total / 1e6);
+    std::fprintf(stderr, "\r[%.*s%*s] %3d%% %6.1f / %.1f MB", filled, "########################################",
+                 width - filled, "", percent, done / 1e6, total / 1e6);
     if (done >= total) std::fputc('\n', stderr);
     std::fflush(stderr);
 }

@@ -22,15 +22,16 @@ int run_command(const RunArgs& args) {
     std::string prompt = args.prompt;
     if (!args.raw) {
         nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-        if (!args.template_system && !args.system.empty()) messages.push_back({{"role", "system"}, {"content", args.system}});
+        if (!args.template_system && !args.system.empty())
+            messages.push_back({{"role", "system"}, {"content", args.system}});
         messages.push_back({{"role", "user"}, {"content", args.prompt}});
         prompt = engine->render_chat(messages, nlohmann::ordered_json(), /*add_generation_prompt=*/true);
     }
-    CompletionResult result = engine->complete(prompt, generation_options(args.sampling),
-                                               [](const std::string& piece, int32_t) {
-                                                   std::fwrite(piece.data(), 1, piece.size(), stdout);
-                                                   std::fflush(stdout);
-                                               });
+    CompletionResult result =
+        engine->complete(prompt, generation_options(args.sampling), [](const std::string& piece, int32_t) {
+            std::fwrite(piece.data(), 1, piece.size(), stdout);
+            std::fflush(stdout);
+        });
     std::fputc('\n', stdout);
     print_metrics(result.metrics);
     return 0;

@@ -53,13 +53,16 @@ void print_transcript(const Transcript& t, const TranscribeArgs& args) {
         j["text"] = t.text();
         j["segments"] = nlohmann::ordered_json::array();
         for (const TranscriptSegment& s : t.segments) {
-            j["segments"].push_back({{"start", s.start}, {"end", s.end}, {"text", s.text},
-                                     {"avg_logprob", s.avg_logprob}, {"no_speech_prob", s.no_speech_prob},
+            j["segments"].push_back({{"start", s.start},
+                                     {"end", s.end},
+                                     {"text", s.text},
+                                     {"avg_logprob", s.avg_logprob},
+                                     {"no_speech_prob", s.no_speech_prob},
                                      {"temperature", s.temperature}});
         }
         const TranscribeMetrics& m = t.metrics;
-        j["metrics"] = {{"audio_seconds", m.audio_seconds}, {"total_ms", m.total_ms}, {"mel_ms", m.mel_ms},
-                        {"encode_ms", m.encode_ms}, {"decode_ms", m.decode_ms}, {"windows", m.windows},
+        j["metrics"] = {{"audio_seconds", m.audio_seconds},  {"total_ms", m.total_ms},   {"mel_ms", m.mel_ms},
+                        {"encode_ms", m.encode_ms},          {"decode_ms", m.decode_ms}, {"windows", m.windows},
                         {"decoded_tokens", m.decoded_tokens}};
         const int indent = args.files.size() > 1 ? -1 : 2;  // several files: one JSON object per line
         std::printf("%s\n", j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -101,11 +104,12 @@ int transcribe_command(const TranscribeArgs& args) {
                                  : transcribe(model, audio.data(), audio.size(), options);
         print_transcript(t, args);
         const TranscribeMetrics& m = t.metrics;
-        std::fprintf(stderr, "%s: audio %.1f s | total %.0f ms (RTF %.3f) | mel %.0f ms | encode %.0f ms (%zu windows) | "
+        std::fprintf(stderr,
+                     "%s: audio %.1f s | total %.0f ms (RTF %.3f) | mel %.0f ms | encode %.0f ms (%zu windows) | "
                      "decode %.0f ms, %zu tokens\n",
                      file.c_str(), m.audio_seconds, m.total_ms,
-                     m.audio_seconds > 0 ? m.total_ms / 1000.0 / m.audio_seconds : 0.0, m.mel_ms, m.encode_ms, m.windows,
-                     m.decode_ms, m.decoded_tokens);
+                     m.audio_seconds > 0 ? m.total_ms / 1000.0 / m.audio_seconds : 0.0, m.mel_ms, m.encode_ms,
+                     m.windows, m.decode_ms, m.decoded_tokens);
     }
     return 0;
 }

@@ -19,8 +19,12 @@ class Driver {
 public:
     Driver(std::shared_ptr<Job> job, std::vector<GenEvent> first, std::shared_ptr<Formatter> f, bool stream,
            HandoffPlan plan)
-        : job_(std::move(job)), pending_(std::move(first)), f_(std::move(f)), stream_(stream),
-          plan_(std::move(plan)), deciding_(plan_.check_confidence && plan_.call) {}
+        : job_(std::move(job)),
+          pending_(std::move(first)),
+          f_(std::move(f)),
+          stream_(stream),
+          plan_(std::move(plan)),
+          deciding_(plan_.check_confidence && plan_.call) {}
 
     // Returns false when the client went away (the job is cancelled then).
     bool run(httplib::DataSink& sink) {
@@ -41,8 +45,11 @@ public:
         if (c_.failed) {
             // Headers (200) are out: the error goes in the body.
             ok = write(sink, stream_ ? f_->stream_error(c_.error_status, c_.error)
-                                     : nlohmann::ordered_json{{"error", {{"message", c_.error}, {"type", "server_error"},
-                                                                          {"code", c_.error_status}}}}.dump());
+                                     : nlohmann::ordered_json{{"error",
+                                                               {{"message", c_.error},
+                                                                {"type", "server_error"},
+                                                                {"code", c_.error_status}}}}
+                                           .dump());
         } else {
             ok = write(sink, stream_ ? f_->stream_end(c_) : f_->whole(c_));
         }
@@ -77,30 +84,30 @@ private:
 
     bool handle(GenEvent& e, httplib::DataSink& sink) {
         switch (e.kind) {
-        case GenEvent::Kind::Token:
-            c_.text += e.text;
-            c_.tokens.push_back(e.token);
-            if (deciding_) {
-                held_text_ += e.text;
-                return c_.tokens.size() >= plan_.tokens ? decide(sink) : true;
-            }
-            return !stream_ || write(sink, f_->stream_piece(e.text, {e.token}));
-        case GenEvent::Kind::Done:
-            finished_ = true;
-            c_.text += e.text;
-            c_.finish_reason = openai_finish(e.finish_reason);
-            c_.stats = e.stats;
-            if (deciding_) {
-                held_text_ += e.text;
-                return decide(sink);
-            }
-            return !stream_ || e.text.empty() || write(sink, f_->stream_piece(e.text, {}));
-        case GenEvent::Kind::Error:
-            finished_ = true;
-            c_.failed = true;
-            c_.error_status = e.status;
-            c_.error = e.error;
-            return true;
+            case GenEvent::Kind::Token:
+                c_.text += e.text;
+                c_.tokens.push_back(e.token);
+                if (deciding_) {
+                    held_text_ += e.text;
+                    return c_.tokens.size() >= plan_.tokens ? decide(sink) : true;
+                }
+                return !stream_ || write(sink, f_->stream_piece(e.text, {e.token}));
+            case GenEvent::Kind::Done:
+                finished_ = true;
+                c_.text += e.text;
+                c_.finish_reason = openai_finish(e.finish_reason);
+                c_.stats = e.stats;
+                if (deciding_) {
+                    held_text_ += e.text;
+                    return decide(sink);
+                }
+                return !stream_ || e.text.empty() || write(sink, f_->stream_piece(e.text, {}));
+            case GenEvent::Kind::Error:
+                finished_ = true;
+                c_.failed = true;
+                c_.error_status = e.status;
+                c_.error = e.error;
+                return true;
         }
         return true;
     }
@@ -111,8 +118,8 @@ private:
         c_.confidence = mean_probability(c_.tokens);
         if (c_.confidence < plan_.threshold) {
             Completion cloud = c_;
-            cloud.cloud_reason = cactus::format("confidence %.3f below %.3f over the first %zu tokens",
-                                                c_.confidence, plan_.threshold, c_.tokens.size());
+            cloud.cloud_reason = cactus::format("confidence %.3f below %.3f over the first %zu tokens", c_.confidence,
+                                                plan_.threshold, c_.tokens.size());
             std::string error;
             if (plan_.call(&cloud, &error)) {
                 job_->cancel();
@@ -153,9 +160,13 @@ std::shared_ptr<Job> start_job(Server& server, GenParams params, std::vector<Gen
     const Clock::time_point deadline = params.deadline;
     std::shared_ptr<Job> job = server.scheduler().submit(std::move(params));
     if (!job) {
-        throw HttpError{429, cactus::format("all %zu slots are busy and %zu requests are queued; retry later",
-                                            server.scheduler().n_slots(), server.scheduler().options().max_queue),
-                        "", "rate_limit_error", "queue_full", 1};
+        throw HttpError{429,
+                        cactus::format("all %zu slots are busy and %zu requests are queued; retry later",
+                                       server.scheduler().n_slots(), server.scheduler().options().max_queue),
+                        "",
+                        "rate_limit_error",
+                        "queue_full",
+                        1};
     }
     // The scheduler enforces the deadline; the grace covers a step in progress.
     const Clock::time_point give_up =

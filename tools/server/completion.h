@@ -33,10 +33,10 @@ struct Completion {
     std::string error;
     // Hand-off
     bool cloud = false;
-    std::string cloud_reason;    // why it was handed off
-    std::string handoff_error;   // set when a hand-off was tried and fell back to the local answer
+    std::string cloud_reason;             // why it was handed off
+    std::string handoff_error;            // set when a hand-off was tried and fell back to the local answer
     nlohmann::ordered_json cloud_answer;  // the endpoint's whole response
-    double confidence = 0.0;     // mean probability of the first tokens (0 when not measured)
+    double confidence = 0.0;              // mean probability of the first tokens (0 when not measured)
 };
 
 class Formatter {

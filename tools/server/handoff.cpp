@@ -40,8 +40,8 @@ HandoffClient::HandoffClient(const HandoffConfig& config) : config_(config) {
 
 HandoffClient::~HandoffClient() = default;
 
-bool HandoffClient::post(const std::string& endpoint, nlohmann::ordered_json body,
-                         nlohmann::ordered_json* response, std::string* error) const {
+bool HandoffClient::post(const std::string& endpoint, nlohmann::ordered_json body, nlohmann::ordered_json* response,
+                         std::string* error) const {
     body["stream"] = false;
     body.erase("stream_options");
     for (const char* ours : {"cloud_handoff", "auto_handoff", "confidence_threshold"}) body.erase(ours);

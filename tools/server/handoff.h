@@ -15,12 +15,12 @@ class Client;
 namespace cactus::server {
 
 struct HandoffConfig {
-    std::string url;        // https://host[:port][/v1]; empty = no hand-off
+    std::string url;  // https://host[:port][/v1]; empty = no hand-off
     std::string api_key;
-    std::string model;      // model name sent to the endpoint; empty = the client's
-    std::string ca_file;    // extra CA certificates (PEM); empty = the system's
+    std::string model;                  // model name sent to the endpoint; empty = the client's
+    std::string ca_file;                // extra CA certificates (PEM); empty = the system's
     double confidence_threshold = 0.7;  // mean probability of the first tokens below this hands off
-    size_t confidence_tokens = 8;        // how many first tokens the check looks at
+    size_t confidence_tokens = 8;       // how many first tokens the check looks at
     int timeout_ms = 15000;
     bool auto_handoff = true;  // the confidence check runs unless a request turns it off
 };

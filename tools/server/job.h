@@ -20,25 +20,25 @@ using Clock = std::chrono::steady_clock;
 
 struct GenParams {
     std::vector<int32_t> prompt;
-    GenerationOptions gen;             // max_tokens, sampling, stop sequences
-    int top_logprobs = -1;             // -1: no log-probabilities; else alternatives per token (0..20)
+    GenerationOptions gen;  // max_tokens, sampling, stop sequences
+    int top_logprobs = -1;  // -1: no log-probabilities; else alternatives per token (0..20)
     Clock::time_point deadline = Clock::time_point::max();
 };
 
 struct TokenInfo {
     int32_t id = -1;
-    float probability = 0.0f;  // softmax probability of the chosen token (the confidence signal)
-    float logprob = 0.0f;      // log-softmax of the raw logits (OpenAI's logprobs)
+    float probability = 0.0f;                    // softmax probability of the chosen token (the confidence signal)
+    float logprob = 0.0f;                        // log-softmax of the raw logits (OpenAI's logprobs)
     std::vector<std::pair<int32_t, float>> top;  // most likely alternatives: (id, logprob)
 };
 
 struct GenStats {
     size_t prompt_tokens = 0;
-    size_t cached_tokens = 0;   // prompt tokens reused from the slot's cache
+    size_t cached_tokens = 0;  // prompt tokens reused from the slot's cache
     size_t completion_tokens = 0;
-    double queue_ms = 0.0;      // submitted → slot assigned
-    double ttft_ms = 0.0;       // submitted → first token
-    double total_ms = 0.0;      // submitted → done
+    double queue_ms = 0.0;  // submitted → slot assigned
+    double ttft_ms = 0.0;   // submitted → first token
+    double total_ms = 0.0;  // submitted → done
     double decode_tps = 0.0;
     int slot = -1;
 };
@@ -46,8 +46,8 @@ struct GenStats {
 struct GenEvent {
     enum class Kind { Token, Done, Error };
     Kind kind = Kind::Token;
-    std::string text;       // Token: visible text completed by this token (may be empty); Done: held-back tail
-    TokenInfo token;        // Token only
+    std::string text;           // Token: visible text completed by this token (may be empty); Done: held-back tail
+    TokenInfo token;            // Token only
     std::string finish_reason;  // Done: "stop", "length", "cancelled", "timeout"
     GenStats stats;             // Done
     int status = 500;           // Error: HTTP status

@@ -37,7 +37,9 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
 }
 
 Metrics::Metrics()
-    : request_seconds_(kLatencyBounds), queue_seconds_(kLatencyBounds), ttft_seconds_(kLatencyBounds),
+    : request_seconds_(kLatencyBounds),
+      queue_seconds_(kLatencyBounds),
+      ttft_seconds_(kLatencyBounds),
       generation_seconds_(kLatencyBounds) {}
 
 void Metrics::observe_request(const std::string& endpoint, int status, double seconds) {
@@ -82,8 +84,8 @@ std::string Metrics::render(size_t n_slots) const {
     std::string out;
     out += "# HELP cactus_requests_total HTTP requests by endpoint and status.\n# TYPE cactus_requests_total counter\n";
     for (const auto& [key, count] : requests_) {
-        out += "cactus_requests_total{endpoint=\"" + key.first + "\",status=\"" + std::to_string(key.second) +
-               "\"} " + std::to_string(count) + "\n";
+        out += "cactus_requests_total{endpoint=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"} " +
+               std::to_string(count) + "\n";
     }
     out += "# HELP cactus_generations_total Generations by finish reason.\n# TYPE cactus_generations_total counter\n";
     for (const auto& [reason, count] : finished_)
@@ -93,8 +95,8 @@ std::string Metrics::render(size_t n_slots) const {
                std::to_string(v) + "\n";
     };
     auto gauge = [&](const char* name, const char* help, double v) {
-        out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " +
-               number(v) + "\n";
+        out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " + number(v) +
+               "\n";
     };
     counter("cactus_prompt_tokens_total", "Prompt tokens of finished generations.", prompt_tokens_);
     counter("cactus_prompt_tokens_cached_total", "Prompt tokens reused from a slot's cache.", cached_tokens_);

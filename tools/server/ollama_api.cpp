@@ -39,7 +39,9 @@ class OllamaFormatter final : public Formatter {
 public:
     OllamaFormatter(std::string model, bool chat, bool tools) : model_(std::move(model)), chat_(chat), tools_(tools) {}
 
-    std::string content_type(bool stream) const override { return stream ? "application/x-ndjson" : "application/json"; }
+    std::string content_type(bool stream) const override {
+        return stream ? "application/x-ndjson" : "application/json";
+    }
 
     std::string stream_piece(const std::string& text, const std::vector<TokenInfo>&) override {
         if (text.empty() || tools_) return std::string();
@@ -62,8 +64,10 @@ private:
     json base() const { return json{{"model", model_}, {"created_at", now_rfc3339()}}; }
 
     void put_text(json& r, const std::string& text) const {
-        if (chat_) r["message"] = json{{"role", "assistant"}, {"content", text}};
-        else r["response"] = text;
+        if (chat_)
+            r["message"] = json{{"role", "assistant"}, {"content", text}};
+        else
+            r["response"] = text;
     }
 
     json final_object(const Completion& c, const std::string& text) const {
@@ -74,8 +78,9 @@ private:
             if (!reply.function_calls.empty()) {
                 json calls = json::array();
                 for (const json& call : reply.function_calls)
-                    calls.push_back(json{{"function", {{"name", call.value("name", "")},
-                                                       {"arguments", call.value("arguments", json::object())}}}});
+                    calls.push_back(json{
+                        {"function",
+                         {{"name", call.value("name", "")}, {"arguments", call.value("arguments", json::object())}}}});
                 r["message"]["content"] = reply.response;
                 r["message"]["tool_calls"] = calls;
             }
@@ -147,8 +152,8 @@ void handle_chat(Server& server, const httplib::Request& req, httplib::Response&
     p.prompt = tokenize_for_slot(server, prompt, "messages");
     read_ollama_options(server, body, p);
     const bool stream = read_bool(body, "stream", true);
-    run_generation(server, std::move(p), std::make_shared<OllamaFormatter>(model_of(server, body), true, !tools.empty()),
-                   stream, res);
+    run_generation(server, std::move(p),
+                   std::make_shared<OllamaFormatter>(model_of(server, body), true, !tools.empty()), stream, res);
 }
 
 void handle_generate(Server& server, const httplib::Request& req, httplib::Response& res) {
@@ -158,8 +163,11 @@ void handle_generate(Server& server, const httplib::Request& req, httplib::Respo
     const bool raw = read_bool(body, "raw", false);
     const bool stream = read_bool(body, "stream", true);
     if (prompt.empty()) {  // Ollama: an empty prompt loads the model and returns at once
-        json r = {{"model", model_of(server, body)}, {"created_at", now_rfc3339()}, {"response", ""},
-                  {"done", true}, {"done_reason", "load"}};
+        json r = {{"model", model_of(server, body)},
+                  {"created_at", now_rfc3339()},
+                  {"response", ""},
+                  {"done", true},
+                  {"done_reason", "load"}};
         send_json(res, 200, r);
         return;
     }
@@ -179,17 +187,20 @@ void handle_generate(Server& server, const httplib::Request& req, httplib::Respo
 
 json model_details(Server& server) {
     const ModelInfo& info = server.backend().engine().model().info();
-    return json{{"parent_model", ""}, {"format", "gguf"}, {"family", info.architecture},
-                {"families", json::array({info.architecture})}, {"parameter_size", ""},
-                {"quantization_level", ""}};
+    return json{{"parent_model", ""},          {"format", "gguf"},
+                {"family", info.architecture}, {"families", json::array({info.architecture})},
+                {"parameter_size", ""},        {"quantization_level", ""}};
 }
 
 void handle_tags(Server& server, httplib::Response& res) {
     std::error_code ec;
     const uintmax_t size = std::filesystem::file_size(server.config().model_path, ec);
-    json model = {{"name", server.config().alias}, {"model", server.config().alias},
-                  {"modified_at", now_rfc3339()}, {"size", ec ? 0 : size},
-                  {"digest", ""}, {"details", model_details(server)}};
+    json model = {{"name", server.config().alias},
+                  {"model", server.config().alias},
+                  {"modified_at", now_rfc3339()},
+                  {"size", ec ? 0 : size},
+                  {"digest", ""},
+                  {"details", model_details(server)}};
     send_json(res, 200, json{{"models", json::array({model})}});
 }
 
@@ -201,11 +212,12 @@ void handle_show(Server& server, const httplib::Request& req, httplib::Response&
               {"parameters", ""},
               {"template", tmpl},
               {"details", model_details(server)},
-              {"model_info", {{"general.architecture", info.architecture},
-                              {"general.name", info.name},
-                              {info.architecture + ".context_length", info.n_ctx_train},
-                              {info.architecture + ".embedding_length", info.n_embd},
-                              {info.architecture + ".block_count", info.n_layer}}},
+              {"model_info",
+               {{"general.architecture", info.architecture},
+                {"general.name", info.name},
+                {info.architecture + ".context_length", info.n_ctx_train},
+                {info.architecture + ".embedding_length", info.n_embd},
+                {info.architecture + ".block_count", info.n_layer}}},
               {"capabilities", json::array({"completion"})}};
     (void)model_of(server, body);
     send_json(res, 200, r);
@@ -225,7 +237,8 @@ void handle_pull(Server& server, const httplib::Request& req, httplib::Response&
     const size_t colon = name.find(':');
     if (colon != std::string::npos && name.substr(colon) == ":latest") name = name.substr(0, colon);
     const KnownModel* model = find_known_model(name);
-    if (model == nullptr) throw HttpError{404, "pull: unknown model '" + name + "' (see 'cactus list')", "model", "not_found_error"};
+    if (model == nullptr)
+        throw HttpError{404, "pull: unknown model '" + name + "' (see 'cactus list')", "model", "not_found_error"};
     const bool stream = read_bool(body, "stream", true);
     auto state = std::make_shared<PullState>();
     const std::string digest = "sha256:" + model->sha256;
@@ -237,7 +250,8 @@ void handle_pull(Server& server, const httplib::Request& req, httplib::Response&
         push(json{{"status", "pulling manifest"}});
         try {
             pull_model(*model, [&](uint64_t done, uint64_t total) {
-                push(json{{"status", "pulling " + model->name}, {"digest", digest}, {"total", total}, {"completed", done}});
+                push(json{
+                    {"status", "pulling " + model->name}, {"digest", digest}, {"total", total}, {"completed", done}});
             });
             push(json{{"status", "verifying sha256 digest"}});
             push(json{{"status", "success"}});
@@ -289,7 +303,8 @@ void install_ollama(Server& server, httplib::Server& http, const Wrap& wrap) {
     http.Get("/api/tags", wrap([s](const httplib::Request&, httplib::Response& res) { handle_tags(*s, res); }));
     http.Post("/api/show", wrap([s](const httplib::Request& q, httplib::Response& r) { handle_show(*s, q, r); }));
     http.Post("/api/chat", wrap([s](const httplib::Request& q, httplib::Response& r) { handle_chat(*s, q, r); }));
-    http.Post("/api/generate", wrap([s](const httplib::Request& q, httplib::Response& r) { handle_generate(*s, q, r); }));
+    http.Post("/api/generate",
+              wrap([s](const httplib::Request& q, httplib::Response& r) { handle_generate(*s, q, r); }));
     http.Post("/api/pull", wrap([s](const httplib::Request& q, httplib::Response& r) { handle_pull(*s, q, r); }));
 }
 

@@ -32,10 +32,14 @@ json usage_of(const Completion& c) {
 }
 
 json timings_of(const Completion& c) {
-    return json{{"prompt_n", c.stats.prompt_tokens}, {"cache_n", c.stats.cached_tokens},
-                {"predicted_n", c.stats.completion_tokens}, {"queue_ms", c.stats.queue_ms},
-                {"ttft_ms", c.stats.ttft_ms}, {"total_ms", c.stats.total_ms},
-                {"predicted_per_second", c.stats.decode_tps}, {"slot", c.stats.slot}};
+    return json{{"prompt_n", c.stats.prompt_tokens},
+                {"cache_n", c.stats.cached_tokens},
+                {"predicted_n", c.stats.completion_tokens},
+                {"queue_ms", c.stats.queue_ms},
+                {"ttft_ms", c.stats.ttft_ms},
+                {"total_ms", c.stats.total_ms},
+                {"predicted_per_second", c.stats.decode_tps},
+                {"slot", c.stats.slot}};
 }
 
 // The hand-off fields every response carries.
@@ -52,12 +56,15 @@ void add_handoff_fields(json& r, const Completion& c) {
 class ChatFormatter final : public Formatter {
 public:
     ChatFormatter(Server& server, std::string model, bool tools_offered, int top_logprobs, bool include_usage)
-        : server_(server), model_(std::move(model)), tools_(tools_offered), top_logprobs_(top_logprobs),
-          include_usage_(include_usage), id_(random_id("chatcmpl-")), created_(std::time(nullptr)) {}
+        : server_(server),
+          model_(std::move(model)),
+          tools_(tools_offered),
+          top_logprobs_(top_logprobs),
+          include_usage_(include_usage),
+          id_(random_id("chatcmpl-")),
+          created_(std::time(nullptr)) {}
 
-    std::string content_type(bool stream) const override {
-        return stream ? "text/event-stream" : "application/json";
-    }
+    std::string content_type(bool stream) const override { return stream ? "text/event-stream" : "application/json"; }
 
     std::string stream_start() override { return sse(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr)); }
 
@@ -76,7 +83,8 @@ public:
         if (tools_ || c.cloud) {  // what was held back (or came from the hand-off endpoint)
             json delta = json::object();
             // Text was streamed piece by piece unless tools held it back.
-            if (tools_ && message.contains("content") && !message["content"].is_null()) delta["content"] = message["content"];
+            if (tools_ && message.contains("content") && !message["content"].is_null())
+                delta["content"] = message["content"];
             if (message.contains("tool_calls")) {
                 json calls = message["tool_calls"];
                 for (size_t i = 0; i < calls.size(); ++i) calls[i]["index"] = i;
@@ -105,7 +113,8 @@ public:
     std::string whole(const Completion& c) override {
         json r = base("chat.completion");
         json message = message_of(c);
-        json choice = {{"index", 0}, {"message", message}, {"logprobs", nullptr}, {"finish_reason", finish_of(c, message)}};
+        json choice = {
+            {"index", 0}, {"message", message}, {"logprobs", nullptr}, {"finish_reason", finish_of(c, message)}};
         if (top_logprobs_ >= 0 && !c.cloud) choice["logprobs"] = json{{"content", logprobs(c.tokens)}};
         r["choices"] = json::array({choice});
         r["usage"] = usage_of(c);
@@ -116,13 +125,17 @@ public:
 
 private:
     json base(const char* object) const {
-        return json{{"id", id_}, {"object", object}, {"created", created_}, {"model", model_},
+        return json{{"id", id_},
+                    {"object", object},
+                    {"created", created_},
+                    {"model", model_},
                     {"system_fingerprint", "cactus-" CACTUS_SERVER_VERSION}};
     }
 
     json chunk(const json& delta, const json& finish) const {
         json c = base("chat.completion.chunk");
-        c["choices"] = json::array({json{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish}}});
+        c["choices"] =
+            json::array({json{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish}}});
         return c;
     }
 
@@ -135,7 +148,8 @@ private:
                 const std::string p = token_piece(server_, id);
                 top.push_back(json{{"token", p}, {"logprob", lp}, {"bytes", bytes_of(p)}});
             }
-            out.push_back(json{{"token", piece}, {"logprob", t.logprob}, {"bytes", bytes_of(piece)}, {"top_logprobs", top}});
+            out.push_back(
+                json{{"token", piece}, {"logprob", t.logprob}, {"bytes", bytes_of(piece)}, {"top_logprobs", top}});
         }
         return out;
     }
@@ -152,9 +166,11 @@ private:
         if (reply.function_calls.empty()) return m;
         json calls = json::array();
         for (const json& call : reply.function_calls) {
-            calls.push_back(json{{"id", random_id("call_")},
-                                 {"type", "function"},
-                                 {"function", {{"name", call.value("name", "")}, {"arguments", dump(call.value("arguments", json::object()))}}}});
+            calls.push_back(json{
+                {"id", random_id("call_")},
+                {"type", "function"},
+                {"function",
+                 {{"name", call.value("name", "")}, {"arguments", dump(call.value("arguments", json::object()))}}}});
         }
         m["content"] = reply.response.empty() ? json(nullptr) : json(reply.response);
         m["tool_calls"] = calls;
@@ -178,12 +194,14 @@ private:
 class TextFormatter final : public Formatter {
 public:
     TextFormatter(Server& server, std::string model, int logprobs, bool include_usage)
-        : server_(server), model_(std::move(model)), logprobs_(logprobs), include_usage_(include_usage),
-          id_(random_id("cmpl-")), created_(std::time(nullptr)) {}
+        : server_(server),
+          model_(std::move(model)),
+          logprobs_(logprobs),
+          include_usage_(include_usage),
+          id_(random_id("cmpl-")),
+          created_(std::time(nullptr)) {}
 
-    std::string content_type(bool stream) const override {
-        return stream ? "text/event-stream" : "application/json";
-    }
+    std::string content_type(bool stream) const override { return stream ? "text/event-stream" : "application/json"; }
 
     std::string stream_piece(const std::string& text, const std::vector<TokenInfo>& tokens) override {
         if (text.empty() && (logprobs_ < 0 || tokens.empty())) return std::string();
@@ -220,7 +238,10 @@ public:
 
 private:
     json base() const {
-        return json{{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", model_},
+        return json{{"id", id_},
+                    {"object", "text_completion"},
+                    {"created", created_},
+                    {"model", model_},
                     {"system_fingerprint", "cactus-" CACTUS_SERVER_VERSION}};
     }
 
@@ -277,8 +298,8 @@ bool fill_from_cloud(const json& answer, Completion* c) {
 }
 
 // Runs a request whose hand-off was asked for outright: the endpoint first, the local model if it fails.
-bool try_forced_handoff(Server& server, const HandoffPlan& plan, httplib::Response& res,
-                        std::shared_ptr<Formatter> f, bool stream, std::string* error) {
+bool try_forced_handoff(Server& server, const HandoffPlan& plan, httplib::Response& res, std::shared_ptr<Formatter> f,
+                        bool stream, std::string* error) {
     Completion c;
     c.cloud_reason = "requested";
     if (!plan.call(&c, error)) return false;
@@ -286,9 +307,7 @@ bool try_forced_handoff(Server& server, const HandoffPlan& plan, httplib::Respon
     return true;
 }
 
-std::string model_name(Server& server, const json& body) {
-    return read_string(body, "model", server.config().alias);
-}
+std::string model_name(Server& server, const json& body) { return read_string(body, "model", server.config().alias); }
 
 }  // namespace
 
@@ -323,12 +342,15 @@ HandoffPlan handoff_plan(Server& server, const json& body, const char* endpoint,
     HandoffPlan plan;
     *forced = read_bool(body, "cloud_handoff", false);
     HandoffClient* client = server.handoff();
-    const double threshold = read_number(body, "confidence_threshold", 0.0, 1.0,
-                                         client ? client->config().confidence_threshold : 0.0);
+    const double threshold =
+        read_number(body, "confidence_threshold", 0.0, 1.0, client ? client->config().confidence_threshold : 0.0);
     const bool auto_on = read_bool(body, "auto_handoff", client ? client->config().auto_handoff : false);
     if (client == nullptr) {
-        if (*forced) throw HttpError{400, "'cloud_handoff' needs a hand-off endpoint: start the server with "
-                                          "--handoff-url or CACTUS_HANDOFF_URL", "cloud_handoff"};
+        if (*forced)
+            throw HttpError{400,
+                            "'cloud_handoff' needs a hand-off endpoint: start the server with "
+                            "--handoff-url or CACTUS_HANDOFF_URL",
+                            "cloud_handoff"};
         return plan;
     }
     plan.check_confidence = auto_on;
@@ -353,7 +375,8 @@ void handle_chat_completions(Server& server, const httplib::Request& req, httpli
     if (const json* choice = field(body, "tool_choice")) {
         if (choice->is_string()) {
             const std::string c = choice->get<std::string>();
-            if (c == "none") tools = json::array();
+            if (c == "none")
+                tools = json::array();
             else if (c != "auto" && c != "required")
                 throw HttpError{400, "'tool_choice' must be none, auto, required or a function", "tool_choice"};
         } else if (choice->is_object() && choice->contains("function") && (*choice)["function"].is_object()) {
@@ -361,7 +384,8 @@ void handle_chat_completions(Server& server, const httplib::Request& req, httpli
             json kept = json::array();
             for (const json& t : tools)
                 if (t["function"].value("name", "") == name) kept.push_back(t);
-            if (kept.empty()) throw HttpError{400, "'tool_choice' names a function not in 'tools': " + name, "tool_choice"};
+            if (kept.empty())
+                throw HttpError{400, "'tool_choice' names a function not in 'tools': " + name, "tool_choice"};
             tools = kept;
         } else {
             throw HttpError{400, "'tool_choice' must be a string or {type, function: {name}}", "tool_choice"};
@@ -370,8 +394,9 @@ void handle_chat_completions(Server& server, const httplib::Request& req, httpli
     if (const json* rf = field(body, "response_format")) {
         const std::string type = rf->is_object() ? rf->value("type", "") : "";
         if (type != "text") {
-            throw HttpError{400, "'response_format' of type '" + type +
-                                     "' is not supported yet (no constrained decoding); use {\"type\": \"text\"}",
+            throw HttpError{400,
+                            "'response_format' of type '" + type +
+                                "' is not supported yet (no constrained decoding); use {\"type\": \"text\"}",
                             "response_format"};
         }
     }
@@ -407,7 +432,10 @@ void handle_chat_completions(Server& server, const httplib::Request& req, httpli
     std::vector<GenEvent> first;
     std::shared_ptr<Job> job = start_job(server, std::move(p), &first);
     if (!handoff_error.empty()) {
-        plan.call = [handoff_error](Completion*, std::string* error) { *error = handoff_error; return false; };
+        plan.call = [handoff_error](Completion*, std::string* error) {
+            *error = handoff_error;
+            return false;
+        };
         plan.check_confidence = true;
         plan.threshold = 2.0;  // always "below": reports the failed hand-off on the local answer
         plan.tokens = 1;
@@ -446,7 +474,8 @@ void handle_completions(Server& server, const httplib::Request& req, httplib::Re
     }
     const json* lp = field(body, "logprobs");
     int logprobs = -1;
-    if (lp != nullptr && !(lp->is_boolean() && !lp->get<bool>())) logprobs = static_cast<int>(read_int(body, "logprobs", 0, 20, 0));
+    if (lp != nullptr && !(lp->is_boolean() && !lp->get<bool>()))
+        logprobs = static_cast<int>(read_int(body, "logprobs", 0, 20, 0));
     read_openai_sampling(server, body, p);
     p.top_logprobs = logprobs;
 
@@ -459,7 +488,10 @@ void handle_completions(Server& server, const httplib::Request& req, httplib::Re
     std::vector<GenEvent> first;
     std::shared_ptr<Job> job = start_job(server, std::move(p), &first);
     if (!handoff_error.empty()) {
-        plan.call = [handoff_error](Completion*, std::string* error) { *error = handoff_error; return false; };
+        plan.call = [handoff_error](Completion*, std::string* error) {
+            *error = handoff_error;
+            return false;
+        };
         plan.check_confidence = true;
         plan.threshold = 2.0;
         plan.tokens = 1;
@@ -476,10 +508,16 @@ namespace {
 json model_object(Server& server) {
     const Engine& e = server.backend().engine();
     const ModelInfo& info = e.model().info();
-    return json{{"id", server.config().alias}, {"object", "model"}, {"created", 0}, {"owned_by", "cactus"},
-                {"meta", {{"architecture", info.architecture}, {"n_vocab", info.n_vocab},
-                          {"n_ctx_train", info.n_ctx_train}, {"n_ctx_slot", server.backend().n_ctx()},
-                          {"n_embd", info.n_embd}}}};
+    return json{{"id", server.config().alias},
+                {"object", "model"},
+                {"created", 0},
+                {"owned_by", "cactus"},
+                {"meta",
+                 {{"architecture", info.architecture},
+                  {"n_vocab", info.n_vocab},
+                  {"n_ctx_train", info.n_ctx_train},
+                  {"n_ctx_slot", server.backend().n_ctx()},
+                  {"n_embd", info.n_embd}}}};
 }
 
 void handle_tokenize(Server& server, const httplib::Request& req, httplib::Response& res) {
@@ -493,8 +531,10 @@ void handle_tokenize(Server& server, const httplib::Request& req, httplib::Respo
                                            : e.tokenizer().encode(content->get<std::string>(), false, true);
     json tokens = json::array();
     for (int32_t id : ids) {
-        if (with_pieces) tokens.push_back(json{{"id", id}, {"piece", token_piece(server, id)}});
-        else tokens.push_back(id);
+        if (with_pieces)
+            tokens.push_back(json{{"id", id}, {"piece", token_piece(server, id)}});
+        else
+            tokens.push_back(id);
     }
     send_json(res, 200, json{{"tokens", tokens}});
 }
@@ -502,7 +542,8 @@ void handle_tokenize(Server& server, const httplib::Request& req, httplib::Respo
 void handle_detokenize(Server& server, const httplib::Request& req, httplib::Response& res) {
     const json body = parse_body(req);
     const json* tokens = field(body, "tokens");
-    if (tokens == nullptr || !tokens->is_array()) throw HttpError{400, "'tokens' must be an array of token ids", "tokens"};
+    if (tokens == nullptr || !tokens->is_array())
+        throw HttpError{400, "'tokens' must be an array of token ids", "tokens"};
     const size_t vocab = server.backend().engine().tokenizer().vocab_size();
     std::vector<int32_t> ids;
     for (const json& id : *tokens) {
@@ -517,10 +558,13 @@ void handle_props(Server& server, httplib::Response& res) {
     const Engine& e = server.backend().engine();
     json slots = json::array();
     for (const SlotView& v : server.scheduler().slots())
-        slots.push_back(json{{"id", v.id}, {"is_processing", v.busy}, {"n_cached", v.cached_tokens},
-                             {"n_prompt", v.prompt_tokens}, {"n_decoded", v.generated}});
-    json r = {{"default_generation_settings", {{"n_ctx", server.backend().n_ctx()}, {"temperature", 1.0},
-                                               {"top_p", 1.0}, {"n_predict", -1}}},
+        slots.push_back(json{{"id", v.id},
+                             {"is_processing", v.busy},
+                             {"n_cached", v.cached_tokens},
+                             {"n_prompt", v.prompt_tokens},
+                             {"n_decoded", v.generated}});
+    json r = {{"default_generation_settings",
+               {{"n_ctx", server.backend().n_ctx()}, {"temperature", 1.0}, {"top_p", 1.0}, {"n_predict", -1}}},
               {"total_slots", server.scheduler().n_slots()},
               {"model_alias", server.config().alias},
               {"model_path", server.config().model_path},
@@ -536,26 +580,33 @@ void handle_props(Server& server, httplib::Response& res) {
 
 void install_openai(Server& server, httplib::Server& http, const Wrap& wrap) {
     Server* s = &server;
-    http.Post("/v1/chat/completions", wrap([s](const httplib::Request& q, httplib::Response& r) { handle_chat_completions(*s, q, r); }));
-    http.Post("/chat/completions", wrap([s](const httplib::Request& q, httplib::Response& r) { handle_chat_completions(*s, q, r); }));
-    http.Post("/v1/completions", wrap([s](const httplib::Request& q, httplib::Response& r) { handle_completions(*s, q, r); }));
-    http.Post("/completions", wrap([s](const httplib::Request& q, httplib::Response& r) { handle_completions(*s, q, r); }));
+    http.Post("/v1/chat/completions",
+              wrap([s](const httplib::Request& q, httplib::Response& r) { handle_chat_completions(*s, q, r); }));
+    http.Post("/chat/completions",
+              wrap([s](const httplib::Request& q, httplib::Response& r) { handle_chat_completions(*s, q, r); }));
+    http.Post("/v1/completions",
+              wrap([s](const httplib::Request& q, httplib::Response& r) { handle_completions(*s, q, r); }));
+    http.Post("/completions",
+              wrap([s](const httplib::Request& q, httplib::Response& r) { handle_completions(*s, q, r); }));
     http.Get("/v1/models", wrap([s](const httplib::Request&, httplib::Response& r) {
-        send_json(r, 200, json{{"object", "list"}, {"data", json::array({model_object(*s)})}});
-    }));
+                 send_json(r, 200, json{{"object", "list"}, {"data", json::array({model_object(*s)})}});
+             }));
     http.Get(R"(/v1/models/(.+))", wrap([s](const httplib::Request& q, httplib::Response& r) {
-        if (q.matches[1] != s->config().alias)
-            throw HttpError{404, "The model '" + std::string(q.matches[1]) + "' does not exist", "model",
-                            "invalid_request_error", "model_not_found"};
-        send_json(r, 200, model_object(*s));
-    }));
+                 if (q.matches[1] != s->config().alias)
+                     throw HttpError{404, "The model '" + std::string(q.matches[1]) + "' does not exist", "model",
+                                     "invalid_request_error", "model_not_found"};
+                 send_json(r, 200, model_object(*s));
+             }));
     http.Post("/v1/embeddings", wrap([](const httplib::Request& q, httplib::Response&) {
-        parse_body(q);
-        throw HttpError{400, "embeddings are not available: this server runs a text-generation model and cactus "
-                             "has no embedding model yet", "model", "invalid_request_error", "model_not_supported"};
-    }));
+                  parse_body(q);
+                  throw HttpError{400,
+                                  "embeddings are not available: this server runs a text-generation model and cactus "
+                                  "has no embedding model yet",
+                                  "model", "invalid_request_error", "model_not_supported"};
+              }));
     http.Post("/tokenize", wrap([s](const httplib::Request& q, httplib::Response& r) { handle_tokenize(*s, q, r); }));
-    http.Post("/detokenize", wrap([s](const httplib::Request& q, httplib::Response& r) { handle_detokenize(*s, q, r); }));
+    http.Post("/detokenize",
+              wrap([s](const httplib::Request& q, httplib::Response& r) { handle_detokenize(*s, q, r); }));
     http.Get("/props", wrap([s](const httplib::Request&, httplib::Response& r) { handle_props(*s, r); }));
 }
 

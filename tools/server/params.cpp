@@ -28,7 +28,8 @@ double read_number(const json& body, const char* key, double lo, double hi, doub
     if (v == nullptr) return fallback;
     if (!v->is_number()) bad(key, "must be a number");
     const double d = v->get<double>();
-    if (!std::isfinite(d) || d < lo || d > hi) bad(key, cactus::format("must be between %g and %g (got %g)", lo, hi, d));
+    if (!std::isfinite(d) || d < lo || d > hi)
+        bad(key, cactus::format("must be between %g and %g (got %g)", lo, hi, d));
     return d;
 }
 

@@ -31,8 +31,9 @@ TokenInfo logprob_info(const std::vector<float>& logits, int32_t chosen, int k) 
     std::vector<int32_t> ids(logits.size());
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
     const size_t n = std::min(static_cast<size_t>(k), ids.size());
-    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(),
-                      [&](int32_t a, int32_t b) { return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)]; });
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(), [&](int32_t a, int32_t b) {
+        return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)];
+    });
     for (size_t i = 0; i < n; ++i) info.top.emplace_back(ids[i], logits[static_cast<size_t>(ids[i])] - lse);
     return info;
 }
@@ -43,8 +44,8 @@ TokenInfo logprob_info(const std::vector<float>& logits, int32_t chosen, int k) 
 struct SlotState {
     int id = 0;
     std::shared_ptr<Job> job;
-    size_t prefilled = 0;      // prompt tokens in the cache
-    bool decoding = false;     // the prompt is in; next_token waits to be appended
+    size_t prefilled = 0;   // prompt tokens in the cache
+    bool decoding = false;  // the prompt is in; next_token waits to be appended
     int32_t next_token = -1;
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<StreamingDetokenizer> detok;
@@ -237,8 +238,10 @@ void Scheduler::retire_cancelled() {
     const Clock::time_point now = Clock::now();
     for (auto& s : slots_) {
         if (!s->job) continue;
-        if (s->job->cancelled()) finish(*s, "cancelled");
-        else if (now >= s->job->params().deadline) finish(*s, "timeout");
+        if (s->job->cancelled())
+            finish(*s, "cancelled");
+        else if (now >= s->job->params().deadline)
+            finish(*s, "timeout");
     }
 }
 

@@ -39,7 +39,8 @@ int serve(ServeArgs& a) {
     options.n_threads = c.threads;
     options.lock_weights = c.lock_weights;
     options.n_ctx = c.ctx_size > 0 ? std::max<size_t>(c.ctx_size / c.parallel, 64) : 4096;
-    std::fprintf(stderr, "serve: loading %s (%zu slot%s)\n", c.model_path.c_str(), c.parallel, c.parallel == 1 ? "" : "s");
+    std::fprintf(stderr, "serve: loading %s (%zu slot%s)\n", c.model_path.c_str(), c.parallel,
+                 c.parallel == 1 ? "" : "s");
     std::unique_ptr<StepBackend> backend = a.engine_per_slot ? make_engine_per_slot(c.model_path, options, c.parallel)
                                                              : make_batched(c.model_path, options, c.parallel);
     Server server(c, std::move(backend));
@@ -52,8 +53,10 @@ std::vector<std::string> llama_server_spellings(int argc, char** argv) {
     std::vector<std::string> args(argv, argv + argc);
     if (args.size() < 2 || args[1] != "serve") return args;
     for (std::string& a : args) {
-        if (a == "-np") a = "--parallel";
-        else if (a == "-ub") a = "--prefill-chunk";
+        if (a == "-np")
+            a = "--parallel";
+        else if (a == "-ub")
+            a = "--prefill-chunk";
     }
     return args;
 }
@@ -67,7 +70,8 @@ void register_serve(CLI::App& app) {
     cmd->add_option("--host", c.host, "Address to listen on")->capture_default_str();
     cmd->add_option("--port", c.port, "Port")->capture_default_str()->check(CLI::Range(0, 65535));
     cmd->add_option("--parallel", c.parallel, "Slots: requests generated at once (-np)")
-        ->capture_default_str()->check(CLI::Range(1, 256));
+        ->capture_default_str()
+        ->check(CLI::Range(1, 256));
     cmd->add_option("-c,--ctx-size", c.ctx_size, "Context over all slots (each gets ctx/parallel); 0 = 4096 per slot");
     cmd->add_option("-t,--threads", c.threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 256));
     cmd->add_flag("--mlock", c.lock_weights, "Lock the weights in memory");
@@ -76,16 +80,21 @@ void register_serve(CLI::App& app) {
     cmd->add_option("--alias", c.alias, "Model name shown to clients");
     cmd->add_flag("--metrics", c.metrics, "Serve /metrics (on by default)");
     cmd->add_flag("--no-metrics", args->no_metrics, "Do not serve /metrics");
-    cmd->add_option("--cors", c.cors_origins, "Allow browser requests from this origin ('*' = any; repeatable; off by default)");
+    cmd->add_option("--cors", c.cors_origins,
+                    "Allow browser requests from this origin ('*' = any; repeatable; off by default)");
     cmd->add_option("--max-queue", c.max_queue, "Requests that may wait for a slot; more get 429")
-        ->capture_default_str()->check(CLI::Range(0, 100000));
+        ->capture_default_str()
+        ->check(CLI::Range(0, 100000));
     cmd->add_option("--timeout", c.request_timeout_s, "Per-request limit in seconds (queue wait included)")
-        ->capture_default_str()->check(CLI::Range(0.1, 86400.0));
+        ->capture_default_str()
+        ->check(CLI::Range(0.1, 86400.0));
     cmd->add_option("--shutdown-timeout", c.shutdown_timeout_s, "SIGTERM: seconds in-flight requests may finish")
-        ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 3600.0));
     cmd->add_option("--threads-http", c.http_threads, "HTTP worker threads (0 = parallel + max-queue + 16)");
     cmd->add_option("--prefill-chunk", c.prefill_chunk, "Most prompt tokens one slot adds per step (-ub)")
-        ->capture_default_str()->check(CLI::Range(1, 65536));
+        ->capture_default_str()
+        ->check(CLI::Range(1, 65536));
     cmd->add_option("--ssl-cert-file", c.ssl_cert_file, "PEM certificate: serve HTTPS");
     cmd->add_option("--ssl-key-file", c.ssl_key_file, "PEM private key for --ssl-cert-file");
     cmd->add_flag("--quiet", args->quiet, "No request log on stderr");
@@ -95,14 +104,18 @@ void register_serve(CLI::App& app) {
     cmd->add_option("--handoff-ca", c.handoff.ca_file, "Extra CA certificates (PEM) to trust (CACTUS_HANDOFF_CA)");
     cmd->add_option("--confidence-threshold", c.handoff.confidence_threshold,
                     "Hand off when the first tokens' mean probability is below this")
-        ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1.0));
     cmd->add_option("--handoff-tokens", c.handoff.confidence_tokens, "How many first tokens the check looks at")
-        ->capture_default_str()->check(CLI::Range(1, 1024));
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1024));
     cmd->add_option("--handoff-timeout-ms", c.handoff.timeout_ms, "Hand-off connect/read limit")
-        ->capture_default_str()->check(CLI::Range(1, 600000));
+        ->capture_default_str()
+        ->check(CLI::Range(1, 600000));
     cmd->add_flag("--engine-per-slot", args->engine_per_slot,
                   "One engine per slot, run one after another (for comparisons; default: one batched model)");
-    cmd->add_flag("--no-auto-handoff", args->no_auto_handoff, "Hand off only when a request asks (cloud_handoff: true)");
+    cmd->add_flag("--no-auto-handoff", args->no_auto_handoff,
+                  "Hand off only when a request asks (cloud_handoff: true)");
     cmd->callback([args] {
         const int rc = serve(*args);
         if (rc != 0) throw CLI::RuntimeError(rc);

@@ -31,7 +31,9 @@ void send_json(httplib::Response& res, int status, const json& body) {
 }
 
 void send_error(httplib::Response& res, const HttpError& e) {
-    json err = {{"message", e.message}, {"type", e.type}, {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+    json err = {{"message", e.message},
+                {"type", e.type},
+                {"param", e.param.empty() ? json(nullptr) : json(e.param)},
                 {"code", e.code.empty() ? json(nullptr) : json(e.code)}};
     if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
     send_json(res, e.status, json{{"error", err}});
@@ -74,8 +76,9 @@ Clock::time_point Server::deadline_from(const json& body) const {
     double seconds = config_.request_timeout_s;
     if (it != body.end() && !it->is_null()) {
         if (!it->is_number() || it->get<double>() <= 0.0 || it->get<double>() > config_.request_timeout_s)
-            throw HttpError{400, cactus::format("'timeout' must be a number of seconds in (0, %g]", config_.request_timeout_s),
-                            "timeout"};
+            throw HttpError{
+                400, cactus::format("'timeout' must be a number of seconds in (0, %g]", config_.request_timeout_s),
+                "timeout"};
         seconds = it->get<double>();
     }
     return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
@@ -91,8 +94,10 @@ bool Server::authorized(const httplib::Request& req) const {
 RawHandler Server::wrap(RawHandler handler, bool ollama) {
     return [handler, ollama](const httplib::Request& req, httplib::Response& res) {
         auto fail_with = [&](const HttpError& e) {
-            if (ollama) send_json(res, e.status, json{{"error", e.message}});
-            else send_error(res, e);
+            if (ollama)
+                send_json(res, e.status, json{{"error", e.message}});
+            else
+                send_error(res, e);
         };
         try {
             handler(req, res);
@@ -106,8 +111,7 @@ RawHandler Server::wrap(RawHandler handler, bool ollama) {
 
 void Server::install_routes() {
     httplib::Server& http = *http_;
-    const size_t threads = config_.http_threads > 0 ? config_.http_threads
-                                                    : config_.parallel + config_.max_queue + 16;
+    const size_t threads = config_.http_threads > 0 ? config_.http_threads : config_.parallel + config_.max_queue + 16;
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http.set_keep_alive_timeout(5);
     http.set_read_timeout(60);
@@ -134,9 +138,11 @@ void Server::install_routes() {
         }
         if (!authorized(req)) {
             res.set_header("WWW-Authenticate", "Bearer");
-            if (is_ollama_path(req.path)) send_json(res, 401, json{{"error", "invalid or missing API key"}});
-            else send_error(res, HttpError{401, "invalid or missing API key (Authorization: Bearer ...)", "",
-                                           "authentication_error", "invalid_api_key"});
+            if (is_ollama_path(req.path))
+                send_json(res, 401, json{{"error", "invalid or missing API key"}});
+            else
+                send_error(res, HttpError{401, "invalid or missing API key (Authorization: Bearer ...)", "",
+                                          "authentication_error", "invalid_api_key"});
             return httplib::Server::HandlerResponse::Handled;
         }
         return httplib::Server::HandlerResponse::Unhandled;
@@ -163,9 +169,13 @@ void Server::install_routes() {
     Wrap openai = [this](RawHandler h) { return wrap(std::move(h), false); };
     Wrap ollama = [this](RawHandler h) { return wrap(std::move(h), true); };
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-        if (draining()) send_json(res, 503, json{{"status", "shutting down"}});
-        else send_json(res, 200, json{{"status", "ok"}, {"slots_idle", scheduler_->n_slots() - scheduler_->busy()},
-                                      {"slots_processing", scheduler_->busy()}});
+        if (draining())
+            send_json(res, 503, json{{"status", "shutting down"}});
+        else
+            send_json(res, 200,
+                      json{{"status", "ok"},
+                           {"slots_idle", scheduler_->n_slots() - scheduler_->busy()},
+                           {"slots_processing", scheduler_->busy()}});
     });
     if (config_.metrics) {
         http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
@@ -189,8 +199,8 @@ void Server::shutdown_when_signalled() {
     }
     draining_.store(true);
     std::fprintf(stderr, "serve: shutting down (in-flight requests get %.0f s)\n", config_.shutdown_timeout_s);
-    const Clock::time_point deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config_.shutdown_timeout_s));
+    const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                          std::chrono::duration<double>(config_.shutdown_timeout_s));
     auto idle = [&] { return scheduler_->busy() == 0 && scheduler_->queued() == 0 && in_flight_.load() <= 0; };
     while (!idle() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (!idle()) {

@@ -28,20 +28,20 @@ using json = nlohmann::ordered_json;
 
 struct ServerConfig {
     std::string model = "smollm2-135m";
-    std::string model_path;         // resolved .gguf
-    std::string alias;              // name shown to clients; default: the model's short name
+    std::string model_path;  // resolved .gguf
+    std::string alias;       // name shown to clients; default: the model's short name
     std::string host = "127.0.0.1";
     int port = 8080;
     size_t parallel = 1;
-    size_t ctx_size = 0;            // over all slots, like llama-server; 0 = 4096 per slot
+    size_t ctx_size = 0;  // over all slots, like llama-server; 0 = 4096 per slot
     int threads = 0;
     bool lock_weights = false;
-    std::string api_key;            // bearer token for every endpoint but /health; empty = none
+    std::string api_key;                    // bearer token for every endpoint but /health; empty = none
     std::vector<std::string> cors_origins;  // empty = no CORS headers
     bool metrics = true;
     bool log_requests = true;
     size_t max_queue = 64;
-    size_t http_threads = 0;        // 0 = parallel + max_queue + 16
+    size_t http_threads = 0;         // 0 = parallel + max_queue + 16
     double request_timeout_s = 600;  // per request, queue wait included
     double shutdown_timeout_s = 10;  // SIGTERM: in-flight requests get this long, then are cancelled
     size_t prefill_chunk = 256;
@@ -51,10 +51,14 @@ struct ServerConfig {
 
 // Raised by request parsing: becomes an OpenAI-style error with this status.
 struct HttpError {
-    HttpError(int status_, std::string message_, std::string param_ = "",
-              std::string type_ = "invalid_request_error", std::string code_ = "", int retry_after_s_ = 0)
-        : status(status_), message(std::move(message_)), param(std::move(param_)), type(std::move(type_)),
-          code(std::move(code_)), retry_after_s(retry_after_s_) {}
+    HttpError(int status_, std::string message_, std::string param_ = "", std::string type_ = "invalid_request_error",
+              std::string code_ = "", int retry_after_s_ = 0)
+        : status(status_),
+          message(std::move(message_)),
+          param(std::move(param_)),
+          type(std::move(type_)),
+          code(std::move(code_)),
+          retry_after_s(retry_after_s_) {}
     int status;
     std::string message;
     std::string param;  // the offending field, or empty

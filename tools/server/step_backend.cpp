@@ -51,7 +51,8 @@ public:
         options.n_seq = n;
         engine_ = Engine::load(path, options);
         model_ = &engine_->model_for_batches();
-        if (model_->info().n_seq != n) fail("make_batched: the model holds %zu sequences, not %zu", model_->info().n_seq, n);
+        if (model_->info().n_seq != n)
+            fail("make_batched: the model holds %zu sequences, not %zu", model_->info().n_seq, n);
         cached_.resize(n);
     }
 
@@ -133,13 +134,12 @@ private:
 
 }  // namespace
 
-std::unique_ptr<StepBackend> make_batched(const std::string& model_path, const EngineOptions& options,
-                                          size_t n_seqs) {
+std::unique_ptr<StepBackend> make_batched(const std::string& model_path, const EngineOptions& options, size_t n_seqs) {
     return std::make_unique<BatchedSequences>(model_path, options, n_seqs);
 }
 
-std::unique_ptr<StepBackend> make_engine_per_slot(const std::string& model_path,
-                                                  const EngineOptions& options, size_t n_seqs) {
+std::unique_ptr<StepBackend> make_engine_per_slot(const std::string& model_path, const EngineOptions& options,
+                                                  size_t n_seqs) {
     return std::make_unique<EnginePerSlot>(model_path, options, n_seqs);
 }
 

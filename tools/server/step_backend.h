@@ -21,7 +21,7 @@ struct SeqStep {
     int seq = 0;
     std::vector<int32_t> tokens;  // [n] appended at the sequence's next positions
     bool want_logits = false;
-    std::vector<float> logits;    // [n_vocab] next-token logits after the last token, when wanted
+    std::vector<float> logits;  // [n_vocab] next-token logits after the last token, when wanted
 };
 
 class StepBackend {
@@ -50,7 +50,7 @@ public:
 // One model with n_seqs sequences; every step is one forward call.
 std::unique_ptr<StepBackend> make_batched(const std::string& model_path, const EngineOptions& options, size_t n_seqs);
 // One Engine per sequence, each with its own copy of the weights.
-std::unique_ptr<StepBackend> make_engine_per_slot(const std::string& model_path,
-                                                  const EngineOptions& options, size_t n_seqs);
+std::unique_ptr<StepBackend> make_engine_per_slot(const std::string& model_path, const EngineOptions& options,
+                                                  size_t n_seqs);
 
 }  // namespace cactus::server

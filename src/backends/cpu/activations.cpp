@@ -23,7 +23,6 @@ void geglu_generic(float* out, const float* gate, const float* up, size_t n) {
     }
 }
 
-
 }  // namespace
 
 const ActivationKernels& activation_kernels_generic() {

@@ -69,8 +69,8 @@ void dots_f16_generic(float* scores, size_t ld, const QueryBlock& q, const uint1
     }
 }
 
-void accumulate_f16_generic(const OutputBlock& out, const WeightBlock& p, const uint16_t* v,
-                            size_t v_stride, const RowList& rows, size_t n) {
+void accumulate_f16_generic(const OutputBlock& out, const WeightBlock& p, const uint16_t* v, size_t v_stride,
+                            const RowList& rows, size_t n) {
     for (size_t j = 0; j < out.n_q; ++j) {
         for (size_t i = 0; i < rows.n_rows; ++i)
             axpy_half(out.out + j * out.out_stride, p.p[j * p.ld + i], v + rows.rows[i] * v_stride, n);
@@ -135,8 +135,8 @@ void softmax_generic(float* s, size_t n, float scale, bool round_half) {
 // The shared shape of both precisions: visible rows, scores (dots), softmax, weighted value sum.
 // ws is reserved by the caller for (n_q, n_rows, head_dim).
 template <typename Dots, typename Accumulate>
-void attend_group(const AttentionQueries& aq, const AttentionShape& s, AttentionWorkspace& ws,
-                  bool round_half, Dots dots, Accumulate accumulate) {
+void attend_group(const AttentionQueries& aq, const AttentionShape& s, AttentionWorkspace& ws, bool round_half,
+                  Dots dots, Accumulate accumulate) {
     const RowList rows = visible_rows(s, ws.row_ids());
     for (size_t j = 0; j < aq.n_q; ++j) {
         for (size_t d = 0; d < s.head_dim_v; ++d) aq.out[j * aq.out_stride + d] = 0.0f;
@@ -153,11 +153,11 @@ void attend_group(const AttentionQueries& aq, const AttentionShape& s, Attention
 }  // namespace
 
 const AttentionRowKernels& attention_row_kernels_generic() {
-    static const AttentionRowKernels table = {"generic", to_half_generic, round_half_generic, softmax_generic, dots_f16_generic, accumulate_f16_generic, dots_q8_generic,
-                                              accumulate_q8_generic};
+    static const AttentionRowKernels table = {"generic",       to_half_generic,      round_half_generic,
+                                              softmax_generic, dots_f16_generic,     accumulate_f16_generic,
+                                              dots_q8_generic, accumulate_q8_generic};
     return table;
 }
-
 
 void AttentionWorkspace::reserve(size_t n_q, size_t n_rows, size_t head_dim) {
     if (scores_.size() < n_q * n_rows) scores_.resize(n_q * n_rows);
@@ -165,8 +165,7 @@ void AttentionWorkspace::reserve(size_t n_q, size_t n_rows, size_t head_dim) {
     if (q_.size() < n_q * head_dim) q_.resize(n_q * head_dim);
 }
 
-void attention_group(const AttentionQueries& aq, const KvRowsF16& kv, const AttentionShape& s,
-                     AttentionWorkspace& ws) {
+void attention_group(const AttentionQueries& aq, const KvRowsF16& kv, const AttentionShape& s, AttentionWorkspace& ws) {
     // Like the KV rows, the queries and the attention weights are rounded to f16 (as llama.cpp's
     // f16 KV path does), so both engines see the same products.
     const AttentionRowKernels& rk = attention_row_kernels();
@@ -174,43 +173,42 @@ void attention_group(const AttentionQueries& aq, const KvRowsF16& kv, const Atte
     float* q_half = ws.queries();  // [n_q, head_dim]
     for (size_t j = 0; j < aq.n_q; ++j) rk.round_half(q_half + j * s.head_dim, aq.q + j * aq.q_stride, s.head_dim);
     const QueryBlock qb = {q_half, s.head_dim, aq.n_q};
-    attend_group(aq, s, ws, true,
-                 [&](float* scores, size_t ld, const RowList& rows) {
-                     rk.dots_f16(scores, ld, qb, kv.k, kv.k_stride, rows, s.head_dim);
-                 },
-                 [&](const OutputBlock& out, const WeightBlock& p, const RowList& rows) {
-                     rk.accumulate_f16(out, p, kv.v, kv.v_stride, rows, s.head_dim_v);
-                 });
+    attend_group(
+        aq, s, ws, true,
+        [&](float* scores, size_t ld, const RowList& rows) {
+            rk.dots_f16(scores, ld, qb, kv.k, kv.k_stride, rows, s.head_dim);
+        },
+        [&](const OutputBlock& out, const WeightBlock& p, const RowList& rows) {
+            rk.accumulate_f16(out, p, kv.v, kv.v_stride, rows, s.head_dim_v);
+        });
 }
 
-void attention_group(const AttentionQueries& aq, const KvRowsQ8& kv, const AttentionShape& s,
-                     AttentionWorkspace& ws) {
+void attention_group(const AttentionQueries& aq, const KvRowsQ8& kv, const AttentionShape& s, AttentionWorkspace& ws) {
     const AttentionRowKernels& rk = attention_row_kernels();
     ws.reserve(aq.n_q, s.n_rows, s.head_dim);
     const QueryBlock qb = {aq.q, aq.q_stride, aq.n_q};
-    attend_group(aq, s, ws, false,
-                 [&](float* scores, size_t ld, const RowList& rows) {
-                     rk.dots_q8(scores, ld, qb, kv.k, kv.k_stride, kv.k_scale, kv.k_scale_stride, rows, s.head_dim);
-                 },
-                 [&](const OutputBlock& out, const WeightBlock& p, const RowList& rows) {
-                     rk.accumulate_q8(out, p, kv.v, kv.v_stride, kv.v_scale, kv.v_scale_stride, rows, s.head_dim_v);
-                 });
+    attend_group(
+        aq, s, ws, false,
+        [&](float* scores, size_t ld, const RowList& rows) {
+            rk.dots_q8(scores, ld, qb, kv.k, kv.k_stride, kv.k_scale, kv.k_scale_stride, rows, s.head_dim);
+        },
+        [&](const OutputBlock& out, const WeightBlock& p, const RowList& rows) {
+            rk.accumulate_q8(out, p, kv.v, kv.v_stride, kv.v_scale, kv.v_scale_stride, rows, s.head_dim_v);
+        });
 }
 
-void attention_head_q8(float* out, const float* q, const int8_t* k, size_t k_stride,
-                       const float* k_scale, size_t k_scale_stride, const int8_t* v, size_t v_stride,
-                       const float* v_scale, size_t v_scale_stride, const int32_t* row_pos,
-                       size_t n_rows, size_t head_dim, size_t head_dim_v, float scale,
-                       const AttentionMask& mask, AttentionWorkspace& ws) {
+void attention_head_q8(float* out, const float* q, const int8_t* k, size_t k_stride, const float* k_scale,
+                       size_t k_scale_stride, const int8_t* v, size_t v_stride, const float* v_scale,
+                       size_t v_scale_stride, const int32_t* row_pos, size_t n_rows, size_t head_dim, size_t head_dim_v,
+                       float scale, const AttentionMask& mask, AttentionWorkspace& ws) {
     const AttentionQueries aq = {q, head_dim, out, head_dim_v, 1};
     const KvRowsQ8 kv = {k, k_stride, k_scale, k_scale_stride, v, v_stride, v_scale, v_scale_stride};
     attention_group(aq, kv, AttentionShape{row_pos, n_rows, head_dim, head_dim_v, scale, mask}, ws);
 }
 
-void attention_head(float* out, const float* q, const uint16_t* k, size_t k_stride,
-                    const uint16_t* v, size_t v_stride, const int32_t* row_pos, size_t n_rows,
-                    size_t head_dim, size_t head_dim_v, float scale, const AttentionMask& mask,
-                    AttentionWorkspace& ws) {
+void attention_head(float* out, const float* q, const uint16_t* k, size_t k_stride, const uint16_t* v, size_t v_stride,
+                    const int32_t* row_pos, size_t n_rows, size_t head_dim, size_t head_dim_v, float scale,
+                    const AttentionMask& mask, AttentionWorkspace& ws) {
     const AttentionQueries aq = {q, head_dim, out, head_dim_v, 1};
     const KvRowsF16 kv = {k, k_stride, v, v_stride};
     attention_group(aq, kv, AttentionShape{row_pos, n_rows, head_dim, head_dim_v, scale, mask}, ws);

@@ -71,14 +71,12 @@ void attention_group(const AttentionQueries& q, const KvRowsQ8& kv, const Attent
                      AttentionWorkspace& ws);
 
 // One head (n_q = 1), with the reference functions' argument lists.
-void attention_head(float* out, const float* q, const uint16_t* k, size_t k_stride,
-                    const uint16_t* v, size_t v_stride, const int32_t* row_pos, size_t n_rows,
-                    size_t head_dim, size_t head_dim_v, float scale, const AttentionMask& mask,
-                    AttentionWorkspace& ws);
-void attention_head_q8(float* out, const float* q, const int8_t* k, size_t k_stride,
-                       const float* k_scale, size_t k_scale_stride, const int8_t* v, size_t v_stride,
-                       const float* v_scale, size_t v_scale_stride, const int32_t* row_pos,
-                       size_t n_rows, size_t head_dim, size_t head_dim_v, float scale,
-                       const AttentionMask& mask, AttentionWorkspace& ws);
+void attention_head(float* out, const float* q, const uint16_t* k, size_t k_stride, const uint16_t* v, size_t v_stride,
+                    const int32_t* row_pos, size_t n_rows, size_t head_dim, size_t head_dim_v, float scale,
+                    const AttentionMask& mask, AttentionWorkspace& ws);
+void attention_head_q8(float* out, const float* q, const int8_t* k, size_t k_stride, const float* k_scale,
+                       size_t k_scale_stride, const int8_t* v, size_t v_stride, const float* v_scale,
+                       size_t v_scale_stride, const int32_t* row_pos, size_t n_rows, size_t head_dim, size_t head_dim_v,
+                       float scale, const AttentionMask& mask, AttentionWorkspace& ws);
 
 }  // namespace cactus

@@ -45,8 +45,8 @@ struct AttentionRowKernels {
     void (*softmax)(float* s, size_t n, float scale, bool round_half);
     void (*dots_f16)(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride,
                      const RowList& rows, size_t n);
-    void (*accumulate_f16)(const OutputBlock& out, const WeightBlock& p, const uint16_t* v,
-                           size_t v_stride, const RowList& rows, size_t n);
+    void (*accumulate_f16)(const OutputBlock& out, const WeightBlock& p, const uint16_t* v, size_t v_stride,
+                           const RowList& rows, size_t n);
     void (*dots_q8)(float* scores, size_t ld, const QueryBlock& q, const int8_t* k, size_t k_stride,
                     const float* k_scale, size_t k_scale_stride, const RowList& rows, size_t n);
     void (*accumulate_q8)(const OutputBlock& out, const WeightBlock& p, const int8_t* v, size_t v_stride,

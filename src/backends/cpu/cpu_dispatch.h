@@ -10,10 +10,10 @@
 namespace cactus {
 
 struct CpuKernelSet {
-    const char* isa_name;                    // of the matrix table: "generic", "avx2", "avx512", ...
-    const CpuKernels* matmul;                // vec_dot, tiles, panels, quantizers
-    const ActivationKernels* activations;    // swiglu, geglu
-    const AttentionRowKernels* attention;    // KV row dots, softmax, half conversions
+    const char* isa_name;                  // of the matrix table: "generic", "avx2", "avx512", ...
+    const CpuKernels* matmul;              // vec_dot, tiles, panels, quantizers
+    const ActivationKernels* activations;  // swiglu, geglu
+    const AttentionRowKernels* attention;  // KV row dots, softmax, half conversions
 };
 
 // Chosen once (thread-safe); throws cactus::Error on an unknown CACTUS_CPU_ISA.

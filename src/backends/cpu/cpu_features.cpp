@@ -18,9 +18,9 @@ CpuFeatures detect() {
     __builtin_cpu_init();
     CpuFeatures f;
     f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    f.avx512_vnni = f.avx2 && __builtin_cpu_supports("avx512f") &&
-                    __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-                    __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+    f.avx512_vnni = f.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                    __builtin_cpu_supports("avx512vnni");
     return f;
 }
 #elif defined(__aarch64__) && defined(__linux__)

@@ -4,8 +4,8 @@
 namespace cactus {
 
 struct CpuFeatures {
-    bool avx2 = false;        // with FMA and F16C
-    bool avx512_vnni = false; // AVX-512 F, BW, VL, DQ and VNNI
+    bool avx2 = false;          // with FMA and F16C
+    bool avx512_vnni = false;   // AVX-512 F, BW, VL, DQ and VNNI
     bool neon_dotprod = false;  // aarch64 ASIMD dot product (sdot/udot)
 };
 

@@ -64,18 +64,18 @@ const KernelTables& tables() {
 constexpr size_t kRowTile = 16;  // weight rows kept hot in L1 while every token passes over them
 
 struct MatmulArgs {
-    float* y;             // [n_tokens, n_out]
-    const uint8_t* w;     // [n_out] rows of w_row_bytes
+    float* y;          // [n_tokens, n_out]
+    const uint8_t* w;  // [n_out] rows of w_row_bytes
     size_t w_row_bytes;
-    const uint8_t* xq;    // [n_tokens] rows of xq_row_bytes, in vec_dot_type
+    const uint8_t* xq;  // [n_tokens] rows of xq_row_bytes, in vec_dot_type
     size_t xq_row_bytes;
     size_t n_tokens, n_in, n_out;
     VecDotFn dot;
-    GemmTileFn tile;      // null: row-at-a-time vec_dot
-    PackPanelFn pack_panel;         // null: no row panels for this type
+    GemmTileFn tile;         // null: row-at-a-time vec_dot
+    PackPanelFn pack_panel;  // null: no row panels for this type
     PanelGemmFn panel_gemm;
-    const PanelActBlock* act;       // [n_tokens, n_in / 32] (panels and panel_decode only)
-    PanelDecodeFn decode;           // one token, full panels of rows; null: vec_dot
+    const PanelActBlock* act;  // [n_tokens, n_in / 32] (panels and panel_decode only)
+    PanelDecodeFn decode;      // one token, full panels of rows; null: vec_dot
 };
 
 // Row-at-a-time fallback: each tile of rows stays hot in L1 while every token passes over it.
@@ -110,9 +110,8 @@ void matmul_rows(const MatmulArgs& a, size_t row_begin, size_t row_end) {
     size_t o = row_begin;
     for (; o + kGemmTileRows <= row_end; o += kGemmTileRows) {
         for (size_t t = 0; t < a.n_tokens; t += kGemmTileTokens) {
-            a.tile(a.y + t * a.n_out + o, a.n_out, a.w + o * a.w_row_bytes, a.w_row_bytes,
-                   a.xq + t * a.xq_row_bytes, a.xq_row_bytes, a.n_in,
-                   std::min(kGemmTileTokens, a.n_tokens - t));
+            a.tile(a.y + t * a.n_out + o, a.n_out, a.w + o * a.w_row_bytes, a.w_row_bytes, a.xq + t * a.xq_row_bytes,
+                   a.xq_row_bytes, a.n_in, std::min(kGemmTileTokens, a.n_tokens - t));
         }
     }
     if (o < row_end) matmul_rows_dot(a, o, row_end);
@@ -127,15 +126,14 @@ void matmul_rows_panel(const MatmulArgs& a, size_t row_begin, size_t row_end) {
     size_t o = row_begin;
     for (; o + kPanelRows <= row_end; o += kPanelRows) {
         a.pack_panel(panel.data(), a.w + o * a.w_row_bytes, a.w_row_bytes, a.n_in);
-        a.panel_gemm(a.y + o, a.n_out, panel.data(), a.xq, a.xq_row_bytes, a.act, n_blocks, a.n_in,
-                     a.n_tokens);
+        a.panel_gemm(a.y + o, a.n_out, panel.data(), a.xq, a.xq_row_bytes, a.act, n_blocks, a.n_in, a.n_tokens);
     }
     if (o < row_end) matmul_rows_dot(a, o, row_end);
 }
 
 // Per (token, block) scale, offset bias and sum of the quantized activations, for the panels.
-const PanelActBlock* panel_activations(PanelActFn fn, const uint8_t* xq, size_t xq_row_bytes,
-                                       size_t n_tokens, size_t n_in) {
+const PanelActBlock* panel_activations(PanelActFn fn, const uint8_t* xq, size_t xq_row_bytes, size_t n_tokens,
+                                       size_t n_in) {
     const size_t n_blocks = n_in / 32;
     thread_local std::vector<PanelActBlock> act;
     if (act.size() < n_tokens * n_blocks) act.resize(n_tokens * n_blocks);
@@ -144,8 +142,8 @@ const PanelActBlock* panel_activations(PanelActFn fn, const uint8_t* xq, size_t 
 }
 
 // Quantizes the activation rows into `dot_type` (thread-local scratch reused between calls).
-const uint8_t* quantize_activations(const CpuKernels& k, DType dot_type, const float* x,
-                                    size_t n_tokens, size_t n_in, ThreadPool& pool) {
+const uint8_t* quantize_activations(const CpuKernels& k, DType dot_type, const float* x, size_t n_tokens, size_t n_in,
+                                    ThreadPool& pool) {
     if (dot_type == DType::F32) return reinterpret_cast<const uint8_t*>(x);
     QuantizeRowFn quantize = k.quantize_row[kernel_slot(dot_type, "matmul")];
     if (quantize == nullptr) fail("matmul: no %s quantizer in the %s table", dtype_name(dot_type), k.isa_name);
@@ -167,7 +165,8 @@ const uint8_t* quantize_activations(const CpuKernels& k, DType dot_type, const f
 
 size_t kernel_slot(DType type, const char* caller) {
     const uint32_t id = static_cast<uint32_t>(type);
-    if (dtype_traits(id) == nullptr || id >= 32) fail("%s: unknown tensor type id %u", caller, static_cast<unsigned>(id));
+    if (dtype_traits(id) == nullptr || id >= 32)
+        fail("%s: unknown tensor type id %u", caller, static_cast<unsigned>(id));
     return id;
 }
 
@@ -188,13 +187,13 @@ std::vector<const CpuKernels*> cpu_kernel_tables() {
     return out;
 }
 
-void matmul(float* y, const void* w, DType w_type, size_t w_row_bytes, const float* x,
-            size_t n_tokens, size_t n_in, size_t n_out, ThreadPool& pool) {
+void matmul(float* y, const void* w, DType w_type, size_t w_row_bytes, const float* x, size_t n_tokens, size_t n_in,
+            size_t n_out, ThreadPool& pool) {
     matmul_with(cpu_kernels(), y, w, w_type, w_row_bytes, x, n_tokens, n_in, n_out, pool);
 }
 
-void matmul_with(const CpuKernels& k, float* y, const void* w, DType w_type, size_t w_row_bytes,
-                 const float* x, size_t n_tokens, size_t n_in, size_t n_out, ThreadPool& pool) {
+void matmul_with(const CpuKernels& k, float* y, const void* w, DType w_type, size_t w_row_bytes, const float* x,
+                 size_t n_tokens, size_t n_in, size_t n_out, ThreadPool& pool) {
     const size_t slot = kernel_slot(w_type, "matmul");
     const DTypeTraits* traits = &dtype_traits(w_type);
     VecDotFn dot = k.vec_dot[slot];
@@ -232,8 +231,7 @@ void matmul_with(const CpuKernels& k, float* y, const void* w, DType w_type, siz
         a.act = panel_activations(panel_act, a.xq, a.xq_row_bytes, 1, n_in);
     }
     // One token (decode) reads each row once: unpacking a panel first would only add work.
-    if (n_tokens >= 2 && panel_act != nullptr && k.pack_panel[slot] != nullptr &&
-        k.panel_gemm[slot] != nullptr) {
+    if (n_tokens >= 2 && panel_act != nullptr && k.pack_panel[slot] != nullptr && k.panel_gemm[slot] != nullptr) {
         CACTUS_ASSERT(traits->block_size == 32);
         a.pack_panel = k.pack_panel[slot];
         a.panel_gemm = k.panel_gemm[slot];

@@ -22,8 +22,8 @@ constexpr size_t kGemmTileTokens = 8;
 //   y[t * y_stride + r] = vec_dot(w + r * w_row_bytes, x + t * x_row_bytes, n)
 // with the same result, bit for bit, as the table's vec_dot (each loaded weight block is reused
 // across the tokens and each activation block across the rows).
-using GemmTileFn = void (*)(float* y, size_t y_stride, const void* w, size_t w_row_bytes,
-                            const void* x, size_t x_row_bytes, size_t n, size_t n_tokens);
+using GemmTileFn = void (*)(float* y, size_t y_stride, const void* w, size_t w_row_bytes, const void* x,
+                            size_t x_row_bytes, size_t n, size_t n_tokens);
 
 // Row panels of the 32-element formats (AVX-512 VNNI table): kPanelRows weight rows unpacked to one
 // unsigned byte per quant (u = q + offset) and interleaved so that 32-bit lane r of a 512-bit vector
@@ -49,22 +49,21 @@ using PackPanelFn = void (*)(uint8_t* panel, const void* w, size_t w_row_bytes, 
 using PanelActFn = void (*)(PanelActBlock* act, const void* x, size_t n);
 // y[t * y_stride + r] = vec_dot(row r, token t) bit for bit, r < kPanelRows, t < n_tokens (any).
 // x: token rows of x_row_bytes; act: token rows of act_row_blocks PanelActBlocks.
-using PanelGemmFn = void (*)(float* y, size_t y_stride, const uint8_t* panel, const void* x,
-                             size_t x_row_bytes, const PanelActBlock* act, size_t act_row_blocks,
-                             size_t n, size_t n_tokens);
+using PanelGemmFn = void (*)(float* y, size_t y_stride, const uint8_t* panel, const void* x, size_t x_row_bytes,
+                             const PanelActBlock* act, size_t act_row_blocks, size_t n, size_t n_tokens);
 
 // One token (decode) over kPanelRows rows read straight from the GGUF rows (no unpacked panel):
 //   y[r] = vec_dot(w + r * w_row_bytes, x, n) bit for bit, r < kPanelRows
 // act: [n / 32] from the table's panel_act of the same type. Reads nothing past row 15's n elements.
-using PanelDecodeFn = void (*)(float* y /* [kPanelRows] */, const void* w, size_t w_row_bytes,
-                               const void* x, const PanelActBlock* act, size_t n);
+using PanelDecodeFn = void (*)(float* y /* [kPanelRows] */, const void* w, size_t w_row_bytes, const void* x,
+                               const PanelActBlock* act, size_t n);
 
 struct CpuKernels {
     const char* isa_name = "generic";
-    VecDotFn vec_dot[32] = {};             // indexed by weight DType
-    QuantizeRowFn quantize_row[32] = {};   // indexed by activation DType
+    VecDotFn vec_dot[32] = {};            // indexed by weight DType
+    QuantizeRowFn quantize_row[32] = {};  // indexed by activation DType
     DequantizeRowFn dequantize_row[32] = {};
-    GemmTileFn gemm_tile[32] = {};         // indexed by weight DType; null: matmul uses vec_dot
+    GemmTileFn gemm_tile[32] = {};  // indexed by weight DType; null: matmul uses vec_dot
     // Row panels, indexed by weight DType; all three or none. Used for 2+ tokens before gemm_tile.
     PackPanelFn pack_panel[32] = {};
     PanelActFn panel_act[32] = {};
@@ -93,11 +92,10 @@ std::vector<const CpuKernels*> cpu_kernel_tables();
 // y[t, o] = sum_i W[o, i] * x[t, i] for t < n_tokens, o < n_out.
 // W: [n_out, n_in] rows in `w_type`, row stride `w_row_bytes`; x: [n_tokens, n_in] f32;
 // y: [n_tokens, n_out] f32. Work is split over the pool's threads.
-void matmul(float* y, const void* w, DType w_type, size_t w_row_bytes, const float* x,
-            size_t n_tokens, size_t n_in, size_t n_out, ThreadPool& pool);
+void matmul(float* y, const void* w, DType w_type, size_t w_row_bytes, const float* x, size_t n_tokens, size_t n_in,
+            size_t n_out, ThreadPool& pool);
 // The same with an explicit kernel table (tests and benchmarks).
-void matmul_with(const CpuKernels& kernels, float* y, const void* w, DType w_type,
-                 size_t w_row_bytes, const float* x, size_t n_tokens, size_t n_in, size_t n_out,
-                 ThreadPool& pool);
+void matmul_with(const CpuKernels& kernels, float* y, const void* w, DType w_type, size_t w_row_bytes, const float* x,
+                 size_t n_tokens, size_t n_in, size_t n_out, ThreadPool& pool);
 
 }  // namespace cactus

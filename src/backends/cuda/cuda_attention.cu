@@ -116,7 +116,7 @@ struct DenseRows {
     const float* v;
     const float* mask_row;  // [n_kv] or null
     int n_kv, k_stride, v_stride, koff, voff;
-    int limit;              // keys j > limit are hidden (causal); n_kv - 1 otherwise
+    int limit;  // keys j > limit are hidden (causal); n_kv - 1 otherwise
     __device__ int n_rows() const { return n_kv; }
     __device__ float bias(int r) const {
         if (r > limit) return -INFINITY;
@@ -228,8 +228,8 @@ __device__ void attend(float* out, const float* q, int dk, int dv, float scale, 
     }
 }
 
-__global__ void __launch_bounds__(kThreads) attention_kv_kernel(float* out, const float* q, const KvAttnDesc* desc,
-                                                                KvAttnShape sh) {
+__global__ void __launch_bounds__(kThreads)
+    attention_kv_kernel(float* out, const float* q, const KvAttnDesc* desc, KvAttnShape sh) {
     const int t = blockIdx.x / static_cast<int>(sh.n_head);
     const int h = blockIdx.x % static_cast<int>(sh.n_head);
     const int group = static_cast<int>(sh.n_head / sh.n_head_kv);
@@ -242,22 +242,28 @@ __global__ void __launch_bounds__(kThreads) attention_kv_kernel(float* out, cons
                      q + static_cast<size_t>(t) * sh.n_head * dk + h * dk, dk, dv, sh.scale, rows);
         return;
     }
-    attend<false>(out + static_cast<size_t>(t) * sh.n_head * dv + h * dv, q + static_cast<size_t>(t) * sh.n_head * dk + h * dk,
-           dk, dv, sh.scale, rows);
+    attend<false>(out + static_cast<size_t>(t) * sh.n_head * dv + h * dv,
+                  q + static_cast<size_t>(t) * sh.n_head * dk + h * dk, dk, dv, sh.scale, rows);
 }
 
-__global__ void __launch_bounds__(kThreads) attention_dense_kernel(float* out, const float* q, const float* k,
-                                                                   const float* v, const float* mask, int n_q,
-                                                                   int n_kv, int n_head, int n_head_kv, int dk,
-                                                                   int dv, float scale, bool causal) {
+__global__ void __launch_bounds__(kThreads)
+    attention_dense_kernel(float* out, const float* q, const float* k, const float* v, const float* mask, int n_q,
+                           int n_kv, int n_head, int n_head_kv, int dk, int dv, float scale, bool causal) {
     const int i = blockIdx.x / n_head;
     const int h = blockIdx.x % n_head;
     const int kvh = h / (n_head / n_head_kv);
     const int shift = n_kv >= n_q ? n_kv - n_q : 0;
-    DenseRows rows{k, v, mask ? mask + static_cast<size_t>(i) * n_kv : nullptr, n_kv, n_head_kv * dk,
-                   n_head_kv * dv, kvh * dk, kvh * dv, causal ? i + shift : n_kv - 1};
-    attend<false>(out + static_cast<size_t>(i) * n_head * dv + h * dv, q + static_cast<size_t>(i) * n_head * dk + h * dk,
-           dk, dv, scale, rows);
+    DenseRows rows{k,
+                   v,
+                   mask ? mask + static_cast<size_t>(i) * n_kv : nullptr,
+                   n_kv,
+                   n_head_kv * dk,
+                   n_head_kv * dv,
+                   kvh * dk,
+                   kvh * dv,
+                   causal ? i + shift : n_kv - 1};
+    attend<false>(out + static_cast<size_t>(i) * n_head * dv + h * dv,
+                  q + static_cast<size_t>(i) * n_head * dk + h * dk, dk, dv, scale, rows);
 }
 
 __global__ void im2col_1d_kernel(float* col, const float* x, size_t n_t, size_t n_in, size_t n_t_out, size_t kernel,
@@ -300,9 +306,8 @@ unsigned blocks_for(size_t count) {
 void kv_store(cudaStream_t s, const KvStoreDesc* desc, const float* k, const float* v, size_t n, size_t k_width,
               size_t v_width, size_t n_head_kv, bool int8) {
     if (n == 0) return;
-    kv_store_kernel<<<static_cast<unsigned>(n), 128, 0, s>>>(desc, k, v, static_cast<int>(k_width),
-                                                             static_cast<int>(v_width), static_cast<int>(n_head_kv),
-                                                             int8);
+    kv_store_kernel<<<static_cast<unsigned>(n), 128, 0, s>>>(
+        desc, k, v, static_cast<int>(k_width), static_cast<int>(v_width), static_cast<int>(n_head_kv), int8);
     check_launch("kv_store");
 }
 
@@ -337,7 +342,7 @@ void copy(cudaStream_t s, void* dst, const void* src, size_t n) {
 void im2col_1d(cudaStream_t s, float* col, const float* x, size_t n_t, size_t n_in, size_t n_t_out, size_t kernel,
                size_t stride, size_t pad) {
     im2col_1d_kernel<<<blocks_for(n_t_out * n_in * kernel), 256, 0, s>>>(col, x, n_t, n_in, n_t_out, kernel, stride,
-                                                                          pad);
+                                                                         pad);
     check_launch("im2col_1d");
 }
 

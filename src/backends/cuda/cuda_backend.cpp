@@ -55,8 +55,10 @@ CudaBackend::CudaBackend(int device, std::chrono::milliseconds timeout)
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, device), "init", "cudaGetDeviceProperties");
     if (prop.major < 9) {
-        fail("backend: device %s (%s) has compute capability %d.%d; the CUDA backend is built for 9.0 (Hopper) "
-             "and newer", ctx_->name.c_str(), prop.name, prop.major, prop.minor);
+        fail(
+            "backend: device %s (%s) has compute capability %d.%d; the CUDA backend is built for 9.0 (Hopper) "
+            "and newer",
+            ctx_->name.c_str(), prop.name, prop.major, prop.minor);
     }
     device_name_ = prop.name;
     check(cudaStreamCreateWithFlags(&ctx_->stream, cudaStreamNonBlocking), "init", "cudaStreamCreate");
@@ -150,7 +152,6 @@ void CudaBackend::synchronize(std::chrono::milliseconds deadline) {
     }
 }
 
-
 // ---- memory ---------------------------------------------------------------------------------------
 
 std::unique_ptr<Buffer> CudaBackend::alloc(size_t bytes) {
@@ -184,9 +185,9 @@ void CudaBackend::upload_raw(void* dst, const void* src, size_t bytes) {
         const size_t n = std::min(bytes - done, kStaging);
         const size_t offset = stage(n);
         std::memcpy(pinned_ + offset, from + done, n);
-        check(cudaMemcpyAsync(static_cast<char*>(dst) + done, pinned_ + offset, n, cudaMemcpyHostToDevice,
-                              ctx_->stream),
-              "upload", "cudaMemcpyAsync (host to device)");
+        check(
+            cudaMemcpyAsync(static_cast<char*>(dst) + done, pinned_ + offset, n, cudaMemcpyHostToDevice, ctx_->stream),
+            "upload", "cudaMemcpyAsync (host to device)");
         done += n;
     }
 }
@@ -218,8 +219,7 @@ void CudaBackend::copy_raw(void* dst, const void* src, size_t bytes) {
 void CudaBackend::check_dev(const Tensor& t, const char* op, const char* what) const {
     if (t.buffer == nullptr) fail("%s %s: %s is an empty tensor", ctx_->name.c_str(), op, what);
     if (std::strcmp(t.buffer->device(), ctx_->name.c_str()) != 0) {
-        fail("%s %s: %s lives on %s, not on %s", ctx_->name.c_str(), op, what, t.buffer->device(),
-             ctx_->name.c_str());
+        fail("%s %s: %s lives on %s, not on %s", ctx_->name.c_str(), op, what, t.buffer->device(), ctx_->name.c_str());
     }
 }
 
@@ -284,7 +284,8 @@ void CudaBackend::rms_norm(const Tensor& y, const Tensor& x, const Tensor& weigh
         CACTUS_ASSERT(weight.elements() == x.width());
         w = weight.as<float>();
     }
-    launch("rms_norm", [&](cudaStream_t s) { cuda::rms_norm(s, y.as<float>(), x.as<float>(), w, x.rows(), x.width(), eps); });
+    launch("rms_norm",
+           [&](cudaStream_t s) { cuda::rms_norm(s, y.as<float>(), x.as<float>(), w, x.rows(), x.width(), eps); });
 }
 
 void CudaBackend::layer_norm(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
@@ -360,9 +361,8 @@ void CudaBackend::glu(const Tensor& y, const Tensor& gate, const Tensor& up, Act
     check_f32(up, "glu", "up");
     CACTUS_ASSERT(y.elements() == gate.elements() && y.elements() == up.elements());
     const int k = static_cast<int>(act);
-    launch("glu", [&](cudaStream_t s) {
-        cuda::glu(s, y.as<float>(), gate.as<float>(), up.as<float>(), k, y.elements());
-    });
+    launch("glu",
+           [&](cudaStream_t s) { cuda::glu(s, y.as<float>(), gate.as<float>(), up.as<float>(), k, y.elements()); });
 }
 
 void CudaBackend::rope(const Tensor& x, size_t n_head, const Tensor& pos, const RopeParams& params) {

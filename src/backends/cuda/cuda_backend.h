@@ -101,9 +101,9 @@ private:
     std::chrono::milliseconds timeout_;
     std::string device_name_;
     cudaEvent_t done_ = nullptr;
-    char* pinned_ = nullptr;       // staging, host side [kStaging]
-    char* twin_ = nullptr;         // staging, device side [kStaging]
-    size_t staged_ = 0;            // bytes of staging in use since the last synchronize
+    char* pinned_ = nullptr;           // staging, host side [kStaging]
+    char* twin_ = nullptr;             // staging, device side [kStaging]
+    size_t staged_ = 0;                // bytes of staging in use since the last synchronize
     uint32_t* status_dev_ = nullptr;   // kernels' bad-input bits
     uint32_t* status_host_ = nullptr;  // pinned copy, read after each synchronize
     std::unique_ptr<Buffer> scratch_;

@@ -267,8 +267,8 @@ void CudaBackend::attention_dense(const Tensor& out, const Tensor& q, const Tens
     }
     const float* md = mask.empty() ? nullptr : mask.as<float>();
     launch("attention_dense", [&](cudaStream_t st) {
-        cuda::attention_dense(st, out.as<float>(), q.as<float>(), k.as<float>(), v.as<float>(), md, n_q, n_kv,
-                              s.n_head, s.n_head_kv, s.head_dim, s.head_dim_v, s.scale, s.causal);
+        cuda::attention_dense(st, out.as<float>(), q.as<float>(), k.as<float>(), v.as<float>(), md, n_q, n_kv, s.n_head,
+                              s.n_head_kv, s.head_dim, s.head_dim_v, s.scale, s.causal);
     });
 }
 
@@ -314,8 +314,8 @@ void CudaBackend::conv2d(const Tensor& y, const Tensor& x, const Tensor& w, cons
     }
     float* col = scratch(h_out * w_out * w.width());
     launch("conv2d", [&](cudaStream_t s) {
-        cuda::im2col_2d(s, col, x.as<float>(), n_in, c.height, c.width, h_out, w_out, c.kernel_h, c.kernel_w,
-                        c.stride, c.pad);
+        cuda::im2col_2d(s, col, x.as<float>(), n_in, c.height, c.width, h_out, w_out, c.kernel_h, c.kernel_w, c.stride,
+                        c.pad);
         cuda::matmul(s, y.as<float>(), w.data(), w.type, w.row_bytes(), col, h_out * w_out, w.width(), w.rows());
     });
     if (!b.empty()) add(y, y, b.reshaped(w.rows(), 1));

@@ -49,18 +49,41 @@ __host__ __device__ constexpr bool is_plain() {
 template <class F>
 bool dispatch(DType type, F&& f) {
     switch (type) {
-        case DType::F32: f(std::integral_constant<DType, DType::F32>()); return true;
-        case DType::F16: f(std::integral_constant<DType, DType::F16>()); return true;
-        case DType::BF16: f(std::integral_constant<DType, DType::BF16>()); return true;
-        case DType::Q4_0: f(std::integral_constant<DType, DType::Q4_0>()); return true;
-        case DType::Q4_1: f(std::integral_constant<DType, DType::Q4_1>()); return true;
-        case DType::Q5_0: f(std::integral_constant<DType, DType::Q5_0>()); return true;
-        case DType::Q5_1: f(std::integral_constant<DType, DType::Q5_1>()); return true;
-        case DType::Q8_0: f(std::integral_constant<DType, DType::Q8_0>()); return true;
-        case DType::Q4_K: f(std::integral_constant<DType, DType::Q4_K>()); return true;
-        case DType::Q5_K: f(std::integral_constant<DType, DType::Q5_K>()); return true;
-        case DType::Q6_K: f(std::integral_constant<DType, DType::Q6_K>()); return true;
-        default: return false;
+        case DType::F32:
+            f(std::integral_constant<DType, DType::F32>());
+            return true;
+        case DType::F16:
+            f(std::integral_constant<DType, DType::F16>());
+            return true;
+        case DType::BF16:
+            f(std::integral_constant<DType, DType::BF16>());
+            return true;
+        case DType::Q4_0:
+            f(std::integral_constant<DType, DType::Q4_0>());
+            return true;
+        case DType::Q4_1:
+            f(std::integral_constant<DType, DType::Q4_1>());
+            return true;
+        case DType::Q5_0:
+            f(std::integral_constant<DType, DType::Q5_0>());
+            return true;
+        case DType::Q5_1:
+            f(std::integral_constant<DType, DType::Q5_1>());
+            return true;
+        case DType::Q8_0:
+            f(std::integral_constant<DType, DType::Q8_0>());
+            return true;
+        case DType::Q4_K:
+            f(std::integral_constant<DType, DType::Q4_K>());
+            return true;
+        case DType::Q5_K:
+            f(std::integral_constant<DType, DType::Q5_K>());
+            return true;
+        case DType::Q6_K:
+            f(std::integral_constant<DType, DType::Q6_K>());
+            return true;
+        default:
+            return false;
     }
 }
 
@@ -72,8 +95,8 @@ void check_launch(const char* what) {
 // ---- embedding rows -------------------------------------------------------------------------------
 
 template <DType T>
-__global__ void get_rows_kernel(float* y, const uint8_t* table, size_t row_bytes, size_t table_rows,
-                                const int32_t* ids, size_t width, float scale, uint32_t* status) {
+__global__ void get_rows_kernel(float* y, const uint8_t* table, size_t row_bytes, size_t table_rows, const int32_t* ids,
+                                size_t width, float scale, uint32_t* status) {
     const size_t t = blockIdx.x;
     const int32_t id = ids[t];
     float* out = y + t * width;
@@ -174,8 +197,8 @@ __device__ __forceinline__ float block_min(const uint8_t* row, int c) {
 // y [n, n_out] = x [n, n_in] W^T: one warp per weight row, NT tokens per block; quantized rows are
 // read one 32-element chunk per lane and dequantized in registers. x rows are 16-byte aligned.
 template <DType T, int NT>
-__global__ void __launch_bounds__(kWarps * 32) matmul_quant_kernel(float* y, const uint8_t* w, size_t row_bytes,
-                                                                   const float* x, int n, int n_in, int n_out) {
+__global__ void __launch_bounds__(kWarps * 32)
+    matmul_quant_kernel(float* y, const uint8_t* w, size_t row_bytes, const float* x, int n, int n_in, int n_out) {
     const int warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31;
     const int r = blockIdx.x * kWarps + warp;
@@ -197,8 +220,7 @@ __global__ void __launch_bounds__(kWarps * 32) matmul_quant_kernel(float* y, con
             if (t < nt) {
                 float xv[32];
                 if (active) {
-                    const float4* xp =
-                        reinterpret_cast<const float4*>(x + static_cast<size_t>(t0 + t) * n_in + c * 32);
+                    const float4* xp = reinterpret_cast<const float4*>(x + static_cast<size_t>(t0 + t) * n_in + c * 32);
 #pragma unroll
                     for (int q = 0; q < 8; ++q) {
                         const float4 v = __ldg(xp + q);
@@ -236,8 +258,8 @@ __global__ void __launch_bounds__(kWarps * 32) matmul_quant_kernel(float* y, con
 }
 
 template <DType T, int NT>
-__global__ void __launch_bounds__(kWarps * 32) matmul_plain_kernel(float* y, const uint8_t* w, size_t row_bytes,
-                                                                   const float* x, int n, int n_in, int n_out) {
+__global__ void __launch_bounds__(kWarps * 32)
+    matmul_plain_kernel(float* y, const uint8_t* w, size_t row_bytes, const float* x, int n, int n_in, int n_out) {
     const int warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31;
     const int r = blockIdx.x * kWarps + warp;
@@ -263,8 +285,8 @@ __global__ void __launch_bounds__(kWarps * 32) matmul_plain_kernel(float* y, con
 }
 
 template <DType T, int NT>
-void launch_matmul(cudaStream_t s, float* y, const uint8_t* w, size_t row_bytes, const float* x, size_t n,
-                   size_t n_in, size_t n_out) {
+void launch_matmul(cudaStream_t s, float* y, const uint8_t* w, size_t row_bytes, const float* x, size_t n, size_t n_in,
+                   size_t n_out) {
     const dim3 grid(static_cast<unsigned>((n_out + kWarps - 1) / kWarps), static_cast<unsigned>((n + NT - 1) / NT));
     if constexpr (is_plain<T>()) {
         matmul_plain_kernel<T, NT><<<grid, kWarps * 32, 0, s>>>(y, w, row_bytes, x, static_cast<int>(n),

@@ -55,7 +55,7 @@ void kv_store(cudaStream_t s, const KvStoreDesc* desc, const float* k, const flo
 // One batch token's view of its cache layer: rows [0, n_rows) from k/v (the query's first row),
 // their positions, and its mask.
 struct KvAttnDesc {
-    const void* k = nullptr;   // first row (f16 or int8), head 0
+    const void* k = nullptr;  // first row (f16 or int8), head 0
     const void* v = nullptr;
     const float* ks = nullptr;  // int8 scales of the first row
     const float* vs = nullptr;
@@ -70,7 +70,7 @@ struct KvAttnShape {
     size_t n_head_kv = 0;
     size_t head_dim_k = 0;
     size_t head_dim_v = 0;
-    size_t k_width = 0;   // elements between rows
+    size_t k_width = 0;  // elements between rows
     size_t v_width = 0;
     size_t k_groups = 0;  // int8: scales between rows
     size_t v_groups = 0;

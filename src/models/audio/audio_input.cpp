@@ -62,8 +62,7 @@ void check_header(const SF_INFO& info, const AudioLimits& limits, const std::str
     }
     const double seconds = static_cast<double>(info.frames) / info.samplerate;
     if (info.frames < 0 || seconds > limits.max_seconds) {
-        fail("read audio: %s is %.0f s long, more than the limit of %.0f s", what.c_str(), seconds,
-             limits.max_seconds);
+        fail("read audio: %s is %.0f s long, more than the limit of %.0f s", what.c_str(), seconds, limits.max_seconds);
     }
 }
 

@@ -31,8 +31,7 @@ std::vector<float> reflect_pad(const std::vector<float>& x, size_t pad) {
 
 LogMel log_mel(const float* samples, size_t n_samples, const std::vector<float>& filters, size_t n_mels) {
     if (n_mels == 0 || filters.size() != n_mels * kMelBins) {
-        fail("log_mel: %zu filter values for %zu mel bins (expected %zu)", filters.size(), n_mels,
-             n_mels * kMelBins);
+        fail("log_mel: %zu filter values for %zu mel bins (expected %zu)", filters.size(), n_mels, n_mels * kMelBins);
     }
     // 160 zeros appended (faster-whisper's padding); at least n_fft / 2 + 1 samples to reflect.
     std::vector<float> x(samples, samples + n_samples);

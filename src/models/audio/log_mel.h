@@ -13,7 +13,7 @@ constexpr size_t kMelHop = 160;
 constexpr size_t kMelBins = kMelFft / 2 + 1;  // 201 frequency bins
 
 struct LogMel {
-    size_t n_frames = 0;     // floor(n_samples / 160) + 1
+    size_t n_frames = 0;  // floor(n_samples / 160) + 1
     size_t n_mels = 0;
     std::vector<float> data;  // [n_frames, n_mels] (time rows, what the encoder's conv reads)
 };

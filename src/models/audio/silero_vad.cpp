@@ -17,7 +17,8 @@ std::vector<float> read_tensor(const GgufFile& f, const std::string& name, const
     const GgufTensor* t = f.find_tensor(name);
     size_t n = 1;
     for (size_t d : shape) n *= d;
-    if (!t || t->type != DType::F32 || t->n_elements != n) fail("load silero vad: tensor %s missing or not f32 [%zu]", name.c_str(), n);
+    if (!t || t->type != DType::F32 || t->n_elements != n)
+        fail("load silero vad: tensor %s missing or not f32 [%zu]", name.c_str(), n);
     std::vector<float> v(n);
     std::memcpy(v.data(), t->data, n * sizeof(float));
     return v;
@@ -90,14 +91,16 @@ std::vector<float> SileroVad::probabilities(const float* samples, size_t n) cons
     std::vector<float> x(kContext + kChunk + kContext);  // context | chunk | reflect pad
     for (size_t i = 0; i < n_chunks; ++i) {
         const float* chunk = audio.data() + i * kChunk;
-        for (size_t j = 0; j < kContext; ++j) x[j] = i == 0 ? 0.0f : chunk[static_cast<long>(j) - static_cast<long>(kContext)];
+        for (size_t j = 0; j < kContext; ++j)
+            x[j] = i == 0 ? 0.0f : chunk[static_cast<long>(j) - static_cast<long>(kContext)];
         std::copy(chunk, chunk + kChunk, x.begin() + kContext);
         const size_t m = kContext + kChunk;  // reflect: x[m + j] = x[m - 2 - j]
         for (size_t j = 0; j < kContext; ++j) x[m + j] = x[m - 2 - j];
         size_t t = 0;
         std::vector<float> spec = conv(x, x.size(), 1, 258, 256, 128, 0, stft_.w, nullptr, &t);  // [258, 4]
         std::vector<float> mag(129 * t);
-        for (size_t k = 0; k < 129 * t; ++k) mag[k] = std::sqrt(spec[k] * spec[k] + spec[129 * t + k] * spec[129 * t + k]);
+        for (size_t k = 0; k < 129 * t; ++k)
+            mag[k] = std::sqrt(spec[k] * spec[k] + spec[129 * t + k] * spec[129 * t + k]);
         size_t t1 = 0, t2 = 0, t3 = 0, t4 = 0;
         std::vector<float> y1 = conv(mag, t, 129, 128, 3, 1, 1, c1_.w, &c1_.b, &t1);
         relu(y1);
@@ -141,7 +144,9 @@ std::vector<SpeechSpan> speech_spans_from_probabilities(const std::vector<float>
     const double min_silence = sr * o.min_silence_ms / 1000.0;
     const double min_silence_at_max = sr * 98.0 / 1000.0;
     const float neg = o.neg_threshold >= 0 ? o.neg_threshold : std::max(o.threshold - 0.15f, 0.01f);
-    struct Span { double start = 0, end = 0; };
+    struct Span {
+        double start = 0, end = 0;
+    };
     std::vector<Span> speeches;
     bool triggered = false, has_current = false;
     Span cur;

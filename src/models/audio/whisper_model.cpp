@@ -10,11 +10,11 @@
 namespace cactus {
 
 struct WhisperModel::EncLayer {
-    Tensor attn_norm_w, attn_norm_b;    // [n_embd]
-    Tensor wq, wk, wv, wo;              // [n_embd, n_embd] (q, k, v: rows of the fused QKV)
-    Tensor bq, bk, bv, bo;              // [n_embd]
-    Tensor ffn_norm_w, ffn_norm_b;      // [n_embd]
-    Tensor up, up_b, down, down_b;      // [4 n_embd, n_embd], [4 n_embd], [n_embd, 4 n_embd], [n_embd]
+    Tensor attn_norm_w, attn_norm_b;  // [n_embd]
+    Tensor wq, wk, wv, wo;            // [n_embd, n_embd] (q, k, v: rows of the fused QKV)
+    Tensor bq, bk, bv, bo;            // [n_embd]
+    Tensor ffn_norm_w, ffn_norm_b;    // [n_embd]
+    Tensor up, up_b, down, down_b;    // [4 n_embd, n_embd], [4 n_embd], [n_embd, 4 n_embd], [n_embd]
 };
 
 struct WhisperModel::DecLayer : WhisperModel::EncLayer {
@@ -120,7 +120,8 @@ WhisperModel::WhisperModel(const std::string& path, Backend& backend) : be_(back
     }
     auto tok = [&](const char* key) {
         const uint64_t id = f.get_uint(std::string("whisper.token.") + key);
-        if (id >= hp_.n_vocab) fail("load whisper: token %s = %llu is outside the vocabulary", key, (unsigned long long)id);
+        if (id >= hp_.n_vocab)
+            fail("load whisper: token %s = %llu is outside the vocabulary", key, (unsigned long long)id);
         return static_cast<int32_t>(id);
     };
     vocab_.eot = tok("eot");
@@ -137,12 +138,15 @@ WhisperModel::WhisperModel(const std::string& path, Backend& backend) : be_(back
     vocab_.suppress_begin = int_array(f, "whisper.suppress_ids_begin", true);
     vocab_.lang_ids = int_array(f, "whisper.lang_ids", false);
     if (f.has("whisper.lang_codes")) vocab_.lang_codes = f.get_string_array("whisper.lang_codes");
-    if (vocab_.lang_codes.size() != vocab_.lang_ids.size()) fail("load whisper: language codes and ids differ in count");
+    if (vocab_.lang_codes.size() != vocab_.lang_ids.size())
+        fail("load whisper: language codes and ids differ in count");
     for (int32_t id : vocab_.suppress) {
-        if (id < 0 || static_cast<size_t>(id) >= hp_.n_vocab) fail("load whisper: suppressed token %d is outside the vocabulary", id);
+        if (id < 0 || static_cast<size_t>(id) >= hp_.n_vocab)
+            fail("load whisper: suppressed token %d is outside the vocabulary", id);
     }
     for (int32_t id : vocab_.suppress_begin) {
-        if (id < 0 || static_cast<size_t>(id) >= hp_.n_vocab) fail("load whisper: suppressed token %d is outside the vocabulary", id);
+        if (id < 0 || static_cast<size_t>(id) >= hp_.n_vocab)
+            fail("load whisper: suppressed token %d is outside the vocabulary", id);
     }
     weights_ = std::make_unique<WeightLoader>(f, be_);
     load(*weights_, f);

@@ -87,19 +87,19 @@ private:
     Tensor conv1_w_, conv1_b_, conv2_w_, conv2_b_;  // [n_embd, n_mels * 3], [n_embd, n_embd * 3]
     Tensor enc_pos_, dec_pos_;                      // [n_audio_ctx, n_embd], [n_text_ctx, n_embd]
     Tensor enc_norm_w_, enc_norm_b_, dec_norm_w_, dec_norm_b_;
-    Tensor token_embd_;                             // [n_vocab, n_embd]
+    Tensor token_embd_;  // [n_vocab, n_embd]
     std::vector<EncLayer> enc_;
     std::vector<DecLayer> dec_;
 
     // activations
-    Tensor mel_;                   // [n_frames, n_mels]
-    Tensor conv_;                  // [n_frames, n_embd]
-    Tensor ex_, eh_, eq_, ek_, ev_, ea_;  // [n_audio_ctx, n_embd]
-    Tensor ef_;                    // [n_audio_ctx, 4 n_embd]
-    Tensor dx_, dh_, dq_, da_;     // [n_text_ctx, n_embd]
-    Tensor df_;                    // [n_text_ctx, 4 n_embd]
-    Tensor ids_;                   // [n_text_ctx] I32
-    Tensor logits_;                // [1, n_vocab]
+    Tensor mel_;                             // [n_frames, n_mels]
+    Tensor conv_;                            // [n_frames, n_embd]
+    Tensor ex_, eh_, eq_, ek_, ev_, ea_;     // [n_audio_ctx, n_embd]
+    Tensor ef_;                              // [n_audio_ctx, 4 n_embd]
+    Tensor dx_, dh_, dq_, da_;               // [n_text_ctx, n_embd]
+    Tensor df_;                              // [n_text_ctx, 4 n_embd]
+    Tensor ids_;                             // [n_text_ctx] I32
+    Tensor logits_;                          // [1, n_vocab]
     std::vector<Tensor> self_k_, self_v_;    // per layer [n_text_ctx, n_embd]
     std::vector<Tensor> cross_k_, cross_v_;  // per layer [n_audio_ctx, n_embd]
     std::vector<float> host_logits_;

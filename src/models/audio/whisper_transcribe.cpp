@@ -57,14 +57,16 @@ void apply_rules(std::vector<float>& logits, const std::vector<int32_t>& sampled
     for (size_t i = k; i-- > 0;) {  // timestamps never decrease
         if (sampled[i] < v.timestamp_begin) continue;
         size_t last = static_cast<size_t>(sampled[i]) + ((last_ts && !penult_ts) ? 0 : 1);
-        std::fill(logits.begin() + static_cast<long>(tb), logits.begin() + static_cast<long>(std::min(last, n)), kNegInf);
+        std::fill(logits.begin() + static_cast<long>(tb), logits.begin() + static_cast<long>(std::min(last, n)),
+                  kNegInf);
         break;
     }
     if (k == 0) {  // the first token is a timestamp, no later than max_initial_timestamp
         std::fill(logits.begin(), logits.begin() + static_cast<long>(tb), kNegInf);
         if (max_initial_index >= 0) {
             const size_t last_allowed = tb + static_cast<size_t>(max_initial_index);
-            if (last_allowed + 1 < n) std::fill(logits.begin() + static_cast<long>(last_allowed + 1), logits.end(), kNegInf);
+            if (last_allowed + 1 < n)
+                std::fill(logits.begin() + static_cast<long>(last_allowed + 1), logits.end(), kNegInf);
         }
     }
     // if the timestamps together are likelier than any text token, emit a timestamp

@@ -17,11 +17,11 @@ struct TranscribeOptions {
     bool translate = false;
     bool condition_on_previous_text = true;
     std::vector<float> temperatures = {0.0f, 0.2f, 0.4f, 0.6f, 0.8f, 1.0f};
-    size_t best_of = 5;                       // samples per temperature above 0
+    size_t best_of = 5;                        // samples per temperature above 0
     float compression_ratio_threshold = 2.4f;  // <= 0: off
     float log_prob_threshold = -1.0f;
-    float no_speech_threshold = 0.6f;          // <= 0: off
-    float max_initial_timestamp = 1.0f;        // seconds
+    float no_speech_threshold = 0.6f;    // <= 0: off
+    float max_initial_timestamp = 1.0f;  // seconds
     uint64_t seed = 0;
 };
 

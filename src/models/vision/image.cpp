@@ -24,11 +24,17 @@ thread_local size_t g_alloc_cap = SIZE_MAX;
 thread_local bool g_alloc_refused = false;
 
 void* guarded_malloc(size_t n) {
-    if (n > g_alloc_cap) { g_alloc_refused = true; return nullptr; }
+    if (n > g_alloc_cap) {
+        g_alloc_refused = true;
+        return nullptr;
+    }
     return std::malloc(n);
 }
 void* guarded_realloc(void* p, size_t n) {
-    if (n > g_alloc_cap) { g_alloc_refused = true; return nullptr; }
+    if (n > g_alloc_cap) {
+        g_alloc_refused = true;
+        return nullptr;
+    }
     return std::realloc(p, n);
 }
 
@@ -56,10 +62,14 @@ enum class Format { PNG, JPEG, BMP, GIF };
 
 const char* format_name(Format f) {
     switch (f) {
-        case Format::PNG: return "PNG";
-        case Format::JPEG: return "JPEG";
-        case Format::BMP: return "BMP";
-        case Format::GIF: return "GIF";
+        case Format::PNG:
+            return "PNG";
+        case Format::JPEG:
+            return "JPEG";
+        case Format::BMP:
+            return "BMP";
+        case Format::GIF:
+            return "GIF";
     }
     return "?";
 }
@@ -108,10 +118,19 @@ void check_jpeg_tables(const uint8_t* d, size_t n, const std::string& name) {
     bool progressive = false;
     size_t i = 2;
     while (i + 1 < n) {
-        if (d[i] != 0xFF) { ++i; continue; }  // entropy-coded bytes
+        if (d[i] != 0xFF) {
+            ++i;
+            continue;
+        }  // entropy-coded bytes
         const uint8_t m = d[i + 1];
-        if (m == 0xFF) { ++i; continue; }  // fill byte
-        if (m == 0x00 || (m >= 0xD0 && m <= 0xD7) || m == 0x01) { i += 2; continue; }
+        if (m == 0xFF) {
+            ++i;
+            continue;
+        }  // fill byte
+        if (m == 0x00 || (m >= 0xD0 && m <= 0xD7) || m == 0x01) {
+            i += 2;
+            continue;
+        }
         if (m == 0xD9) return;
         if (i + 4 > n) break;
         const size_t len = be16(d + i + 2);
@@ -124,7 +143,8 @@ void check_jpeg_tables(const uint8_t* d, size_t n, const std::string& name) {
             for (size_t p = 0; p < seg_n;) {
                 if (p + 17 > seg_n) fail("decode_image: %s: corrupt JPEG (short Huffman table)", name.c_str());
                 const int tc = seg[p] >> 4, th = seg[p] & 15;
-                if (tc > 1 || th > 3) fail("decode_image: %s: corrupt JPEG (Huffman table class %d id %d)", name.c_str(), tc, th);
+                if (tc > 1 || th > 3)
+                    fail("decode_image: %s: corrupt JPEG (Huffman table class %d id %d)", name.c_str(), tc, th);
                 size_t count = 0;
                 for (int k = 1; k <= 16; ++k) count += seg[p + k];
                 // stb 2.27 writes a table of more than 256 codes past its arrays.
@@ -179,16 +199,28 @@ void check_bmp_extent(const uint8_t* d, size_t n, const std::string& name) {
 
 void check_container(Format f, const uint8_t* d, size_t n, const std::string& name) {
     switch (f) {
-        case Format::PNG: check_png_end(d, n, name); break;
-        case Format::JPEG: check_jpeg_end(d, n, name); check_jpeg_tables(d, n, name); break;
-        case Format::BMP: check_bmp_extent(d, n, name); break;
-        case Format::GIF: check_gif_end(d, n, name); break;
+        case Format::PNG:
+            check_png_end(d, n, name);
+            break;
+        case Format::JPEG:
+            check_jpeg_end(d, n, name);
+            check_jpeg_tables(d, n, name);
+            break;
+        case Format::BMP:
+            check_bmp_extent(d, n, name);
+            break;
+        case Format::GIF:
+            check_gif_end(d, n, name);
+            break;
     }
 }
 
 // Clears the guard when decoding ends, however it ends.
 struct AllocCap {
-    explicit AllocCap(size_t cap) { g_alloc_cap = cap; g_alloc_refused = false; }
+    explicit AllocCap(size_t cap) {
+        g_alloc_cap = cap;
+        g_alloc_refused = false;
+    }
     ~AllocCap() { g_alloc_cap = SIZE_MAX; }
 };
 
@@ -227,8 +259,8 @@ Image decode_image(const uint8_t* data, size_t bytes, const std::string& name, c
     }
     std::unique_ptr<stbi_uc, void (*)(void*)> owned(pixels_rgb, stbi_image_free);
     if (ow != w || oh != h)
-        fail("decode_image: %s: %s decoded to %dx%d, header said %dx%d", name.c_str(), format_name(format), ow, oh,
-             w, h);
+        fail("decode_image: %s: %s decoded to %dx%d, header said %dx%d", name.c_str(), format_name(format), ow, oh, w,
+             h);
     Image img;
     img.width = size_t(w);
     img.height = size_t(h);

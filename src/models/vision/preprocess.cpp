@@ -15,9 +15,12 @@ constexpr int kPrecisionBits = 32 - 8 - 2;
 
 double filter_support(ResizeFilter f) {
     switch (f) {
-        case ResizeFilter::BILINEAR: return 1.0;
-        case ResizeFilter::BICUBIC: return 2.0;
-        case ResizeFilter::LANCZOS: return 3.0;
+        case ResizeFilter::BILINEAR:
+            return 1.0;
+        case ResizeFilter::BICUBIC:
+            return 2.0;
+        case ResizeFilter::LANCZOS:
+            return 3.0;
     }
     return 1.0;
 }
@@ -41,8 +44,8 @@ double filter_value(ResizeFilter f, double x) {
 // Per output pixel: first input index, count, and ksize fixed-point weights.
 struct Kernel {
     size_t ksize = 0;
-    std::vector<int> bounds;      // [out, 2]
-    std::vector<int32_t> weights; // [out, ksize]
+    std::vector<int> bounds;       // [out, 2]
+    std::vector<int32_t> weights;  // [out, ksize]
 };
 
 Kernel precompute(size_t in_size, size_t out_size, ResizeFilter f) {
@@ -141,8 +144,8 @@ Image resize_image(const Image& src, size_t width, size_t height, ResizeFilter f
     // always runs the horizontal pass first (Pillow <= 12), so it differs from transformers with
     // Pillow 13 on such images (docs/VISION.md).
     const bool need_h = width != src.width, need_v = height != src.height;
-    const bool vertical_first = height < src.height &&
-                                int64_t(src.height - height) > 2 * (int64_t(src.width) - int64_t(width));
+    const bool vertical_first =
+        height < src.height && int64_t(src.height - height) > 2 * (int64_t(src.width) - int64_t(width));
     if (need_h && need_v && vertical_first) {
         const Image tmp = resample_vertical(src, height, precompute(src.height, height, filter));
         return resample_horizontal(tmp, width, precompute(src.width, width, filter));
@@ -169,8 +172,7 @@ std::vector<float> normalize_planes(const Image& img, const float mean[3], const
     const size_t n = img.width * img.height;
     std::vector<float> planes(3 * n);
     for (size_t i = 0; i < n; ++i)
-        for (size_t c = 0; c < 3; ++c)
-            planes[c * n + i] = (float(img.rgb[i * 3 + c]) / 255.0f - mean[c]) / std[c];
+        for (size_t c = 0; c < 3; ++c) planes[c * n + i] = (float(img.rgb[i * 3 + c]) / 255.0f - mean[c]) / std[c];
     return planes;
 }
 
@@ -202,7 +204,8 @@ TiledImage idefics3_tiles(const Image& img, size_t tile, size_t longest_edge) {
         return out;
     }
     for (size_t y = 0; y < out.grid_y; ++y)
-        for (size_t x = 0; x < out.grid_x; ++x) out.tiles.push_back(crop_image(refined, x * tile, y * tile, tile, tile));
+        for (size_t x = 0; x < out.grid_x; ++x)
+            out.tiles.push_back(crop_image(refined, x * tile, y * tile, tile, tile));
     return out;
 }
 

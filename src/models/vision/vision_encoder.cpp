@@ -11,10 +11,10 @@
 namespace cactus {
 
 struct VisionEncoder::Layer {
-    Tensor ln1_w, ln1_b, ln2_w, ln2_b;              // [n_embd]
-    Tensor q_w, k_w, v_w, o_w;                      // [n_embd, n_embd]
-    Tensor q_b, k_b, v_b, o_b;                      // [n_embd]
-    Tensor up_w, up_b, down_w, down_b;              // [n_ff, n_embd], [n_ff], [n_embd, n_ff], [n_embd]
+    Tensor ln1_w, ln1_b, ln2_w, ln2_b;  // [n_embd]
+    Tensor q_w, k_w, v_w, o_w;          // [n_embd, n_embd]
+    Tensor q_b, k_b, v_b, o_b;          // [n_embd]
+    Tensor up_w, up_b, down_w, down_b;  // [n_ff, n_embd], [n_ff], [n_embd, n_ff], [n_embd]
 };
 
 namespace {
@@ -53,8 +53,8 @@ VisionHParams read_vision_hparams(const GgufFile& f) {
     if (hp.projector != "idefics3")
         fail("load mmproj: projector type '%s' is not supported (idefics3)", hp.projector.c_str());
     if (hp.patch_size == 0 || hp.image_size % hp.patch_size != 0 || hp.n_head == 0 || hp.n_embd % hp.n_head != 0)
-        fail("load mmproj: image size %zu, patch size %zu, %zu heads over %zu", hp.image_size, hp.patch_size,
-             hp.n_head, hp.n_embd);
+        fail("load mmproj: image size %zu, patch size %zu, %zu heads over %zu", hp.image_size, hp.patch_size, hp.n_head,
+             hp.n_embd);
     const size_t side = hp.image_size / hp.patch_size;
     if (hp.scale_factor == 0 || side % hp.scale_factor != 0)
         fail("load mmproj: scale factor %zu does not divide %zu patches per side", hp.scale_factor, side);
@@ -146,8 +146,8 @@ void VisionEncoder::encode(const EncoderInput& in, std::vector<float>* out) {
         return t;
     };
     const Tensor planes = take(in.width * in.height, 3);  // [3, H * W]
-    const Tensor x = take(d, n), cur = take(d, n), q = take(d, n), k = take(d, n), v = take(d, n),
-                 attn = take(d, n), hid = take(ff, n);
+    const Tensor x = take(d, n), cur = take(d, n), q = take(d, n), k = take(d, n), v = take(d, n), attn = take(d, n),
+                 hid = take(ff, n);
     be.upload(planes, in.planes.data(), in.planes.size() * sizeof(float));
 
     Conv2d conv;

@@ -21,19 +21,19 @@ class GgufFile;
 class WeightLoader;
 
 struct VisionHParams {
-    std::string projector;     // clip.projector_type
-    size_t image_size = 0;     // clip.vision.image_size (side of a tile, pixels)
-    size_t patch_size = 0;     // clip.vision.patch_size
-    size_t n_embd = 0;         // clip.vision.embedding_length
-    size_t n_ff = 0;           // clip.vision.feed_forward_length
-    size_t n_layer = 0;        // clip.vision.block_count
-    size_t n_head = 0;         // clip.vision.attention.head_count
-    size_t proj_dim = 0;       // clip.vision.projection_dim (the text model's n_embd)
-    float eps = 1e-6f;         // clip.vision.attention.layer_norm_epsilon
+    std::string projector;  // clip.projector_type
+    size_t image_size = 0;  // clip.vision.image_size (side of a tile, pixels)
+    size_t patch_size = 0;  // clip.vision.patch_size
+    size_t n_embd = 0;      // clip.vision.embedding_length
+    size_t n_ff = 0;        // clip.vision.feed_forward_length
+    size_t n_layer = 0;     // clip.vision.block_count
+    size_t n_head = 0;      // clip.vision.attention.head_count
+    size_t proj_dim = 0;    // clip.vision.projection_dim (the text model's n_embd)
+    float eps = 1e-6f;      // clip.vision.attention.layer_norm_epsilon
     float mean[3] = {0.5f, 0.5f, 0.5f};
     float std[3] = {0.5f, 0.5f, 0.5f};
-    size_t scale_factor = 1;   // clip.vision.projector.scale_factor (pixel shuffle / pooling)
-    size_t longest_edge = 0;   // clip.vision.preproc_image_size (idefics3)
+    size_t scale_factor = 1;  // clip.vision.projector.scale_factor (pixel shuffle / pooling)
+    size_t longest_edge = 0;  // clip.vision.preproc_image_size (idefics3)
     Activation act = Activation::GELU_TANH;
 };
 
@@ -66,10 +66,10 @@ private:
     Blocks nn_;
     std::unique_ptr<WeightLoader> weights_;  // owns the F32 vectors
     std::vector<Layer> layers_;
-    Tensor patch_w_, patch_b_;   // [n_embd, 3 * p * p], [n_embd]
-    Tensor pos_;                 // [n_pos, n_embd] F32
-    Tensor post_w_, post_b_;     // [n_embd]
-    Tensor fc_;                  // idefics3: [proj_dim, n_embd * s * s]
+    Tensor patch_w_, patch_b_;  // [n_embd, 3 * p * p], [n_embd]
+    Tensor pos_;                // [n_pos, n_embd] F32
+    Tensor post_w_, post_b_;    // [n_embd]
+    Tensor fc_;                 // idefics3: [proj_dim, n_embd * s * s]
 };
 
 VisionHParams read_vision_hparams(const GgufFile& mmproj);

@@ -15,7 +15,7 @@ namespace cactus {
 
 namespace {
 
-constexpr size_t kGroup = 32;     // kKvGroup (src/kv/kv_options.h)
+constexpr size_t kGroup = 32;  // kKvGroup (src/kv/kv_options.h)
 #include "backends/cpu/avx2/attention_tiles.inl"
 
 inline __m256 load_i8(const int8_t* p) {
@@ -141,8 +141,8 @@ void dots_f16_tile(float* scores, size_t ld, const QueryBlock& qb, const uint16_
 
 // Groups of 32: each group's 8-lane products summed, scaled by the group's scale, added in order.
 template <int NQ, int R>
-void dots_q8_tile(float* scores, size_t ld, const QueryBlock& qb, const int8_t* const* k,
-                  const float* const* k_scale, size_t n) {
+void dots_q8_tile(float* scores, size_t ld, const QueryBlock& qb, const int8_t* const* k, const float* const* k_scale,
+                  size_t n) {
     float sum[NQ][R] = {};
     size_t g0 = 0;
     for (; g0 + kGroup <= n; g0 += kGroup) {
@@ -175,7 +175,9 @@ void dots_q8_tile(float* scores, size_t ld, const QueryBlock& qb, const int8_t* 
 
 // Rows per tile: more independent rows when few queries share them.
 template <int NQ>
-constexpr int rows_per_tile() { return NQ == 1 ? 4 : (NQ == 2 ? 2 : 1); }
+constexpr int rows_per_tile() {
+    return NQ == 1 ? 4 : (NQ == 2 ? 2 : 1);
+}
 
 template <int NQ>
 void dots_f16_rows(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride,
@@ -189,8 +191,8 @@ void dots_f16_rows(float* scores, size_t ld, const QueryBlock& q, const uint16_t
 }
 
 template <int NQ>
-void dots_q8_rows(float* scores, size_t ld, const QueryBlock& q, const int8_t* k, size_t k_stride,
-                  const float* k_scale, size_t k_scale_stride, const RowList& rows, size_t n) {
+void dots_q8_rows(float* scores, size_t ld, const QueryBlock& q, const int8_t* k, size_t k_stride, const float* k_scale,
+                  size_t k_scale_stride, const RowList& rows, size_t n) {
     for_row_tiles<rows_per_tile<NQ>()>(rows, [&](size_t i, auto tile_rows) {
         constexpr int R = decltype(tile_rows)::value;
         const int8_t* kr[R];
@@ -203,16 +205,16 @@ void dots_q8_rows(float* scores, size_t ld, const QueryBlock& q, const int8_t* k
     });
 }
 
-void dots_f16(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride,
-              const RowList& rows, size_t n) {
+void dots_f16(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride, const RowList& rows,
+              size_t n) {
     for_query_tiles(q.n_q, [&](size_t j, auto nq) {
         const QueryBlock part = {q.q + j * q.q_stride, q.q_stride, decltype(nq)::value};
         dots_f16_rows<decltype(nq)::value>(scores + j * ld, ld, part, k, k_stride, rows, n);
     });
 }
 
-void dots_q8(float* scores, size_t ld, const QueryBlock& q, const int8_t* k, size_t k_stride,
-             const float* k_scale, size_t k_scale_stride, const RowList& rows, size_t n) {
+void dots_q8(float* scores, size_t ld, const QueryBlock& q, const int8_t* k, size_t k_stride, const float* k_scale,
+             size_t k_scale_stride, const RowList& rows, size_t n) {
     for_query_tiles(q.n_q, [&](size_t j, auto nq) {
         const QueryBlock part = {q.q + j * q.q_stride, q.q_stride, decltype(nq)::value};
         dots_q8_rows<decltype(nq)::value>(scores + j * ld, ld, part, k, k_stride, k_scale, k_scale_stride, rows, n);
@@ -252,8 +254,8 @@ void accumulate_vectors(const OutputBlock& ob, size_t n_vec, size_t i0, size_t i
 // Rows in blocks of kRowBlock: lanes [0, n_vec) vectorised, [n_vec, n) one at a time, each lane
 // adding fma(scalar_weight(j, i, d), scalar_value(i, d)) per row in list order.
 template <int NQ, class Value, class Weight, class ScalarWeight, class ScalarValue>
-void accumulate_rows(const OutputBlock& ob, const RowList& rows, size_t n_vec, size_t n, Value value,
-                     Weight weight, ScalarWeight scalar_weight, ScalarValue scalar_value) {
+void accumulate_rows(const OutputBlock& ob, const RowList& rows, size_t n_vec, size_t n, Value value, Weight weight,
+                     ScalarWeight scalar_weight, ScalarValue scalar_value) {
     for (size_t i0 = 0; i0 < rows.n_rows; i0 += kRowBlock) {
         const size_t i1 = std::min(rows.n_rows, i0 + kRowBlock);
         accumulate_vectors<NQ>(ob, n_vec, i0, i1, value, weight);
@@ -301,8 +303,8 @@ void accumulate_f16(const OutputBlock& out, const WeightBlock& p, const uint16_t
     });
 }
 
-void accumulate_q8(const OutputBlock& out, const WeightBlock& p, const int8_t* v, size_t v_stride,
-                   const float* v_scale, size_t v_scale_stride, const RowList& rows, size_t n) {
+void accumulate_q8(const OutputBlock& out, const WeightBlock& p, const int8_t* v, size_t v_stride, const float* v_scale,
+                   size_t v_scale_stride, const RowList& rows, size_t n) {
     for_query_tiles(out.n_q, [&](size_t j, auto nq) {
         const OutputBlock part = {out.out + j * out.out_stride, out.out_stride, decltype(nq)::value};
         const WeightBlock pj = {p.p + j * p.ld, p.ld};
@@ -313,7 +315,8 @@ void accumulate_q8(const OutputBlock& out, const WeightBlock& p, const int8_t* v
 }  // namespace
 
 const AttentionRowKernels& attention_row_kernels_avx2() {
-    static const AttentionRowKernels table = {"avx2", to_half_row, round_half_row, softmax, dots_f16, accumulate_f16, dots_q8, accumulate_q8};
+    static const AttentionRowKernels table = {"avx2",   to_half_row,    round_half_row, softmax,
+                                              dots_f16, accumulate_f16, dots_q8,        accumulate_q8};
     return table;
 }
 

@@ -62,7 +62,7 @@ template <class F, int T>
 struct ActivationBlocks {
     __m256i q[T];
     __m256i bias[T];
-    __m256 d[T];  // the token's scale in every lane
+    __m256 d[T];                  // the token's scale in every lane
     __m128 s = _mm_setzero_ps();  // lane t: d * sum(q) of token t (formats with a min)
 
     void load(const uint8_t* x, size_t x_row_bytes, size_t b) {
@@ -92,8 +92,8 @@ inline __m256i block_dot(__m256i u, __m256i xq, __m256i bias) {
 }
 
 template <class F, int R, int T>
-void legacy_tile(float* y, size_t y_stride, const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
-                 size_t x_row_bytes, size_t n) {
+void legacy_tile(float* y, size_t y_stride, const uint8_t* w, size_t w_row_bytes, const uint8_t* x, size_t x_row_bytes,
+                 size_t n) {
     __m256 acc[R][T];
     __m128 mins[R];
     for (int r = 0; r < R; ++r) {
@@ -129,24 +129,32 @@ float legacy_vec_dot(const void* w, const void* x, size_t n) {
 }
 
 template <class F, int T>
-void legacy_tile_rows(float* y, size_t y_stride, const uint8_t* w, size_t w_row_bytes,
-                      const uint8_t* x, size_t x_row_bytes, size_t n) {
+void legacy_tile_rows(float* y, size_t y_stride, const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
+                      size_t x_row_bytes, size_t n) {
     legacy_tile<F, static_cast<int>(kGemmTileRows), T>(y, y_stride, w, w_row_bytes, x, x_row_bytes, n);
 }
 
 // The GemmTileFn: n_tokens in 1..kGemmTileTokens, taken kMaxTileTokens at a time.
 template <class F>
-void legacy_gemm_tile(float* y, size_t y_stride, const void* w, size_t w_row_bytes, const void* x,
-                      size_t x_row_bytes, size_t n, size_t n_tokens) {
+void legacy_gemm_tile(float* y, size_t y_stride, const void* w, size_t w_row_bytes, const void* x, size_t x_row_bytes,
+                      size_t n, size_t n_tokens) {
     const uint8_t* wp = static_cast<const uint8_t*>(w);
     const uint8_t* xp = static_cast<const uint8_t*>(x);
     while (n_tokens > 0) {
         const size_t t = std::min<size_t>(n_tokens, kMaxTileTokens);
         switch (t) {
-            case 1: legacy_tile_rows<F, 1>(y, y_stride, wp, w_row_bytes, xp, x_row_bytes, n); break;
-            case 2: legacy_tile_rows<F, 2>(y, y_stride, wp, w_row_bytes, xp, x_row_bytes, n); break;
-            case 3: legacy_tile_rows<F, (kMaxTileTokens >= 3 ? 3 : 1)>(y, y_stride, wp, w_row_bytes, xp, x_row_bytes, n); break;
-            default: legacy_tile_rows<F, (kMaxTileTokens >= 4 ? 4 : 1)>(y, y_stride, wp, w_row_bytes, xp, x_row_bytes, n); break;
+            case 1:
+                legacy_tile_rows<F, 1>(y, y_stride, wp, w_row_bytes, xp, x_row_bytes, n);
+                break;
+            case 2:
+                legacy_tile_rows<F, 2>(y, y_stride, wp, w_row_bytes, xp, x_row_bytes, n);
+                break;
+            case 3:
+                legacy_tile_rows<F, (kMaxTileTokens >= 3 ? 3 : 1)>(y, y_stride, wp, w_row_bytes, xp, x_row_bytes, n);
+                break;
+            default:
+                legacy_tile_rows<F, (kMaxTileTokens >= 4 ? 4 : 1)>(y, y_stride, wp, w_row_bytes, xp, x_row_bytes, n);
+                break;
         }
         y += t * y_stride;
         xp += t * x_row_bytes;

@@ -22,9 +22,7 @@ struct Q4_KFormat {
             const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs + 32 * (c / 2)));
             return _mm256_and_si256(c & 1 ? _mm256_srli_epi16(bits, 4) : bits, _mm256_set1_epi8(0x0F));
         }
-        __m256i scales16(int c) const {
-            return _mm256_set1_epi16(reinterpret_cast<const uint8_t*>(scales_mins)[c]);
-        }
+        __m256i scales16(int c) const { return _mm256_set1_epi16(reinterpret_cast<const uint8_t*>(scales_mins)[c]); }
         float finish(const BlockQ8_K& x, int isum) const {
             const float d = x.d * h2f(b->d);
             const float dmin = x.d * h2f(b->dmin);
@@ -53,8 +51,8 @@ struct Q6_KFormat {
 };
 
 template <class F, int R, int T>
-void k_tile(float* y, size_t y_stride, const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
-            size_t x_row_bytes, size_t n) {
+void k_tile(float* y, size_t y_stride, const uint8_t* w, size_t w_row_bytes, const uint8_t* x, size_t x_row_bytes,
+            size_t n) {
     float sum[R][T] = {};
     for (size_t sb = 0; sb < n / kQKK; ++sb) {
         const BlockQ8_K* xb[T];
@@ -98,18 +96,26 @@ float k_vec_dot(const void* w, const void* x, size_t n) {
 }
 
 template <class F>
-void k_gemm_tile(float* y, size_t y_stride, const void* w, size_t w_row_bytes, const void* x,
-                 size_t x_row_bytes, size_t n, size_t n_tokens) {
+void k_gemm_tile(float* y, size_t y_stride, const void* w, size_t w_row_bytes, const void* x, size_t x_row_bytes,
+                 size_t n, size_t n_tokens) {
     constexpr int R = static_cast<int>(kGemmTileRows);
     const uint8_t* wp = static_cast<const uint8_t*>(w);
     const uint8_t* xp = static_cast<const uint8_t*>(x);
     while (n_tokens > 0) {
         const size_t t = std::min<size_t>(n_tokens, kMaxTileTokens);
         switch (t) {
-            case 1: k_tile<F, R, 1>(y, y_stride, wp, w_row_bytes, xp, x_row_bytes, n); break;
-            case 2: k_tile<F, R, 2>(y, y_stride, wp, w_row_bytes, xp, x_row_bytes, n); break;
-            case 3: k_tile<F, R, (kMaxTileTokens >= 3 ? 3 : 1)>(y, y_stride, wp, w_row_bytes, xp, x_row_bytes, n); break;
-            default: k_tile<F, R, (kMaxTileTokens >= 4 ? 4 : 1)>(y, y_stride, wp, w_row_bytes, xp, x_row_bytes, n); break;
+            case 1:
+                k_tile<F, R, 1>(y, y_stride, wp, w_row_bytes, xp, x_row_bytes, n);
+                break;
+            case 2:
+                k_tile<F, R, 2>(y, y_stride, wp, w_row_bytes, xp, x_row_bytes, n);
+                break;
+            case 3:
+                k_tile<F, R, (kMaxTileTokens >= 3 ? 3 : 1)>(y, y_stride, wp, w_row_bytes, xp, x_row_bytes, n);
+                break;
+            default:
+                k_tile<F, R, (kMaxTileTokens >= 4 ? 4 : 1)>(y, y_stride, wp, w_row_bytes, xp, x_row_bytes, n);
+                break;
         }
         y += t * y_stride;
         xp += t * x_row_bytes;

@@ -46,9 +46,9 @@ inline __m256i nibbles_to_bytes(const uint8_t* qs) {
 inline __m256i bits_to_bytes(const uint8_t* bits) {
     uint32_t x32;
     std::memcpy(&x32, bits, sizeof(x32));
-    const __m256i spread = _mm256_shuffle_epi8(
-        _mm256_set1_epi32(static_cast<int>(x32)),
-        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    const __m256i spread =
+        _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(x32)),
+                            _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
     const __m256i probe = _mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
     return _mm256_cmpeq_epi8(probe, _mm256_set1_epi64x(-1));
 }
@@ -58,9 +58,7 @@ inline __m256i dot_s8_s8(__m256i x, __m256i y) {
     return dot_u8_s8(_mm256_setzero_si256(), _mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
 }
 
-inline __m256 half_product(uint16_t a, uint16_t b) {
-    return _mm256_set1_ps(h2f(a) * h2f(b));
-}
+inline __m256 half_product(uint16_t a, uint16_t b) { return _mm256_set1_ps(h2f(a) * h2f(b)); }
 
 // ---- 32-element formats: x86_gemm_tiles.inl ---------------------------------------------------
 
@@ -79,8 +77,8 @@ inline void unpack_k_scales(const uint8_t* packed, uint32_t* out /* [4] */) {
 
 // sum_j mins[j] * (bsums[2j] + bsums[2j+1]) of a Q4_K / Q5_K super-block.
 inline int k_mins_dot(const uint32_t* scales_mins, const int16_t* bsums) {
-    const __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(scales_mins[3]),
-                                                         static_cast<int>(scales_mins[2])));
+    const __m128i mins =
+        _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(scales_mins[3]), static_cast<int>(scales_mins[2])));
     const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsums));
     const __m128i pair_sums = _mm_hadd_epi16(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
     __m128i p = _mm_madd_epi16(mins, pair_sums);
@@ -124,9 +122,7 @@ inline __m256i scaled_dot(__m256i acc, int scale, __m256i q_u8, const int8_t* q8
 }
 
 // 16 int16 lanes: the first 8 take scale s0, the last 8 scale s1 (two 16-element sub-blocks).
-inline __m256i two_scales(int8_t s0, int8_t s1) {
-    return _mm256_set_m128i(_mm_set1_epi16(s1), _mm_set1_epi16(s0));
-}
+inline __m256i two_scales(int8_t s0, int8_t s1) { return _mm256_set_m128i(_mm_set1_epi16(s1), _mm_set1_epi16(s0)); }
 
 // (Q4_K and Q6_K: x86_k_tiles.inl)
 
@@ -256,8 +252,9 @@ void quantize_row_q8_k(void* dst, const float* src, size_t n) {
             __m256i q[4];
             for (size_t k = 0; k < 4; ++k) {
                 const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(src + j + 8 * k), iscale);
-                q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)),
-                                        _mm256_set1_epi32(127));
+                q[k] = _mm256_min_epi32(
+                    _mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)),
+                    _mm256_set1_epi32(127));
             }
             store_i8(b[i].qs + j, q[0], q[1], q[2], q[3]);
             b[i].bsums[j / 16] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(q[0], q[1])));

@@ -53,7 +53,9 @@ void dots_f16_tile(float* scores, size_t ld, const QueryBlock& qb, const uint16_
 }
 
 template <int NQ>
-constexpr int rows_per_tile() { return NQ == 1 ? 8 : (NQ == 2 ? 4 : 2); }
+constexpr int rows_per_tile() {
+    return NQ == 1 ? 8 : (NQ == 2 ? 4 : 2);
+}
 
 template <int NQ>
 void dots_f16_rows(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride,
@@ -66,8 +68,8 @@ void dots_f16_rows(float* scores, size_t ld, const QueryBlock& q, const uint16_t
     });
 }
 
-void dots_f16(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride,
-              const RowList& rows, size_t n) {
+void dots_f16(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride, const RowList& rows,
+              size_t n) {
     for_query_tiles(q.n_q, [&](size_t j, auto nq) {
         const QueryBlock part = {q.q + j * q.q_stride, q.q_stride, decltype(nq)::value};
         dots_f16_rows<decltype(nq)::value>(scores + j * ld, ld, part, k, k_stride, rows, n);

@@ -27,8 +27,8 @@ struct WordIndex {
     alignas(64) uint16_t w[32];
 };
 
-constexpr WordIndex word_index(size_t block_bytes, size_t first_block, size_t words_per_block,
-                               size_t field_offset, size_t period, size_t base_bytes) {
+constexpr WordIndex word_index(size_t block_bytes, size_t first_block, size_t words_per_block, size_t field_offset,
+                               size_t period, size_t base_bytes) {
     WordIndex r{};
     for (size_t w = 0; w < 32; ++w) {
         const size_t byte = block_bytes * (first_block + w / words_per_block) + field_offset +
@@ -109,7 +109,9 @@ struct DecodeActivations {
 
 // Loads per row and step: 2 zmm for the nibble formats, 3 for Q8_0 (4 x 34 bytes).
 template <class F>
-constexpr int decode_loads() { return std::is_same<F, Q8_0Format>::value ? 3 : 2; }
+constexpr int decode_loads() {
+    return std::is_same<F, Q8_0Format>::value ? 3 : 2;
+}
 
 // Unsigned quants of 4 nibble blocks: 128-bit lane i = block i, low nibbles then high nibbles.
 template <class F>
@@ -139,8 +141,7 @@ inline void add_fifth_bits(__m512i qh, __m512i& lo, __m512i& hi) {
 // 4 int32 partial sums of block i's unsigned-weight dot in 128-bit lane i (offset bias not added);
 // head: dword 1 of lane i = the first 32 bits of block i (see head_index).
 template <class F, class Masks>
-inline __m512i row_block_dots(const uint8_t* row, const Masks& masks, const DecodeActivations<F>& x,
-                              __m512i& head) {
+inline __m512i row_block_dots(const uint8_t* row, const Masks& masks, const DecodeActivations<F>& x, __m512i& head) {
     constexpr bool kQ5 = std::is_same<F, Q5_0Format>::value;
     static constexpr WordIndex kHead = head_index(sizeof(typename F::Block), kQ5 ? 2 : 0);
     Chunk c;
@@ -205,9 +206,8 @@ inline void group_dots(__m512i& u, __m512i& h, const uint8_t* r, size_t w_row_by
 // heads[i]: lane r = the first 32 bits of row r's block i. Rows 0..14 load with `masks`, row 15
 // with `last_masks` (over-reads of the others stay inside the panel).
 template <class F, class Masks, class LastMasks>
-inline void panel_step_dots(__m512i* dots /* [4] */, __m512i* heads /* [4] */, const uint8_t* rows,
-                            size_t w_row_bytes, const Masks& masks, const LastMasks& last_masks,
-                            const DecodeActivations<F>& x) {
+inline void panel_step_dots(__m512i* dots /* [4] */, __m512i* heads /* [4] */, const uint8_t* rows, size_t w_row_bytes,
+                            const Masks& masks, const LastMasks& last_masks, const DecodeActivations<F>& x) {
     __m512i u[4], h[4];  // lane i: rows 4g..4g+3 of block i
     for (int g = 0; g < 3; ++g) group_dots<F>(u[g], h[g], rows + 4 * g * w_row_bytes, w_row_bytes, masks, masks, x);
     group_dots<F>(u[3], h[3], rows + 12 * w_row_bytes, w_row_bytes, masks, last_masks, x);
@@ -235,8 +235,7 @@ inline void accumulate_step(__m512& acc, __m512& acc_min, const __m512i* dots, c
 // are read as 16 interleaved streams, which the hardware prefetcher does not follow well: each
 // step prefetches its share of the next panel (the rows that follow, when rows are contiguous).
 template <class F>
-void panel_decode(float* y, const void* w, size_t w_row_bytes, const void* x, const PanelActBlock* act,
-                  size_t n) {
+void panel_decode(float* y, const void* w, size_t w_row_bytes, const void* x, const PanelActBlock* act, size_t n) {
     constexpr size_t kBytes = sizeof(typename F::Block);
     constexpr int kLoads = decode_loads<F>();
     const uint8_t* rows = static_cast<const uint8_t*>(w);

@@ -21,8 +21,8 @@ template <int T>
 struct KTokens {
     static constexpr int Q = (T + 3) / 4;
     const BlockQ8_K* b[T];
-    __m512 d[Q];         // lane 4k + t: token 4q + t's scale (0 past T)
-    __m512i pairs[Q];    // int32 lane 4k + t: token 4q + t's (bsums[4k] + bsums[4k+1], bsums[4k+2] + bsums[4k+3])
+    __m512 d[Q];       // lane 4k + t: token 4q + t's scale (0 past T)
+    __m512i pairs[Q];  // int32 lane 4k + t: token 4q + t's (bsums[4k] + bsums[4k+1], bsums[4k+2] + bsums[4k+3])
 
     void load(const uint8_t* x, size_t x_row_bytes, size_t sb, bool with_pairs) {
         for (int t = 0; t < T; ++t) b[t] = reinterpret_cast<const BlockQ8_K*>(x + t * x_row_bytes) + sb;
@@ -30,7 +30,8 @@ struct KTokens {
             d[q] = _mm512_setzero_ps();
             __m512i by_token = _mm512_setzero_si512();  // 128-bit lane t: token 4q + t's 8 pair sums
             for (int t = 4 * q; t < std::min(T, 4 * q + 4); ++t) {
-                d[q] = _mm512_mask_broadcastss_ps(d[q], static_cast<__mmask16>(0x1111 << (t - 4 * q)), _mm_set_ss(b[t]->d));
+                d[q] = _mm512_mask_broadcastss_ps(d[q], static_cast<__mmask16>(0x1111 << (t - 4 * q)),
+                                                  _mm_set_ss(b[t]->d));
                 if (!with_pairs) continue;
                 const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[t]->bsums));
                 const __m128i p = _mm_hadd_epi16(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
@@ -56,7 +57,7 @@ struct KTokens {
 // Reads 16 bytes: the 12 scale bytes of a Q4_K / Q5_K block are followed by the block's quants.
 inline __m128i unpack_k_scales_sse(const uint8_t* packed) {
     const __m128i words = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
-    const __m128i low = _mm_shuffle_epi32(words, _MM_SHUFFLE(1, 1, 0, 0));   // u0 u0 u1 u1
+    const __m128i low = _mm_shuffle_epi32(words, _MM_SHUFFLE(1, 1, 0, 0));  // u0 u0 u1 u1
     const __m128i high = _mm_srlv_epi32(_mm_shuffle_epi32(words, _MM_SHUFFLE(2, 2, 2, 2)), _mm_setr_epi32(0, 0, 0, 4));
     const __m128i even = _mm_and_si128(low, _mm_set1_epi8(0x3f));
     const __m128i odd = _mm_or_si128(_mm_and_si128(high, _mm_set1_epi8(0x0f)),
@@ -80,8 +81,8 @@ struct KScalesMins {
         dmin = h2f(dmin_half);
     }
     __m512i scales16(int j) const {
-        const __m512i idx = _mm512_add_epi16(_mm512_set1_epi16(static_cast<short>(2 * j)),
-                                             _mm512_maskz_set1_epi16(0xFFFF0000u, 1));
+        const __m512i idx =
+            _mm512_add_epi16(_mm512_set1_epi16(static_cast<short>(2 * j)), _mm512_maskz_set1_epi16(0xFFFF0000u, 1));
         return _mm512_permutexvar_epi16(idx, scales8);
     }
     // acc += d_x * (d * isum - dmin * mins . pair sums), per lane 4k + t
@@ -112,7 +113,9 @@ struct Q4_KZmm {
         __m512i start(__m512i) const { return _mm512_setzero_si512(); }
         __m512i quants(int j) const { return k_nibble_pair(b->qs, j); }
         __m512i scales16(int j) const { return sm.scales16(j); }
-        __m512 finish(__m512 acc, __m512i isum, __m512 dx, __m512i pairs) const { return sm.finish(acc, isum, dx, pairs); }
+        __m512 finish(__m512 acc, __m512i isum, __m512 dx, __m512i pairs) const {
+            return sm.finish(acc, isum, dx, pairs);
+        }
     };
 };
 
@@ -138,7 +141,9 @@ struct Q5_KZmm {
             return _mm512_ternarylogic_epi32(k_nibble_pair(b->qs, j), h, _mm512_set1_epi8(0x10), 0xF8);
         }
         __m512i scales16(int j) const { return sm.scales16(j); }
-        __m512 finish(__m512 acc, __m512i isum, __m512 dx, __m512i pairs) const { return sm.finish(acc, isum, dx, pairs); }
+        __m512 finish(__m512 acc, __m512i isum, __m512 dx, __m512i pairs) const {
+            return sm.finish(acc, isum, dx, pairs);
+        }
     };
 };
 
@@ -147,8 +152,8 @@ struct Q6_KZmm {
     static constexpr bool kHasMins = false;
     struct Row {
         const Block* b;
-        __m512i scales;       // the 16 int8 scales as int16 (low half)
-        __m512i neg32_scales; // -32 * scales (low half), for the offset term
+        __m512i scales;        // the 16 int8 scales as int16 (low half)
+        __m512i neg32_scales;  // -32 * scales (low half), for the offset term
         float d;
         void load(const Block* block) {
             b = block;
@@ -165,10 +170,12 @@ struct Q6_KZmm {
             const int half = j / 2;
             const __m512i ql = _mm512_loadu_si512(reinterpret_cast<const void*>(b->ql + 64 * half));
             const __m512i low = _mm512_and_si512(j & 1 ? _mm512_srli_epi16(ql, 4) : ql, _mm512_set1_epi8(0x0F));
-            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh + 32 * half)));
+            const __m512i qh =
+                _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh + 32 * half)));
             // bits (2k, 2k+1) -> (4, 5): k = 0, 1 shift left by 4, 2; k = 2, 3 shift right by 0, 2
-            const __m512i h = j & 1 ? _mm512_srlv_epi16(qh, _mm512_maskz_set1_epi16(0xFFFF0000u, 2))
-                                    : _mm512_sllv_epi16(qh, _mm512_mask_set1_epi16(_mm512_set1_epi16(4), 0xFFFF0000u, 2));
+            const __m512i h = j & 1
+                                  ? _mm512_srlv_epi16(qh, _mm512_maskz_set1_epi16(0xFFFF0000u, 2))
+                                  : _mm512_sllv_epi16(qh, _mm512_mask_set1_epi16(_mm512_set1_epi16(4), 0xFFFF0000u, 2));
             return _mm512_ternarylogic_epi32(low, h, _mm512_set1_epi8(0x30), 0xF8);
         }
         // lane l of pair j: scale 4j + l / 8
@@ -205,8 +212,8 @@ inline __m128 fold_lanes(__m512 v) {
 
 // y[t * y_stride + r] for r < R, t < T (T tokens as ceil(T / 4) quads)
 template <class F, int R, int T>
-void k_tile_zmm(float* y, size_t y_stride, const uint8_t* w, size_t w_row_bytes, const uint8_t* x,
-                size_t x_row_bytes, size_t n) {
+void k_tile_zmm(float* y, size_t y_stride, const uint8_t* w, size_t w_row_bytes, const uint8_t* x, size_t x_row_bytes,
+                size_t n) {
     constexpr int Q = (T + 3) / 4;
     __m512 acc_f[R][Q];
     for (int r = 0; r < R; ++r) {
@@ -255,8 +262,8 @@ float k_vec_dot_zmm(const void* w, const void* x, size_t n) {
 // The GemmTileFn: 8 tokens as two row pairs x 8 tokens (each row's unpacking serves 8 tokens);
 // fewer tokens as 4 rows x 4 tokens and 4 rows x the rest.
 template <class F>
-void k_gemm_tile_zmm(float* y, size_t y_stride, const void* w, size_t w_row_bytes, const void* x,
-                     size_t x_row_bytes, size_t n, size_t n_tokens) {
+void k_gemm_tile_zmm(float* y, size_t y_stride, const void* w, size_t w_row_bytes, const void* x, size_t x_row_bytes,
+                     size_t n, size_t n_tokens) {
     static_assert(kGemmTileRows == 4, "the tile shapes below cover 4 rows");
     const uint8_t* wp = static_cast<const uint8_t*>(w);
     const uint8_t* xp = static_cast<const uint8_t*>(x);
@@ -274,10 +281,17 @@ void k_gemm_tile_zmm(float* y, size_t y_stride, const void* w, size_t w_row_byte
         n_tokens -= 4;
     }
     switch (n_tokens) {
-        case 1: k_tile_zmm<F, 4, 1>(y, y_stride, wp, w_row_bytes, xp, x_row_bytes, n); break;
-        case 2: k_tile_zmm<F, 4, 2>(y, y_stride, wp, w_row_bytes, xp, x_row_bytes, n); break;
-        case 3: k_tile_zmm<F, 4, 3>(y, y_stride, wp, w_row_bytes, xp, x_row_bytes, n); break;
-        default: break;
+        case 1:
+            k_tile_zmm<F, 4, 1>(y, y_stride, wp, w_row_bytes, xp, x_row_bytes, n);
+            break;
+        case 2:
+            k_tile_zmm<F, 4, 2>(y, y_stride, wp, w_row_bytes, xp, x_row_bytes, n);
+            break;
+        case 3:
+            k_tile_zmm<F, 4, 3>(y, y_stride, wp, w_row_bytes, xp, x_row_bytes, n);
+            break;
+        default:
+            break;
     }
 }
 

@@ -40,7 +40,7 @@ constexpr size_t kMaxTileTokens = 4;
 void register_avx512_kernels(CpuKernels& t) {
     t.isa_name = "avx512_vnni";
     register_legacy_tiles(t);
-    register_panels(t);  // replaces the legacy entries: another accumulation order, see there
+    register_panels(t);         // replaces the legacy entries: another accumulation order, see there
     register_decode_panels(t);  // one token, in the panels' order
     register_k_tiles_zmm(t);
     t.vec_dot[static_cast<size_t>(DType::F16)] = vec_dot_f16;

@@ -8,7 +8,7 @@
 // and the result acc (+ acc_min). In a panel the 16 lanes are 16 rows, so no lane ever sums
 // partial products of another: the int32 dot finishes inside vpdpbusd.
 
-constexpr size_t kPanelGroupBytes = kPanelRows * 4;        // one group of 4 quants of every row
+constexpr size_t kPanelGroupBytes = kPanelRows * 4;         // one group of 4 quants of every row
 constexpr size_t kPanelScaleOffset = 8 * kPanelGroupBytes;  // f32 d[kPanelRows]
 constexpr size_t kPanelMinOffset = kPanelScaleOffset + kPanelRows * sizeof(float);
 constexpr size_t kPanelMaxTokens = 8;  // accumulators per call: 8 (+ 8 minimums) zmm
@@ -36,8 +36,8 @@ inline __m128 four_block_dots(const typename F::Block* wb, const typename F::Act
 }
 
 template <class F>
-inline void accumulate_block(const typename F::Block& wb, const typename F::ActBlock& xb, float dot,
-                             float& acc, float& acc_min) {
+inline void accumulate_block(const typename F::Block& wb, const typename F::ActBlock& xb, float dot, float& acc,
+                             float& acc_min) {
     acc = std::fma(h2f(wb.d) * h2f(xb.d), dot, acc);
     if constexpr (F::kHasMin) acc_min = std::fma(h2f(wb.m), h2f(xb.s), acc_min);
 }
@@ -61,10 +61,11 @@ float panel_vec_dot(const void* w, const void* x, size_t n) {
         for (size_t k = 0; k < 4; ++k) acc = std::fma(scales[k], dots[k], acc);
         if constexpr (F::kHasMin) {
             alignas(32) float ms[8];
-            _mm256_store_ps(ms, _mm256_cvtph_ps(_mm_setr_epi16(
-                static_cast<short>(wb[b].m), static_cast<short>(wb[b + 1].m), static_cast<short>(wb[b + 2].m),
-                static_cast<short>(wb[b + 3].m), static_cast<short>(xb[b].s), static_cast<short>(xb[b + 1].s),
-                static_cast<short>(xb[b + 2].s), static_cast<short>(xb[b + 3].s))));
+            _mm256_store_ps(
+                ms, _mm256_cvtph_ps(_mm_setr_epi16(static_cast<short>(wb[b].m), static_cast<short>(wb[b + 1].m),
+                                                   static_cast<short>(wb[b + 2].m), static_cast<short>(wb[b + 3].m),
+                                                   static_cast<short>(xb[b].s), static_cast<short>(xb[b + 1].s),
+                                                   static_cast<short>(xb[b + 2].s), static_cast<short>(xb[b + 3].s))));
             for (size_t k = 0; k < 4; ++k) acc_min = std::fma(ms[k], ms[4 + k], acc_min);
         }
     }
@@ -163,14 +164,30 @@ void panel_gemm(float* y, size_t y_stride, const uint8_t* panel, const void* x, 
         const uint8_t* xt = xp + t0 * x_row_bytes;
         const PanelActBlock* at = act + t0 * act_row_blocks;
         switch (std::min(kPanelMaxTokens, n_tokens - t0)) {
-            case 1: panel_tile<F, 1>(yt, y_stride, panel, xt, x_row_bytes, at, act_row_blocks, nb); break;
-            case 2: panel_tile<F, 2>(yt, y_stride, panel, xt, x_row_bytes, at, act_row_blocks, nb); break;
-            case 3: panel_tile<F, 3>(yt, y_stride, panel, xt, x_row_bytes, at, act_row_blocks, nb); break;
-            case 4: panel_tile<F, 4>(yt, y_stride, panel, xt, x_row_bytes, at, act_row_blocks, nb); break;
-            case 5: panel_tile<F, 5>(yt, y_stride, panel, xt, x_row_bytes, at, act_row_blocks, nb); break;
-            case 6: panel_tile<F, 6>(yt, y_stride, panel, xt, x_row_bytes, at, act_row_blocks, nb); break;
-            case 7: panel_tile<F, 7>(yt, y_stride, panel, xt, x_row_bytes, at, act_row_blocks, nb); break;
-            default: panel_tile<F, 8>(yt, y_stride, panel, xt, x_row_bytes, at, act_row_blocks, nb); break;
+            case 1:
+                panel_tile<F, 1>(yt, y_stride, panel, xt, x_row_bytes, at, act_row_blocks, nb);
+                break;
+            case 2:
+                panel_tile<F, 2>(yt, y_stride, panel, xt, x_row_bytes, at, act_row_blocks, nb);
+                break;
+            case 3:
+                panel_tile<F, 3>(yt, y_stride, panel, xt, x_row_bytes, at, act_row_blocks, nb);
+                break;
+            case 4:
+                panel_tile<F, 4>(yt, y_stride, panel, xt, x_row_bytes, at, act_row_blocks, nb);
+                break;
+            case 5:
+                panel_tile<F, 5>(yt, y_stride, panel, xt, x_row_bytes, at, act_row_blocks, nb);
+                break;
+            case 6:
+                panel_tile<F, 6>(yt, y_stride, panel, xt, x_row_bytes, at, act_row_blocks, nb);
+                break;
+            case 7:
+                panel_tile<F, 7>(yt, y_stride, panel, xt, x_row_bytes, at, act_row_blocks, nb);
+                break;
+            default:
+                panel_tile<F, 8>(yt, y_stride, panel, xt, x_row_bytes, at, act_row_blocks, nb);
+                break;
         }
     }
 }

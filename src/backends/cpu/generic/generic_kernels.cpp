@@ -7,8 +7,7 @@ namespace cactus {
 
 namespace {
 
-void set(CpuKernels& t, DType type, DequantizeRowFn dequantize, QuantizeRowFn quantize,
-         VecDotFn vec_dot) {
+void set(CpuKernels& t, DType type, DequantizeRowFn dequantize, QuantizeRowFn quantize, VecDotFn vec_dot) {
     const size_t i = static_cast<size_t>(type);
     t.dequantize_row[i] = dequantize;
     t.quantize_row[i] = quantize;

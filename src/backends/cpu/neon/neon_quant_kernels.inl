@@ -24,9 +24,7 @@ inline uint16_t f2h(float f) {
     return h;
 }
 
-inline int8x16_t low_nibbles(uint8x16_t bytes) {
-    return vreinterpretq_s8_u8(vandq_u8(bytes, vdupq_n_u8(0x0F)));
-}
+inline int8x16_t low_nibbles(uint8x16_t bytes) { return vreinterpretq_s8_u8(vandq_u8(bytes, vdupq_n_u8(0x0F))); }
 
 inline int8x16_t high_nibbles(uint8x16_t bytes) { return vreinterpretq_s8_u8(vshrq_n_u8(bytes, 4)); }
 
