@@ -27,10 +27,12 @@ bool as_call(const json& j, json& call) {
     if (!body->contains("name") || !(*body)["name"].is_string()) return false;
     json args = body->contains("arguments") ? (*body)["arguments"] : body->value("parameters", json::object());
     if (args.is_string()) {
+        // Arguments sent as a JSON string are parsed under the engine's JSON limits; text that is
+        // not JSON, or breaks a limit, stays a string for the app to see (docs/RELIABILITY.md).
         json parsed;
         if (try_parse_json(args.get<std::string>(), parsed)) args = parsed;
     }
-    if (!args.is_object()) return false;
+    if (!args.is_object() && !args.is_string()) return false;
     call = json{{"name", (*body)["name"]}, {"arguments", args}};
     return true;
 }
