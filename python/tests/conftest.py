@@ -10,11 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("CACTUS_LIBRARY", str(Path(os.environ.get("CACTUS_BUILD_DIR", ROOT / "build")) / "lib" / "libcactus.so"))
 
 
-def model_path(name):
-    store = os.environ.get("CACTUS_MODELS", os.path.expanduser("~/.cache/cactus/models"))
-    path = os.path.join(store, name + ".gguf")
-    assert os.path.exists(path), "model %s missing; run build/bin/cactus pull %s" % (path, name)
-    return path
+from cactus_test_paths import model_path  # noqa: E402  (after the sys.path lines above)
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ import threading
 import pytest
 
 import cactus
-from conftest import model_path
+from cactus_test_paths import model_path
 from conversation_data import make_conversation, make_tools
 
 

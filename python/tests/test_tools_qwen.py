@@ -9,7 +9,7 @@ import os
 import pytest
 
 import cactus
-from conftest import model_path
+from cactus_test_paths import model_path
 from tool_requests import schema_requests, tool_requests
 
 jsonschema = pytest.importorskip("jsonschema")

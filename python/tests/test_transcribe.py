@@ -7,7 +7,7 @@ import wave
 
 import pytest
 
-from conftest import model_path
+from cactus_test_paths import model_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "audio"))
