@@ -15,7 +15,10 @@ MODELS = os.environ.get("CACTUS_MODELS", os.path.expanduser("~/.cache/cactus/mod
 
 API = {"cactus_init", "cactus_destroy", "cactus_reset", "cactus_stop", "cactus_set_backend",
        "cactus_complete", "cactus_prefill", "cactus_tokenize", "cactus_render_prompt",
-       "cactus_get_last_error", "cactus_log_set_level", "cactus_log_set_callback"}
+       "cactus_get_last_error", "cactus_log_set_level", "cactus_log_set_callback",
+       # speech (Whisper handles): cactus_transcribe and the streaming trio, as Cactus names them
+       "cactus_transcribe", "cactus_stream_transcribe_start", "cactus_stream_transcribe_process",
+       "cactus_stream_transcribe_stop"}
 
 
 def test_library_exports_only_the_c_api():
