@@ -9,7 +9,9 @@ cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(pwd)}" CCACHE_NOHASHDIR=1
 ROOT=$(pwd)
 JOBS=$(nproc)
-step() { printf '\n==== %s ====\n' "$*" >&2; }
+START=$(date +%s)
+# Each step prints the minutes spent so far (CI must stay under 60 minutes on a fresh 2-core machine).
+step() { printf '\n==== %s (at %d min) ====\n' "$*" "$((($(date +%s) - START) / 60))" >&2; }
 
 step "build (Release)"
 scripts/setup.sh
@@ -26,8 +28,9 @@ CACTUS_CONVERT_PYTHON=${CACTUS_WHISPER_VENV:-$HOME/.cache/cactus/whisper-venv}/b
   build/bin/cactus pull whisper-tiny.en
 
 step "C++ tests"
-# The long-session regression scenario runs once, in the sanitizer build below.
-ctest --test-dir build --output-on-failure -j "$JOBS" --timeout 900 -E "^LongSession"
+# The long-session regression scenario runs here only: under ASan it takes 6 minutes, and the KV
+# property test covers the same compaction and ring indices there.
+ctest --test-dir build --output-on-failure -j "$JOBS" --timeout 900
 
 step "aarch64 kernels (cross-compiled, run under qemu)"
 scripts/test_aarch64.sh
@@ -43,7 +46,7 @@ if [ "${FAST:-0}" != "1" ]; then
   for t in $SAN_TARGETS; do
     echo "$t (ASan + UBSan)" >&2
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      build-asan/bin/$t --gtest_brief=1
+      build-asan/bin/$t --gtest_brief=1 --gtest_filter='-LongSession.*'
   done
 
   step "ThreadSanitizer (thread pool, C API threads, stop and destroy)"
@@ -78,4 +81,4 @@ if [ "${FAST:-0}" != "1" ]; then
     grep -E "stat::number_of_executed_units" "build-fuzz/$f.log" >&2 || true
   done
 fi
-echo "all tests passed"
+echo "all tests passed in $((($(date +%s) - START) / 60)) min"

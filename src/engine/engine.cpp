@@ -251,7 +251,9 @@ CompletionResult Engine::complete_tokens(const std::vector<int32_t>& prompt, con
             first_token_time = Clock::now();
             have_first = true;
         }
-        if (!options.ignore_eos && tokenizer_->is_end_of_generation(token)) {
+        // A grammar that reached its end ends the reply even with ignore_eos: no token may follow.
+        const bool grammar_done = constraint != nullptr && constraint->terminated();
+        if ((!options.ignore_eos || grammar_done) && tokenizer_->is_end_of_generation(token)) {
             result.finish_reason = "stop";
             break;
         }

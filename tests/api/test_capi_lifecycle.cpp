@@ -210,3 +210,19 @@ TEST(CApiLifecycle, DestroyFromATokenCallbackReturnsAndTheCallEnds) {
     EXPECT_EQ(cactus_tokenize(model, "hello", nullptr, 0, &n), CACTUS_ERROR);
     EXPECT_NE(std::string(cactus_get_last_error()).find("not valid"), std::string::npos);
 }
+
+// ignore_eos runs to max_tokens, except where a grammar has ended: no token may follow it, so the
+// reply stops there (it used to fail with "the grammar allows no next token").
+TEST(CApiLifecycle, IgnoreEosStopsWhereTheGrammarEnds) {
+    cactus_model_t model = shared_model("smollm2-135m");
+    cactus_reset(model);
+    const char* options =
+        R"({"max_tokens":64,"ignore_eos":true,"temperature":0,"response_format":{"type":"json_schema",)"
+        R"("json_schema":{"name":"yes_no","schema":{"type":"string","enum":["yes","no"]}}}})";
+    Outcome o = complete(model, R"([{"role":"user","content":"Is water wet?"}])", options);
+    ASSERT_GT(o.rc, 0) << o.error;
+    EXPECT_TRUE(o.response["success"].get<bool>()) << o.response.dump();
+    EXPECT_EQ(o.response["finish_reason"], "stop");
+    const std::string reply = o.response["response"].get<std::string>();
+    EXPECT_TRUE(reply == "\"yes\"" || reply == "\"no\"") << reply;
+}

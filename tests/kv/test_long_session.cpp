@@ -166,6 +166,9 @@ json complete(cactus_model_t model, const json& messages, const json& tools, siz
     json options = {{"max_tokens", max_tokens},
                     {"ignore_eos", true},
                     {"tool_rag_top_k", 0},
+                    // The tools are prompt bulk here; the lazy tool-call grammar (tested elsewhere)
+                    // would end the reply at a sampled call and the session would not grow.
+                    {"constrain_tool_calls", false},
                     {"temperature", 0.8},
                     {"top_k", 40},
                     {"seed", 42},
