@@ -2,6 +2,7 @@
 // exception crosses into C. Errors are kept per thread for cactus_get_last_error().
 #include "cactus/cactus.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "api/cloud.h"
 #include "api/constraints.h"
 #include "api/request.h"
 #include "api/response.h"
@@ -173,19 +175,62 @@ void check_no_audio(const uint8_t* pcm, size_t pcm_size) {
 // A validated chat request: parsed inputs, the context configured and the prompt rendered, under
 // the caller's lease. Shared by cactus_complete and cactus_prefill.
 struct ChatRequest {
-    json tools;  // the tools shown to the model (after tool_rag_top_k)
+    json messages;
+    json all_tools;  // as given (the hand-off endpoint sees them all)
+    json tools;      // the tools shown to the model (after tool_rag_top_k)
     api::ApiOptions options;
     std::string prompt;
 };
 
 ChatRequest prepare_chat(Engine& engine, const char* messages_json, const char* options_json, const char* tools_json) {
     ChatRequest r;
-    json messages = api::parse_messages(messages_json);
+    r.messages = api::parse_messages(messages_json);
     r.options = api::parse_options(options_json);
-    r.tools = api::select_tools(api::parse_tools(tools_json), messages, r.options.tool_rag_top_k);
+    r.all_tools = api::parse_tools(tools_json);
+    r.tools = api::select_tools(r.all_tools, r.messages, r.options.tool_rag_top_k);
     engine.configure_context(r.options.context);
-    r.prompt = render(engine, messages, r.tools, r.options);
+    r.prompt = render(engine, r.messages, r.tools, r.options);
     return r;
+}
+
+// The local completion: constrained when the request asks, pieces streamed to the callback with
+// markers and what lies between them (calls, thinking) hidden.
+json complete_locally(Engine& engine, const ChatRequest& request, cactus_token_callback callback, void* user_data,
+                      CompletionResult* result) {
+    GenerationOptions generation = request.options.generation;
+    const ToolFormat& format = engine.tool_format();
+    std::optional<ConstraintSpec> spec = api::constraint_for(format, request.tools, request.options);
+    auto compile_start = std::chrono::steady_clock::now();
+    if (spec) generation.constraint = engine.grammar_vocab().compile(*spec);
+    const double compile_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - compile_start).count();
+    StreamFilter filter(format.hidden_regions());
+    TokenCallback on_token;
+    if (callback != nullptr) {
+        on_token = [&](const std::string& piece, int32_t id) {
+            std::string shown = filter.push(piece);
+            if (!shown.empty()) callback(shown.c_str(), static_cast<uint32_t>(id), user_data);
+        };
+    }
+    *result = engine.complete(request.prompt, generation, on_token);
+    result->metrics.constraint_compile_ms = spec ? compile_ms : 0.0;
+    std::string rest = filter.finish();
+    if (callback != nullptr && !rest.empty())
+        callback(rest.c_str(), result->tokens.empty() ? 0u : static_cast<uint32_t>(result->tokens.back()), user_data);
+    ParsedReply reply = parse_reply(format, result->text, !request.tools.empty());
+    return api::completion_response(*result, reply, engine.model().kv_bytes());
+}
+
+// The cloud hand-off after a local answer: when its first tokens were unsure (api/cloud.h).
+void maybe_hand_off(const HandoffConfig& cloud, const ChatRequest& request, const CompletionResult& result,
+                    json* response) {
+    const double confidence = mean_of_first(result.token_probabilities, cloud.confidence_tokens);
+    if (confidence >= cloud.confidence_threshold) return;
+    const size_t n = std::min(cloud.confidence_tokens, result.token_probabilities.size());
+    api::CloudOutcome outcome =
+        api::hand_off(cloud, api::chat_request(request.messages, request.all_tools, request.options),
+                      low_confidence_reason(confidence, cloud.confidence_threshold, n));
+    api::apply_outcome(*response, outcome);
 }
 
 }  // namespace
@@ -286,29 +331,24 @@ int cactus_complete(cactus_model_t model, const char* messages_json, char* respo
         Lease lease(model);
         Engine& engine = lease.engine();
         ChatRequest request = prepare_chat(engine, messages_json, options_json, tools_json);
-        const ToolFormat& format = engine.tool_format();
-        std::optional<ConstraintSpec> spec = api::constraint_for(format, request.tools, request.options);
-        auto compile_start = std::chrono::steady_clock::now();
-        if (spec) request.options.generation.constraint = engine.grammar_vocab().compile(*spec);
-        const double compile_ms =
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - compile_start).count();
-        // Markers and what lies between them (calls, thinking) are never streamed as text.
-        StreamFilter filter(format.hidden_regions());
-        TokenCallback on_token;
-        if (callback != nullptr) {
-            on_token = [&](const std::string& piece, int32_t id) {
-                std::string shown = filter.push(piece);
-                if (!shown.empty()) callback(shown.c_str(), static_cast<uint32_t>(id), user_data);
-            };
+        const std::optional<HandoffConfig> cloud = api::handoff_config(request.options);
+        api::CloudOutcome forced;
+        if (cloud && api::handoff_forced(request.options)) {  // the endpoint first, the local model if it fails
+            forced = api::hand_off(*cloud, api::chat_request(request.messages, request.all_tools, request.options),
+                                   "confidence_threshold >= 1 forces the hand-off");
+            if (forced.answered) {
+                json response = api::completion_response(CompletionResult{}, ParsedReply{}, engine.model().kv_bytes());
+                api::apply_outcome(response, forced);
+                return finish_write(response, response_buffer, buffer_size);
+            }
         }
-        CompletionResult result = engine.complete(request.prompt, request.options.generation, on_token);
-        result.metrics.constraint_compile_ms = spec ? compile_ms : 0.0;
-        std::string rest = filter.finish();
-        if (callback != nullptr && !rest.empty())
-            callback(rest.c_str(), result.tokens.empty() ? 0u : static_cast<uint32_t>(result.tokens.back()), user_data);
-        ParsedReply reply = parse_reply(format, result.text, !request.tools.empty());
-        return finish_write(api::completion_response(result, reply, engine.model().kv_bytes()), response_buffer,
-                            buffer_size);
+        CompletionResult result;
+        json response = complete_locally(engine, request, callback, user_data, &result);
+        if (!forced.error.empty())
+            api::apply_outcome(response, forced);
+        else if (cloud)
+            maybe_hand_off(*cloud, request, result, &response);
+        return finish_write(response, response_buffer, buffer_size);
     });
     return rc == CACTUS_ERROR ? fail_into(response_buffer, buffer_size) : rc;
 }

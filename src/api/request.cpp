@@ -340,4 +340,6 @@ json select_tools(const json& tools, const json& messages, int k) {
     return out;
 }
 
+json parse_response_format(const json& value) { return read_response_format(value); }
+
 }  // namespace cactus::api

@@ -31,6 +31,10 @@ struct ApiOptions {
 // are errors naming the key.
 ApiOptions parse_options(const char* options_json);
 
+// Validates OpenAI's response_format ({"type": "text" | "json_object" | "json_schema", ...});
+// returns null for text. Errors name response_format.
+nlohmann::ordered_json parse_response_format(const nlohmann::ordered_json& value);
+
 // Parses and normalizes messages_json: a non-empty array of {role, content, ...}. Content-part
 // arrays are accepted; tool_calls arguments given as JSON strings become objects.
 nlohmann::ordered_json parse_messages(const char* messages_json);

@@ -258,6 +258,7 @@ CompletionResult Engine::complete_tokens(const std::vector<int32_t>& prompt, con
             break;
         }
         probability_sum += sampler.last_probability();
+        result.token_probabilities.push_back(sampler.last_probability());
         result.tokens.push_back(token);
         sampler.accept(token);
         const bool marker =

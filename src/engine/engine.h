@@ -69,6 +69,7 @@ struct CompletionResult {
     std::vector<int32_t> tokens;  // generated ids (stop tokens excluded)
     std::string finish_reason;    // "stop" (end of turn or stop sequence), "length", "cancelled"
     float mean_token_probability = 0.0f;
+    std::vector<float> token_probabilities;  // the sampler's probability of each generated token
     CompletionMetrics metrics;
 };
 

@@ -93,3 +93,19 @@ def metric(text, name):
         if line.startswith(name + " "):
             return float(line.split()[1])
     raise KeyError(name)
+
+
+def make_certificate(directory):
+    """A self-signed certificate for 127.0.0.1 (the hand-off tests' TLS endpoint): (cert, key) paths."""
+    key, crt = os.path.join(str(directory), "key.pem"), os.path.join(str(directory), "cert.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", crt,
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    return crt, key
+
+
+def completion_requests(server):
+    """How many /v1/chat/completions requests the server answered with 200."""
+    text = server.get("/metrics")[1].decode()
+    line = 'cactus_requests_total{endpoint="/v1/chat/completions",status="200"} '
+    return sum(int(l[len(line):]) for l in text.splitlines() if l.startswith(line))

@@ -2,13 +2,12 @@
 over HTTPS with a certificate made for this test; the hand-off happens on request and when the
 local confidence is below the threshold, and falls back to the local answer (with a note) when the
 endpoint refuses the connection or its certificate is not trusted."""
-import subprocess
 import time
 
 import openai
 import pytest
 
-from serverproc import ServerProcess, free_port
+from serverproc import ServerProcess, completion_requests, free_port, make_certificate
 
 ASK = [{"role": "system", "content": "You are a helpful assistant."},
        {"role": "user", "content": "What is the capital of France?"}]
@@ -16,12 +15,7 @@ ASK = [{"role": "system", "content": "You are a helpful assistant."},
 
 @pytest.fixture(scope="module")
 def cert(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tls")
-    key, crt = d / "key.pem", d / "cert.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(crt),
-                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True, timeout=60)
-    return str(crt), str(key)
+    return make_certificate(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +35,7 @@ def front(url, ca=None, *extra):
 
 
 def cloud_requests(cloud):
-    text = cloud.get("/metrics")[1].decode()
-    line = 'cactus_requests_total{endpoint="/v1/chat/completions",status="200"} '
-    return sum(int(l[len(line):]) for l in text.splitlines() if l.startswith(line))
+    return completion_requests(cloud)
 
 
 def chat(server, **kw):

@@ -61,3 +61,33 @@ def test_bad_options_are_400(server):
     with pytest.raises(ollama.ResponseError) as e:
         client(server).chat(model="smollm2-135m", messages=[ASK], options={"temperature": "hot"})
     assert e.value.status_code == 400 and "temperature" in e.value.error
+
+
+CITY = {"type": "object", "additionalProperties": False, "required": ["city", "population"],
+        "properties": {"city": {"type": "string", "maxLength": 12},
+                       "population": {"type": "integer", "minimum": 0, "maximum": 99999999}}}
+
+
+def test_format_json_and_schema(server):
+    import jsonschema
+    c = client(server)
+    ask = {"role": "user", "content": "Give the capital of France and its population as JSON."}
+    opts = {"temperature": 0, "num_predict": 64}
+    short = {"role": "user", "content": "Reply with a JSON object with one key, city, for the capital of France."}
+    r = c.chat(model="smollm2-135m", messages=[short], options={"temperature": 0, "num_predict": 160}, format="json",
+               stream=False)
+    assert r.done_reason == "stop", r.message.content
+    assert isinstance(json.loads(r.message.content), dict)
+    r = c.chat(model="smollm2-135m", messages=[ask], options=opts, format=CITY, stream=False)
+    jsonschema.validate(json.loads(r.message.content), CITY)
+    streamed = "".join(p.message.content for p in c.chat(model="smollm2-135m", messages=[ask], options=opts,
+                                                         format=CITY, stream=True))
+    jsonschema.validate(json.loads(streamed), CITY)
+    g = c.generate(model="smollm2-135m", prompt="The capital of France as JSON:", options=opts, format=CITY)
+    jsonschema.validate(json.loads(g.response), CITY)
+    status, body = server.post("/api/chat", {"model": "smollm2-135m", "messages": [ask], "format": "yaml"})[:2]
+    assert status == 400 and "format" in json.loads(body)["error"]  # (the client refuses it before sending)
+    bad = {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}, "required": ["a"]}
+    with pytest.raises(ollama.ResponseError) as e:
+        c.chat(model="smollm2-135m", messages=[ask], options=opts, format=bad)
+    assert e.value.status_code == 400 and "format" in e.value.error

@@ -130,11 +130,19 @@ def test_tools_are_rendered_and_answers_stay_valid(server):
         assert msg.content
 
 
+BROKEN_SCHEMA = {"type": "json_schema",
+                 "json_schema": {"name": "broken", "schema": {"type": "object", "properties": {
+                     "a": {"$ref": "#/$defs/missing"}}, "required": ["a"]}}}
+
+
 def test_invalid_values_are_400s_naming_the_field(server):
     c = client(server)
     for kwargs, field in [(dict(temperature=5), "temperature"), (dict(n=2), "n"), (dict(max_tokens=0), "max_tokens"),
                           (dict(top_logprobs=3), "top_logprobs"),
-                          (dict(response_format={"type": "json_object"}), "response_format")]:
+                          (dict(response_format={"type": "xml"}), "response_format"),
+                          (dict(response_format={"type": "json_schema"}), "response_format"),
+                          (dict(response_format=BROKEN_SCHEMA), "response_format"),
+                          (dict(tool_choice="required"), "tool_choice")]:
         with pytest.raises(openai.BadRequestError) as e:
             c.chat.completions.create(model="m", messages=HELLO, **kwargs)
         assert e.value.body["param"] == field, kwargs
@@ -276,3 +284,60 @@ def test_concurrent_requests_decode_together_and_match_alone(server):
     for t in threads:
         t.join(timeout=300)
     assert together == alone
+
+
+CITY = {"type": "object", "additionalProperties": False, "required": ["city", "population"],
+        "properties": {"city": {"type": "string", "maxLength": 12},
+                       "population": {"type": "integer", "minimum": 0, "maximum": 99999999}}}
+CITY_FORMAT = {"type": "json_schema", "json_schema": {"name": "city", "schema": CITY, "strict": True}}
+ASK_JSON = [{"role": "user", "content": "Give the capital of France and its population as JSON."}]
+
+
+def test_response_format_json_schema_whole_and_streamed(server):
+    import jsonschema
+    c = client(server)
+    r = c.chat.completions.create(model="m", messages=ASK_JSON, response_format=CITY_FORMAT, max_tokens=64,
+                                  temperature=0)
+    assert r.choices[0].finish_reason == "stop"
+    jsonschema.validate(json.loads(r.choices[0].message.content), CITY)
+    chunks = c.chat.completions.create(model="m", messages=ASK_JSON, response_format=CITY_FORMAT, max_tokens=64,
+                                       temperature=0.8, seed=7, stream=True)
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    jsonschema.validate(json.loads(text), CITY)
+
+
+def test_response_format_json_object_and_text_completions(server):
+    c = client(server)
+    ask = [{"role": "user", "content": "Reply with a JSON object with one key, city, for the capital of France."}]
+    r = c.chat.completions.create(model="m", messages=ask, response_format={"type": "json_object"},
+                                  max_tokens=160, temperature=0)
+    assert r.choices[0].finish_reason == "stop", r.choices[0].message.content
+    assert isinstance(json.loads(r.choices[0].message.content), dict)
+    free = c.chat.completions.create(model="m", messages=HELLO, response_format={"type": "text"}, max_tokens=8,
+                                     temperature=0)
+    assert free.choices[0].message.content
+    t = c.completions.create(model="m", prompt="The capital of France as JSON:", max_tokens=64, temperature=0,
+                             extra_body={"response_format": CITY_FORMAT})
+    import jsonschema
+    jsonschema.validate(json.loads(t.choices[0].text), CITY)
+
+
+def test_tool_choice_required_and_named_force_a_valid_call(server):
+    import jsonschema
+    params = {"type": "object", "required": ["city"], "additionalProperties": False,
+              "properties": {"city": {"type": "string", "maxLength": 20}}}
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+                                               "parameters": params}},
+             {"type": "function", "function": {"name": "get_time", "description": "Time in a city",
+                                               "parameters": params}}]
+    ask = [{"role": "user", "content": "What is the weather in Paris?"}]
+    c = client(server)
+    for choice in ("required", {"type": "function", "function": {"name": "get_time"}}):
+        r = c.chat.completions.create(model="m", messages=ask, tools=tools, tool_choice=choice, max_tokens=48,
+                                      temperature=0)
+        calls = r.choices[0].message.tool_calls
+        assert calls and r.choices[0].finish_reason == "tool_calls", r
+        if isinstance(choice, dict):
+            assert calls[0].function.name == "get_time"
+        assert calls[0].function.name in ("get_weather", "get_time")
+        jsonschema.validate(json.loads(calls[0].function.arguments), params)

@@ -118,8 +118,7 @@ private:
         c_.confidence = mean_probability(c_.tokens);
         if (c_.confidence < plan_.threshold) {
             Completion cloud = c_;
-            cloud.cloud_reason = cactus::format("confidence %.3f below %.3f over the first %zu tokens", c_.confidence,
-                                                plan_.threshold, c_.tokens.size());
+            cloud.cloud_reason = low_confidence_reason(c_.confidence, plan_.threshold, c_.tokens.size());
             std::string error;
             if (plan_.call(&cloud, &error)) {
                 job_->cancel();

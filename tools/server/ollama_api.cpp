@@ -14,6 +14,7 @@
 #include "gguf/gguf.h"
 #include "models/model.h"
 #include "openai_api.h"
+#include "constraint.h"
 #include "params.h"
 #include "server.h"
 
@@ -120,10 +121,7 @@ void read_ollama_options(Server& server, const json& body, GenParams& p) {
     g.sampling.repetition_penalty = static_cast<float>(read_number(options, "repeat_penalty", 0.01, 100.0, 1.1));
     g.sampling.seed = static_cast<uint64_t>(read_int(options, "seed", INT64_MIN, INT64_MAX, 0));
     g.stop_sequences = read_stop(options, "stop", 16);
-    if (const json* format = field(body, "format")) {
-        if (!(format->is_string() && format->get<std::string>().empty()))
-            throw HttpError{400, "'format' (JSON output) is not supported yet (no constrained decoding)", "format"};
-    }
+    p.gen.constraint = compile_rule(server, OutputRule{ollama_format(body), json::array(), false, "format"});
     p.deadline = server.deadline_from(body);
 }
 

@@ -7,6 +7,7 @@
 #include "chat/output_parser.h"
 #include "models/model.h"
 #include "gguf/gguf.h"
+#include "constraint.h"
 #include "params.h"
 #include "tokenizer/tokenizer.h"
 
@@ -372,9 +373,11 @@ void handle_chat_completions(Server& server, const httplib::Request& req, httpli
     const json body = parse_body(req);
     json messages = read_messages(body, "messages");
     json tools = read_tools(body, "tools");
+    bool force_tools = false;  // tool_choice required or a named function: the reply is a call
     if (const json* choice = field(body, "tool_choice")) {
         if (choice->is_string()) {
             const std::string c = choice->get<std::string>();
+            force_tools = c == "required";
             if (c == "none")
                 tools = json::array();
             else if (c != "auto" && c != "required")
@@ -387,19 +390,12 @@ void handle_chat_completions(Server& server, const httplib::Request& req, httpli
             if (kept.empty())
                 throw HttpError{400, "'tool_choice' names a function not in 'tools': " + name, "tool_choice"};
             tools = kept;
+            force_tools = true;
         } else {
             throw HttpError{400, "'tool_choice' must be a string or {type, function: {name}}", "tool_choice"};
         }
     }
-    if (const json* rf = field(body, "response_format")) {
-        const std::string type = rf->is_object() ? rf->value("type", "") : "";
-        if (type != "text") {
-            throw HttpError{400,
-                            "'response_format' of type '" + type +
-                                "' is not supported yet (no constrained decoding); use {\"type\": \"text\"}",
-                            "response_format"};
-        }
-    }
+    const json response_format = openai_response_format(body);
     const bool stream = read_bool(body, "stream", false);
     bool include_usage = false;
     if (const json* so = field(body, "stream_options")) {
@@ -421,6 +417,8 @@ void handle_chat_completions(Server& server, const httplib::Request& req, httpli
     p.prompt = tokenize_for_slot(server, prompt, "messages");
     read_openai_sampling(server, body, p);
     p.top_logprobs = want_logprobs ? top : -1;
+    p.gen.constraint = compile_rule(
+        server, OutputRule{response_format, tools, force_tools, force_tools ? "tool_choice" : "response_format"});
 
     auto f = std::make_shared<ChatFormatter>(server, model_name(server, body), !tools.empty(), p.top_logprobs,
                                              include_usage);
@@ -478,6 +476,7 @@ void handle_completions(Server& server, const httplib::Request& req, httplib::Re
         logprobs = static_cast<int>(read_int(body, "logprobs", 0, 20, 0));
     read_openai_sampling(server, body, p);
     p.top_logprobs = logprobs;
+    p.gen.constraint = compile_rule(server, OutputRule{openai_response_format(body), json::array()});
 
     auto f = std::make_shared<TextFormatter>(server, model_name(server, body), logprobs, include_usage);
     bool forced = false;

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "engine/text_stream.h"
 #include "metrics.h"
+#include "sampling/grammar.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -47,6 +48,7 @@ struct SlotState {
     size_t prefilled = 0;   // prompt tokens in the cache
     bool decoding = false;  // the prompt is in; next_token waits to be appended
     int32_t next_token = -1;
+    std::unique_ptr<GrammarConstraint> constraint;  // the request's grammar (constraint.h), if any
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<StreamingDetokenizer> detok;
     std::unique_ptr<TextStream> stream;
@@ -228,6 +230,8 @@ void Scheduler::admit() {
         const GenerationOptions& gen = job->params().gen;
         slot.sampler = std::make_unique<Sampler>(gen.sampling);
         for (int32_t id : job->params().prompt) slot.sampler->accept(id);
+        slot.constraint = gen.constraint ? std::make_unique<GrammarConstraint>(gen.constraint) : nullptr;
+        slot.sampler->set_constraint(slot.constraint.get());
         slot.detok = std::make_unique<StreamingDetokenizer>(backend_.engine().tokenizer());
         slot.stream = std::make_unique<TextStream>(gen.stop_sequences, gen.include_stop_sequences);
         metrics_.observe_queue(slot.stats.queue_ms / 1000.0);
@@ -291,7 +295,12 @@ void Scheduler::on_logits(SlotState& slot, std::vector<float>& logits) {
     if (Clock::now() >= p.deadline) return finish(slot, "timeout");
     std::vector<float> raw;
     if (p.top_logprobs >= 0) raw = logits;
-    const int32_t token = slot.sampler->sample(logits);
+    int32_t token = -1;
+    try {
+        token = slot.sampler->sample(logits);  // throws when a grammar leaves no token
+    } catch (const std::exception& e) {
+        return fail_slot(slot, 500, e.what());
+    }
     if (!slot.have_first) {
         slot.have_first = true;
         slot.first_token_time = Clock::now();

@@ -2,7 +2,7 @@
 // `cactus serve`: an OpenAI- and Ollama-compatible HTTP server over the engine (cpp-httplib).
 // server.cpp: routes, auth, CORS, logging, shutdown; openai_api.cpp and ollama_api.cpp: the two
 // protocols; completion.cpp: turning a job's events into a response (streamed or whole) with the
-// confidence check and the cloud hand-off; handoff.cpp: the client of the hand-off endpoint.
+// confidence check and the cloud hand-off; src/api/handoff.cpp: the client of the hand-off endpoint.
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "handoff.h"
+#include "api/handoff.h"
 #include "metrics.h"
 #include "scheduler.h"
 #include "step_backend.h"

@@ -19,6 +19,7 @@ public:
 
     size_t n_seqs() const override { return engines_.size(); }
     const Engine& engine() const override { return *engines_[0]; }
+    GrammarVocab& grammar_vocab() override { return engines_[0]->grammar_vocab(); }
     const std::vector<int32_t>& cached_tokens(int seq) const override { return at(seq).cached_tokens(); }
     size_t begin(int seq, const std::vector<int32_t>& prompt) override { return at(seq).keep_prefix(prompt); }
 
@@ -58,6 +59,7 @@ public:
 
     size_t n_seqs() const override { return cached_.size(); }
     const Engine& engine() const override { return *engine_; }
+    GrammarVocab& grammar_vocab() override { return engine_->grammar_vocab(); }
     const std::vector<int32_t>& cached_tokens(int seq) const override { return cached_[index(seq)]; }
 
     size_t begin(int seq, const std::vector<int32_t>& prompt) override {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "sampling/grammar.h"
 
 namespace cactus::server {
 
@@ -31,6 +32,8 @@ public:
     virtual size_t n_seqs() const = 0;
     // Tokenizer, chat template and model facts (shared by every sequence).
     virtual const Engine& engine() const = 0;
+    // The grammar engine's vocabulary (built on first use: callers serialize, see constraint.cpp).
+    virtual GrammarVocab& grammar_vocab() = 0;
     // The ids whose keys/values sequence `seq` holds, in order.
     virtual const std::vector<int32_t>& cached_tokens(int seq) const = 0;
     // Keeps the longest cached prefix of `prompt` in sequence `seq` and returns its length (the

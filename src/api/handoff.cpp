@@ -1,12 +1,14 @@
-#include "handoff.h"
+#include "api/handoff.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <httplib.h>
 
 #include "core/error.h"
+#include "core/format.h"
 
-namespace cactus::server {
+namespace cactus {
 
 namespace {
 
@@ -37,8 +39,6 @@ HandoffClient::HandoffClient(const HandoffConfig& config) : config_(config) {
     while (!prefix_.empty() && prefix_.back() == '/') prefix_.pop_back();
     if (origin_.size() <= scheme_end + 3) fail("hand-off: the URL '%s' has no host", url.c_str());
 }
-
-HandoffClient::~HandoffClient() = default;
 
 bool HandoffClient::post(const std::string& endpoint, nlohmann::ordered_json body, nlohmann::ordered_json* response,
                          std::string* error) const {
@@ -88,4 +88,16 @@ bool HandoffClient::post(const std::string& endpoint, nlohmann::ordered_json bod
     return true;
 }
 
-}  // namespace cactus::server
+double mean_of_first(const std::vector<float>& probabilities, size_t count) {
+    const size_t n = std::min(count, probabilities.size());
+    if (n == 0) return 0.0;
+    double sum = 0.0;
+    for (size_t i = 0; i < n; ++i) sum += probabilities[i];
+    return sum / static_cast<double>(n);
+}
+
+std::string low_confidence_reason(double confidence, double threshold, size_t tokens) {
+    return cactus::format("confidence %.3f below %.3f over the first %zu tokens", confidence, threshold, tokens);
+}
+
+}  // namespace cactus
