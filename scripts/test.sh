@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test: builds (Release, then ASan+UBSan for the parsers), installs the oracles and the
+# Runs every test: builds (Release, then clang ASan+UBSan with the fuzzers, then TSan), installs the oracles and the
 # models if missing, runs the C++ suites (ctest), the oracle comparisons (pytest) and the fuzzers.
 # Usage: scripts/test.sh            (everything; what CI runs)
 #        FAST=1 scripts/test.sh     (skip the sanitizer build and the fuzzers)
@@ -39,46 +39,51 @@ step "oracle comparisons (pytest)"
 CACTUS_BUILD_DIR="$ROOT/build" "$ORACLE_PY" -m pytest -q -p no:cacheprovider --durations=10 tests/ python/tests/
 
 if [ "${FAST:-0}" != "1" ]; then
-  step "AddressSanitizer + UBSan"
+  # One clang build serves the ASan + UBSan test binaries and the libFuzzer targets (a separate
+  # build for each cost CI a whole library build); line tables only, for readable stack traces.
+  step "sanitizer build (clang, ASan + UBSan, with the fuzzers)"
   SAN_TARGETS="test_unit test_gguf test_tokenizer test_chat test_sampling test_engine test_api test_kv test_ops test_models"
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCACTUS_SANITIZE=ON >/dev/null
-  cmake --build build-asan -j "$JOBS" --target $SAN_TARGETS
+  FUZZERS=$(ls tests/fuzz/fuzz_*.cpp | xargs -n1 basename | sed 's/\.cpp$//' | grep -v '_seeds$')
+  fuzz_targets=""
+  for f in $FUZZERS; do
+    fuzz_targets="$fuzz_targets $f"
+    if [ -f "tests/fuzz/${f}_seeds.cpp" ]; then fuzz_targets="$fuzz_targets ${f}_seeds"; fi
+  done
+  SAN_FLAGS="-O2 -gline-tables-only -DNDEBUG"
+  CC=clang CXX=clang++ cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_C_FLAGS_RELEASE="$SAN_FLAGS" -DCMAKE_CXX_FLAGS_RELEASE="$SAN_FLAGS" \
+      -DCACTUS_SANITIZE=ON -DCACTUS_FUZZ=ON -DCACTUS_CUDA=OFF >/dev/null
+  cmake --build build-san -j "$JOBS" --target $SAN_TARGETS $fuzz_targets
+
+  step "AddressSanitizer + UBSan"
   for t in $SAN_TARGETS; do
     echo "$t (ASan + UBSan)" >&2
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      build-asan/bin/$t --gtest_brief=1 --gtest_filter='-LongSession.*'
+      build-san/bin/$t --gtest_brief=1 --gtest_filter='-LongSession.*'
   done
-
-  step "ThreadSanitizer (thread pool, C API threads, stop and destroy)"
-  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCACTUS_TSAN=ON >/dev/null
-  cmake --build build-tsan -j "$JOBS" --target test_ops test_api
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/bin/test_ops --gtest_brief=1 \
-      --gtest_filter='ThreadPool*'
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/bin/test_api --gtest_brief=1 \
-      --gtest_filter='CApiThreads*:CApiLifecycle*'
 
   step "fuzzers (libFuzzer, short runs)"
-  CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DCACTUS_FUZZ=ON -DCACTUS_BUILD_TESTS=ON >/dev/null
-  FUZZERS=$(ls tests/fuzz/fuzz_*.cpp | xargs -n1 basename | sed 's/\.cpp$//' | grep -v '_seeds$')
-  targets=""
   for f in $FUZZERS; do
-    targets="$targets $f"
-    if [ -f "tests/fuzz/${f}_seeds.cpp" ]; then targets="$targets ${f}_seeds"; fi
-  done
-  cmake --build build-fuzz -j "$JOBS" --target $targets
-  for f in $FUZZERS; do
-    corpus=build-fuzz/corpus/$f
+    corpus=build-san/corpus/$f
     rm -rf "$corpus" && mkdir -p "$corpus"
-    if [ -x "build-fuzz/bin/${f}_seeds" ]; then "build-fuzz/bin/${f}_seeds" "$corpus" >/dev/null; fi
+    if [ -x "build-san/bin/${f}_seeds" ]; then "build-san/bin/${f}_seeds" "$corpus" >/dev/null; fi
     if [ -d "tests/fuzz/seeds/$f" ]; then cp tests/fuzz/seeds/$f/* "$corpus"/; fi
     if [ "$f" = fuzz_template ]; then cp tests/chat/templates/*.jinja "$corpus"/; fi
     dict=""
     if [ -f "tests/fuzz/${f#fuzz_}.dict" ]; then dict="-dict=tests/fuzz/${f#fuzz_}.dict"; fi
     echo "fuzzing $f for ${FUZZ_SECONDS:-30} s" >&2
-    build-fuzz/bin/$f $dict -max_total_time="${FUZZ_SECONDS:-30}" -rss_limit_mb=4096 -timeout=30 -print_final_stats=1 \
-        "$corpus" > "build-fuzz/$f.log" 2>&1 || { tail -n 40 "build-fuzz/$f.log"; exit 1; }
-    grep -E "stat::number_of_executed_units" "build-fuzz/$f.log" >&2 || true
+    build-san/bin/$f $dict -max_total_time="${FUZZ_SECONDS:-30}" -rss_limit_mb=4096 -timeout=30 -print_final_stats=1 \
+        -artifact_prefix="build-san/$f-" "$corpus" > "build-san/$f.log" 2>&1 || { tail -n 40 "build-san/$f.log"; exit 1; }
+    grep -E "stat::number_of_executed_units" "build-san/$f.log" >&2 || true
   done
+
+  step "ThreadSanitizer (thread pool, C API threads, stop and destroy)"
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS_RELEASE="-O1 -g1 -DNDEBUG" \
+      -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1 -DNDEBUG" -DCACTUS_TSAN=ON -DCACTUS_CUDA=OFF >/dev/null
+  cmake --build build-tsan -j "$JOBS" --target test_ops test_api
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/bin/test_ops --gtest_brief=1 \
+      --gtest_filter='ThreadPool*'
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/bin/test_api --gtest_brief=1 \
+      --gtest_filter='CApiThreads*:CApiLifecycle*'
 fi
 echo "all tests passed in $((($(date +%s) - START) / 60)) min"

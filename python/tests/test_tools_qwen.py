@@ -1,8 +1,8 @@
 """Tool calls and JSON-schema output on the real Qwen2.5-Coder-0.5B-Instruct (hermes format),
 validated with Python's jsonschema: with force_tools every reply is one or more calls of the offered
 tools whose arguments validate against the tool's schema; every response_format json_schema reply
-validates. The rate without force_tools (lazy grammar, free text allowed) is printed, and measured
-fully when CACTUS_TOOL_RATE=1."""
+validates. The rate without force_tools (lazy grammar, free text allowed) is measured over all 50 requests
+when CACTUS_TOOL_RATE=1 (outside CI)."""
 import json
 import os
 
@@ -55,10 +55,10 @@ def test_forced_tool_calls_always_parse_and_validate(qwen):
     assert named >= 25  # sanity: the grammar fixes the format; the model still picks the tool
 
 
+@pytest.mark.skipif(os.environ.get("CACTUS_TOOL_RATE") != "1",
+                    reason="a measurement, not a requirement: CACTUS_TOOL_RATE=1 runs it (about 10 minutes)")
 def test_rate_without_force_tools(qwen):
     requests = tool_requests()
-    if os.environ.get("CACTUS_TOOL_RATE") != "1":
-        requests = requests[::10]  # a sample in CI; CACTUS_TOOL_RATE=1 runs all 50
     counts = {"lazy": 0, "free": 0}
     for tools, messages, _ in requests:
         for mode, constrain in (("lazy", True), ("free", False)):

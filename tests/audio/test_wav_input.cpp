@@ -162,6 +162,21 @@ TEST(WavInput, NanSamplesBecomeSilence) {
     for (float v : x) ASSERT_TRUE(std::isfinite(v));
 }
 
+// Finite floats far outside [-1, 1] are clipped: 3e38 at 22050 Hz overflowed the resampler's
+// filter to infinity (found by fuzz_wav).
+TEST(WavInput, HugeFloatSamplesAreClippedBeforeResampling) {
+    WavSpec f;
+    f.format = 3;
+    f.bits = 32;
+    f.rate = 22050;
+    std::vector<uint8_t> p;
+    for (int i = 0; i < 2048; ++i) put32(p, i % 2 ? 0x7f61b1e6u : 0xff61b1e6u);  // +-3e38
+    const std::vector<uint8_t> w = make_wav(f, p);
+    const std::vector<float> x = decode_wav(w.data(), w.size());
+    ASSERT_FALSE(x.empty());
+    for (float v : x) ASSERT_TRUE(std::isfinite(v) && std::fabs(v) < 4.0f) << v;
+}
+
 TEST(WavInput, EmptyAndTinyBuffersAreErrors) {
     EXPECT_NE(error_of({}), "");
     EXPECT_NE(error_of({'R'}), "");

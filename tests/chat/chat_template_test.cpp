@@ -1,7 +1,6 @@
 // Unit tests of the chat-template engine, construct by construct. Expected strings are what
 // jinja2 (trim_blocks, lstrip_blocks, as transformers configures it) renders.
 #include <gtest/gtest.h>
-#include <pthread.h>
 
 #include <fstream>
 #include <functional>
@@ -9,10 +8,13 @@
 #include <string>
 
 #include "chat/chat_template.h"
+#include "common/small_stack.h"
 #include "core/error.h"
 
 using cactus::ChatTemplate;
 using json = nlohmann::ordered_json;
+
+using cactus::testing::on_small_stack;
 
 namespace {
 
@@ -29,36 +31,7 @@ std::string error_of(const std::string& source, const json& ctx = json::object()
     return "<no error>";
 }
 
-// AddressSanitizer pads every stack frame with redzones (frames here grow several-fold), so the
-// sanitizer build gives the same recursion depth more room; the Release build checks 256 KiB.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr size_t kStackScale = 16;
-#else
-constexpr size_t kStackScale = 1;
-#endif
-
 constexpr int kMaxExprHeightForTest = 100;  // a chain this long renders
-
-// Runs fn on a thread with a 256 KiB stack, as the engine does.
-void on_small_stack(const std::function<void()>& fn) {
-    struct Box {
-        const std::function<void()>* fn;
-    } box{&fn};
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 256 * 1024 * kStackScale);
-    pthread_t thread;
-    ASSERT_EQ(pthread_create(
-                  &thread, &attr,
-                  [](void* p) -> void* {
-                      (*static_cast<Box*>(p)->fn)();
-                      return nullptr;
-                  },
-                  &box),
-              0);
-    pthread_join(thread, nullptr);
-    pthread_attr_destroy(&attr);
-}
 
 }  // namespace
 

@@ -2,7 +2,6 @@
 // strings (tool-call arguments in requests and in model output) and contexts built in memory.
 // Run on a 256 KiB stack, as the engine is, with documents far deeper than the limit.
 #include <gtest/gtest.h>
-#include <pthread.h>
 
 #include <functional>
 #include <string>
@@ -10,36 +9,13 @@
 #include "chat/chat_template.h"
 #include "chat/json_parse.h"
 #include "chat/output_parser.h"
+#include "common/small_stack.h"
 #include "core/error.h"
 
 namespace cactus {
+using cactus::testing::on_small_stack;
+
 namespace {
-
-#if defined(__SANITIZE_ADDRESS__)
-constexpr size_t kStackScale = 16;  // ASan's redzones grow every frame
-#else
-constexpr size_t kStackScale = 1;
-#endif
-
-void on_small_stack(const std::function<void()>& fn) {
-    struct Box {
-        const std::function<void()>* fn;
-    } box{&fn};
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 256 * 1024 * kStackScale);
-    pthread_t thread;
-    ASSERT_EQ(pthread_create(
-                  &thread, &attr,
-                  [](void* p) -> void* {
-                      (*static_cast<Box*>(p)->fn)();
-                      return nullptr;
-                  },
-                  &box),
-              0);
-    pthread_join(thread, nullptr);
-    pthread_attr_destroy(&attr);
-}
 
 std::string nested_objects(int depth) {
     std::string s;

@@ -189,7 +189,9 @@ def evaluate(name):
     return results
 
 
-DECODE_CONFIGS = [(1, 512), (2, 512), (1, 16), (2, 16)]  # (threads, prefill chunk)
+# (threads, prefill chunk): each thread count and each chunk size once (CI time; the four
+# combinations gave the same KL when all were run).
+DECODE_CONFIGS = [(1, 16), (2, 512)]
 DECODE_PROMPTS = 8  # the first prompts and the long one, for each configuration
 
 

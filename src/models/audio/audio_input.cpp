@@ -87,7 +87,9 @@ std::vector<float> read_mono(SNDFILE* file, const SF_INFO& info, const std::stri
     if (sf_error(file) != SF_ERR_NO_ERROR) fail("read audio: %s: %s", what.c_str(), sf_strerror(file));
     if (mono.empty()) fail("read audio: %s holds no samples", what.c_str());
     for (float& s : mono) {
-        if (!std::isfinite(s)) s = 0.0f;  // float WAVs may hold NaN/Inf: silence them
+        // Float WAVs may hold NaN/Inf (silenced) or values far outside [-1, 1] (clipped, as integer
+        // PCM is): 3e38 would overflow the resampler's filter to infinity (found by fuzz_wav).
+        s = std::isfinite(s) ? std::clamp(s, -1.0f, 1.0f) : 0.0f;
     }
     return resample_to_16k(mono, info.samplerate);
 }
