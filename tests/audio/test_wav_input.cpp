@@ -177,6 +177,26 @@ TEST(WavInput, HugeFloatSamplesAreClippedBeforeResampling) {
     for (float v : x) ASSERT_TRUE(std::isfinite(v) && std::fabs(v) < 4.0f) << v;
 }
 
+// A handful of samples at another rate resampled to nothing and came back as an empty "success"
+// (found by fuzz_wav: 1 frame at 22,050 Hz; 4 frames at 231,458 Hz).
+TEST(WavInput, TooShortToResampleIsAnError) {
+    for (auto [rate, frames] : {std::pair<uint32_t, int>{22050, 1}, {231458, 4}}) {
+        WavSpec f;
+        f.format = 3;
+        f.bits = 32;
+        f.rate = rate;
+        std::vector<uint8_t> p;
+        for (int i = 0; i < frames; ++i) put32(p, 0x3e800000u);  // 0.25
+        const std::vector<uint8_t> w = make_wav(f, p);
+        try {
+            const std::vector<float> x = decode_wav(w.data(), w.size());
+            EXPECT_FALSE(x.empty()) << rate;
+        } catch (const cactus::Error& e) {
+            EXPECT_NE(std::string(e.what()).find("too short"), std::string::npos) << e.what();
+        }
+    }
+}
+
 TEST(WavInput, EmptyAndTinyBuffersAreErrors) {
     EXPECT_NE(error_of({}), "");
     EXPECT_NE(error_of({'R'}), "");
