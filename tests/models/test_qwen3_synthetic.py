@@ -11,29 +11,14 @@ import subprocess
 import numpy as np
 import pytest
 
+from synthetic_vocab import byte_vocab
+
 gguf = pytest.importorskip("gguf")
 llama_cpp = pytest.importorskip("llama_cpp")
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD_DIR = os.environ.get("CACTUS_BUILD_DIR", os.path.join(REPO, "build"))
 PROBE = os.path.join(BUILD_DIR, "bin", "model_probe")
-
-
-def byte_vocab():
-    """GPT-2 byte-level vocabulary (256 symbols), a few merges, and two control tokens."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    symbols = [chr(c) for c in cs]
-    merges = ["Ġ t", "h e", "Ġ a", "i n"]
-    tokens = symbols + [m.replace(" ", "") for m in merges] + ["<|endoftext|>", "<|im_end|>"]
-    types = [1] * (len(tokens) - 2) + [3, 3]
-    return tokens, types, merges
 
 
 def write_qwen3(path, seed, tied=True, norm_spread=0.1):
