@@ -80,9 +80,10 @@ def find_cactus(explicit):
 def find_llama_bench(explicit, isa):
     if explicit:
         return explicit
-    script = os.path.join(REPO, "bench", "build_llama_bench.sh")
+    script = os.path.join(REPO, "bench", "build_llama_tool.sh")
     env = dict(os.environ, LLAMA_BENCH_ISA=isa)
-    out = subprocess.run(["bash", script], stdout=subprocess.PIPE, text=True, check=True, env=env).stdout
+    out = subprocess.run(["bash", script, "llama-bench"], stdout=subprocess.PIPE, text=True, check=True,
+                         env=env).stdout
     return out.strip().splitlines()[-1]
 
 

@@ -2,7 +2,7 @@
 per-request decode rate and aggregate throughput at 1, 4 and 16 concurrent streaming clients.
 Both servers run side by side on 127.0.0.1 (started here, one at a time per level, alternated).
     python3 bench/compare_server.py [--model PATH] [--slots 16] [--threads 2] [--clients 1,4,16]
-llama-server comes from bench/build_llama_server.sh (built once into ~/.cache, never committed).
+llama-server comes from bench/build_llama_tool.sh llama-server (built once into ~/.cache, never committed).
 Prints a table and writes JSON to bench/results/server_compare.json."""
 import argparse
 import json
@@ -85,8 +85,9 @@ def main():  # noqa: C901
     if args.out is None:
         args.out = os.path.join(REPO, "bench", "results", "server_compare_%s.json" % args.peer)
     if args.peer == "llama-server" and args.llama_server is None:
-        args.llama_server = subprocess.run([os.path.join(REPO, "bench", "build_llama_server.sh")], check=True,
-                                           capture_output=True, text=True).stdout.strip()
+        script = os.path.join(REPO, "bench", "build_llama_tool.sh")
+        args.llama_server = subprocess.run(["bash", script, "llama-server"], check=True, stdout=subprocess.PIPE,
+                                           text=True).stdout.strip().splitlines()[-1]
     rows = []
     for clients in [int(c) for c in args.clients.split(",")]:
         for kind in ("cactus", args.peer) * args.repeats:
