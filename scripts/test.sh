@@ -71,8 +71,8 @@ if [ "${FAST:-0}" != "1" ]; then
     if [ "$f" = fuzz_template ]; then cp tests/chat/templates/*.jinja "$corpus"/; fi
     dict=""
     if [ -f "tests/fuzz/${f#fuzz_}.dict" ]; then dict="-dict=tests/fuzz/${f#fuzz_}.dict"; fi
-    echo "fuzzing $f for ${FUZZ_SECONDS:-30} s" >&2
-    build-san/bin/$f $dict -max_total_time="${FUZZ_SECONDS:-30}" -rss_limit_mb=4096 -timeout=30 -print_final_stats=1 \
+    echo "fuzzing $f for ${FUZZ_SECONDS:-15} s" >&2
+    build-san/bin/$f $dict -max_total_time="${FUZZ_SECONDS:-15}" -rss_limit_mb=4096 -timeout=30 -print_final_stats=1 \
         -artifact_prefix="build-san/$f-" "$corpus" > "build-san/$f.log" 2>&1 || { tail -n 40 "build-san/$f.log"; exit 1; }
     grep -E "stat::number_of_executed_units" "build-san/$f.log" >&2 || true
   done
