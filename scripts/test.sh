@@ -78,8 +78,8 @@ if [ "${FAST:-0}" != "1" ]; then
   done
 
   step "ThreadSanitizer (thread pool, C API threads, stop and destroy)"
-  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS_RELEASE="-O1 -g1 -DNDEBUG" \
-      -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1 -DNDEBUG" -DCACTUS_TSAN=ON -DCACTUS_CUDA=OFF >/dev/null
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS_RELEASE="-O2 -g1 -DNDEBUG" \
+      -DCMAKE_CXX_FLAGS_RELEASE="-O2 -g1 -DNDEBUG" -DCACTUS_TSAN=ON -DCACTUS_CUDA=OFF >/dev/null
   cmake --build build-tsan -j "$JOBS" --target test_ops test_api
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/bin/test_ops --gtest_brief=1 \
       --gtest_filter='ThreadPool*'
