@@ -38,6 +38,15 @@ void put32(std::vector<uint8_t>& b, uint32_t v) {
 }
 void put_tag(std::vector<uint8_t>& b, const std::string& t) { b.insert(b.end(), t.begin(), t.end()); }
 
+// A 32-bit float WAV (format 3) at the given rate.
+WavSpec float32_spec(uint32_t rate = 16000) {
+    WavSpec f;
+    f.format = 3;
+    f.bits = 32;
+    f.rate = rate;
+    return f;
+}
+
 std::vector<uint8_t> make_wav(const WavSpec& s, const std::vector<uint8_t>& payload) {
     std::vector<uint8_t> b;
     put_tag(b, s.riff);
@@ -124,10 +133,7 @@ TEST(WavInput, StereoAt48kIsDownmixedAndResampled) {
 }
 
 TEST(WavInput, FloatAnd24BitAnd8kDecode) {
-    WavSpec f;
-    f.format = 3;
-    f.bits = 32;
-    f.rate = 8000;
+    WavSpec f = float32_spec(8000);
     std::vector<uint8_t> p;
     for (int i = 0; i < 800; ++i) {
         float v = 0.5f * std::sin(2 * M_PI * 200 * i / 8000.0);
@@ -153,9 +159,7 @@ TEST(WavInput, FloatAnd24BitAnd8kDecode) {
 }
 
 TEST(WavInput, NanSamplesBecomeSilence) {
-    WavSpec f;
-    f.format = 3;
-    f.bits = 32;
+    const WavSpec f = float32_spec();
     std::vector<uint8_t> p;
     for (int i = 0; i < 64; ++i) put32(p, i % 2 ? 0x7fc00000u : 0x7f800000u);  // NaN, +Inf
     const std::vector<float> x = decode_wav(make_wav(f, p).data(), make_wav(f, p).size());
@@ -165,10 +169,7 @@ TEST(WavInput, NanSamplesBecomeSilence) {
 // Finite floats far outside [-1, 1] are clipped: 3e38 at 22050 Hz overflowed the resampler's
 // filter to infinity (found by fuzz_wav).
 TEST(WavInput, HugeFloatSamplesAreClippedBeforeResampling) {
-    WavSpec f;
-    f.format = 3;
-    f.bits = 32;
-    f.rate = 22050;
+    const WavSpec f = float32_spec(22050);
     std::vector<uint8_t> p;
     for (int i = 0; i < 2048; ++i) put32(p, i % 2 ? 0x7f61b1e6u : 0xff61b1e6u);  // +-3e38
     const std::vector<uint8_t> w = make_wav(f, p);
@@ -181,10 +182,7 @@ TEST(WavInput, HugeFloatSamplesAreClippedBeforeResampling) {
 // (found by fuzz_wav: 1 frame at 22,050 Hz; 4 frames at 231,458 Hz).
 TEST(WavInput, TooShortToResampleIsAnError) {
     for (auto [rate, frames] : {std::pair<uint32_t, int>{22050, 1}, {231458, 4}}) {
-        WavSpec f;
-        f.format = 3;
-        f.bits = 32;
-        f.rate = rate;
+        const WavSpec f = float32_spec(rate);
         std::vector<uint8_t> p;
         for (int i = 0; i < frames; ++i) put32(p, 0x3e800000u);  // 0.25
         const std::vector<uint8_t> w = make_wav(f, p);
