@@ -55,23 +55,49 @@ std::vector<bool> marker_tokens(const Tokenizer& tok, const ToolFormat& format) 
 }
 
 // Each path of a message's "images" becomes a kImageMarker before its text (the engine splices the
-// image in there: complete_with_images).
-nlohmann::ordered_json with_image_markers(const nlohmann::ordered_json& messages) {
-    nlohmann::ordered_json out = messages;
-    for (nlohmann::ordered_json& m : out) {
-        if (!m.is_object() || !m.contains("images") || !m["images"].is_array()) continue;
+// image in there: complete_with_images). typed: every content becomes an array of text parts, the
+// markers a part of their own (templates that iterate content parts, e.g. SmolVLM's; llama.cpp's
+// server puts its marker into such a part too).
+nlohmann::ordered_json with_image_markers(const nlohmann::ordered_json& messages, bool typed) {
+    using json = nlohmann::ordered_json;
+    json out = messages;
+    for (json& m : out) {
+        if (!m.is_object()) continue;
         std::string markers;
-        for (size_t i = 0; i < m["images"].size(); ++i) markers += kImageMarker;
+        if (m.contains("images") && m["images"].is_array())
+            for (size_t i = 0; i < m["images"].size(); ++i) markers += kImageMarker;
         m.erase("images");
-        nlohmann::ordered_json& content = m["content"];
-        if (content.is_array())
-            content.insert(content.begin(), nlohmann::ordered_json{{"type", "text"}, {"text", markers}});
-        else if (content.is_string())
-            content = markers + content.get<std::string>();
-        else
-            content = markers;
+        json& content = m["content"];
+        if (typed) {
+            if (content.is_string()) content = json::array({json{{"type", "text"}, {"text", content}}});
+            if (!content.is_array()) content = json::array();
+            if (!markers.empty()) content.insert(content.begin(), json{{"type", "text"}, {"text", markers}});
+        } else if (!markers.empty()) {
+            if (content.is_array())
+                content.insert(content.begin(), json{{"type", "text"}, {"text", markers}});
+            else
+                content = markers + (content.is_string() ? content.get<std::string>() : std::string());
+        }
     }
     return out;
+}
+
+// Whether the template drops string contents but renders arrays of text parts (it iterates parts).
+bool template_needs_parts(const ChatTemplate& tmpl) {
+    const std::string probe = "cactus-probe-7f3a";
+    auto renders = [&](const nlohmann::ordered_json& content) {
+        nlohmann::ordered_json context;
+        context["messages"] = nlohmann::ordered_json::array({{{"role", "user"}, {"content", content}}});
+        context["add_generation_prompt"] = false;
+        context["bos_token"] = "";
+        context["eos_token"] = "";
+        try {
+            return tmpl.render_ordered(context).find(probe) != std::string::npos;
+        } catch (const std::exception&) {
+            return false;
+        }
+    };
+    return !renders(probe) && renders(nlohmann::ordered_json::array({{{"type", "text"}, {"text", probe}}}));
 }
 
 }  // namespace
@@ -93,6 +119,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& model_path, const Engine
     if (source.empty()) source = builtin_chat_template(engine->model_->info().architecture);
     engine->template_ = std::make_unique<ChatTemplate>(source);
     engine->format_ = tool_format_for(source);
+    engine->content_parts_ = template_needs_parts(*engine->template_);
     engine->shown_special_ = marker_tokens(*engine->tokenizer_, *engine->format_);
     if (!options.mmproj_path.empty()) engine->load_vision(options.mmproj_path, options.n_threads);
     return engine;
@@ -101,7 +128,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& model_path, const Engine
 std::string Engine::render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                 bool add_generation_prompt, bool enable_thinking) const {
     nlohmann::ordered_json context;
-    context["messages"] = format_->prepare_messages(with_image_markers(messages));
+    context["messages"] = format_->prepare_messages(with_image_markers(messages, content_parts_));
     if (!tools.is_null() && !tools.empty()) context["tools"] = tools;
     context["add_generation_prompt"] = add_generation_prompt;
     context["bos_token"] = special_text(*tokenizer_, tokenizer_->bos_id());

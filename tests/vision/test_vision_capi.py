@@ -10,7 +10,9 @@ random-weight SmolVLM pair of make_vlm_gguf.py in one folder (text.gguf + mmproj
     suffix) and answers as a fresh handle does;
   * errors: a missing file, a corrupt image and an image for a model without mmproj each name the
     problem, and a normal completion on the same handle succeeds afterwards;
-  * `cactus run DIR --image PNG` and `--mmproj` print the same text as the C API.
+  * `cactus run DIR --image PNG` and `--mmproj` print the same text as the C API;
+  * SmolVLM's own chat template (it renders only content-part arrays) gets the marker as a text part,
+    as llama.cpp's server does, and still agrees with libmtmd.
 """
 import json
 import os
@@ -196,3 +198,34 @@ def test_cli_run_with_image(pair, vlm):
     assert "error" not in r.stderr, r.stderr
     assert len([line for line in r.stdout.splitlines() if line.strip()]) == 2, r.stdout
     print(json.dumps({"cli": r.stdout}))
+
+
+# SmolVLM-256M-Instruct's chat template (tokenizer_config.json): it iterates content parts.
+SMOLVLM_TEMPLATE = ("<|im_start|>{% for message in messages %}{{message['role'] | capitalize}}"
+                    "{% if message['content'][0]['type'] == 'image' %}{{':'}}{% else %}{{': '}}{% endif %}"
+                    "{% for line in message['content'] %}{% if line['type'] == 'text' %}{{line['text']}}"
+                    "{% elif line['type'] == 'image' %}{{ '<image>' }}{% endif %}{% endfor %}<end_of_utterance>\n"
+                    "{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}")
+
+
+def test_smolvlm_template_with_content_parts(pair, tmp_path):
+    pytest.importorskip("llama_cpp.mtmd_cpp")
+    import cactus
+    import mtmd_oracle
+    folder, images, rgbs = pair
+    mine = tmp_path / "templated"
+    mine.mkdir()
+    shutil.copyfile(os.path.join(folder, "mmproj.gguf"), mine / "mmproj.gguf")
+    mk.write_llama_text(str(mine / "text.gguf"), mk.IDEFICS3_SMALL["proj_dim"], mk.IDEFICS3_SPECIALS,
+                        chat_template=SMOLVLM_TEMPLATE)
+    messages = [{"role": "system", "content": "Be brief."}] + ask("Describe the image.", [images[1]])
+    with cactus.Model(str(mine)) as model:
+        prompt = model.render_prompt(messages)
+        assert prompt == ("<|im_start|>System: Be brief.<end_of_utterance>\n"
+                          "User: <__media__>Describe the image.<end_of_utterance>\nAssistant:"), prompt
+        assert "Describe the image." in model.render_prompt([{"role": "user", "content": "Describe the image."}])
+        r = model.complete(messages, GREEDY)
+    n_past, _, text, confidence = mtmd_oracle.mtmd_prompt_greedy(str(mine / "text.gguf"), str(mine / "mmproj.gguf"),
+                                                                 prompt, [rgbs[1]])
+    assert r["prompt_tokens"] == n_past and r["response"] == text.strip()
+    assert abs(r["confidence"] - confidence) < 5e-4, (r["confidence"], confidence)
