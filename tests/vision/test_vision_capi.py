@@ -5,7 +5,7 @@ random-weight SmolVLM pair of make_vlm_gguf.py in one folder (text.gguf + mmproj
     probability of the greedy tokens (`confidence`, within 5e-4: every step's distribution) as
     llama.cpp's libmtmd on the same rendered prompt and images, for one image and for two images in
     one message plus one in a later message; another image gives another answer;
-  * images as bytes (Python) equal images as paths;
+  * images as bytes (Python) and as OpenAI image_url parts (path or file://) equal images as paths;
   * a second turn reuses the cached prefix through the image (prefill_tokens counts only the new
     suffix) and answers as a fresh handle does;
   * errors: a missing file, a corrupt image and an image for a model without mmproj each name the
@@ -107,6 +107,15 @@ def test_bytes_equal_paths_and_prefix_reuse(pair, vlm):
         by_bytes = vlm.complete(ask("Describe the image.", [f.read()]), GREEDY)
     assert by_bytes["response"] == by_path["response"]
     assert by_bytes["prompt_tokens"] == by_path["prompt_tokens"]
+    # OpenAI content parts: an image_url part with a path or file:// URL is the same image.
+    parts = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "file://" + images[0]}},
+                                          {"type": "text", "text": "Describe the image."}]}]
+    assert vlm.render_prompt(parts) == vlm.render_prompt(ask("Describe the image.", [images[0]]))
+    vlm.reset()
+    by_part = vlm.complete(parts, GREEDY)
+    assert by_part["response"] == by_path["response"] and by_part["prompt_tokens"] == by_path["prompt_tokens"]
+    vlm.reset()
+    vlm.complete(ask("Describe the image.", [images[0]]), GREEDY)
     # Second turn: the image rows are reused (the same bytes under another path also match).
     copy = images[0] + ".copy.png"
     shutil.copyfile(images[0], copy)
@@ -145,6 +154,9 @@ def test_image_errors_leave_handle_usable(pair, vlm, tmp_path):
         assert name in str(e.value), str(e.value)
         ok = vlm.complete(ask("Describe the image.", [images[1]]), GREEDY)
         assert ok["success"] and ok["decode_tokens"] == 16
+    with pytest.raises(cactus.CactusError) as e:
+        vlm.complete([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/a.png"}}]}])
+    assert "only local paths" in str(e.value), str(e.value)
     with pytest.raises(cactus.CactusError) as e:
         vlm.complete(ask("Describe the image.", [images[0]]), dict(GREEDY, bogus=1))
     assert "bogus" in str(e.value)
