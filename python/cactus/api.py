@@ -1,7 +1,10 @@
 """The Cactus-compatible functions: thin wrappers that encode JSON, call libcactus, and raise
 CactusError with the engine's message on failure."""
+import contextlib
 import ctypes
 import json
+import os
+import tempfile
 
 from ._native import TOKEN_CALLBACK, lib
 
@@ -43,6 +46,40 @@ def _response_buffer_size(options_bytes):
         except (ValueError, AttributeError, TypeError):
             pass
     return max(_MIN_RESPONSE_BUFFER, 64 * max_tokens + 65536)
+
+
+@contextlib.contextmanager
+def _image_files(messages):
+    """Messages whose "images" may hold paths (str or os.PathLike) or encoded image bytes (PNG, JPEG,
+    BMP, GIF): bytes are written to temporary files (removed afterwards), so the C API sees paths."""
+    if not isinstance(messages, list) or not any(isinstance(m, dict) and m.get("images") for m in messages):
+        yield messages
+        return
+    written = []
+    try:
+        out = []
+        for m in messages:
+            if not isinstance(m, dict) or not m.get("images"):
+                out.append(m)
+                continue
+            paths = []
+            for image in m["images"]:
+                if isinstance(image, (bytes, bytearray, memoryview)):
+                    fd, path = tempfile.mkstemp(prefix="cactus-image-")
+                    written.append(path)
+                    with os.fdopen(fd, "wb") as f:
+                        f.write(bytes(image))
+                    paths.append(path)
+                elif isinstance(image, os.PathLike):
+                    paths.append(os.fspath(image))
+                else:
+                    paths.append(image)  # str (anything else: the engine names the bad value)
+            out.append(dict(m, images=paths))
+        yield out
+    finally:
+        for path in written:
+            with contextlib.suppress(OSError):
+                os.remove(path)
 
 
 def cactus_init(model_path, corpus_dir=None, cache_index=False):
@@ -90,8 +127,9 @@ def _decode_response(buffer, rc):
 
 
 def cactus_complete(model, messages, options=None, tools=None, callback=None):
-    """Chat completion. messages/options/tools: lists/dicts or JSON strings. callback(text, token_id)
-    receives each streamed piece. Returns the response as a dict."""
+    """Chat completion. messages/options/tools: lists/dicts or JSON strings. A message may carry
+    "images": a list of paths or encoded image bytes (the model needs its mmproj). callback(text,
+    token_id) receives each streamed piece. Returns the response as a dict."""
     handle = _check_handle(model)
     options_bytes = _encode(options, "options")
     size = _response_buffer_size(options_bytes)
@@ -108,8 +146,9 @@ def cactus_complete(model, messages, options=None, tools=None, callback=None):
             lib.cactus_stop(handle)
 
     c_callback = TOKEN_CALLBACK(on_token)
-    rc = lib.cactus_complete(handle, _encode(messages, "messages"), buffer, size, options_bytes,
-                             _encode(tools, "tools"), c_callback, None, None, 0)
+    with _image_files(messages) as messages:
+        rc = lib.cactus_complete(handle, _encode(messages, "messages"), buffer, size, options_bytes,
+                                 _encode(tools, "tools"), c_callback, None, None, 0)
     if errors:
         raise errors[0]
     return _decode_response(buffer, rc)
@@ -118,8 +157,9 @@ def cactus_complete(model, messages, options=None, tools=None, callback=None):
 def cactus_prefill(model, messages, options=None, tools=None):
     handle = _check_handle(model)
     buffer = ctypes.create_string_buffer(65536)
-    rc = lib.cactus_prefill(handle, _encode(messages, "messages"), buffer, len(buffer),
-                            _encode(options, "options"), _encode(tools, "tools"), None, 0)
+    with _image_files(messages) as messages:
+        rc = lib.cactus_prefill(handle, _encode(messages, "messages"), buffer, len(buffer),
+                                _encode(options, "options"), _encode(tools, "tools"), None, 0)
     return _decode_response(buffer, rc)
 
 
@@ -140,8 +180,9 @@ def cactus_render_prompt(model, messages, options=None, tools=None):
     size = 1 << 16
     while True:
         buffer = ctypes.create_string_buffer(size)
-        rc = lib.cactus_render_prompt(handle, _encode(messages, "messages"), _encode(options, "options"),
-                                      _encode(tools, "tools"), buffer, size)
+        with _image_files(messages) as files:
+            rc = lib.cactus_render_prompt(handle, _encode(files, "messages"), _encode(options, "options"),
+                                          _encode(tools, "tools"), buffer, size)
         if rc >= 0:
             return buffer.value.decode("utf-8")
         if rc == -2 and size < (1 << 28):

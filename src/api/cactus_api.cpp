@@ -179,7 +179,8 @@ struct ChatRequest {
     json all_tools;  // as given (the hand-off endpoint sees them all)
     json tools;      // the tools shown to the model (after tool_rag_top_k)
     api::ApiOptions options;
-    std::string prompt;
+    std::string prompt;              // one kImageMarker per image
+    std::vector<ImageInput> images;  // the messages' images, in order
 };
 
 ChatRequest prepare_chat(Engine& engine, const char* messages_json, const char* options_json, const char* tools_json) {
@@ -190,6 +191,7 @@ ChatRequest prepare_chat(Engine& engine, const char* messages_json, const char* 
     r.tools = api::select_tools(r.all_tools, r.messages, r.options.tool_rag_top_k);
     engine.configure_context(r.options.context);
     r.prompt = render(engine, r.messages, r.tools, r.options);
+    r.images = engine.read_images(message_images(r.messages));
     return r;
 }
 
@@ -212,7 +214,9 @@ json complete_locally(Engine& engine, const ChatRequest& request, cactus_token_c
             if (!shown.empty()) callback(shown.c_str(), static_cast<uint32_t>(id), user_data);
         };
     }
-    *result = engine.complete(request.prompt, generation, on_token);
+    *result = request.images.empty()
+                  ? engine.complete(request.prompt, generation, on_token)
+                  : engine.complete_with_images(request.prompt, request.images, generation, on_token);
     result->metrics.constraint_compile_ms = spec ? compile_ms : 0.0;
     std::string rest = filter.finish();
     if (callback != nullptr && !rest.empty())
@@ -249,7 +253,9 @@ cactus_model_t cactus_init(const char* model_path, const char* corpus_dir, bool 
         if (api::is_speech_model(path)) {
             handle->speech = std::make_unique<api::SpeechModel>(path);
         } else {
-            handle->engine = Engine::load(path, EngineOptions{});
+            EngineOptions options;
+            options.mmproj_path = resolve_mmproj_path(model_path);
+            handle->engine = Engine::load(path, options);
         }
         std::lock_guard<std::mutex> lock(g_registry_mutex);
         const uintptr_t id = g_next_id;
@@ -362,7 +368,8 @@ int cactus_prefill(cactus_model_t model, const char* messages_json, char* respon
         Lease lease(model);
         Engine& engine = lease.engine();
         ChatRequest request = prepare_chat(engine, messages_json, options_json, tools_json);
-        CompletionMetrics m = engine.prefill(engine.tokenize_prompt(request.prompt));
+        CompletionMetrics m = request.images.empty() ? engine.prefill(engine.tokenize_prompt(request.prompt))
+                                                     : engine.prefill_with_images(request.prompt, request.images);
         if (m.cancelled) {
             fail("stopped by cactus_stop after %zu of %zu prompt tokens", m.prefill_tokens, m.prompt_tokens);
         }

@@ -190,6 +190,44 @@ void check_content_parts(const json& parts, size_t index) {
     }
 }
 
+// OpenAI's {type:"image_url", image_url:{url}} parts with a local path or file:// URL join the
+// message's "images" (after those given there) and leave the content; the text parts that remain
+// become the content string. Remote and data: URLs are errors.
+void move_image_parts(json& m, size_t index) {
+    // (m is an ordered_json: adding a key may move its values, so no reference into m is kept)
+    const json parts = m["content"];
+    json kept = json::array();
+    std::vector<std::string> paths;
+    for (const json& part : parts) {
+        if (part["type"] != "image_url") {
+            kept.push_back(part);
+            continue;
+        }
+        const json& ref = part.contains("image_url") ? part["image_url"] : json();
+        const json& url = ref.is_object() && ref.contains("url") ? ref["url"] : ref;
+        if (!url.is_string()) fail("messages[%zu]: an image_url part needs image_url.url (a string)", index);
+        std::string path = url.get<std::string>();
+        if (path.rfind("file://", 0) == 0) path = path.substr(7);
+        if (path.rfind("data:", 0) == 0 || path.find("://") != std::string::npos)
+            fail("messages[%zu]: image_url: only local paths and file:// URLs are supported (got '%.40s')", index,
+                 path.c_str());
+        paths.push_back(path);
+    }
+    if (paths.empty()) return;
+    if (!m.contains("images")) m["images"] = json::array();
+    if (!m["images"].is_array()) fail("messages[%zu]: 'images' must be an array of paths", index);
+    for (const std::string& path : paths) m["images"].push_back(path);
+    std::string text;
+    for (const json& part : kept) {
+        if (part["type"] != "text") {
+            m["content"] = kept;
+            return;
+        }
+        text += part["text"].get<std::string>();
+    }
+    m["content"] = text;
+}
+
 void normalize_tool_calls(json& message, size_t index) {
     json& calls = message["tool_calls"];
     if (!calls.is_array()) fail("messages[%zu]: 'tool_calls' must be an array", index);
@@ -222,6 +260,7 @@ void check_message(json& m, size_t index) {
         m["content"] = "";
     } else if (m["content"].is_array()) {
         check_content_parts(m["content"], index);
+        move_image_parts(m, index);
     } else if (!m["content"].is_string()) {
         fail("messages[%zu]: 'content' must be a string or an array of content parts", index);
     }

@@ -11,6 +11,8 @@
 #include "engine/text_stream.h"
 #include "gguf/gguf.h"
 #include "models/model.h"
+#include "models/vision/media_prompt.h"
+#include "models/vision/vision_encoder.h"
 #include "sampling/grammar.h"
 #include "tokenizer/tokenizer.h"
 
@@ -52,6 +54,52 @@ std::vector<bool> marker_tokens(const Tokenizer& tok, const ToolFormat& format) 
     return shown;
 }
 
+// Each path of a message's "images" becomes a kImageMarker before its text (the engine splices the
+// image in there: complete_with_images). typed: every content becomes an array of text parts, the
+// markers a part of their own (templates that iterate content parts, e.g. SmolVLM's; llama.cpp's
+// server puts its marker into such a part too).
+nlohmann::ordered_json with_image_markers(const nlohmann::ordered_json& messages, bool typed) {
+    using json = nlohmann::ordered_json;
+    json out = messages;
+    for (json& m : out) {
+        if (!m.is_object()) continue;
+        std::string markers;
+        if (m.contains("images") && m["images"].is_array())
+            for (size_t i = 0; i < m["images"].size(); ++i) markers += kImageMarker;
+        m.erase("images");
+        json& content = m["content"];
+        if (typed) {
+            if (content.is_string()) content = json::array({json{{"type", "text"}, {"text", content}}});
+            if (!content.is_array()) content = json::array();
+            if (!markers.empty()) content.insert(content.begin(), json{{"type", "text"}, {"text", markers}});
+        } else if (!markers.empty()) {
+            if (content.is_array())
+                content.insert(content.begin(), json{{"type", "text"}, {"text", markers}});
+            else
+                content = markers + (content.is_string() ? content.get<std::string>() : std::string());
+        }
+    }
+    return out;
+}
+
+// Whether the template drops string contents but renders arrays of text parts (it iterates parts).
+bool template_needs_parts(const ChatTemplate& tmpl) {
+    const std::string probe = "cactus-probe-7f3a";
+    auto renders = [&](const nlohmann::ordered_json& content) {
+        nlohmann::ordered_json context;
+        context["messages"] = nlohmann::ordered_json::array({{{"role", "user"}, {"content", content}}});
+        context["add_generation_prompt"] = false;
+        context["bos_token"] = "";
+        context["eos_token"] = "";
+        try {
+            return tmpl.render_ordered(context).find(probe) != std::string::npos;
+        } catch (const std::exception&) {
+            return false;
+        }
+    };
+    return !renders(probe) && renders(nlohmann::ordered_json::array({{{"type", "text"}, {"text", probe}}}));
+}
+
 }  // namespace
 
 Engine::~Engine() = default;
@@ -71,14 +119,16 @@ std::unique_ptr<Engine> Engine::load(const std::string& model_path, const Engine
     if (source.empty()) source = builtin_chat_template(engine->model_->info().architecture);
     engine->template_ = std::make_unique<ChatTemplate>(source);
     engine->format_ = tool_format_for(source);
+    engine->content_parts_ = template_needs_parts(*engine->template_);
     engine->shown_special_ = marker_tokens(*engine->tokenizer_, *engine->format_);
+    if (!options.mmproj_path.empty()) engine->load_vision(options.mmproj_path, options.n_threads);
     return engine;
 }
 
 std::string Engine::render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                 bool add_generation_prompt, bool enable_thinking) const {
     nlohmann::ordered_json context;
-    context["messages"] = format_->prepare_messages(messages);
+    context["messages"] = format_->prepare_messages(with_image_markers(messages, content_parts_));
     if (!tools.is_null() && !tools.empty()) context["tools"] = tools;
     context["add_generation_prompt"] = add_generation_prompt;
     context["bos_token"] = special_text(*tokenizer_, tokenizer_->bos_id());
@@ -122,10 +172,12 @@ bool Engine::configure_context(const EngineContextOptions& options) {
     model_ = std::move(rebuilt);
     model_options_ = wanted;
     cached_ids_.clear();
+    cached_keys_.clear();
     return true;
 }
 
-void Engine::check_prompt(const std::vector<int32_t>& prompt) const {
+void Engine::check_prompt(const Prompt& p) const {
+    const std::vector<int32_t>& prompt = p.ids;
     if (prompt.empty()) fail("complete: the prompt is empty");
     const size_t n_ctx = model_->info().n_ctx;
     if (!model_->info().kv.compress.enabled && prompt.size() >= n_ctx) {
@@ -134,7 +186,10 @@ void Engine::check_prompt(const std::vector<int32_t>& prompt) const {
             "shorten it, raise n_ctx or turn kv_compress on",
             prompt.size(), n_ctx);
     }
+    if (p.rows && (p.rows->tokens != prompt || p.keys.size() != prompt.size()))
+        fail("complete: the image rows do not match the prompt");  // an internal error
     for (int32_t id : prompt) {
+        if (id < 0 && p.rows) continue;  // an image row
         if (id < 0 || static_cast<size_t>(id) >= tokenizer_->vocab_size())
             fail("complete: token id %d is outside the vocabulary", id);
     }
@@ -145,35 +200,47 @@ void Engine::take_call_epoch() {
     have_pending_epoch_ = false;
 }
 
-size_t Engine::prefill_chunks(const int32_t* ids, size_t n, std::vector<float>* logits) {
+size_t Engine::prefill_chunks(const Prompt& prompt, size_t from, std::vector<float>* logits) {
     const size_t chunk = std::max<size_t>(1, model_options_.n_batch);
+    const size_t n = prompt.ids.size() - from;
     size_t done = 0;
     while (done < n && !stopped()) {
         const size_t take = std::min(chunk, n - done);
-        forward_cached(ids + done, take, logits);
+        if (prompt.rows)
+            forward_rows(*prompt.rows, prompt.keys.data(), from + done, take, logits);
+        else
+            forward_cached(prompt.ids.data() + from + done, take, logits);
         done += take;
     }
     return done;
 }
 
 CompletionMetrics Engine::prefill(const std::vector<int32_t>& prompt) {
+    Prompt p;
+    p.ids = prompt;
+    return prefill_prompt(p);
+}
+
+CompletionMetrics Engine::prefill_prompt(const Prompt& prompt) {
     Clock::time_point start = Clock::now();
     take_call_epoch();
     check_prompt(prompt);
     CompletionMetrics m;
-    m.prompt_tokens = prompt.size();
+    m.prompt_tokens = prompt.ids.size();
     size_t reused = reuse_prefix(prompt);
     std::vector<float> logits;
-    m.prefill_tokens = prefill_chunks(prompt.data() + reused, prompt.size() - reused, &logits);
-    m.cancelled = m.prefill_tokens < prompt.size() - reused;
+    m.prefill_tokens = prefill_chunks(prompt, reused, &logits);
+    m.cancelled = m.prefill_tokens < prompt.ids.size() - reused;
     Clock::time_point end = Clock::now();
     finish_metrics(m, start, end, true, end);
     return m;
 }
 
 size_t Engine::keep_prefix(const std::vector<int32_t>& prompt) {
-    check_prompt(prompt);
-    return reuse_prefix(prompt);
+    Prompt p;
+    p.ids = prompt;
+    check_prompt(p);
+    return reuse_prefix(p);
 }
 
 size_t Engine::context_room() const { return model_->context_room(); }
@@ -181,12 +248,18 @@ size_t Engine::context_room() const { return model_->context_room(); }
 void Engine::reset() {
     model_->reset();
     cached_ids_.clear();
+    cached_keys_.clear();
 }
 
-size_t Engine::reuse_prefix(const std::vector<int32_t>& prompt) {
+size_t Engine::reuse_prefix(const Prompt& p) {
+    const std::vector<int32_t>& prompt = p.ids;
     size_t common = 0;
     size_t limit = std::min(cached_ids_.size(), prompt.size());
-    while (common < limit && cached_ids_[common] == prompt[common]) ++common;
+    // A token matches when its id and its key match: image rows are identified by their image's
+    // bytes and their row, text tokens have key 0.
+    while (common < limit && cached_ids_[common] == prompt[common] &&
+           cached_keys_[common] == (p.keys.empty() ? 0 : p.keys[common]))
+        ++common;
     // The last prompt token is always recomputed: its logits start generation.
     if (common == prompt.size() && common > 0) --common;
     // cached_ids_ lists every token the session appended, including those whose rows compaction
@@ -195,12 +268,14 @@ size_t Engine::reuse_prefix(const std::vector<int32_t>& prompt) {
     // exactly; the cache then says how much it kept (0) and the rest is recomputed.
     const size_t kept = model_->truncate(common);
     cached_ids_.resize(kept);
+    cached_keys_.resize(kept);
     return kept;
 }
 
 void Engine::forward_cached(const int32_t* ids, size_t n, std::vector<float>* logits) {
     model_->forward(ids, n, logits);
     cached_ids_.insert(cached_ids_.end(), ids, ids + n);
+    cached_keys_.insert(cached_keys_.end(), n, 0);
 }
 
 CompletionResult Engine::complete(const std::string& prompt_text, const GenerationOptions& options,
@@ -210,23 +285,31 @@ CompletionResult Engine::complete(const std::string& prompt_text, const Generati
 
 CompletionResult Engine::complete_tokens(const std::vector<int32_t>& prompt, const GenerationOptions& options,
                                          const TokenCallback& on_token) {
+    Prompt p;
+    p.ids = prompt;
+    return complete_prompt(p, options, on_token);
+}
+
+CompletionResult Engine::complete_prompt(const Prompt& prompt, const GenerationOptions& options,
+                                         const TokenCallback& on_token) {
     Clock::time_point start = Clock::now();
     take_call_epoch();
     check_prompt(prompt);
     CompletionResult result;
-    result.metrics.prompt_tokens = prompt.size();
+    result.metrics.prompt_tokens = prompt.ids.size();
     size_t reused = reuse_prefix(prompt);
 
     Sampler sampler(options.sampling);
-    for (int32_t id : prompt) sampler.accept(id);
+    for (int32_t id : prompt.ids)
+        if (id >= 0) sampler.accept(id);  // image rows are not tokens
     std::unique_ptr<GrammarConstraint> constraint;
     if (options.constraint) {
         constraint = std::make_unique<GrammarConstraint>(options.constraint);
         sampler.set_constraint(constraint.get());
     }
     std::vector<float> logits;
-    const size_t suffix = prompt.size() - reused;
-    result.metrics.prefill_tokens = prefill_chunks(prompt.data() + reused, suffix, &logits);
+    const size_t suffix = prompt.ids.size() - reused;
+    result.metrics.prefill_tokens = prefill_chunks(prompt, reused, &logits);
     if (result.metrics.prefill_tokens < suffix) {  // stopped during prefill: no token to sample
         result.metrics.cancelled = true;
         result.finish_reason = "cancelled";

@@ -18,6 +18,8 @@ namespace cactus {
 
 class GgufFile;
 class Model;
+class VisionEncoder;
+struct MediaPrompt;
 class Tokenizer;
 class ChatTemplate;
 class ToolFormat;
@@ -31,6 +33,17 @@ struct EngineOptions {
     size_t n_seq = 1;           // sequences the model holds (each its own cache); the session uses 0
     std::string device;         // "cpu", "cuda", "cuda:N"; empty = $CACTUS_DEVICE, else "cpu"
     int gpu_timeout_ms = 0;     // 0 = $CACTUS_GPU_TIMEOUT_MS, else 30000
+    std::string mmproj_path;    // vision projector GGUF (llama.cpp's --mmproj); empty = text only
+};
+
+// The text that stands for one image in a rendered prompt (llama.cpp's libmtmd uses the same).
+constexpr const char* kImageMarker = "<__media__>";
+
+// An image of a request, still encoded: its bytes identify it for prefix reuse; `name` (the
+// path, or "<bytes>") appears in every decoding error.
+struct ImageInput {
+    std::string name;
+    std::vector<uint8_t> bytes;
 };
 
 // Per-request settings of the context and KV cache (C API options of ours). A request whose values
@@ -76,6 +89,9 @@ struct CompletionResult {
 // Receives each new piece of text (whole UTF-8 characters) and the token that completed it.
 using TokenCallback = std::function<void(const std::string& piece, int32_t token_id)>;
 
+// The "images" paths of the messages, in order (messages as the C API takes them).
+std::vector<std::string> message_images(const nlohmann::ordered_json& messages);
+
 class Engine {
 public:
     static std::unique_ptr<Engine> load(const std::string& model_path, const EngineOptions& options);
@@ -89,6 +105,7 @@ public:
     const GgufFile& file() const { return *file_; }
 
     // Renders the conversation with the model's chat template (or a built-in one for its family).
+    // Each path of a message's "images" becomes a kImageMarker before the message's text.
     std::string render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                             bool add_generation_prompt, bool enable_thinking = false) const;
     // The family's tool-call / thinking format, chosen from the chat template.
@@ -105,6 +122,19 @@ public:
                               const TokenCallback& on_token);
     CompletionResult complete_tokens(const std::vector<int32_t>& prompt, const GenerationOptions& options,
                                      const TokenCallback& on_token);
+
+    // Images (src/engine/engine_media.cpp). The prompt text holds one kImageMarker per image, in
+    // order; each marker becomes the image's layout of marker tokens and embeddings (the vision
+    // projector's family). An image already in the cache at the same place (same bytes) is
+    // reused like text, and one encoded in the previous call is not encoded again.
+    bool has_vision() const { return vision_ != nullptr; }
+    const VisionEncoder* vision() const { return vision_.get(); }
+    CompletionResult complete_with_images(const std::string& prompt_text, const std::vector<ImageInput>& images,
+                                          const GenerationOptions& options, const TokenCallback& on_token);
+    CompletionMetrics prefill_with_images(const std::string& prompt_text, const std::vector<ImageInput>& images);
+    // Reads image files (the decoder's size limit) for the calls above; errors name the file, or
+    // say that the model has no vision projector.
+    std::vector<ImageInput> read_images(const std::vector<std::string>& paths) const;
 
     // Applies context options (see EngineContextOptions); returns true when the cache was rebuilt.
     bool configure_context(const EngineContextOptions& options);
@@ -136,11 +166,26 @@ public:
     const std::vector<int32_t>& cached_tokens() const { return cached_ids_; }
 
 private:
-    Engine() = default;
-    size_t reuse_prefix(const std::vector<int32_t>& prompt);
-    void forward_cached(const int32_t* ids, size_t n, std::vector<float>* logits);
+    // A prompt after tokenization: ids, and for prompts with images, a key per token (0 for text;
+    // image rows: the image's hash mixed with the row) and the rows' embeddings (ids < 0).
+    struct Prompt {
+        std::vector<int32_t> ids;
+        std::vector<uint64_t> keys;               // empty = all text
+        std::shared_ptr<const MediaPrompt> rows;  // null = all text
+    };
+    struct EncodedImage;  // an image's layout (tokens and rows), kept for the next call
 
-    void check_prompt(const std::vector<int32_t>& prompt) const;
+    Engine() = default;
+    size_t reuse_prefix(const Prompt& prompt);
+    void forward_cached(const int32_t* ids, size_t n, std::vector<float>* logits);
+    void forward_rows(const MediaPrompt& rows, const uint64_t* keys, size_t from, size_t n, std::vector<float>* logits);
+    CompletionResult complete_prompt(const Prompt& prompt, const GenerationOptions& options,
+                                     const TokenCallback& on_token);
+    CompletionMetrics prefill_prompt(const Prompt& prompt);
+    void load_vision(const std::string& mmproj_path, int n_threads);
+    Prompt media_prompt(const std::string& prompt_text, const std::vector<ImageInput>& images);
+
+    void check_prompt(const Prompt& prompt) const;
 
     ModelOptions model_options_;
     std::unique_ptr<GgufFile> file_;
@@ -149,13 +194,18 @@ private:
     std::unique_ptr<ChatTemplate> template_;
     std::unique_ptr<ToolFormat> format_;
     std::vector<bool> shown_special_;  // control tokens rendered as text (the format's markers)
+    bool content_parts_ = false;       // the template renders only content-part arrays (SmolVLM)
     std::unique_ptr<GrammarVocab> grammar_vocab_;
-    std::vector<int32_t> cached_ids_;  // ids whose keys/values are in the cache, in order
+    std::vector<int32_t> cached_ids_;    // ids whose keys/values are in the cache, in order (< 0: image rows)
+    std::vector<uint64_t> cached_keys_;  // beside cached_ids_: 0 for text, the row's key for image rows
+    std::unique_ptr<GgufFile> mmproj_file_;
+    std::unique_ptr<VisionEncoder> vision_;
+    std::vector<std::shared_ptr<const EncodedImage>> encoded_;  // the images of the last call
     bool stopped() const { return stop_epoch_.load(std::memory_order_relaxed) != call_epoch_; }
     void take_call_epoch();
     // Runs the prompt suffix through the model in prefill chunks, checking for a stop before
     // each; returns the tokens computed (n unless stopped).
-    size_t prefill_chunks(const int32_t* ids, size_t n, std::vector<float>* logits);
+    size_t prefill_chunks(const Prompt& prompt, size_t from, std::vector<float>* logits);
 
     std::atomic<uint64_t> stop_epoch_{0};
     uint64_t call_epoch_ = 0;     // the current call's entry value of stop_epoch_

@@ -220,6 +220,33 @@ std::string resolve_model_path(const std::string& name_or_path) {
     fail("unknown model '%s': give a path to a .gguf file or one of: %s", name_or_path.c_str(), known_names().c_str());
 }
 
+std::string resolve_mmproj_path(const std::string& model_name_or_path, const std::string& mmproj) {
+    std::error_code ec;
+    std::string given = mmproj;
+    const char* origin = "mmproj";
+    if (given.empty()) {
+        const char* env = std::getenv("CACTUS_MMPROJ");
+        if (env != nullptr && env[0] != '\0') {
+            given = env;
+            origin = "CACTUS_MMPROJ";
+        }
+    }
+    if (!given.empty()) {
+        if (!fs::is_regular_file(given, ec)) fail("%s: file '%s' does not exist", origin, given.c_str());
+        return given;
+    }
+    if (!fs::is_directory(model_name_or_path, ec)) return std::string();
+    std::vector<std::string> found;
+    for (const auto& entry : fs::directory_iterator(model_name_or_path)) {
+        const std::string name = entry.path().filename().string();
+        if (entry.is_regular_file() && entry.path().extension() == ".gguf" && name.find("mmproj") != std::string::npos)
+            found.push_back(entry.path().string());
+    }
+    if (found.size() > 1)
+        fail("model folder '%s' holds several mmproj .gguf files; keep one", model_name_or_path.c_str());
+    return found.empty() ? std::string() : found[0];
+}
+
 std::string sha256_file(const std::string& path, const PullProgress& progress) {
     std::ifstream in(path, std::ios::binary);
     if (!in) fail("cannot read %s", path.c_str());

@@ -36,6 +36,11 @@ std::string cached_model_path(const KnownModel& model);  // <cache>/<name>.gguf 
 // Throws cactus::Error with a message saying how to get a missing model.
 std::string resolve_model_path(const std::string& name_or_path);
 
+// The vision projector (mmproj GGUF) for a model: `mmproj` when given, else $CACTUS_MMPROJ, else
+// the one .gguf with "mmproj" in its name in the model's folder (when a folder is given); "" when
+// there is none. Throws when a named file does not exist or a folder holds several.
+std::string resolve_mmproj_path(const std::string& model_name_or_path, const std::string& mmproj = "");
+
 // Downloads, assembles and verifies a known model; `progress(done, total)` is called while the
 // file is assembled. Returns the final path. Does nothing if a verified copy is present.
 using PullProgress = std::function<void(uint64_t done, uint64_t total)>;

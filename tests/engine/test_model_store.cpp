@@ -73,6 +73,39 @@ TEST_F(ModelStoreTest, PathsAndFoldersResolve) {
     EXPECT_EQ(resolve_model_path(folder.string()), (folder / "model.gguf").string());
 }
 
+TEST_F(ModelStoreTest, MmprojFromOptionEnvironmentOrFolder) {
+    unsetenv("CACTUS_MMPROJ");
+    fs::path folder = dir_ / "vlm";
+    fs::create_directories(folder);
+    std::ofstream(folder / "model.gguf") << "x";
+    EXPECT_EQ(resolve_mmproj_path(folder.string()), "");  // a text model alone
+    EXPECT_EQ(resolve_mmproj_path((folder / "model.gguf").string()), "");
+    std::ofstream(folder / "mmproj-model-f16.gguf") << "x";
+    EXPECT_EQ(resolve_mmproj_path(folder.string()), (folder / "mmproj-model-f16.gguf").string());
+    EXPECT_EQ(resolve_mmproj_path((folder / "model.gguf").string()), "");  // a file names no projector
+    const std::string given = (folder / "mmproj-model-f16.gguf").string();
+    EXPECT_EQ(resolve_mmproj_path((folder / "model.gguf").string(), given), given);
+    setenv("CACTUS_MMPROJ", given.c_str(), 1);
+    EXPECT_EQ(resolve_mmproj_path((folder / "model.gguf").string()), given);
+    setenv("CACTUS_MMPROJ", "/no/such/mmproj.gguf", 1);
+    try {
+        resolve_mmproj_path(folder.string());
+        ADD_FAILURE() << "a missing CACTUS_MMPROJ file must be an error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("CACTUS_MMPROJ: file '/no/such/mmproj.gguf' does not exist"),
+                  std::string::npos)
+            << e.what();
+    }
+    unsetenv("CACTUS_MMPROJ");
+    std::ofstream(folder / "other-mmproj.gguf") << "x";
+    try {
+        resolve_mmproj_path(folder.string());
+        ADD_FAILURE() << "two projectors in a folder must be an error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("several mmproj"), std::string::npos) << e.what();
+    }
+}
+
 TEST_F(ModelStoreTest, Sha256OfFile) {
     fs::path file = dir_ / "abc.txt";
     std::ofstream(file) << "abc";

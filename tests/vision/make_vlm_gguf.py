@@ -179,7 +179,7 @@ def text_vocab(specials):
     return tokens, scores, types
 
 
-def write_llama_text(path, n_embd, specials, seed=2, n_layer=2, n_head=4, n_head_kv=2, n_ff=128):
+def write_llama_text(path, n_embd, specials, seed=2, n_layer=2, n_head=4, n_head_kv=2, n_ff=128, chat_template=None):
     rng = np.random.default_rng(seed)
     tokens, scores, types = text_vocab(specials)
     n_vocab = len(tokens)
@@ -203,6 +203,8 @@ def write_llama_text(path, n_embd, specials, seed=2, n_layer=2, n_head=4, n_head
     wr.add_eos_token_id(2)
     wr.add_unk_token_id(0)
     wr.add_add_bos_token(True)
+    if chat_template is not None:
+        wr.add_chat_template(chat_template)
 
     def w(*shape):
         return (rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32)

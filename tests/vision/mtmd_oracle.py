@@ -108,3 +108,67 @@ def mtmd_generate(text_path, mmproj_path, rgb, n_gen=16, n_batch=512, n_threads=
         m.mtmd_free(ctx)
         llama_cpp.llama_free(lctx)
         llama_cpp.llama_model_free(model)
+
+
+def mtmd_prompt_greedy(text_path, mmproj_path, prompt, rgbs, n_gen=16, n_batch=512, n_threads=2):
+    """A whole prompt text with one "<__media__>" per image of rgbs (BOS added as the model asks)
+    through libmtmd and llama.cpp: (prompt length in positions, greedy ids of n_gen tokens, their
+    text as llama.cpp's detokenizer gives it with special tokens hidden, the mean softmax
+    probability of the greedy tokens)."""
+    import llama_cpp
+    from llama_cpp import mtmd_cpp as m
+
+    llama_cpp.llama_backend_init()
+    model = llama_cpp.llama_model_load_from_file(text_path.encode(), llama_cpp.llama_model_default_params())
+    vocab = llama_cpp.llama_model_get_vocab(model)
+    cp = llama_cpp.llama_context_default_params()
+    cp.n_ctx = 8192
+    cp.n_batch = n_batch
+    cp.n_ubatch = n_batch
+    cp.n_threads = cp.n_threads_batch = n_threads
+    lctx = llama_cpp.llama_init_from_model(model, cp)
+    mp = m.mtmd_context_params_default()
+    mp.use_gpu = False
+    mp.n_threads = n_threads
+    mp.print_timings = False
+    ctx = m.mtmd_init_from_file(mmproj_path.encode(), model, mp)
+    try:
+        bmps = []
+        for rgb in rgbs:
+            h, w, _ = rgb.shape
+            data = (ctypes.c_uint8 * rgb.size).from_buffer_copy(np.ascontiguousarray(rgb).tobytes())
+            bmps.append(m.mtmd_bitmap_init(w, h, data))
+        chunks = m.mtmd_input_chunks_init()
+        text = m.mtmd_input_text()
+        text.text = prompt.encode()
+        text.text_len = len(text.text)
+        text.add_special = not prompt.startswith("<s>")
+        text.parse_special = True
+        arr = (m.mtmd_bitmap_p_ctypes * len(bmps))(*bmps)
+        assert m.mtmd_tokenize(ctx, chunks, ctypes.byref(text), arr, len(bmps)) == 0
+        n_past = llama_cpp.llama_pos(0)
+        assert m.mtmd_helper_eval_chunks(ctx, lctx, chunks, 0, 0, n_batch, True, ctypes.byref(n_past)) == 0
+        n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
+        cur, greedy = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(lctx, -1), shape=(n_vocab,)).copy(), []
+        probs = []
+        for _ in range(n_gen):
+            tok = int(np.argmax(cur))
+            greedy.append(tok)
+            z = np.exp(cur.astype(np.float64) - cur.max())
+            probs.append(z[tok] / z.sum())
+            one = (llama_cpp.llama_token * 1)(tok)
+            assert llama_cpp.llama_decode(lctx, llama_cpp.llama_batch_get_one(one, 1)) == 0
+            cur = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(lctx, -1), shape=(n_vocab,)).copy()
+        pieces = b""
+        for tok in greedy:
+            buf = ctypes.create_string_buffer(64)
+            n = llama_cpp.llama_token_to_piece(vocab, tok, buf, 64, 0, False)
+            pieces += buf.raw[:max(n, 0)]
+        m.mtmd_input_chunks_free(chunks)
+        for b in bmps:
+            m.mtmd_bitmap_free(b)
+        return n_past.value, greedy, pieces.decode("utf-8", "replace"), float(np.mean(probs))
+    finally:
+        m.mtmd_free(ctx)
+        llama_cpp.llama_free(lctx)
+        llama_cpp.llama_model_free(model)

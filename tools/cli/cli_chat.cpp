@@ -16,11 +16,14 @@ struct ChatArgs {
     ModelArgs model;
     SamplingArgs sampling;
     std::string system = "You are a helpful assistant.";
+    std::vector<std::string> images;  // for the first message
     bool show_metrics = false;
 };
 
 void print_help() {
-    std::fprintf(stderr, "Type a message and press Enter. Commands: /reset (new conversation), /exit.\n");
+    std::fprintf(stderr,
+                 "Type a message and press Enter. Commands: /image PATH (attach to the next message), "
+                 "/reset (new conversation), /exit.\n");
 }
 
 nlohmann::ordered_json initial_messages(const std::string& system) {
@@ -33,6 +36,7 @@ int chat_command(const ChatArgs& args) {
     std::unique_ptr<Engine> engine = load_engine(args.model);
     GenerationOptions options = generation_options(args.sampling);
     nlohmann::ordered_json messages = initial_messages(args.system);
+    std::vector<std::string> pending = args.images;  // images for the next message
     print_help();
     std::string line;
     for (;;) {
@@ -46,19 +50,29 @@ int chat_command(const ChatArgs& args) {
             std::fprintf(stderr, "(conversation cleared)\n");
             continue;
         }
-        messages.push_back({{"role", "user"}, {"content", line}});
+        if (line.rfind("/image ", 0) == 0) {
+            pending.push_back(line.substr(7));
+            std::fprintf(stderr, "(%zu image(s) for the next message)\n", pending.size());
+            continue;
+        }
+        nlohmann::ordered_json user = {{"role", "user"}, {"content", line}};
+        if (!pending.empty()) user["images"] = pending;
+        messages.push_back(user);
         try {
             std::string prompt = engine->render_chat(messages, nlohmann::ordered_json(), true);
-            CompletionResult r = engine->complete(prompt, options, [](const std::string& piece, int32_t) {
-                std::fwrite(piece.data(), 1, piece.size(), stdout);
-                std::fflush(stdout);
-            });
+            CompletionResult r =
+                complete_messages(*engine, prompt, messages, options, [](const std::string& piece, int32_t) {
+                    std::fwrite(piece.data(), 1, piece.size(), stdout);
+                    std::fflush(stdout);
+                });
+            pending.clear();
             std::fputc('\n', stdout);
             std::fflush(stdout);
             messages.push_back({{"role", "assistant"}, {"content", r.text}});
             if (args.show_metrics) print_metrics(r.metrics);
         } catch (const Error& e) {
             messages.erase(messages.end() - 1);
+            pending.clear();  // a bad image is not retried with the next message
             std::fprintf(stderr, "error: %s\n", e.what());
         }
     }
@@ -74,6 +88,7 @@ void register_chat(CLI::App& app) {
     add_sampling_args(*chat, args->sampling);
     chat->add_option("--system", args->system, "The system message (\"\" = none: the template's default)")
         ->capture_default_str();
+    chat->add_option("--image", args->images, "An image for the first message (repeatable; needs the mmproj)");
     chat->add_flag("--metrics", args->show_metrics, "Print speed after each reply");
     chat->callback([args]() { throw CLI::RuntimeError(chat_command(*args)); });
 }

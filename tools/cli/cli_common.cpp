@@ -13,6 +13,8 @@ void add_model_args(CLI::App& app, ModelArgs& args) {
     app.add_option("-c,--ctx-size", args.ctx_size, "Context length in tokens (0 = model default, at most 8192)");
     app.add_flag("--mlock", args.lock_weights, "Lock the weights in memory (or copy them to RAM)");
     app.add_option("--device", args.device, "cpu, cuda or cuda:N (default: $CACTUS_DEVICE, else cpu)");
+    app.add_option("--mmproj", args.mmproj,
+                   "Vision projector .gguf for images (default: $CACTUS_MMPROJ, else the one in the model's folder)");
 }
 
 void add_sampling_args(CLI::App& app, SamplingArgs& args) {
@@ -39,7 +41,15 @@ std::unique_ptr<Engine> load_engine(const ModelArgs& args) {
     options.n_ctx = args.ctx_size;
     options.lock_weights = args.lock_weights;
     options.device = args.device;
+    options.mmproj_path = resolve_mmproj_path(args.model, args.mmproj);
     return Engine::load(resolve_model_path(args.model), options);
+}
+
+CompletionResult complete_messages(Engine& engine, const std::string& prompt, const nlohmann::ordered_json& messages,
+                                   const GenerationOptions& options, const TokenCallback& on_token) {
+    const std::vector<std::string> paths = message_images(messages);
+    if (paths.empty()) return engine.complete(prompt, options, on_token);
+    return engine.complete_with_images(prompt, engine.read_images(paths), options, on_token);
 }
 
 GenerationOptions generation_options(const SamplingArgs& args) {

@@ -15,6 +15,7 @@ struct ModelArgs {
     size_t ctx_size = 0;
     bool lock_weights = false;
     std::string device;  // empty = $CACTUS_DEVICE, else cpu
+    std::string mmproj;  // vision projector GGUF; empty = $CACTUS_MMPROJ or the model folder's
 };
 
 struct SamplingArgs {
@@ -34,6 +35,10 @@ void add_sampling_args(CLI::App& app, SamplingArgs& args);
 
 std::unique_ptr<Engine> load_engine(const ModelArgs& args);
 GenerationOptions generation_options(const SamplingArgs& args);
+// A completion of a rendered prompt, with the images of `messages` (their "images" paths) when
+// there are any.
+CompletionResult complete_messages(Engine& engine, const std::string& prompt, const nlohmann::ordered_json& messages,
+                                   const GenerationOptions& options, const TokenCallback& on_token);
 // "ttft 12.3 ms | prefill 20 tok @ 1234.5 tok/s | decode 31 tok @ 88.1 tok/s" to stderr.
 void print_metrics(const CompletionMetrics& m);
 

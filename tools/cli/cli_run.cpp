@@ -1,4 +1,4 @@
-// cactus run [MODEL] -p PROMPT: one completion, streamed to stdout; metrics to stderr.
+// cactus run [MODEL] -p PROMPT [--image PATH]...: one completion, streamed to stdout; metrics to stderr.
 #include <cstdio>
 #include <memory>
 
@@ -12,6 +12,7 @@ struct RunArgs {
     ModelArgs model;
     SamplingArgs sampling;
     std::string prompt;
+    std::vector<std::string> images;
     std::string system = "You are a helpful assistant.";
     bool template_system = false;
     bool raw = false;
@@ -20,18 +21,24 @@ struct RunArgs {
 int run_command(const RunArgs& args) {
     std::unique_ptr<Engine> engine = load_engine(args.model);
     std::string prompt = args.prompt;
+    nlohmann::ordered_json user = {{"role", "user"}, {"content", args.prompt}};
+    if (!args.images.empty()) user["images"] = args.images;
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
     if (!args.raw) {
-        nlohmann::ordered_json messages = nlohmann::ordered_json::array();
         if (!args.template_system && !args.system.empty())
             messages.push_back({{"role", "system"}, {"content", args.system}});
-        messages.push_back({{"role", "user"}, {"content", args.prompt}});
+        messages.push_back(user);
         prompt = engine->render_chat(messages, nlohmann::ordered_json(), /*add_generation_prompt=*/true);
+    } else {
+        messages.push_back(user);  // raw: the prompt's own image markers, else one per image before it
+        if (!args.images.empty() && prompt.find(kImageMarker) == std::string::npos)
+            for (size_t i = 0; i < args.images.size(); ++i) prompt = kImageMarker + prompt;
     }
-    CompletionResult result =
-        engine->complete(prompt, generation_options(args.sampling), [](const std::string& piece, int32_t) {
-            std::fwrite(piece.data(), 1, piece.size(), stdout);
-            std::fflush(stdout);
-        });
+    CompletionResult result = complete_messages(*engine, prompt, messages, generation_options(args.sampling),
+                                                [](const std::string& piece, int32_t) {
+                                                    std::fwrite(piece.data(), 1, piece.size(), stdout);
+                                                    std::fflush(stdout);
+                                                });
     std::fputc('\n', stdout);
     print_metrics(result.metrics);
     return 0;
@@ -45,6 +52,7 @@ void register_run(CLI::App& app) {
     add_model_args(*run, args->model);
     add_sampling_args(*run, args->sampling);
     run->add_option("-p,--prompt", args->prompt, "The prompt (the user message)")->required();
+    run->add_option("--image", args->images, "An image for the prompt (repeatable; needs the model's mmproj)");
     run->add_option("--system", args->system, "The system message")->capture_default_str();
     run->add_flag("--template-system", args->template_system,
                   "Send no system message (the chat template's own default applies, if it has one)");

@@ -1,0 +1,214 @@
+// The engine's image path: the vision projector (mmproj GGUF) next to the text model, prompts whose
+// text holds one kImageMarker per image, and the image rows in the session's cache (identified by
+// their image's bytes, so a later turn with the same image reuses them like text).
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/sha256.h"
+#include "engine/engine.h"
+#include "gguf/gguf.h"
+#include "models/model.h"
+#include "models/vision/image.h"
+#include "models/vision/media_prompt.h"
+#include "models/vision/vision_encoder.h"
+#include "tokenizer/tokenizer.h"
+
+namespace cactus {
+
+// One image's part of a prompt: marker token ids and image rows (ids < 0) with their embeddings.
+struct Engine::EncodedImage {
+    std::string digest;  // SHA-256 of the encoded bytes, hex
+    uint64_t key = 0;    // the digest's first 64 bits
+    MediaPrompt layout;  // tokens [n]; embd [n, n_embd]
+};
+
+namespace {
+
+// The key of row `row` of an image: never 0 (the key of text tokens).
+uint64_t row_key(uint64_t image_key, size_t row) {
+    const uint64_t k = image_key ^ ((uint64_t(row) + 1) * 0x9E3779B97F4A7C15ull);
+    return k == 0 ? 1 : k;
+}
+
+// The prompt text split at kImageMarker: n_images + 1 pieces.
+std::vector<std::string> split_at_markers(const std::string& text) {
+    std::vector<std::string> pieces;
+    const size_t len = std::strlen(kImageMarker);
+    size_t from = 0;
+    for (size_t at = text.find(kImageMarker); at != std::string::npos; at = text.find(kImageMarker, from)) {
+        pieces.push_back(text.substr(from, at - from));
+        from = at + len;
+    }
+    pieces.push_back(text.substr(from));
+    return pieces;
+}
+
+}  // namespace
+
+std::vector<std::string> message_images(const nlohmann::ordered_json& messages) {
+    std::vector<std::string> paths;
+    for (const auto& m : messages) {
+        if (!m.is_object() || !m.contains("images")) continue;
+        if (!m["images"].is_array()) fail("'images' must be an array of paths");
+        for (const auto& p : m["images"]) {
+            if (!p.is_string()) fail("'images' must be an array of paths");
+            paths.push_back(p.get<std::string>());
+        }
+    }
+    return paths;
+}
+
+std::vector<ImageInput> Engine::read_images(const std::vector<std::string>& paths) const {
+    std::vector<ImageInput> images;
+    if (paths.empty()) return images;
+    if (!vision_)
+        fail(
+            "the messages hold %zu image(s) but this model has no vision projector: load it with its mmproj "
+            ".gguf (a folder holding both, $CACTUS_MMPROJ, or --mmproj)",
+            paths.size());
+    for (const std::string& path : paths) images.push_back(ImageInput{path, read_image_file(path)});
+    return images;
+}
+
+void Engine::load_vision(const std::string& mmproj_path, int n_threads) {
+    mmproj_file_ = GgufFile::open(mmproj_path);
+    BackendOptions options;  // the encoder runs on the CPU (its ops are CPU-only so far)
+    options.n_threads = n_threads;
+    vision_ = std::make_unique<VisionEncoder>(*mmproj_file_, options);
+    const VisionHParams& hp = vision_->hparams();
+    if (hp.projector != "idefics3")
+        fail("mmproj '%s': projector type '%s' is not supported yet (idefics3 is)", mmproj_path.c_str(),
+             hp.projector.c_str());
+    if (hp.proj_dim != model_->info().n_embd)
+        fail("mmproj '%s' gives %zu-wide image rows but the text model takes %zu: not a pair", mmproj_path.c_str(),
+             hp.proj_dim, model_->info().n_embd);
+}
+
+Engine::Prompt Engine::media_prompt(const std::string& prompt_text, const std::vector<ImageInput>& images) {
+    const std::vector<std::string> pieces = split_at_markers(prompt_text);
+    if (pieces.size() != images.size() + 1)
+        fail("the prompt holds %zu image markers (%s) for %zu images", pieces.size() - 1, kImageMarker, images.size());
+    Prompt p;
+    if (images.empty()) {
+        p.ids = tokenize_prompt(prompt_text);
+        return p;
+    }
+    if (!vision_) fail("this model has no vision projector (mmproj): it takes no images");
+    // Encode each image once per call; images of the previous call are kept encoded.
+    std::vector<std::shared_ptr<const EncodedImage>> encoded;
+    const MarkerVocab vocab(*tokenizer_);
+    for (const ImageInput& input : images) {
+        Sha256 sha;
+        sha.update(input.bytes.data(), input.bytes.size());
+        const std::string digest = sha.hex_digest();
+        std::shared_ptr<const EncodedImage> found;
+        for (const auto* list : {&encoded, &encoded_})
+            for (const auto& e : *list)
+                if (!found && e->digest == digest) found = e;
+        if (!found) {
+            auto e = std::make_shared<EncodedImage>();
+            e->digest = digest;
+            e->key = std::stoull(digest.substr(0, 16), nullptr, 16);
+            e->layout.n_embd = model_->info().n_embd;
+            append_idefics3_image(&e->layout, decode_image(input.bytes.data(), input.bytes.size(), input.name),
+                                  *vision_, vocab);
+            found = e;
+        }
+        encoded.push_back(found);
+    }
+    encoded_ = encoded;
+    // Text pieces tokenized apart (BOS rules on the first only), image layouts between them.
+    auto rows = std::make_shared<MediaPrompt>();
+    rows->n_embd = model_->info().n_embd;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+        const std::vector<int32_t> ids =
+            i == 0 ? tokenize_prompt(pieces[i])
+                   : tokenizer_->encode(pieces[i], /*add_special=*/false, /*parse_special=*/true);
+        for (int32_t id : ids) {
+            rows->push_token(id);
+            p.keys.push_back(0);
+        }
+        if (i == images.size()) break;
+        const EncodedImage& e = *encoded[i];
+        const size_t n_embd = rows->n_embd;
+        size_t row = 0;
+        for (size_t t = 0; t < e.layout.tokens.size(); ++t) {
+            const int32_t id = e.layout.tokens[t];
+            if (id >= 0) {
+                rows->push_token(id);
+                p.keys.push_back(0);
+            } else {
+                rows->push_rows(e.layout.embd.data() + t * n_embd, 1);
+                p.keys.push_back(row_key(e.key, row++));
+            }
+        }
+    }
+    p.ids = rows->tokens;
+    p.rows = rows;
+    return p;
+}
+
+void Engine::forward_rows(const MediaPrompt& rows, const uint64_t* keys, size_t from, size_t n,
+                          std::vector<float>* logits) {
+    const size_t n_embd = model_->info().n_embd, n_vocab = model_->info().n_vocab;
+    if (n > model_->context_room())
+        fail("complete: %zu prompt tokens exceed the room of %zu left in the context", n, model_->context_room());
+    std::vector<int32_t> seqs;
+    std::vector<uint8_t> marks;
+    std::vector<float> step_logits;
+    for (size_t done = 0; done < n;) {
+        // The cache may compact here and may take fewer tokens (sliding rings, compaction).
+        const size_t step = model_->reserve(std::min(model_->n_batch(), n - done), 0);
+        seqs.assign(step, 0);
+        marks.assign(step, 0);
+        marks.back() = done + step == n ? 1 : 0;
+        Batch b;
+        b.n = step;
+        b.tokens = rows.tokens.data() + from + done;
+        b.embd = rows.embd.data() + (from + done) * n_embd;
+        b.seq = seqs.data();
+        b.logits = marks.data();
+        model_->decode(b, &step_logits);
+        cached_ids_.insert(cached_ids_.end(), b.tokens, b.tokens + step);
+        cached_keys_.insert(cached_keys_.end(), keys + from + done, keys + from + done + step);
+        done += step;
+    }
+    logits->assign(step_logits.end() - std::ptrdiff_t(n_vocab), step_logits.end());
+}
+
+namespace {
+
+// Counts the time spent decoding and encoding images into the call's time to first token.
+void add_image_time(CompletionMetrics* m, std::chrono::steady_clock::time_point start,
+                    std::chrono::steady_clock::time_point encoded) {
+    const double ms = std::chrono::duration<double, std::milli>(encoded - start).count();
+    m->time_to_first_token_ms += ms;
+    m->total_time_ms += ms;
+    const double ttft_s = m->time_to_first_token_ms / 1000.0;
+    m->prefill_tps = m->prefill_tokens > 0 && ttft_s > 0.0 ? m->prefill_tokens / ttft_s : 0.0;
+}
+
+}  // namespace
+
+CompletionResult Engine::complete_with_images(const std::string& prompt_text, const std::vector<ImageInput>& images,
+                                              const GenerationOptions& options, const TokenCallback& on_token) {
+    const auto start = std::chrono::steady_clock::now();
+    const Prompt prompt = media_prompt(prompt_text, images);
+    const auto encoded = std::chrono::steady_clock::now();
+    CompletionResult result = complete_prompt(prompt, options, on_token);
+    add_image_time(&result.metrics, start, encoded);
+    return result;
+}
+
+CompletionMetrics Engine::prefill_with_images(const std::string& prompt_text, const std::vector<ImageInput>& images) {
+    const auto start = std::chrono::steady_clock::now();
+    const Prompt prompt = media_prompt(prompt_text, images);
+    const auto encoded = std::chrono::steady_clock::now();
+    CompletionMetrics m = prefill_prompt(prompt);
+    add_image_time(&m, start, encoded);
+    return m;
+}
+
+}  // namespace cactus
