@@ -161,6 +161,9 @@ TEST_F(WhisperBeam, BadSettingsAreErrors) {
     EXPECT_THROW(transcribe(*model_, audio.data(), audio.size(), o), Error);
     o.patience = NAN;
     EXPECT_THROW(transcribe(*model_, audio.data(), audio.size(), o), Error);
+    o.patience = 0.05f;  // 5 beams: round(0.25) = 0 finished hypotheses to wait for
+    o.beam_size = 5;
+    EXPECT_THROW(transcribe(*model_, audio.data(), audio.size(), o), Error);
     o = TranscribeOptions();
     o.length_penalty = -1.0f;
     EXPECT_THROW(transcribe(*model_, audio.data(), audio.size(), o), Error);

@@ -253,7 +253,7 @@ public:
         const size_t n_vocab = model_.hparams().n_vocab;
         const size_t n_cand = std::min(2 * n_beams, n_vocab);
         const auto max_finished = static_cast<size_t>(
-            std::max(1.0, std::round(static_cast<double>(n_beams) * static_cast<double>(opt_.patience))));
+            std::max(1.0, std::round(static_cast<double>(n_beams) * static_cast<double>(opt_.patience))));  // >= 1
         std::vector<Beam> alive(1);  // the prompt, in slot 0
         std::vector<float> logits = first_logits_;
         std::vector<std::pair<std::vector<int32_t>, float>> finished;
@@ -462,6 +462,10 @@ void check_options(const TranscribeOptions& o) {
         fail("transcribe: beam_size %zu is out of range (1 to %zu)", o.beam_size, kMaxBeamSize);
     if (!(o.patience > 0.0f) || !std::isfinite(o.patience))
         fail("transcribe: patience %g must be a finite number above 0", static_cast<double>(o.patience));
+    if (o.beam_size > 1 && std::round(static_cast<double>(o.beam_size) * o.patience) < 1.0) {
+        fail("transcribe: patience %g with %zu beams waits for no hypothesis (round(beam_size * patience) < 1)",
+             static_cast<double>(o.patience), o.beam_size);
+    }
     if (!(o.length_penalty >= 0.0f) || !std::isfinite(o.length_penalty))
         fail("transcribe: length_penalty %g must be a finite number >= 0", static_cast<double>(o.length_penalty));
 }
