@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Speech-to-text speed, side by side: cactus (bench --transcribe) vs faster-whisper (CTranslate2,
-float32 compute on the same fp16 weights), greedy, temperature 0 only, same WAV, alternated per
-repetition, per thread count. Run with the Whisper oracle venv's Python:
+float32 compute on the same fp16 weights), temperature 0 only, greedy and/or beam search (--beams
+1,5: patience 1, length penalty 1 on both sides), same WAV, alternated per repetition, per thread
+count and beam size. Run with the Whisper oracle venv's Python:
 
   ~/.cache/cactus/whisper-venv/bin/python bench/compare_whisper.py --model whisper-tiny.en \
-      --audio ~/.cache/cactus/audio/espeak/espeak_long.wav --threads 1,2 --reps 3
+      --audio ~/.cache/cactus/audio/espeak/espeak_long.wav --threads 1,2 --beams 1,5 --reps 3
 
 Prints a table and, with --json, JSON. RTF = processing seconds / audio seconds (lower is faster)."""
 import argparse
@@ -20,21 +21,22 @@ sys.path.insert(0, os.path.join(REPO, "tests", "audio"))
 from test_whisper_oracle import CACTUS, ct2_folder, gguf_path  # noqa: E402
 
 
-def ours(model, audio, threads):
+def ours(model, audio, threads, beam_size):
     out = subprocess.run([CACTUS, "bench", "--transcribe", gguf_path(model), "--audio", audio, "-t", str(threads),
-                          "-r", "1", "--json"], check=True, capture_output=True, text=True)
+                          "-r", "1", "--json", "--beam-size", str(beam_size)], check=True, capture_output=True,
+                         text=True)
     return json.loads(out.stdout)["runs"][0]["rtf"]
 
 
-def theirs(model, audio, threads):
+def theirs(model, audio, threads, beam_size):
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     from faster_whisper import WhisperModel
     from faster_whisper.audio import decode_audio
     m = WhisperModel(ct2_folder(model), device="cpu", compute_type="float32", cpu_threads=threads)
     samples = decode_audio(audio)
-    list(m.transcribe(samples, beam_size=1, temperature=[0.0], vad_filter=False)[0])  # warm-up
+    list(m.transcribe(samples, beam_size=beam_size, temperature=[0.0], vad_filter=False)[0])  # warm-up
     t0 = time.perf_counter()
-    list(m.transcribe(samples, beam_size=1, temperature=[0.0], vad_filter=False)[0])
+    list(m.transcribe(samples, beam_size=beam_size, temperature=[0.0], vad_filter=False)[0])
     return (time.perf_counter() - t0) / (len(samples) / 16000.0)
 
 
@@ -43,24 +45,28 @@ def main():
     ap.add_argument("--model", default="whisper-tiny.en")
     ap.add_argument("--audio", required=True)
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--beams", default="1", help="beam sizes, e.g. 1,5 (1 = greedy)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     rows = []
     for t in [int(x) for x in args.threads.split(",")]:
-        a, b = [], []
-        for _ in range(args.reps):  # alternated: the machine's load hits both alike
-            a.append(ours(args.model, args.audio, t))
-            b.append(theirs(args.model, args.audio, t))
-        rows.append({"threads": t, "cactus_rtf": statistics.median(a), "faster_whisper_rtf": statistics.median(b),
-                     "speedup": statistics.median(b) / statistics.median(a)})
+        for beam in [int(x) for x in args.beams.split(",")]:
+            a, b = [], []
+            for _ in range(args.reps):  # alternated: the machine's load hits both alike
+                a.append(ours(args.model, args.audio, t, beam))
+                b.append(theirs(args.model, args.audio, t, beam))
+            rows.append({"threads": t, "beam_size": beam, "cactus_rtf": statistics.median(a),
+                         "faster_whisper_rtf": statistics.median(b),
+                         "speedup": statistics.median(b) / statistics.median(a)})
     if args.json:
         print(json.dumps({"model": args.model, "audio": args.audio, "rows": rows}, indent=2))
         return
     print(f"{args.model} on {args.audio}")
-    print(f"{'threads':>8} {'cactus RTF':>11} {'faster-whisper RTF':>19} {'speedup':>8}")
+    print(f"{'threads':>8} {'beams':>6} {'cactus RTF':>11} {'faster-whisper RTF':>19} {'speedup':>8}")
     for r in rows:
-        print(f"{r['threads']:>8} {r['cactus_rtf']:>11.3f} {r['faster_whisper_rtf']:>19.3f} {r['speedup']:>8.2f}")
+        print(f"{r['threads']:>8} {r['beam_size']:>6} {r['cactus_rtf']:>11.3f} {r['faster_whisper_rtf']:>19.3f} "
+              f"{r['speedup']:>8.2f}")
 
 
 if __name__ == "__main__":

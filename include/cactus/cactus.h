@@ -91,7 +91,8 @@ CACTUS_API int cactus_render_prompt(cactus_model_t model, const char* messages_j
 /* Speech to text with a Whisper model handle (cactus_init on a converted whisper-* GGUF). Exactly one
  * of audio_path (a WAV file: any rate, channels, PCM 8-32 bit or float) and pcm_buffer (16-bit mono
  * 16 kHz) is given; prompt must be NULL. options_json (may be NULL): {language: "auto"|"en"|...,
- * translate, temperature (0: greedy, no fallback), no_speech_threshold}. callback (may be NULL)
+ * translate, temperature (0: temperature 0 only, no fallback), no_speech_threshold, beam_size (1 =
+ * greedy, the default; up to 16), patience (1), length_penalty (1)}. callback (may be NULL)
  * receives each segment's text as it is decoded. The response: {success, error, response, language,
  * segments: [{start, end, text}], total_time_ms, encoder_time_ms, audio_seconds, real_time_factor,
  * decode_tokens, decode_tps}. A text-only model gives -1 ("no audio encoder"). */

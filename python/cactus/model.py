@@ -90,7 +90,8 @@ class Model:
     # ---- speech (Whisper models) ---------------------------------------------------------------
     def transcribe(self, audio, options=None, callback=None):
         """Speech to text: audio is a WAV path, 16-bit mono 16 kHz PCM bytes, or float samples at
-        16 kHz (a list or numpy array). Returns the response dict (response, segments, language, ...)."""
+        16 kHz (a list or numpy array). options: the C API's (docs/API.md), e.g. {"temperature": 0,
+        "beam_size": 5}. Returns the response dict (response, segments, language, ...)."""
         import os
         if isinstance(audio, (str, os.PathLike)):
             return api.cactus_transcribe(self._handle, audio_path=audio, options=self._options(options),

@@ -77,6 +77,24 @@ def test_errors_are_clear(whisper, clip):
         cactus.cactus_tokenize(whisper._handle, "hello")
 
 
+def test_beam_size_passes_through_and_bad_values_are_errors(whisper, clip):
+    import cactus
+    path, sentence = clip
+    greedy = whisper.transcribe(path, options={"temperature": 0})
+    beam = whisper.transcribe(path, options={"temperature": 0, "beam_size": 5, "patience": 1, "length_penalty": 1})
+    assert beam["success"] and beam["segments"], beam
+    assert speech_set.wer([sentence], [beam["response"]]) < 0.5, beam["response"]
+    assert beam["decode_tokens"] > greedy["decode_tokens"]  # five beams decode more tokens
+    for bad in [0, 17, 10**12, -1, 2.5, "5", True]:
+        with pytest.raises(cactus.CactusError, match="beam_size"):
+            whisper.transcribe(path, options={"beam_size": bad})
+    for key, bad in [("patience", 0), ("patience", -1), ("length_penalty", -0.5), ("patience", "x")]:
+        with pytest.raises(cactus.CactusError, match=key):
+            whisper.transcribe(path, options={key: bad})
+    with pytest.raises(cactus.CactusError, match="beam_size"):
+        whisper.transcribe_stream([b"\x00\x00"], options={"beam_size": 0}).__next__()
+
+
 def test_text_model_has_no_audio_encoder(smollm, clip):
     import cactus
     with pytest.raises(cactus.CactusError, match="no audio encoder"):

@@ -49,8 +49,19 @@ TranscribeOptions parse_transcribe_options(const char* options_json) {
         } else if (key == "timestamps" || key == "max_tokens") {
             // timestamps: segments are always in the response; max_tokens: bounded by the model
         } else if (key == "beam_size") {
-            if (!value.is_number_integer() || value.get<int>() != 1)
-                fail("options_json: beam_size %s is not supported (greedy decoding only: 1)", value.dump().c_str());
+            if (!value.is_number_integer() || value.get<int64_t>() < 1 ||
+                value.get<int64_t>() > static_cast<int64_t>(kMaxBeamSize))
+                fail("options_json: beam_size %s is out of range (an integer from 1 to %zu)", value.dump().c_str(),
+                     kMaxBeamSize);
+            o.beam_size = value.get<size_t>();
+        } else if (key == "patience") {
+            if (!value.is_number() || !(value.get<double>() > 0) || value.get<double>() > 100)
+                fail("options_json: patience %s must be a number in (0, 100]", value.dump().c_str());
+            o.patience = value.get<float>();
+        } else if (key == "length_penalty") {
+            if (!value.is_number() || !(value.get<double>() >= 0) || value.get<double>() > 100)
+                fail("options_json: length_penalty %s must be a number in [0, 100]", value.dump().c_str());
+            o.length_penalty = value.get<float>();
         } else {
             fail("options_json: unknown key '%s' for transcription", key.c_str());
         }

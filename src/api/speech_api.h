@@ -24,8 +24,9 @@ struct SpeechModel {
     std::unique_ptr<WhisperModel> whisper;
 };
 
-// options_json keys: language ("auto" or a code), translate (bool), temperature (0: greedy only,
-// no fallback), timestamps (bool: segments in the response), no_speech_threshold, beam_size (1).
+// options_json keys: language ("auto" or a code), translate (bool), temperature (0: temperature 0
+// only, no fallback), timestamps (bool: segments in the response), no_speech_threshold, beam_size
+// (1 = greedy, up to kMaxBeamSize), patience, length_penalty.
 TranscribeOptions parse_transcribe_options(const char* options_json);
 nlohmann::ordered_json transcript_response(const Transcript& t, bool with_segments);
 

@@ -1,9 +1,10 @@
 """faster-whisper reference outputs, run in the Whisper oracle venv (scripts/setup_whisper_oracle.sh).
 
   fw_reference.py mel N_MELS OUT_DIR WAV...            writes OUT_DIR/<wav name>.npy: log-mel [n_mels, n_frames]
-  fw_reference.py transcribe CT2_DIR THREADS WAV...    prints JSON {wav: {text, segments, seconds}}
-Greedy (beam 1), temperature 0 only, timestamps on, previous-text prompt on: what `cactus transcribe
---greedy` does.
+  fw_reference.py transcribe CT2_DIR THREADS [--beam-size N] WAV...
+                                                       prints JSON {wav: {text, segments, seconds}}
+Temperature 0 only, greedy (beam 1) or beam search of N beams (patience 1, length penalty 1), no VAD,
+timestamps on, previous-text prompt on: what `cactus transcribe --greedy [--beam-size N]` does.
 """
 import json
 import os
@@ -27,9 +28,12 @@ def main():
     if mode == "transcribe":
         model = WhisperModel(sys.argv[2], device="cpu", compute_type="float32", cpu_threads=int(sys.argv[3]))
         out = {}
-        for wav in sys.argv[4:]:
+        wavs, beam_size = sys.argv[4:], 1
+        if wavs[:1] == ["--beam-size"]:
+            beam_size, wavs = int(wavs[1]), wavs[2:]
+        for wav in wavs:
             t0 = time.perf_counter()
-            segments, info = model.transcribe(wav, beam_size=1, temperature=[0.0], vad_filter=False)
+            segments, info = model.transcribe(wav, beam_size=beam_size, temperature=[0.0], vad_filter=False)
             segs = [{"start": s.start, "end": s.end, "text": s.text} for s in segments]
             out[wav] = {"text": "".join(s["text"] for s in segs), "segments": segs,
                         "seconds": time.perf_counter() - t0, "language": info.language}

@@ -30,3 +30,6 @@ def test_whisper_reports_rates():
     assert run["threads"] == 2
     assert run["rtf"] > 0 and run["encoder_ms_per_window"] > 0
     assert run["decode_tokens"] > 3 and run["decode_tps"] > 0
+    beam = bench(gguf_path("whisper-tiny.en"), "--audio", wav, "-t", "2", "--beam-size", "5")
+    assert beam["beam_size"] == 5 and r["beam_size"] == 1
+    assert beam["runs"][0]["decode_tokens"] > run["decode_tokens"]  # every beam's tokens count

@@ -6,7 +6,8 @@ espeak-ng set of speech_set.py (generated once, cached). Both decode greedily (b
 only) with timestamps and the previous-text prompt.
 
 CI (default): whisper-tiny.en, log-mel on 20 clips (max abs difference < 1e-4), transcripts on 6
-clips plus one ~40 s concatenation (two 30 s windows, the prompt carried over).
+clips plus one ~40 s concatenation (two 30 s windows, the prompt carried over), greedy and beam
+search (5 beams, patience 1, length penalty 1: faster-whisper's defaults) with the same rule.
 CACTUS_WHISPER_FULL=1: all 60 clips and whisper-base too (scripts/whisper_wer.sh; docs/AUDIO.md).
 """
 import glob
@@ -103,17 +104,19 @@ def long_clip():
     return path, " ".join(s for _, s in clips)
 
 
-def ours(model, wavs):
-    out = subprocess.run([CACTUS, "transcribe", "-m", gguf_path(model), "--greedy", "--json", "-t", str(THREADS)]
-                         + wavs, check=True, capture_output=True, text=True, timeout=1800)
+def ours(model, wavs, beam_size=1):
+    out = subprocess.run([CACTUS, "transcribe", "-m", gguf_path(model), "--greedy", "--json", "-t", str(THREADS),
+                          "--beam-size", str(beam_size)] + wavs, check=True, capture_output=True, text=True,
+                         timeout=1800)
     lines = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
     assert len(lines) == len(wavs), out.stderr
     return [line["text"] for line in lines]
 
 
-def theirs(model, wavs):
+def theirs(model, wavs, beam_size=1):
     out = subprocess.run([oracle_python(), os.path.join(os.path.dirname(__file__), "fw_reference.py"), "transcribe",
-                          ct2_folder(model), str(THREADS)] + wavs, check=True, capture_output=True, text=True,
+                          ct2_folder(model), str(THREADS), "--beam-size", str(beam_size)] + wavs, check=True,
+                         capture_output=True, text=True,
                          timeout=1800, env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
     res = json.loads(out.stdout)
     return [res[w]["text"] for w in wavs]
@@ -137,21 +140,47 @@ def test_log_mel_matches_faster_whisper(tmp_path):
     assert worst < 1e-4, f"log-mel differs by up to {worst}"
 
 
-@pytest.mark.parametrize("model", MODELS)
-def test_greedy_transcripts_and_wer_match_faster_whisper(model, long_clip):
-    clips = speech_set.ensure_clips(TEXT_CLIPS)
-    wavs = [w for w, _ in clips] + [long_clip[0]]
-    refs = [s for _, s in clips] + [long_clip[1]]
-    mine = ours(model, wavs)
-    fw = theirs(model, wavs)
+def check_against_faster_whisper(model, mine, fw, refs, what):
+    """The rule of both decodings: at least 80% of the transcripts word-for-word identical and the WER
+    within 1 point of faster-whisper's."""
     same = sum(speech_set.words(a) == speech_set.words(b) for a, b in zip(mine, fw))
     wer_ours = speech_set.wer(refs, mine)
     wer_fw = speech_set.wer(refs, fw)
     report = "\n".join(f"  ours: {a!r}\n  fw:   {b!r}" for a, b in zip(mine, fw)
                        if speech_set.words(a) != speech_set.words(b))
-    print(f"{model}: {same}/{len(wavs)} identical; WER ours {wer_ours:.4f}, faster-whisper {wer_fw:.4f}")
-    assert same >= 0.8 * len(wavs), f"only {same}/{len(wavs)} transcripts identical:\n{report}"
-    assert wer_ours <= wer_fw + 0.01, f"WER {wer_ours:.4f} vs faster-whisper {wer_fw:.4f}:\n{report}"
+    print(f"{model} {what}: {same}/{len(mine)} identical; WER ours {wer_ours:.4f}, faster-whisper {wer_fw:.4f}")
+    assert same >= 0.8 * len(mine), f"{what}: only {same}/{len(mine)} transcripts identical:\n{report}"
+    assert wer_ours <= wer_fw + 0.01, f"{what}: WER {wer_ours:.4f} vs faster-whisper {wer_fw:.4f}:\n{report}"
     # the long clip spans two windows: its text must cover the last sentence too
     assert speech_set.words(refs[-1])[-3:] == speech_set.words(mine[-1])[-3:] or \
         speech_set.words(fw[-1])[-3:] != speech_set.words(refs[-1])[-3:], mine[-1]
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_greedy_transcripts_and_wer_match_faster_whisper(model, long_clip):
+    clips = speech_set.ensure_clips(TEXT_CLIPS)
+    wavs = [w for w, _ in clips] + [long_clip[0]]
+    refs = [s for _, s in clips] + [long_clip[1]]
+    check_against_faster_whisper(model, ours(model, wavs), theirs(model, wavs), refs, "greedy")
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_beam_search_transcripts_and_wer_match_faster_whisper(model, long_clip):
+    clips = speech_set.ensure_clips(TEXT_CLIPS)
+    wavs = [w for w, _ in clips] + [long_clip[0]]
+    refs = [s for _, s in clips] + [long_clip[1]]
+    mine, fw = ours(model, wavs, beam_size=5), theirs(model, wavs, beam_size=5)
+    check_against_faster_whisper(model, mine, fw, refs, "beam 5")
+    # Not greedy in disguise: on the long clip faster-whisper's beams change words of its greedy
+    # transcript (tiny.en: "be slid" -> "lose lid", "blue" -> "glue"); ours must follow the beams.
+    fw_greedy = theirs(model, [long_clip[0]])[0]
+    if speech_set.words(fw_greedy) != speech_set.words(fw[-1]):
+        assert speech_set.words(mine[-1]) == speech_set.words(fw[-1]), (mine[-1], fw[-1])
+
+
+def test_bad_beam_sizes_are_clear_errors():
+    for beam in ["0", "17", "100000000000", "-2", "five"]:
+        out = subprocess.run([CACTUS, "transcribe", "-m", gguf_path("whisper-tiny.en"), "--beam-size", beam,
+                              os.path.join(speech_set.CACHE, "espeak_00.wav")], capture_output=True, text=True)
+        assert out.returncode != 0, beam
+        assert "beam" in out.stderr.lower(), (beam, out.stderr)

@@ -34,6 +34,7 @@
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "engine/model_store.h"
+#include "models/audio/whisper_transcribe.h"
 #include "gguf/gguf.h"
 #include "models/model.h"
 
@@ -60,6 +61,7 @@ struct BenchArgs {
     std::string device;       // empty = $CACTUS_DEVICE, else cpu
     bool transcribe = false;  // --transcribe: speech-to-text speed (cli_bench_transcribe.cpp)
     std::string audio;
+    size_t beam_size = 1;  // --transcribe: beams at temperature 0 (1 = greedy)
 };
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
@@ -524,11 +526,14 @@ void register_bench(CLI::App& app) {
     bench->add_flag("--transcribe", args->transcribe,
                     "Speech to text speed of a Whisper model (RTF, encoder ms, decode tok/s); others are skipped");
     bench->add_option("--audio", args->audio, "WAV file for --transcribe (default: 30 s synthetic signal)");
+    bench->add_option("--beam-size", args->beam_size, "Beams for --transcribe (1 = greedy)")
+        ->capture_default_str()
+        ->check(CLI::Range(size_t{1}, kMaxBeamSize));
     bench->callback([args]() {
         check_args(*args);
         if (args->transcribe)
             throw CLI::RuntimeError(
-                run_transcribe_bench(args->model, args->audio, args->threads, args->reps, args->json));
+                run_transcribe_bench(args->model, args->audio, args->threads, args->reps, args->json, args->beam_size));
         throw CLI::RuntimeError(args->membw ? run_bandwidth_bench(*args) : run_model_bench(*args));
     });
 }

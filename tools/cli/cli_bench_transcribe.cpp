@@ -1,6 +1,6 @@
 // cactus bench --transcribe [MODEL] [--audio FILE.wav]: speech-to-text speed of a Whisper model:
-// real-time factor, encoder ms per 30 s window, decoder tokens per second, per thread count (greedy,
-// temperature 0 only, after one warm-up). A model without an audio encoder is reported as skipped
+// real-time factor, encoder ms per 30 s window, decoder tokens per second, per thread count (greedy or
+// --beam-size N, temperature 0 only, after one warm-up). A model without an audio encoder is reported as skipped
 // (exit 0), never an abort; every rate is 0 when its time or count is 0.
 #include <chrono>
 #include <cmath>
@@ -38,7 +38,7 @@ std::vector<float> synthetic_audio() {
 }  // namespace
 
 int run_transcribe_bench(const std::string& model_name, const std::string& audio_path, const std::vector<int>& threads,
-                         int reps, bool json) {
+                         int reps, bool json, size_t beam_size) {
     const std::string path = resolve_model_path(model_name);
     const std::string arch = GgufFile::open(path)->get_string("general.architecture", "");
     if (arch != "whisper") {
@@ -55,8 +55,8 @@ int run_transcribe_bench(const std::string& model_name, const std::string& audio
     const double seconds = static_cast<double>(audio.size()) / kWhisperSampleRate;
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     if (!json) {
-        std::printf("model %s | audio %s (%.1f s)\n", model_name.c_str(),
-                    audio_path.empty() ? "synthetic" : audio_path.c_str(), seconds);
+        std::printf("model %s | audio %s (%.1f s) | beam %zu\n", model_name.c_str(),
+                    audio_path.empty() ? "synthetic" : audio_path.c_str(), seconds, beam_size);
         std::printf("%8s %10s %12s %14s %12s %8s\n", "threads", "RTF", "total ms", "encoder ms/win", "decode tok/s",
                     "tokens");
     }
@@ -67,6 +67,7 @@ int run_transcribe_bench(const std::string& model_name, const std::string& audio
         WhisperModel model(path, *backend);
         TranscribeOptions options;
         options.temperatures = {0.0f};
+        options.beam_size = beam_size;
         transcribe(model, audio.data(), audio.size(), options);  // warm-up
         double best_total = 0, enc = 0, dec_rate = 0;
         size_t tokens = 0;
@@ -93,9 +94,11 @@ int run_transcribe_bench(const std::string& model_name, const std::string& audio
         }
     }
     if (json) {
-        std::printf("%s\n", nlohmann::ordered_json({{"model", model_name}, {"audio_seconds", seconds}, {"runs", rows}})
-                                .dump(2)
-                                .c_str());
+        std::printf("%s\n",
+                    nlohmann::ordered_json(
+                        {{"model", model_name}, {"beam_size", beam_size}, {"audio_seconds", seconds}, {"runs", rows}})
+                        .dump(2)
+                        .c_str());
     }
     return 0;
 }

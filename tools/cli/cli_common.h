@@ -48,6 +48,6 @@ void register_models(CLI::App& app);      // pull, list
 void register_bench(CLI::App& app);       // bench (speed, memory), bench --membw
 void register_transcribe(CLI::App& app);  // transcribe FILE.wav (Whisper)
 int run_transcribe_bench(const std::string& model, const std::string& audio, const std::vector<int>& threads, int reps,
-                         bool json);  // bench --transcribe
+                         bool json, size_t beam_size);  // bench --transcribe
 
 }  // namespace cactus::cli

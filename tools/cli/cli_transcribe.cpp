@@ -26,6 +26,9 @@ struct TranscribeArgs {
     bool srt = false;
     bool vtt = false;
     bool greedy_only = false;
+    int beam_size = 1;
+    float patience = 1.0f;
+    float length_penalty = 1.0f;
     bool vad = false;
     std::string vad_model = "silero-vad";
     int threads = 0;
@@ -96,6 +99,9 @@ int transcribe_command(const TranscribeArgs& args) {
     options.language = args.language;
     options.translate = args.translate;
     if (args.greedy_only) options.temperatures = {0.0f};
+    options.beam_size = static_cast<size_t>(args.beam_size);  // in [1, kMaxBeamSize] (checked)
+    options.patience = args.patience;
+    options.length_penalty = args.length_penalty;
     std::unique_ptr<SileroVad> vad;
     if (args.vad) vad = std::make_unique<SileroVad>(resolve_model_path(args.vad_model));
     for (const std::string& file : args.files) {
@@ -124,7 +130,16 @@ void register_transcribe(CLI::App& app) {
     cmd->add_option("--language", args->language, "Language code, or auto (detect)")->capture_default_str();
     cmd->add_flag("--translate", args->translate, "Translate to English (multilingual models)");
     cmd->add_flag("--timestamps", args->timestamps, "Print segments with their start and end times");
-    cmd->add_flag("--greedy", args->greedy_only, "Temperature 0 only (no fallback)");
+    cmd->add_flag("--greedy", args->greedy_only,
+                  "Temperature 0 only, no fallback (greedy, or beam search with --beam-size)");
+    cmd->add_option("--beam-size", args->beam_size, "Beams at temperature 0 (1 = greedy)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, static_cast<int>(kMaxBeamSize)));
+    cmd->add_option("--patience", args->patience, "Beam search: stop after round(beam size * patience) hypotheses")
+        ->capture_default_str();
+    cmd->add_option("--length-penalty", args->length_penalty,
+                    "Hypothesis score = log-prob sum / length^penalty (1: mean; 0: sum)")
+        ->capture_default_str();
     cmd->add_flag("--vad", args->vad, "Skip silence: transcribe only the speech Silero VAD finds");
     cmd->add_option("--vad-model", args->vad_model, "VAD model: name or .gguf path")->capture_default_str();
     cmd->add_option("-t,--threads", args->threads, "CPU threads (0: all cores)");

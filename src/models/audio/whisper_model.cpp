@@ -238,14 +238,55 @@ void WhisperModel::alloc_activations() {
     dh_ = alloc(d, nt);
     dq_ = alloc(d, nt);
     da_ = alloc(d, nt);
+    dk_ = alloc(d, nt);
+    dv_ = alloc(d, nt);
     df_ = alloc(4 * d, nt);
     ids_ = alloc(nt, 1, DType::I32);
-    logits_ = alloc(hp_.n_vocab, 1);
     for (size_t il = 0; il < hp_.n_dec_layer; ++il) {
-        self_k_.push_back(alloc(d, nt));
-        self_v_.push_back(alloc(d, nt));
         cross_k_.push_back(alloc(d, na));
         cross_v_.push_back(alloc(d, na));
+    }
+    alloc_caches(1);
+}
+
+void WhisperModel::alloc_caches(size_t n_slots) {
+    const size_t d = hp_.n_embd, nt = hp_.n_text_ctx;
+    cache_buffers_.clear();
+    self_k_.clear();
+    self_v_.clear();
+    auto cache = [&](size_t width, size_t rows) {
+        cache_buffers_.push_back(be_.alloc(dtype_row_bytes(DType::F32, width) * rows));
+        return make_tensor(cache_buffers_.back().get(), 0, DType::F32, width, rows);
+    };
+    logits_ = cache(hp_.n_vocab, n_slots);
+    for (size_t il = 0; il < hp_.n_dec_layer; ++il) {
+        self_k_.push_back(cache(d, n_slots * nt));
+        self_v_.push_back(cache(d, n_slots * nt));
+    }
+    n_slots_ = n_slots;
+}
+
+void WhisperModel::reserve_slots(size_t n) {
+    if (n == 0 || n > kMaxSlots) fail("whisper: %zu decoder sequences requested (1 to %zu)", n, kMaxSlots);
+    if (n > n_slots_) alloc_caches(n);
+}
+
+Tensor WhisperModel::slot_rows(const Tensor& cache, size_t slot) const {
+    CACTUS_ASSERT(slot < n_slots_);
+    return cache.rows_view(slot * hp_.n_text_ctx, hp_.n_text_ctx);
+}
+
+void WhisperModel::copy_slot(size_t dst, size_t src, size_t n_rows) {
+    if (dst >= n_slots_ || src >= n_slots_ || n_rows > hp_.n_text_ctx) {
+        fail("whisper copy_slot: slot %zu <- %zu, %zu rows (%zu slots of %zu rows)", dst, src, n_rows, n_slots_,
+             hp_.n_text_ctx);
+    }
+    if (dst == src || n_rows == 0) return;
+    for (size_t il = 0; il < hp_.n_dec_layer; ++il) {  // x * 1 is an exact copy
+        be_.scale(slot_rows(self_k_[il], dst).rows_view(0, n_rows), slot_rows(self_k_[il], src).rows_view(0, n_rows),
+                  1.0f);
+        be_.scale(slot_rows(self_v_[il], dst).rows_view(0, n_rows), slot_rows(self_v_[il], src).rows_view(0, n_rows),
+                  1.0f);
     }
 }
 
@@ -293,7 +334,8 @@ void WhisperModel::encode(const float* mel) {
     (void)d;
 }
 
-void WhisperModel::decoder_block(const DecLayer& l, size_t il, const Tensor& x, size_t n, size_t n_past) {
+void WhisperModel::decoder_block(const DecLayer& l, size_t il, const Tensor& x, size_t n, size_t n_past,
+                                 const size_t* slots) {
     const size_t d = hp_.n_embd;
     const Tensor h = dh_.rows_view(0, n), q = dq_.rows_view(0, n), a = da_.rows_view(0, n);
     const Tensor f = df_.rows_view(0, n);
@@ -301,14 +343,28 @@ void WhisperModel::decoder_block(const DecLayer& l, size_t il, const Tensor& x, 
     shape.n_head = shape.n_head_kv = hp_.n_head;
     shape.head_dim = shape.head_dim_v = d / hp_.n_head;
     shape.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
-    // self-attention: this batch's K/V rows go to [n_past, n_past + n) of the layer's cache
+    shape.causal = true;
     blocks_.layer_norm(h, x, l.attn_norm_w, l.attn_norm_b, kNormEps);
     blocks_.linear(q, l.wq, h, l.bq);
-    blocks_.linear(self_k_[il].rows_view(n_past, n), l.wk, h, l.bk);
-    blocks_.linear(self_v_[il].rows_view(n_past, n), l.wv, h, l.bv);
-    shape.causal = true;
-    be_.attention_dense(a, q, self_k_[il].rows_view(0, n_past + n), self_v_[il].rows_view(0, n_past + n), Tensor(),
-                        shape);
+    if (slots == nullptr) {
+        // self-attention: this batch's K/V rows go to [n_past, n_past + n) of slot 0
+        blocks_.linear(self_k_[il].rows_view(n_past, n), l.wk, h, l.bk);
+        blocks_.linear(self_v_[il].rows_view(n_past, n), l.wv, h, l.bv);
+        be_.attention_dense(a, q, self_k_[il].rows_view(0, n_past + n), self_v_[il].rows_view(0, n_past + n), Tensor(),
+                            shape);
+    } else {
+        // one token per sequence: K/V of all in one matmul, then row i to row n_past of its slot
+        const Tensor k = dk_.rows_view(0, n), v = dv_.rows_view(0, n);
+        blocks_.linear(k, l.wk, h, l.bk);
+        blocks_.linear(v, l.wv, h, l.bv);
+        for (size_t i = 0; i < n; ++i) {
+            const Tensor ks = slot_rows(self_k_[il], slots[i]), vs = slot_rows(self_v_[il], slots[i]);
+            be_.scale(ks.rows_view(n_past, 1), k.rows_view(i, 1), 1.0f);  // exact copy
+            be_.scale(vs.rows_view(n_past, 1), v.rows_view(i, 1), 1.0f);
+            be_.attention_dense(a.rows_view(i, 1), q.rows_view(i, 1), ks.rows_view(0, n_past + 1),
+                                vs.rows_view(0, n_past + 1), Tensor(), shape);
+        }
+    }
     blocks_.linear(h, l.wo, a, l.bo);
     blocks_.residual(x, h);
     // cross-attention over the window's encoder states
@@ -326,10 +382,7 @@ void WhisperModel::decoder_block(const DecLayer& l, size_t il, const Tensor& x, 
     blocks_.residual(x, h);
 }
 
-const std::vector<float>& WhisperModel::decode(const int32_t* tokens, size_t n, size_t n_past) {
-    if (n == 0 || n_past + n > hp_.n_text_ctx) {
-        fail("whisper decode: %zu tokens after %zu do not fit the %zu decoder positions", n, n_past, hp_.n_text_ctx);
-    }
+void WhisperModel::run_decoder(const int32_t* tokens, size_t n, size_t n_past, const size_t* slots) {
     for (size_t i = 0; i < n; ++i) {
         if (tokens[i] < 0 || static_cast<size_t>(tokens[i]) >= hp_.n_vocab) {
             fail("whisper decode: token %d is outside the vocabulary of %zu", tokens[i], hp_.n_vocab);
@@ -339,21 +392,51 @@ const std::vector<float>& WhisperModel::decode(const int32_t* tokens, size_t n, 
     be_.upload(ids, tokens, n * sizeof(int32_t));
     const Tensor x = dx_.rows_view(0, n);  // [n, d]
     be_.get_rows(x, token_embd_, ids, 1.0f);
-    be_.add(x, x, dec_pos_.rows_view(n_past, n));
-    for (size_t il = 0; il < hp_.n_dec_layer; ++il) decoder_block(dec_[il], il, x, n, n_past);
+    // one sequence: positions n_past .. n_past + n - 1; one token per sequence: all at n_past
+    be_.add(x, x, dec_pos_.rows_view(n_past, slots == nullptr ? n : 1));
+    for (size_t il = 0; il < hp_.n_dec_layer; ++il) decoder_block(dec_[il], il, x, n, n_past, slots);
     blocks_.layer_norm(dh_.rows_view(0, n), x, dec_norm_w_, dec_norm_b_, kNormEps);
     last_n_ = n;
-    be_.matmul(logits_, token_embd_, dh_.rows_view(n - 1, 1));  // [1, n_vocab]
+}
+
+const std::vector<float>& WhisperModel::decode(const int32_t* tokens, size_t n, size_t n_past) {
+    if (n == 0 || n_past + n > hp_.n_text_ctx) {
+        fail("whisper decode: %zu tokens after %zu do not fit the %zu decoder positions", n, n_past, hp_.n_text_ctx);
+    }
+    run_decoder(tokens, n, n_past, nullptr);
+    const Tensor logits = logits_.rows_view(0, 1);
+    be_.matmul(logits, token_embd_, dh_.rows_view(n - 1, 1));  // [1, n_vocab]
     host_logits_.resize(hp_.n_vocab);
-    be_.download(host_logits_.data(), logits_, logits_.bytes());
+    be_.download(host_logits_.data(), logits, logits.bytes());
+    return host_logits_;
+}
+
+const std::vector<float>& WhisperModel::decode_slots(const int32_t* tokens, const size_t* slots, size_t n,
+                                                     size_t n_past) {
+    if (n == 0 || n > n_slots_ || n_past + 1 > hp_.n_text_ctx) {
+        fail("whisper decode_slots: %zu sequences (of %zu slots) at position %zu (of %zu)", n, n_slots_, n_past,
+             hp_.n_text_ctx);
+    }
+    for (size_t i = 0; i < n; ++i) {
+        if (slots[i] >= n_slots_) fail("whisper decode_slots: slot %zu of %zu", slots[i], n_slots_);
+        for (size_t j = 0; j < i; ++j) {
+            if (slots[i] == slots[j]) fail("whisper decode_slots: slot %zu given twice", slots[i]);
+        }
+    }
+    run_decoder(tokens, n, n_past, slots);
+    const Tensor logits = logits_.rows_view(0, n);
+    be_.matmul(logits, token_embd_, dh_.rows_view(0, n));  // [n, n_vocab]
+    host_logits_.resize(n * hp_.n_vocab);
+    be_.download(host_logits_.data(), logits, logits.bytes());
     return host_logits_;
 }
 
 std::vector<float> WhisperModel::logits_of_row(size_t row) {
     CACTUS_ASSERT(row < last_n_);
-    be_.matmul(logits_, token_embd_, dh_.rows_view(row, 1));
+    const Tensor logits = logits_.rows_view(0, 1);
+    be_.matmul(logits, token_embd_, dh_.rows_view(row, 1));
     std::vector<float> out(hp_.n_vocab);
-    be_.download(out.data(), logits_, logits_.bytes());
+    be_.download(out.data(), logits, logits.bytes());
     return out;
 }
 

@@ -5,6 +5,9 @@
 // Decoder: token + learned position embeddings, blocks of causal self-attention (over K/V rows of
 // this object's own cache), cross-attention over the encoder states (K/V computed once per 30 s
 // window) and a GELU MLP; logits through the tied token embedding.
+// Beam search: the self-attention cache has `slots`, one per sequence (beam); decode_slots() runs one
+// token of each of several sequences in one forward (the matrices read once for all of them; the
+// cross-attention K/V shared), and copy_slot() forks a sequence's rows into another slot.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -65,6 +68,19 @@ public:
     // probability is read at <|startoftranscript|>.
     std::vector<float> logits_of_row(size_t row);
 
+    // Self-attention cache slots (sequences) available: at least 1; decode() uses slot 0.
+    size_t n_slots() const { return n_slots_; }
+    // Makes room for n slots (n <= kMaxSlots). Growing reallocates the caches: their rows are lost,
+    // so call it before decoding a window's prompt.
+    void reserve_slots(size_t n);
+    // Copies the self-attention rows [0, n_rows) of slot src into slot dst, every layer.
+    void copy_slot(size_t dst, size_t src, size_t n_rows);
+    // One token of each of n sequences: tokens[i] at position n_past of slot slots[i] (distinct
+    // slots, each holding n_past rows); returns their logits [n, n_vocab], row i for tokens[i].
+    const std::vector<float>& decode_slots(const int32_t* tokens, const size_t* slots, size_t n, size_t n_past);
+
+    static constexpr size_t kMaxSlots = 16;
+
 private:
     struct EncLayer;
     struct DecLayer;
@@ -72,7 +88,11 @@ private:
     void alloc_activations();
     Tensor alloc(size_t width, size_t rows, DType type = DType::F32);
     void encoder_block(const EncLayer& l, const Tensor& x, size_t n);
-    void decoder_block(const DecLayer& l, size_t il, const Tensor& x, size_t n, size_t n_past);
+    void alloc_caches(size_t n_slots);
+    // slots == nullptr: n tokens of slot 0 at [n_past, n_past + n); else one token per slot.
+    void decoder_block(const DecLayer& l, size_t il, const Tensor& x, size_t n, size_t n_past, const size_t* slots);
+    void run_decoder(const int32_t* tokens, size_t n, size_t n_past, const size_t* slots);
+    Tensor slot_rows(const Tensor& cache, size_t slot) const;  // [n_text_ctx, n_embd] of one slot
 
     Backend& be_;
     Blocks blocks_;
@@ -96,13 +116,16 @@ private:
     Tensor conv_;                            // [n_frames, n_embd]
     Tensor ex_, eh_, eq_, ek_, ev_, ea_;     // [n_audio_ctx, n_embd]
     Tensor ef_;                              // [n_audio_ctx, 4 n_embd]
-    Tensor dx_, dh_, dq_, da_;               // [n_text_ctx, n_embd]
+    Tensor dx_, dh_, dq_, da_, dk_, dv_;     // [n_text_ctx, n_embd]
     Tensor df_;                              // [n_text_ctx, 4 n_embd]
     Tensor ids_;                             // [n_text_ctx] I32
-    Tensor logits_;                          // [1, n_vocab]
-    std::vector<Tensor> self_k_, self_v_;    // per layer [n_text_ctx, n_embd]
+    Tensor logits_;                          // [n_slots, n_vocab]
+    std::vector<Tensor> self_k_, self_v_;    // per layer [n_slots * n_text_ctx, n_embd], slot by slot
     std::vector<Tensor> cross_k_, cross_v_;  // per layer [n_audio_ctx, n_embd]
     std::vector<float> host_logits_;
+    size_t n_slots_ = 0;
+    // of logits_, self_k_, self_v_: reallocated when the slots grow
+    std::vector<std::unique_ptr<Buffer>> cache_buffers_;
     size_t last_n_ = 0;
 };
 

@@ -121,6 +121,77 @@ std::pair<int32_t, float> pick(std::vector<float>& logits, float temperature, st
     return {static_cast<int32_t>(best), logits[best]};
 }
 
+// The hypothesis score CTranslate2 ranks by: the sum of log-probabilities (with <|endoftext|>'s)
+// over length^length_penalty (length without <|endoftext|>, at least 1).
+double hypothesis_score(double sum_logprob, size_t length, float length_penalty) {
+    return sum_logprob / std::pow(static_cast<double>(std::max<size_t>(1, length)), length_penalty);
+}
+
+// The k likeliest tokens of a row of log-probabilities, best first (ties: the lower id first), without
+// the impossible ones (-inf).
+std::vector<int32_t> top_tokens(const std::vector<float>& row, size_t k) {
+    std::vector<int32_t> top;
+    top.reserve(k + 1);
+    for (size_t t = 0; t < row.size(); ++t) {
+        const float x = row[t];
+        if (x == kNegInf || (top.size() == k && !(x > row[static_cast<size_t>(top.back())]))) continue;
+        size_t pos = top.size();
+        while (pos > 0 && x > row[static_cast<size_t>(top[pos - 1])]) --pos;
+        top.insert(top.begin() + static_cast<long>(pos), static_cast<int32_t>(t));
+        if (top.size() > k) top.pop_back();
+    }
+    return top;
+}
+
+// One beam-search candidate: `token` after alive beam `beam`, with the cumulative log-probability.
+struct Candidate {
+    float score;
+    size_t beam;
+    int32_t token;
+};
+
+struct Beam {
+    std::vector<int32_t> tokens;  // generated so far
+    float score = 0.0f;           // their log-probabilities summed
+    size_t slot = 0;              // the model's self-attention cache slot
+};
+
+// The beams that stay alive: next[i] is a candidate that extends beam cands[next[i]].beam. A beam's
+// slot goes to its first extension (no copy); further extensions take slots no beam holds any more
+// and copy the n_rows cache rows into them.
+std::vector<Beam> fork_beams(WhisperModel& model, const std::vector<Beam>& alive, const std::vector<Candidate>& cands,
+                             const std::vector<size_t>& next, size_t n_rows) {
+    std::vector<bool> kept(alive.size(), false), first(next.size(), false), held(model.n_slots(), false);
+    for (size_t i = 0; i < next.size(); ++i) {
+        const size_t b = cands[next[i]].beam;
+        if (!kept[b]) kept[b] = first[i] = true;
+    }
+    for (size_t b = 0; b < alive.size(); ++b) {
+        if (kept[b]) held[alive[b].slot] = true;
+    }
+    std::vector<size_t> free_slots;
+    for (size_t s = model.n_slots(); s-- > 0;) {
+        if (!held[s]) free_slots.push_back(s);
+    }
+    std::vector<Beam> out(next.size());
+    for (size_t i = 0; i < next.size(); ++i) {
+        const Candidate& c = cands[next[i]];
+        const Beam& from = alive[c.beam];
+        out[i].tokens = from.tokens;
+        out[i].tokens.push_back(c.token);
+        out[i].score = c.score;
+        if (first[i]) {
+            out[i].slot = from.slot;
+        } else {
+            CACTUS_ASSERT(!free_slots.empty());
+            out[i].slot = free_slots.back();
+            free_slots.pop_back();
+            model.copy_slot(out[i].slot, from.slot, n_rows);
+        }
+    }
+    return out;
+}
+
 class WindowDecoder {
 public:
     WindowDecoder(WhisperModel& model, const TranscribeOptions& o, TranscribeMetrics& m)
@@ -129,9 +200,10 @@ public:
         suppress_ = v.suppress;
         for (int32_t id : {v.transcribe, v.translate, v.sot, v.sot_prev, v.sot_lm}) suppress_.push_back(id);
         max_initial_index_ = static_cast<int>(std::lround(o.max_initial_timestamp / kTimePrecision));
+        model_.reserve_slots(std::max<size_t>(1, o.beam_size));
     }
 
-    // Runs the prompt once; the first-step logits and the no-speech probability are kept.
+    // Runs the prompt once (slot 0); the first-step logits and the no-speech probability are kept.
     void start(const std::vector<int32_t>& prompt, size_t sot_index) {
         const Clock::time_point t0 = Clock::now();
         prompt_len_ = prompt.size();
@@ -139,9 +211,14 @@ public:
         std::vector<float> at_sot = model_.logits_of_row(sot_index);
         log_softmax(at_sot);
         no_speech_prob_ = std::exp(at_sot[static_cast<size_t>(model_.vocab().no_speech)]);
+        // CTranslate2's bound (what faster-whisper gets): at most n_text_ctx / 2 new tokens, and
+        // the prompt but its last token plus the new tokens within n_text_ctx
+        const size_t ctx = model_.hparams().n_text_ctx;
+        max_new_ = std::min(ctx / 2, ctx + 1 - std::min(ctx, prompt_len_));
         metrics_.decode_ms += ms_since(t0);
     }
 
+    // Greedy (temperature 0) or one sample (temperature > 0).
     WindowResult run(float temperature) {
         const Clock::time_point t0 = Clock::now();
         const WhisperVocab& v = model_.vocab();
@@ -149,24 +226,102 @@ public:
         r.temperature = temperature;
         r.no_speech_prob = no_speech_prob_;
         std::vector<float> logits = first_logits_;
-        const size_t max_pos = model_.hparams().n_text_ctx;
-        bool ended = false;
-        while (prompt_len_ + r.tokens.size() < max_pos) {
+        for (size_t step = 0; step < max_new_; ++step) {
             apply_rules(logits, r.tokens, v, suppress_, max_initial_index_);
             const auto [token, lp] = pick(logits, temperature, rng_);
             r.sum_logprob += lp;
-            if (token == v.eot) {
-                ended = true;
-                break;
-            }
+            if (token == v.eot) break;
             r.tokens.push_back(token);
-            if (prompt_len_ + r.tokens.size() >= max_pos) break;
-            logits = model_.decode(&token, 1, prompt_len_ + r.tokens.size() - 1);
+            if (step + 1 >= max_new_) break;
+            logits = model_.decode(&token, 1, prompt_len_ + step);
             ++metrics_.decoded_tokens;
         }
-        (void)ended;
-        r.avg_logprob = static_cast<float>(r.sum_logprob / static_cast<double>(r.tokens.size() + 1));
-        r.compression = compression_ratio(v.decode(r.tokens));
+        finish(r);
+        metrics_.decode_ms += ms_since(t0);
+        return r;
+    }
+
+    // CTranslate2's BeamSearch at temperature 0: each step ranks beam score + log-probability over
+    // every (alive beam, token) and keeps the best 2N; of the first N, <|endoftext|> (or any token
+    // on the last step) finishes a hypothesis and the next unfinished candidate past N takes its
+    // place. The first step expands the prompt's single sequence. Done after round(N * patience)
+    // finished hypotheses (with length_penalty 0: once the best candidate finished); the
+    // hypothesis with the best length-normalised score wins.
+    WindowResult run_beam(size_t n_beams) {
+        const Clock::time_point t0 = Clock::now();
+        const WhisperVocab& v = model_.vocab();
+        const size_t n_vocab = model_.hparams().n_vocab;
+        const size_t n_cand = std::min(2 * n_beams, n_vocab);
+        const auto max_finished = static_cast<size_t>(
+            std::max(1.0, std::round(static_cast<double>(n_beams) * static_cast<double>(opt_.patience))));  // >= 1
+        std::vector<Beam> alive(1);  // the prompt, in slot 0
+        std::vector<float> logits = first_logits_;
+        std::vector<std::pair<std::vector<int32_t>, float>> finished;
+        bool best_finished = false;
+        std::vector<Candidate> cands;
+        for (size_t step = 0; step < max_new_; ++step) {
+            const bool last = step + 1 >= max_new_;
+            cands.clear();
+            for (size_t b = 0; b < alive.size(); ++b) {  // a beam adds at most n_cand of the best n_cand
+                std::vector<float> row(logits.begin() + static_cast<long>(b * n_vocab),
+                                       logits.begin() + static_cast<long>((b + 1) * n_vocab));
+                apply_rules(row, alive[b].tokens, v, suppress_, max_initial_index_);
+                log_softmax(row);
+                for (int32_t t : top_tokens(row, n_cand)) {
+                    cands.push_back({alive[b].score + row[static_cast<size_t>(t)], b, t});
+                }
+            }
+            // best first; ties: the lower (beam, token), as a top-k over the flattened scores
+            std::sort(cands.begin(), cands.end(), [](const Candidate& x, const Candidate& y) {
+                if (x.score != y.score) return x.score > y.score;
+                return x.beam != y.beam ? x.beam < y.beam : x.token < y.token;
+            });
+            if (cands.size() > n_cand) cands.resize(n_cand);
+            std::vector<size_t> next;  // candidates that stay alive
+            size_t secondary = n_beams;
+            for (size_t k = 0; k < std::min(n_beams, cands.size()); ++k) {
+                const Candidate& c = cands[k];
+                if (c.token == v.eot || last) {
+                    if (k == 0) best_finished = true;
+                    std::vector<int32_t> hyp = alive[c.beam].tokens;
+                    if (c.token != v.eot) hyp.push_back(c.token);
+                    finished.emplace_back(std::move(hyp), c.score);
+                    size_t j = secondary;
+                    while (j < cands.size() && cands[j].token == v.eot) ++j;
+                    if (j >= cands.size()) continue;  // no replacement: one beam fewer
+                    secondary = j + 1;
+                    next.push_back(j);
+                } else {
+                    next.push_back(k);
+                }
+            }
+            const bool done =
+                last || next.empty() ||
+                (opt_.length_penalty == 0.0f ? best_finished && !finished.empty() : finished.size() >= max_finished);
+            if (done) break;
+            alive = fork_beams(model_, alive, cands, next, prompt_len_ + step);
+            std::vector<int32_t> tokens;
+            std::vector<size_t> slots;
+            for (const Beam& b : alive) {
+                tokens.push_back(b.tokens.back());
+                slots.push_back(b.slot);
+            }
+            logits = model_.decode_slots(tokens.data(), slots.data(), alive.size(), prompt_len_ + step);
+            metrics_.decoded_tokens += alive.size();
+        }
+        WindowResult r;
+        r.temperature = 0.0f;
+        r.no_speech_prob = no_speech_prob_;
+        double best = 0.0;
+        for (size_t i = 0; i < finished.size(); ++i) {
+            const double s = hypothesis_score(finished[i].second, finished[i].first.size(), opt_.length_penalty);
+            if (i == 0 || s > best) {
+                best = s;
+                r.tokens = finished[i].first;
+                r.sum_logprob = finished[i].second;
+            }
+        }
+        finish(r);
         metrics_.decode_ms += ms_since(t0);
         return r;
     }
@@ -176,12 +331,19 @@ public:
         std::vector<WindowResult> all, below_cr;
         for (float t : opt_.temperatures) {
             WindowResult best;
-            const size_t tries = t > 0.0f ? std::max<size_t>(1, opt_.best_of) : 1;
-            for (size_t i = 0; i < tries; ++i) {
-                WindowResult r = run(t);
-                const double score = r.sum_logprob / std::max<size_t>(1, r.tokens.size());
-                const double best_score = best.sum_logprob / std::max<size_t>(1, best.tokens.size());
-                if (i == 0 || score > best_score) best = r;
+            if (t <= 0.0f && opt_.beam_size > 1) {
+                best = run_beam(opt_.beam_size);
+            } else {
+                const size_t tries = t > 0.0f ? std::max<size_t>(1, opt_.best_of) : 1;
+                double best_score = 0.0;
+                for (size_t i = 0; i < tries; ++i) {
+                    WindowResult r = run(t);
+                    const double score = hypothesis_score(r.sum_logprob, r.tokens.size(), opt_.length_penalty);
+                    if (i == 0 || score > best_score) {
+                        best = r;
+                        best_score = score;
+                    }
+                }
             }
             all.push_back(best);
             bool fallback = false;
@@ -209,6 +371,13 @@ public:
     }
 
 private:
+    // faster-whisper's average log-probability (over the tokens and <|endoftext|>) and the
+    // compression ratio of the text.
+    void finish(WindowResult& r) const {
+        r.avg_logprob = static_cast<float>(r.sum_logprob / static_cast<double>(r.tokens.size() + 1));
+        r.compression = compression_ratio(model_.vocab().decode(r.tokens));
+    }
+
     WhisperModel& model_;
     const TranscribeOptions& opt_;
     TranscribeMetrics& metrics_;
@@ -216,6 +385,7 @@ private:
     std::vector<int32_t> suppress_;
     int max_initial_index_ = 50;
     size_t prompt_len_ = 0;
+    size_t max_new_ = 0;
     std::vector<float> first_logits_;
     float no_speech_prob_ = 0.0f;
 };
@@ -287,7 +457,31 @@ std::pair<int32_t, float> detect_language(WhisperModel& model) {
     return {v.lang_ids[best], std::exp(lang[best])};
 }
 
+void check_options(const TranscribeOptions& o) {
+    if (o.beam_size == 0 || o.beam_size > kMaxBeamSize)
+        fail("transcribe: beam_size %zu is out of range (1 to %zu)", o.beam_size, kMaxBeamSize);
+    if (!(o.patience > 0.0f) || !std::isfinite(o.patience))
+        fail("transcribe: patience %g must be a finite number above 0", static_cast<double>(o.patience));
+    if (o.beam_size > 1 && std::round(static_cast<double>(o.beam_size) * o.patience) < 1.0) {
+        fail("transcribe: patience %g with %zu beams waits for no hypothesis (round(beam_size * patience) < 1)",
+             static_cast<double>(o.patience), o.beam_size);
+    }
+    if (!(o.length_penalty >= 0.0f) || !std::isfinite(o.length_penalty))
+        fail("transcribe: length_penalty %g must be a finite number >= 0", static_cast<double>(o.length_penalty));
+}
+
 }  // namespace
+
+std::vector<int32_t> decode_window(WhisperModel& model, const std::vector<int32_t>& prompt,
+                                   const TranscribeOptions& options, bool beam) {
+    check_options(options);
+    const auto sot = std::find(prompt.begin(), prompt.end(), model.vocab().sot);
+    if (sot == prompt.end()) fail("decode_window: the prompt has no <|startoftranscript|>");
+    TranscribeMetrics metrics;
+    WindowDecoder decoder(model, options, metrics);
+    decoder.start(prompt, static_cast<size_t>(sot - prompt.begin()));
+    return (beam ? decoder.run_beam(options.beam_size) : decoder.run(0.0f)).tokens;
+}
 
 float compression_ratio(const std::string& text) {
     if (text.empty()) return 0.0f;
@@ -314,6 +508,7 @@ Transcript transcribe(WhisperModel& model, const float* samples, size_t n_sample
     Transcript out;
     out.metrics.audio_seconds = static_cast<double>(n_samples) / 16000.0;
     if (n_samples == 0) fail("transcribe: no audio samples");
+    check_options(options);
 
     Clock::time_point t0 = Clock::now();
     const LogMel mel = log_mel(samples, n_samples, model.mel_filters(), hp.n_mels);
