@@ -1,5 +1,6 @@
 """llama.cpp's libmtmd (llama-cpp-python 0.3.36, llama_cpp.mtmd_cpp) on a text + mmproj GGUF pair:
 the chunk layout of a prompt with one image and each image chunk's embeddings."""
+import contextlib
 import ctypes
 import time
 
@@ -60,16 +61,16 @@ def mtmd_layout(text_path, mmproj_path, rgb, prompt="<__media__>", n_threads=2, 
         llama_cpp.llama_model_free(model)
 
 
-def mtmd_generate(text_path, mmproj_path, rgb, n_gen=16, n_batch=512, n_threads=2):
-    """The image's prompt (no BOS) through libmtmd and llama.cpp: first-token logits [n_vocab] and the
-    greedy continuation of n_gen tokens."""
+@contextlib.contextmanager
+def _mtmd_session(text_path, mmproj_path, n_ctx, n_batch, n_threads):
+    """Yields (llama_cpp, mtmd_cpp, model, llama context, mtmd context) on the CPU; frees them after."""
     import llama_cpp
     from llama_cpp import mtmd_cpp as m
 
     llama_cpp.llama_backend_init()
     model = llama_cpp.llama_model_load_from_file(text_path.encode(), llama_cpp.llama_model_default_params())
     cp = llama_cpp.llama_context_default_params()
-    cp.n_ctx = 4096
+    cp.n_ctx = n_ctx
     cp.n_batch = n_batch
     cp.n_ubatch = n_batch
     cp.n_threads = cp.n_threads_batch = n_threads
@@ -80,34 +81,65 @@ def mtmd_generate(text_path, mmproj_path, rgb, n_gen=16, n_batch=512, n_threads=
     mp.print_timings = False
     ctx = m.mtmd_init_from_file(mmproj_path.encode(), model, mp)
     try:
-        h, w, _ = rgb.shape
-        data = (ctypes.c_uint8 * rgb.size).from_buffer_copy(np.ascontiguousarray(rgb).tobytes())
-        bmp = m.mtmd_bitmap_init(w, h, data)
-        chunks = m.mtmd_input_chunks_init()
-        text = m.mtmd_input_text()
-        text.text = b"<__media__>"
-        text.text_len = len(text.text)
-        text.add_special = False
-        text.parse_special = True
-        assert m.mtmd_tokenize(ctx, chunks, ctypes.byref(text), (m.mtmd_bitmap_p_ctypes * 1)(bmp), 1) == 0
-        n_past = llama_cpp.llama_pos(0)
-        assert m.mtmd_helper_eval_chunks(ctx, lctx, chunks, 0, 0, n_batch, True, ctypes.byref(n_past)) == 0
-        n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model))
-        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(lctx, -1), shape=(n_vocab,)).copy()
-        first, cur, greedy = logits, logits, []
-        for _ in range(n_gen):
-            tok = int(np.argmax(cur))
-            greedy.append(tok)
-            arr = (llama_cpp.llama_token * 1)(tok)
-            assert llama_cpp.llama_decode(lctx, llama_cpp.llama_batch_get_one(arr, 1)) == 0
-            cur = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(lctx, -1), shape=(n_vocab,)).copy()
-        m.mtmd_input_chunks_free(chunks)
-        m.mtmd_bitmap_free(bmp)
-        return first, greedy
+        yield llama_cpp, m, model, lctx, ctx
     finally:
         m.mtmd_free(ctx)
         llama_cpp.llama_free(lctx)
         llama_cpp.llama_model_free(model)
+
+
+def _eval_prompt(llama_cpp, m, lctx, ctx, prompt, rgbs, add_special, n_batch):
+    """Tokenizes prompt (one "<__media__>" per image of rgbs) and evaluates it; returns n_past."""
+    bmps = []
+    for rgb in rgbs:
+        h, w, _ = rgb.shape
+        data = (ctypes.c_uint8 * rgb.size).from_buffer_copy(np.ascontiguousarray(rgb).tobytes())
+        bmps.append(m.mtmd_bitmap_init(w, h, data))
+    chunks = m.mtmd_input_chunks_init()
+    try:
+        text = m.mtmd_input_text()
+        text.text = prompt.encode()
+        text.text_len = len(text.text)
+        text.add_special = add_special
+        text.parse_special = True
+        arr = (m.mtmd_bitmap_p_ctypes * len(bmps))(*bmps)
+        assert m.mtmd_tokenize(ctx, chunks, ctypes.byref(text), arr, len(bmps)) == 0
+        n_past = llama_cpp.llama_pos(0)
+        assert m.mtmd_helper_eval_chunks(ctx, lctx, chunks, 0, 0, n_batch, True, ctypes.byref(n_past)) == 0
+        return n_past.value
+    finally:
+        m.mtmd_input_chunks_free(chunks)
+        for b in bmps:
+            m.mtmd_bitmap_free(b)
+
+
+def _greedy(llama_cpp, model, lctx, n_gen):
+    """After a prompt: (its last logits [n_vocab], n_gen greedy ids, the softmax probability of each)."""
+    n_vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model))
+
+    def last_logits():
+        return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(lctx, -1), shape=(n_vocab,)).copy()
+
+    first = cur = last_logits()
+    greedy, probs = [], []
+    for _ in range(n_gen):
+        tok = int(np.argmax(cur))
+        greedy.append(tok)
+        z = np.exp(cur.astype(np.float64) - cur.max())
+        probs.append(z[tok] / z.sum())
+        one = (llama_cpp.llama_token * 1)(tok)
+        assert llama_cpp.llama_decode(lctx, llama_cpp.llama_batch_get_one(one, 1)) == 0
+        cur = last_logits()
+    return first, greedy, probs
+
+
+def mtmd_generate(text_path, mmproj_path, rgb, n_gen=16, n_batch=512, n_threads=2):
+    """The image's prompt (no BOS) through libmtmd and llama.cpp: first-token logits [n_vocab] and the
+    greedy continuation of n_gen tokens."""
+    with _mtmd_session(text_path, mmproj_path, 4096, n_batch, n_threads) as (llama_cpp, m, model, lctx, ctx):
+        _eval_prompt(llama_cpp, m, lctx, ctx, "<__media__>", [rgb], False, n_batch)
+        first, greedy, _ = _greedy(llama_cpp, model, lctx, n_gen)
+        return first, greedy
 
 
 def mtmd_prompt_greedy(text_path, mmproj_path, prompt, rgbs, n_gen=16, n_batch=512, n_threads=2):
@@ -115,60 +147,13 @@ def mtmd_prompt_greedy(text_path, mmproj_path, prompt, rgbs, n_gen=16, n_batch=5
     through libmtmd and llama.cpp: (prompt length in positions, greedy ids of n_gen tokens, their
     text as llama.cpp's detokenizer gives it with special tokens hidden, the mean softmax
     probability of the greedy tokens)."""
-    import llama_cpp
-    from llama_cpp import mtmd_cpp as m
-
-    llama_cpp.llama_backend_init()
-    model = llama_cpp.llama_model_load_from_file(text_path.encode(), llama_cpp.llama_model_default_params())
-    vocab = llama_cpp.llama_model_get_vocab(model)
-    cp = llama_cpp.llama_context_default_params()
-    cp.n_ctx = 8192
-    cp.n_batch = n_batch
-    cp.n_ubatch = n_batch
-    cp.n_threads = cp.n_threads_batch = n_threads
-    lctx = llama_cpp.llama_init_from_model(model, cp)
-    mp = m.mtmd_context_params_default()
-    mp.use_gpu = False
-    mp.n_threads = n_threads
-    mp.print_timings = False
-    ctx = m.mtmd_init_from_file(mmproj_path.encode(), model, mp)
-    try:
-        bmps = []
-        for rgb in rgbs:
-            h, w, _ = rgb.shape
-            data = (ctypes.c_uint8 * rgb.size).from_buffer_copy(np.ascontiguousarray(rgb).tobytes())
-            bmps.append(m.mtmd_bitmap_init(w, h, data))
-        chunks = m.mtmd_input_chunks_init()
-        text = m.mtmd_input_text()
-        text.text = prompt.encode()
-        text.text_len = len(text.text)
-        text.add_special = not prompt.startswith("<s>")
-        text.parse_special = True
-        arr = (m.mtmd_bitmap_p_ctypes * len(bmps))(*bmps)
-        assert m.mtmd_tokenize(ctx, chunks, ctypes.byref(text), arr, len(bmps)) == 0
-        n_past = llama_cpp.llama_pos(0)
-        assert m.mtmd_helper_eval_chunks(ctx, lctx, chunks, 0, 0, n_batch, True, ctypes.byref(n_past)) == 0
-        n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
-        cur, greedy = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(lctx, -1), shape=(n_vocab,)).copy(), []
-        probs = []
-        for _ in range(n_gen):
-            tok = int(np.argmax(cur))
-            greedy.append(tok)
-            z = np.exp(cur.astype(np.float64) - cur.max())
-            probs.append(z[tok] / z.sum())
-            one = (llama_cpp.llama_token * 1)(tok)
-            assert llama_cpp.llama_decode(lctx, llama_cpp.llama_batch_get_one(one, 1)) == 0
-            cur = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(lctx, -1), shape=(n_vocab,)).copy()
+    with _mtmd_session(text_path, mmproj_path, 8192, n_batch, n_threads) as (llama_cpp, m, model, lctx, ctx):
+        n_past = _eval_prompt(llama_cpp, m, lctx, ctx, prompt, rgbs, not prompt.startswith("<s>"), n_batch)
+        _, greedy, probs = _greedy(llama_cpp, model, lctx, n_gen)
+        vocab = llama_cpp.llama_model_get_vocab(model)
         pieces = b""
         for tok in greedy:
             buf = ctypes.create_string_buffer(64)
             n = llama_cpp.llama_token_to_piece(vocab, tok, buf, 64, 0, False)
             pieces += buf.raw[:max(n, 0)]
-        m.mtmd_input_chunks_free(chunks)
-        for b in bmps:
-            m.mtmd_bitmap_free(b)
-        return n_past.value, greedy, pieces.decode("utf-8", "replace"), float(np.mean(probs))
-    finally:
-        m.mtmd_free(ctx)
-        llama_cpp.llama_free(lctx)
-        llama_cpp.llama_model_free(model)
+        return n_past, greedy, pieces.decode("utf-8", "replace"), float(np.mean(probs))
