@@ -152,30 +152,11 @@ Engine::Prompt Engine::media_prompt(const std::string& prompt_text, const std::v
 
 void Engine::forward_rows(const MediaPrompt& rows, const uint64_t* keys, size_t from, size_t n,
                           std::vector<float>* logits) {
-    const size_t n_embd = model_->info().n_embd, n_vocab = model_->info().n_vocab;
-    if (n > model_->context_room())
-        fail("complete: %zu prompt tokens exceed the room of %zu left in the context", n, model_->context_room());
-    std::vector<int32_t> seqs;
-    std::vector<uint8_t> marks;
-    std::vector<float> step_logits;
-    for (size_t done = 0; done < n;) {
-        // The cache may compact here and may take fewer tokens (sliding rings, compaction).
-        const size_t step = model_->reserve(std::min(model_->n_batch(), n - done), 0);
-        seqs.assign(step, 0);
-        marks.assign(step, 0);
-        marks.back() = done + step == n ? 1 : 0;
-        Batch b;
-        b.n = step;
-        b.tokens = rows.tokens.data() + from + done;
-        b.embd = rows.embd.data() + (from + done) * n_embd;
-        b.seq = seqs.data();
-        b.logits = marks.data();
-        model_->decode(b, &step_logits);
-        cached_ids_.insert(cached_ids_.end(), b.tokens, b.tokens + step);
-        cached_keys_.insert(cached_keys_.end(), keys + from + done, keys + from + done + step);
-        done += step;
-    }
-    logits->assign(step_logits.end() - std::ptrdiff_t(n_vocab), step_logits.end());
+    prefill_media(*model_, rows, from, n, 0, 0, logits, [&](size_t first, size_t count) {
+        const auto ids = rows.tokens.begin() + std::ptrdiff_t(first);
+        cached_ids_.insert(cached_ids_.end(), ids, ids + std::ptrdiff_t(count));
+        cached_keys_.insert(cached_keys_.end(), keys + first, keys + first + count);
+    });
 }
 
 namespace {

@@ -124,7 +124,7 @@ int generate(int argc, char** argv) {
     cactus::append_idefics3_image(&prompt, cactus::load_image(argv[4]), enc, cactus::MarkerVocab(*tok));
     std::vector<float> logits;
     const auto start = std::chrono::steady_clock::now();
-    cactus::prefill_media(*model, prompt, chunk, 0, &logits);
+    cactus::prefill_media(*model, prompt, 0, prompt.tokens.size(), chunk, 0, &logits);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     write_file(argv[5], logits.data(), logits.size() * sizeof(float));
     std::vector<int32_t> greedy;

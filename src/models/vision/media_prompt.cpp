@@ -67,16 +67,20 @@ void append_idefics3_image(MediaPrompt* prompt, const Image& img, VisionEncoder&
     }
 }
 
-void prefill_media(Model& model, const MediaPrompt& p, size_t chunk, int seq, std::vector<float>* logits) {
-    const size_t n = p.tokens.size(), n_embd = model.info().n_embd, n_vocab = model.info().n_vocab;
+void prefill_media(Model& model, const MediaPrompt& p, size_t from, size_t n, size_t chunk, int seq,
+                   std::vector<float>* logits, const ChunkDone& on_chunk) {
+    const size_t n_embd = model.info().n_embd, n_vocab = model.info().n_vocab;
     if (n == 0) fail("prefill_media: empty prompt");
-    if (p.n_embd != n_embd || p.embd.size() != n * n_embd)
+    if (from > p.tokens.size() || n > p.tokens.size() - from)
+        fail("prefill_media: rows [%zu, %zu) of a %zu-row prompt", from, from + n, p.tokens.size());
+    if (p.n_embd != n_embd || p.embd.size() != p.tokens.size() * n_embd)
         fail("prefill_media: %zu rows of %zu for a model of width %zu", p.embd.size() / std::max<size_t>(p.n_embd, 1),
              p.n_embd, n_embd);
     if (n > model.context_room(seq))
         fail("prefill_media: %zu tokens exceed the room of %zu left in the context", n, model.context_room(seq));
-    for (int32_t id : p.tokens)
-        if (id >= 0 && size_t(id) >= n_vocab) fail("prefill_media: token id %d is outside the vocabulary", id);
+    for (size_t i = from; i < from + n; ++i)
+        if (p.tokens[i] >= 0 && size_t(p.tokens[i]) >= n_vocab)
+            fail("prefill_media: token id %d is outside the vocabulary", p.tokens[i]);
     if (chunk == 0) chunk = model.n_batch();
     std::vector<int32_t> seqs;
     std::vector<uint8_t> marks;
@@ -88,11 +92,12 @@ void prefill_media(Model& model, const MediaPrompt& p, size_t chunk, int seq, st
         marks.back() = done + step == n ? 1 : 0;
         Batch b;
         b.n = step;
-        b.tokens = p.tokens.data() + done;
-        b.embd = p.embd.data() + done * n_embd;
+        b.tokens = p.tokens.data() + from + done;
+        b.embd = p.embd.data() + (from + done) * n_embd;
         b.seq = seqs.data();
         b.logits = marks.data();
         model.decode(b, &step_logits);
+        if (on_chunk) on_chunk(from + done, step);
         done += step;
     }
     logits->assign(step_logits.end() - std::ptrdiff_t(n_vocab), step_logits.end());

@@ -5,6 +5,7 @@
 // span chunks (its rows continue the sequence like text).
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -41,8 +42,11 @@ private:
 // with `enc` and splices the embeddings between the markers of idefics3_layout.
 void append_idefics3_image(MediaPrompt* prompt, const Image& img, VisionEncoder& enc, const MarkerVocab& vocab);
 
-// Prefills `prompt` into sequence `seq` in chunks of at most `chunk` tokens (0: the model's
-// n_batch); *logits gets the last token's logits [n_vocab].
-void prefill_media(Model& model, const MediaPrompt& prompt, size_t chunk, int seq, std::vector<float>* logits);
+// Prefills rows [from, from + n) of `prompt` into sequence `seq` in chunks of at most `chunk` tokens
+// (0: the model's n_batch); *logits gets the last row's logits [n_vocab]. on_chunk(first, count),
+// when given, runs after each chunk the model took (the cache may take fewer rows than asked).
+using ChunkDone = std::function<void(size_t first, size_t count)>;
+void prefill_media(Model& model, const MediaPrompt& prompt, size_t from, size_t n, size_t chunk, int seq,
+                   std::vector<float>* logits, const ChunkDone& on_chunk = {});
 
 }  // namespace cactus
