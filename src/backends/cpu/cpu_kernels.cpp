@@ -62,6 +62,7 @@ const KernelTables& tables() {
 }
 
 constexpr size_t kRowTile = 16;  // weight rows kept hot in L1 while every token passes over them
+constexpr size_t kTokenBlockBytes = 128 * 1024;  // activations of one token block of the GEMM tiles
 
 struct MatmulArgs {
     float* y;          // [n_tokens, n_out]
@@ -107,14 +108,21 @@ void matmul_rows(const MatmulArgs& a, size_t row_begin, size_t row_end) {
         matmul_rows_dot(a, row_begin, row_end);
         return;
     }
-    size_t o = row_begin;
-    for (; o + kGemmTileRows <= row_end; o += kGemmTileRows) {
-        for (size_t t = 0; t < a.n_tokens; t += kGemmTileTokens) {
-            a.tile(a.y + t * a.n_out + o, a.n_out, a.w + o * a.w_row_bytes, a.w_row_bytes, a.xq + t * a.xq_row_bytes,
-                   a.xq_row_bytes, a.n_in, std::min(kGemmTileTokens, a.n_tokens - t));
+    // Tokens in blocks of about kTokenBlockBytes of activations, so that a block stays in L2 while
+    // every tile of rows passes over it (all tokens at once streamed them from memory per tile).
+    const size_t block_tokens =
+        std::max(kGemmTileTokens, kTokenBlockBytes / a.xq_row_bytes / kGemmTileTokens * kGemmTileTokens);
+    const size_t full_end = row_begin + (row_end - row_begin) / kGemmTileRows * kGemmTileRows;
+    for (size_t t0 = 0; t0 < a.n_tokens; t0 += block_tokens) {
+        const size_t t_end = std::min(a.n_tokens, t0 + block_tokens);
+        for (size_t o = row_begin; o < full_end; o += kGemmTileRows) {
+            for (size_t t = t0; t < t_end; t += kGemmTileTokens) {
+                a.tile(a.y + t * a.n_out + o, a.n_out, a.w + o * a.w_row_bytes, a.w_row_bytes,
+                       a.xq + t * a.xq_row_bytes, a.xq_row_bytes, a.n_in, std::min(kGemmTileTokens, t_end - t));
+            }
         }
     }
-    if (o < row_end) matmul_rows_dot(a, o, row_end);
+    if (full_end < row_end) matmul_rows_dot(a, full_end, row_end);
 }
 
 // Row panels: each full panel of kPanelRows rows is unpacked once into a thread-local scratch and
