@@ -63,6 +63,10 @@ const KernelTables& tables() {
 
 constexpr size_t kRowTile = 16;  // weight rows kept hot in L1 while every token passes over them
 constexpr size_t kTokenBlockBytes = 128 * 1024;  // activations of one token block of the GEMM tiles
+// tile_on_f32_rows types are widened for 3+ tokens of rows up to 1024 elements: longer f32 rows
+// (4 of them and 2 token rows) leave L1, and were measured slower than converting in the tile.
+constexpr size_t kWidenMinTokens = 3;
+constexpr size_t kWidenMaxIn = 1024;
 
 struct MatmulArgs {
     float* y;          // [n_tokens, n_out]
@@ -73,6 +77,8 @@ struct MatmulArgs {
     size_t n_tokens, n_in, n_out;
     VecDotFn dot;
     GemmTileFn tile;         // null: row-at-a-time vec_dot
+    DequantizeRowFn widen;   // non-null: tiles of rows are widened to f32 and run through f32_tile
+    GemmTileFn f32_tile;
     PackPanelFn pack_panel;  // null: no row panels for this type
     PanelGemmFn panel_gemm;
     const PanelActBlock* act;  // [n_tokens, n_in / 32] (panels and panel_decode only)
@@ -113,12 +119,24 @@ void matmul_rows(const MatmulArgs& a, size_t row_begin, size_t row_end) {
     const size_t block_tokens =
         std::max(kGemmTileTokens, kTokenBlockBytes / a.xq_row_bytes / kGemmTileTokens * kGemmTileTokens);
     const size_t full_end = row_begin + (row_end - row_begin) / kGemmTileRows * kGemmTileRows;
+    thread_local std::vector<float> widened;  // [kGemmTileRows, n_in]
     for (size_t t0 = 0; t0 < a.n_tokens; t0 += block_tokens) {
         const size_t t_end = std::min(a.n_tokens, t0 + block_tokens);
+        const bool widen = a.widen != nullptr && t_end - t0 >= kWidenMinTokens;
+        if (widen && widened.size() < kGemmTileRows * a.n_in) widened.resize(kGemmTileRows * a.n_in);
         for (size_t o = row_begin; o < full_end; o += kGemmTileRows) {
+            const uint8_t* w = a.w + o * a.w_row_bytes;
+            size_t w_row_bytes = a.w_row_bytes;
+            GemmTileFn tile = a.tile;
+            if (widen) {  // each weight converted once per token block, not once per tile of tokens
+                for (size_t r = 0; r < kGemmTileRows; ++r) a.widen(widened.data() + r * a.n_in, w + r * w_row_bytes, a.n_in);
+                w = reinterpret_cast<const uint8_t*>(widened.data());
+                w_row_bytes = a.n_in * sizeof(float);
+                tile = a.f32_tile;
+            }
             for (size_t t = t0; t < t_end; t += kGemmTileTokens) {
-                a.tile(a.y + t * a.n_out + o, a.n_out, a.w + o * a.w_row_bytes, a.w_row_bytes,
-                       a.xq + t * a.xq_row_bytes, a.xq_row_bytes, a.n_in, std::min(kGemmTileTokens, t_end - t));
+                tile(a.y + t * a.n_out + o, a.n_out, w, w_row_bytes, a.xq + t * a.xq_row_bytes, a.xq_row_bytes,
+                     a.n_in, std::min(kGemmTileTokens, t_end - t));
             }
         }
     }
@@ -227,6 +245,11 @@ void matmul_with(const CpuKernels& k, float* y, const void* w, DType w_type, siz
     a.n_out = n_out;
     a.dot = dot;
     a.tile = k.gemm_tile[slot];
+    a.widen = nullptr;
+    a.f32_tile = k.gemm_tile[static_cast<size_t>(DType::F32)];
+    if (a.tile != nullptr && k.tile_on_f32_rows[slot] && a.f32_tile != nullptr && n_in <= kWidenMaxIn) {
+        a.widen = k.dequantize_row[slot];
+    }
     a.pack_panel = nullptr;
     a.panel_gemm = nullptr;
     a.act = nullptr;

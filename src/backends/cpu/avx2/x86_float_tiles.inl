@@ -116,32 +116,14 @@ void float_tile_rows(float* y, size_t y_stride, const uint8_t* w, size_t w_row_b
     float_tile<W, kRows, T, (T == 1 ? 2 : 1)>(y, y_stride, w, w_row_bytes, x, x_row_floats, n);
 }
 
-// rows: [kGemmTileRows, n] f32  <-  kGemmTileRows rows of W (exact: every half and bfloat16 is a float).
+// dst [n] f32  <-  one row of W (exact: every half and bfloat16 is a float). The table's
+// dequantize_row, which matmul also uses to widen tiles of rows (tile_on_f32_rows below).
 template <class W>
-void widen_rows(float* rows, const uint8_t* w, size_t w_row_bytes, size_t n) {
-    for (size_t r = 0; r < kGemmTileRows; ++r, rows += n, w += w_row_bytes) {
-        size_t i = 0;
-        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(rows + i, W::load8(w, i));
-        for (; i < n; ++i) rows[i] = W::at(w, i);
-    }
-}
-
-template <class W>
-void float_gemm_tile(float* y, size_t y_stride, const void* w, size_t w_row_bytes, const void* x, size_t x_row_bytes,
-                     size_t n, size_t n_tokens);
-
-// More than one tile of tokens: the rows are widened to f32 once (thread-local scratch) and the
-// F32 tiles run on them, instead of converting every weight vector again for each pair of tokens.
-// The products are the same bit for bit: widening is exact and the FMAs see the same operands.
-template <class W>
-bool widened_gemm_tile(float* y, size_t y_stride, const void* w, size_t w_row_bytes, const void* x,
-                       size_t x_row_bytes, size_t n, size_t n_tokens) {
-    if (std::is_same<W, F32Weights>::value || n_tokens <= kFloatTileTokens) return false;
-    thread_local std::vector<float> rows;
-    if (rows.size() < kGemmTileRows * n) rows.resize(kGemmTileRows * n);
-    widen_rows<W>(rows.data(), static_cast<const uint8_t*>(w), w_row_bytes, n);
-    float_gemm_tile<F32Weights>(y, y_stride, rows.data(), n * sizeof(float), x, x_row_bytes, n, n_tokens);
-    return true;
+void widen_row(float* dst, const void* src, size_t n) {
+    const uint8_t* row = static_cast<const uint8_t*>(src);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, W::load8(row, i));
+    for (; i < n; ++i) dst[i] = W::at(row, i);
 }
 
 // The GemmTileFn: n_tokens in 1..kGemmTileTokens, taken kFloatTileTokens at a time.
@@ -149,7 +131,6 @@ template <class W>
 void float_gemm_tile(float* y, size_t y_stride, const void* w, size_t w_row_bytes, const void* x, size_t x_row_bytes,
                      size_t n, size_t n_tokens) {
     static_assert(kFloatTileTokens == 2, "the loop below takes one or two tokens");
-    if (widened_gemm_tile<W>(y, y_stride, w, w_row_bytes, x, x_row_bytes, n, n_tokens)) return;
     const uint8_t* wp = static_cast<const uint8_t*>(w);
     const float* xp = static_cast<const float*>(x);
     const size_t x_row_floats = x_row_bytes / sizeof(float);
@@ -166,4 +147,9 @@ void register_float_tiles(CpuKernels& t) {
     t.gemm_tile[static_cast<size_t>(DType::F16)] = float_gemm_tile<F16Weights>;
     t.gemm_tile[static_cast<size_t>(DType::BF16)] = float_gemm_tile<BF16Weights>;
     t.gemm_tile[static_cast<size_t>(DType::F32)] = float_gemm_tile<F32Weights>;
+    // The F16 / BF16 tiles are the F32 tile on widened operands (the same FMAs on the same values).
+    t.dequantize_row[static_cast<size_t>(DType::F16)] = widen_row<F16Weights>;
+    t.dequantize_row[static_cast<size_t>(DType::BF16)] = widen_row<BF16Weights>;
+    t.tile_on_f32_rows[static_cast<size_t>(DType::F16)] = true;
+    t.tile_on_f32_rows[static_cast<size_t>(DType::BF16)] = true;
 }
