@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <type_traits>
 
@@ -28,6 +29,8 @@ constexpr size_t kMaxTileTokens = 2;
 
 #include "backends/cpu/avx2/x86_gemm_tiles.inl"
 #include "backends/cpu/avx2/x86_k_tiles.inl"
+#include "backends/cpu/avx2/x86_panels.inl"
+#include "backends/cpu/avx2/avx2_panels.inl"
 #include "backends/cpu/avx2/x86_float_tiles.inl"
 
 }  // namespace
@@ -35,6 +38,7 @@ constexpr size_t kMaxTileTokens = 2;
 void register_avx2_kernels(CpuKernels& t) {
     t.isa_name = "avx2";
     register_legacy_tiles(t);
+    register_panels(t);  // replaces the legacy entries: another accumulation order, see there
     t.vec_dot[static_cast<size_t>(DType::Q5_K)] = vec_dot_q5_k;
     register_k_tiles(t);
     register_float_tiles(t);

@@ -33,6 +33,7 @@ constexpr size_t kMaxTileTokens = 4;
 #include "backends/cpu/avx2/x86_float_tiles.inl"
 #include "backends/cpu/avx512/avx512_k_tiles.inl"
 
+#include "backends/cpu/avx2/x86_panels.inl"
 #include "backends/cpu/avx512/avx512_panels.inl"
 #include "backends/cpu/avx512/avx512_decode.inl"
 

@@ -1,0 +1,196 @@
+// 16-row panel products on 256-bit vectors for the AVX2 table: a panel is two halves of 8 rows, one
+// row per 32-bit lane. Per token and block, each group of 4 quants of 8 rows is one vpmaddubsw
+// against the token's 4 activation bytes broadcast to every lane; the int16 pair sums of several
+// groups are added before one vpmaddwd widens them (as many as stay below 2^15, see below), so the
+// int32 dot of a block is exact and the float work (convert, scale, accumulate) is one instruction
+// per 8 (row, token) pairs. Included inside the anonymous namespace of avx2_kernels.cpp after
+// x86_panels.inl (layout, activation facts, panel_vec_dot: the shared accumulation order).
+
+constexpr size_t kHalfRows = 8;          // rows per 256-bit vector
+constexpr size_t kPanel8MaxTokens = 4;   // accumulators per call: 4 (+ 4 minimums) ymm
+
+// Groups of 4 quants whose maddubs pair sums may be added in int16 without reaching 2^15, with
+// activations in [-127, 127]: 16 products of 4-bit quants (16 * 15 * 127 = 30,480), 8 of 5-bit
+// quants (8 * 31 * 127 = 31,496); signed Q8_0 through the sign trick (|q| <= 128: one group's pair
+// sums reach 32,512) is widened group by group.
+template <class F>
+constexpr int groups_per_i16_sum() {
+    if constexpr (signed_quants<F>()) return 1;
+    if constexpr (std::is_same<F, Q5_0Format>::value) return 4;
+    return 8;
+}
+
+// Int32 dot of one block of 8 rows (groups at stride kPanelGroupBytes) with one token's 32 quants,
+// seeded with the token's offset bias: lane r = row r.
+template <class F>
+inline __m256i half_block_dot(const uint8_t* wq, const int8_t* xq, __m256i acc) {
+    constexpr int kGroups = groups_per_i16_sum<F>();
+    for (int g0 = 0; g0 < 8; g0 += kGroups) {
+        __m256i pairs = _mm256_setzero_si256();
+        for (int g = g0; g < g0 + kGroups; ++g) {
+            int32_t x4;
+            std::memcpy(&x4, xq + 4 * g, 4);
+            const __m256i x = _mm256_set1_epi32(x4);
+            const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + g * kPanelGroupBytes));
+            if constexpr (signed_quants<F>()) {
+                pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)));
+            } else {
+                pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w, x));
+            }
+        }
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+    }
+    return acc;
+}
+
+// y: [T] rows of y_stride, 8 outputs each  <-  one panel half [n_blocks] x T activation rows.
+// half: the panel's first byte plus 32 * h (groups, scales and minimums all shift by 32 per half).
+template <class F, int T>
+void half_panel_tile(float* y, size_t y_stride, const uint8_t* half, const uint8_t* x, size_t x_row_bytes,
+                     const PanelActBlock* act, size_t act_row_blocks, size_t n_blocks) {
+    __m256 acc[T], acc_min[T];
+    for (int t = 0; t < T; ++t) acc[t] = acc_min[t] = _mm256_setzero_ps();
+    for (size_t b = 0; b < n_blocks; ++b, half += kPanelBlockBytes) {
+        const __m256 dw = _mm256_loadu_ps(reinterpret_cast<const float*>(half + kPanelScaleOffset));
+        for (int t = 0; t < T; ++t) {
+            const typename F::ActBlock& xb = reinterpret_cast<const typename F::ActBlock*>(x + t * x_row_bytes)[b];
+            const PanelActBlock& a = act[t * act_row_blocks + b];
+            const __m256i isum = half_block_dot<F>(half, xb.qs, _mm256_set1_epi32(a.bias));
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a.d)), _mm256_cvtepi32_ps(isum), acc[t]);
+            if constexpr (F::kHasMin) {
+                const __m256 m = _mm256_loadu_ps(reinterpret_cast<const float*>(half + kPanelMinOffset));
+                acc_min[t] = _mm256_fmadd_ps(m, _mm256_set1_ps(a.s), acc_min[t]);
+            }
+        }
+    }
+    for (int t = 0; t < T; ++t) {
+        _mm256_storeu_ps(y + t * y_stride, F::kHasMin ? _mm256_add_ps(acc[t], acc_min[t]) : acc[t]);
+    }
+}
+
+template <class F>
+void panel8_gemm(float* y, size_t y_stride, const uint8_t* panel, const void* x, size_t x_row_bytes,
+                 const PanelActBlock* act, size_t act_row_blocks, size_t n, size_t n_tokens) {
+    const uint8_t* xp = static_cast<const uint8_t*>(x);
+    const size_t nb = n / kQK32;
+    for (size_t h = 0; h < kPanelRows / kHalfRows; ++h) {
+        const uint8_t* half = panel + 32 * h;
+        for (size_t t0 = 0; t0 < n_tokens; t0 += kPanel8MaxTokens) {
+            float* yt = y + t0 * y_stride + kHalfRows * h;
+            const uint8_t* xt = xp + t0 * x_row_bytes;
+            const PanelActBlock* at = act + t0 * act_row_blocks;
+            switch (std::min(kPanel8MaxTokens, n_tokens - t0)) {
+                case 1:
+                    half_panel_tile<F, 1>(yt, y_stride, half, xt, x_row_bytes, at, act_row_blocks, nb);
+                    break;
+                case 2:
+                    half_panel_tile<F, 2>(yt, y_stride, half, xt, x_row_bytes, at, act_row_blocks, nb);
+                    break;
+                case 3:
+                    half_panel_tile<F, 3>(yt, y_stride, half, xt, x_row_bytes, at, act_row_blocks, nb);
+                    break;
+                default:
+                    half_panel_tile<F, 4>(yt, y_stride, half, xt, x_row_bytes, at, act_row_blocks, nb);
+                    break;
+            }
+        }
+    }
+}
+
+// ---- one token (decode) straight from the GGUF rows --------------------------------------------
+// Block by block over 8 rows: each row's block dot as 8 int32 lanes, then one transposing reduction
+// turns the 8 rows' vectors into one vector of 8 exact block sums (lane r = row r), so the float
+// work is the panels' (same order, bit for bit) at one instruction per 8 rows.
+
+// v[r]: 8 int32 lanes of row r  ->  lane r = the sum of v[r]'s lanes.
+inline __m256i sum_lanes_of_8(const __m256i* v) {
+    const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]);
+    const __m256i h23 = _mm256_hadd_epi32(v[2], v[3]);
+    const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]);
+    const __m256i h67 = _mm256_hadd_epi32(v[6], v[7]);
+    const __m256i rows0123 = _mm256_hadd_epi32(h01, h23);  // [rows 0..3: lanes 0..3 | rows 0..3: lanes 4..7]
+    const __m256i rows4567 = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(rows0123, rows4567, 0x20),
+                            _mm256_permute2x128_si256(rows0123, rows4567, 0x31));
+}
+
+// Int32 lanes of one weight block's dot with the activations, without the offset (added per block
+// from the activation facts, once for the 8 rows).
+template <class F>
+inline __m256i raw_block_dot(const typename F::Block& wb, __m256i xq) {
+    if constexpr (signed_quants<F>()) {
+        return dot_s8_s8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs)), xq);
+    }
+    return dot_u8_s8(_mm256_setzero_si256(), F::quants(wb), xq);
+}
+
+// The f16 field at byte `offset` of block b of 8 rows, as 8 floats (lane r = row r).
+inline __m256 half_field_of_8_rows(const uint8_t* rows, size_t w_row_bytes, size_t block_byte, size_t offset) {
+    uint16_t h[8];
+    for (size_t r = 0; r < 8; ++r) std::memcpy(&h[r], rows + r * w_row_bytes + block_byte + offset, 2);
+    return _mm256_cvtph_ps(_mm_setr_epi16(static_cast<short>(h[0]), static_cast<short>(h[1]), static_cast<short>(h[2]),
+                                          static_cast<short>(h[3]), static_cast<short>(h[4]), static_cast<short>(h[5]),
+                                          static_cast<short>(h[6]), static_cast<short>(h[7])));
+}
+
+// y[0..8) = vec_dot(row r, x) for 8 rows of w_row_bytes from `rows`. The rows are 8 interleaved
+// streams, which the hardware prefetcher does not follow well from memory: each block step
+// prefetches `prefetch_step` bytes of the next panel instead (one sequential stream, when the rows
+// are contiguous), from `prefetch` on.
+template <class F>
+void half_panel_decode(float* y, const uint8_t* rows, size_t w_row_bytes, const void* x, const PanelActBlock* act,
+                       size_t n_blocks, const uint8_t* prefetch, size_t prefetch_step) {
+    using Block = typename F::Block;
+    const typename F::ActBlock* xb = static_cast<const typename F::ActBlock*>(x);
+    __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
+    for (size_t b = 0; b < n_blocks; ++b, prefetch += prefetch_step) {
+        for (size_t off = 0; off < prefetch_step; off += 64) {
+            _mm_prefetch(reinterpret_cast<const char*>(prefetch + off), _MM_HINT_T0);
+        }
+        const size_t block_byte = b * sizeof(Block);
+        const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[b].qs));
+        __m256i lanes[8];
+        for (size_t r = 0; r < 8; ++r) {
+            lanes[r] = raw_block_dot<F>(*reinterpret_cast<const Block*>(rows + r * w_row_bytes + block_byte), xq);
+        }
+        const __m256i isum = _mm256_add_epi32(sum_lanes_of_8(lanes), _mm256_set1_epi32(act[b].bias));
+        const __m256 dw = half_field_of_8_rows(rows, w_row_bytes, block_byte, offsetof(Block, d));
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(act[b].d)), _mm256_cvtepi32_ps(isum), acc);
+        if constexpr (F::kHasMin) {
+            const __m256 m = half_field_of_8_rows(rows, w_row_bytes, block_byte, offsetof(Block, m));
+            acc_min = _mm256_fmadd_ps(m, _mm256_set1_ps(act[b].s), acc_min);
+        }
+    }
+    _mm256_storeu_ps(y, F::kHasMin ? _mm256_add_ps(acc, acc_min) : acc);
+}
+
+template <class F>
+void panel8_decode(float* y, const void* w, size_t w_row_bytes, const void* x, const PanelActBlock* act, size_t n) {
+    const uint8_t* rows = static_cast<const uint8_t*>(w);
+    const size_t n_blocks = n / kQK32;
+    const size_t steps = (kPanelRows / kHalfRows) * n_blocks;
+    const size_t prefetch_step = ((kPanelRows * w_row_bytes + steps - 1) / steps + 63) / 64 * 64;
+    const uint8_t* next_panel = rows + kPanelRows * w_row_bytes;
+    for (size_t h = 0; h < kPanelRows / kHalfRows; ++h) {
+        half_panel_decode<F>(y + kHalfRows * h, rows + kHalfRows * h * w_row_bytes, w_row_bytes, x, act, n_blocks,
+                             next_panel + h * n_blocks * prefetch_step, prefetch_step);
+    }
+}
+
+template <class F>
+void register_panel8(CpuKernels& t, DType type) {
+    const size_t i = static_cast<size_t>(type);
+    t.vec_dot[i] = panel_vec_dot<F>;
+    t.gemm_tile[i] = nullptr;  // the 4-row tiles accumulate in another order than panel_vec_dot
+    t.pack_panel[i] = pack_panel<F>;
+    t.panel_act[i] = panel_act<F>;
+    t.panel_gemm[i] = panel8_gemm<F>;
+    t.panel_decode[i] = panel8_decode<F>;
+}
+
+void register_panels(CpuKernels& t) {
+    register_panel8<Q4_0Format>(t, DType::Q4_0);
+    register_panel8<Q4_1Format>(t, DType::Q4_1);
+    register_panel8<Q5_0Format>(t, DType::Q5_0);
+    register_panel8<Q8_0Format>(t, DType::Q8_0);
+}
