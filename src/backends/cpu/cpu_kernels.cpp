@@ -61,7 +61,12 @@ const KernelTables& tables() {
     return built;
 }
 
-constexpr size_t kRowTile = 16;  // weight rows kept hot in L1 while every token passes over them
+constexpr size_t kRowTile = 16;                  // weight rows kept hot in L1 while every token passes over them
+constexpr size_t kTokenBlockBytes = 128 * 1024;  // activations of one token block of the GEMM tiles
+// tile_on_f32_rows types are widened for 3+ tokens of rows up to 1024 elements: longer f32 rows
+// (4 of them and 2 token rows) leave L1, and were measured slower than converting in the tile.
+constexpr size_t kWidenMinTokens = 3;
+constexpr size_t kWidenMaxIn = 1024;
 
 struct MatmulArgs {
     float* y;          // [n_tokens, n_out]
@@ -71,7 +76,9 @@ struct MatmulArgs {
     size_t xq_row_bytes;
     size_t n_tokens, n_in, n_out;
     VecDotFn dot;
-    GemmTileFn tile;         // null: row-at-a-time vec_dot
+    GemmTileFn tile;        // null: row-at-a-time vec_dot
+    DequantizeRowFn widen;  // non-null: tiles of rows are widened to f32 and run through f32_tile
+    GemmTileFn f32_tile;
     PackPanelFn pack_panel;  // null: no row panels for this type
     PanelGemmFn panel_gemm;
     const PanelActBlock* act;  // [n_tokens, n_in / 32] (panels and panel_decode only)
@@ -99,6 +106,25 @@ void matmul_rows_decode(const MatmulArgs& a, size_t row_begin, size_t row_end) {
     if (o < row_end) matmul_rows_dot(a, o, row_end);
 }
 
+// Tokens t0 .. t_end of the kGemmTileRows rows at o, through register tiles. With `widened`
+// ([kGemmTileRows, n_in] scratch) the rows are widened to f32 first and run through the F32 tile:
+// each weight is then converted once per token block instead of once per tile of tokens.
+void tile_tokens(const MatmulArgs& a, size_t o, size_t t0, size_t t_end, float* widened) {
+    const uint8_t* w = a.w + o * a.w_row_bytes;
+    size_t w_row_bytes = a.w_row_bytes;
+    GemmTileFn tile = a.tile;
+    if (widened != nullptr) {
+        for (size_t r = 0; r < kGemmTileRows; ++r) a.widen(widened + r * a.n_in, w + r * w_row_bytes, a.n_in);
+        w = reinterpret_cast<const uint8_t*>(widened);
+        w_row_bytes = a.n_in * sizeof(float);
+        tile = a.f32_tile;
+    }
+    for (size_t t = t0; t < t_end; t += kGemmTileTokens) {
+        tile(a.y + t * a.n_out + o, a.n_out, w, w_row_bytes, a.xq + t * a.xq_row_bytes, a.xq_row_bytes, a.n_in,
+             std::min(kGemmTileTokens, t_end - t));
+    }
+}
+
 // Register tiles of kGemmTileRows rows x kGemmTileTokens tokens; leftover rows by vec_dot. One
 // token (decode) goes row by row: measured 2.5x faster than 4-row tiles when the rows come from
 // memory (tiles interleave 4 streams; software prefetch did not recover it).
@@ -107,14 +133,21 @@ void matmul_rows(const MatmulArgs& a, size_t row_begin, size_t row_end) {
         matmul_rows_dot(a, row_begin, row_end);
         return;
     }
-    size_t o = row_begin;
-    for (; o + kGemmTileRows <= row_end; o += kGemmTileRows) {
-        for (size_t t = 0; t < a.n_tokens; t += kGemmTileTokens) {
-            a.tile(a.y + t * a.n_out + o, a.n_out, a.w + o * a.w_row_bytes, a.w_row_bytes, a.xq + t * a.xq_row_bytes,
-                   a.xq_row_bytes, a.n_in, std::min(kGemmTileTokens, a.n_tokens - t));
+    // Tokens in blocks of about kTokenBlockBytes of activations, so that a block stays in L2 while
+    // every tile of rows passes over it (all tokens at once streamed them from memory per tile).
+    const size_t block_tokens =
+        std::max(kGemmTileTokens, kTokenBlockBytes / a.xq_row_bytes / kGemmTileTokens * kGemmTileTokens);
+    const size_t full_end = row_begin + (row_end - row_begin) / kGemmTileRows * kGemmTileRows;
+    thread_local std::vector<float> widened;  // [kGemmTileRows, n_in]
+    for (size_t t0 = 0; t0 < a.n_tokens; t0 += block_tokens) {
+        const size_t t_end = std::min(a.n_tokens, t0 + block_tokens);
+        const bool widen = a.widen != nullptr && t_end - t0 >= kWidenMinTokens;
+        if (widen && widened.size() < kGemmTileRows * a.n_in) widened.resize(kGemmTileRows * a.n_in);
+        for (size_t o = row_begin; o < full_end; o += kGemmTileRows) {
+            tile_tokens(a, o, t0, t_end, widen ? widened.data() : nullptr);
         }
     }
-    if (o < row_end) matmul_rows_dot(a, o, row_end);
+    if (full_end < row_end) matmul_rows_dot(a, full_end, row_end);
 }
 
 // Row panels: each full panel of kPanelRows rows is unpacked once into a thread-local scratch and
@@ -219,6 +252,11 @@ void matmul_with(const CpuKernels& k, float* y, const void* w, DType w_type, siz
     a.n_out = n_out;
     a.dot = dot;
     a.tile = k.gemm_tile[slot];
+    a.widen = nullptr;
+    a.f32_tile = k.gemm_tile[static_cast<size_t>(DType::F32)];
+    if (a.tile != nullptr && k.tile_on_f32_rows[slot] && a.f32_tile != nullptr && n_in <= kWidenMaxIn) {
+        a.widen = k.dequantize_row[slot];
+    }
     a.pack_panel = nullptr;
     a.panel_gemm = nullptr;
     a.act = nullptr;

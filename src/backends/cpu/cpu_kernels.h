@@ -64,6 +64,9 @@ struct CpuKernels {
     QuantizeRowFn quantize_row[32] = {};  // indexed by activation DType
     DequantizeRowFn dequantize_row[32] = {};
     GemmTileFn gemm_tile[32] = {};  // indexed by weight DType; null: matmul uses vec_dot
+    // Float weight types whose gemm_tile equals, bit for bit, the F32 gemm_tile on the rows widened
+    // by dequantize_row: matmul then widens each tile of rows once per block of tokens.
+    bool tile_on_f32_rows[32] = {};
     // Row panels, indexed by weight DType; all three or none. Used for 2+ tokens before gemm_tile.
     PackPanelFn pack_panel[32] = {};
     PanelActFn panel_act[32] = {};

@@ -31,6 +31,7 @@ constexpr size_t kMaxTileTokens = 2;
 #include "backends/cpu/avx2/x86_k_tiles.inl"
 #include "backends/cpu/avx2/x86_panels.inl"
 #include "backends/cpu/avx2/avx2_panels.inl"
+#include "backends/cpu/avx2/x86_float_tiles.inl"
 
 }  // namespace
 
@@ -40,9 +41,7 @@ void register_avx2_kernels(CpuKernels& t) {
     register_panels(t);  // replaces the legacy entries: another accumulation order, see there
     t.vec_dot[static_cast<size_t>(DType::Q5_K)] = vec_dot_q5_k;
     register_k_tiles(t);
-    t.vec_dot[static_cast<size_t>(DType::F16)] = vec_dot_f16;
-    t.vec_dot[static_cast<size_t>(DType::BF16)] = vec_dot_bf16;
-    t.vec_dot[static_cast<size_t>(DType::F32)] = vec_dot_f32;
+    register_float_tiles(t);
     t.quantize_row[static_cast<size_t>(DType::Q8_0)] = quantize_row_q8_0;
     t.quantize_row[static_cast<size_t>(DType::Q8_1)] = quantize_row_q8_1;
     t.quantize_row[static_cast<size_t>(DType::Q8_K)] = quantize_row_q8_k;

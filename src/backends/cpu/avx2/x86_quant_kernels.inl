@@ -126,60 +126,7 @@ inline __m256i two_scales(int8_t s0, int8_t s1) { return _mm256_set_m128i(_mm_se
 
 // (Q4_K and Q6_K: x86_k_tiles.inl)
 
-// ---- float weights -------------------------------------------------------------------------------
-
-float vec_dot_f16(const void* w, const void* x, size_t n) {
-    const uint16_t* a = static_cast<const uint16_t*>(w);
-    const float* b = static_cast<const float*>(x);
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        for (size_t k = 0; k < 4; ++k) {
-            const __m256 wa = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i + 8 * k)));
-            acc[k] = _mm256_fmadd_ps(wa, _mm256_loadu_ps(b + i + 8 * k), acc[k]);
-        }
-    }
-    for (; i + 8 <= n; i += 8) {
-        const __m256 wa = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
-        acc[0] = _mm256_fmadd_ps(wa, _mm256_loadu_ps(b + i), acc[0]);
-    }
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    for (; i < n; ++i) sum += h2f(a[i]) * b[i];
-    return sum;
-}
-
-float vec_dot_bf16(const void* w, const void* x, size_t n) {
-    const uint16_t* a = static_cast<const uint16_t*>(w);
-    const float* b = static_cast<const float*>(x);
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        for (size_t k = 0; k < 2; ++k) {
-            const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i + 8 * k));
-            const __m256 wa = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-            acc[k] = _mm256_fmadd_ps(wa, _mm256_loadu_ps(b + i + 8 * k), acc[k]);
-        }
-    }
-    float sum = hsum_ps(_mm256_add_ps(acc[0], acc[1]));
-    for (; i < n; ++i) sum += bf16_to_fp32(a[i]) * b[i];
-    return sum;
-}
-
-float vec_dot_f32(const void* w, const void* x, size_t n) {
-    const float* a = static_cast<const float*>(w);
-    const float* b = static_cast<const float*>(x);
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        for (size_t k = 0; k < 4; ++k) {
-            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * k), _mm256_loadu_ps(b + i + 8 * k), acc[k]);
-        }
-    }
-    for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[0]);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    for (; i < n; ++i) sum += a[i] * b[i];
-    return sum;
-}
+// ---- float weights: x86_float_tiles.inl ---------------------------------------------------------
 
 // ---- activation quantizers (bit-exact with the references) ---------------------------------------
 

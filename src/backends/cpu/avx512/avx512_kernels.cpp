@@ -30,6 +30,7 @@ constexpr size_t kMaxTileTokens = 4;
 
 #include "backends/cpu/avx2/x86_gemm_tiles.inl"
 #include "backends/cpu/avx2/x86_k_tiles.inl"
+#include "backends/cpu/avx2/x86_float_tiles.inl"
 #include "backends/cpu/avx512/avx512_k_tiles.inl"
 
 #include "backends/cpu/avx2/x86_panels.inl"
@@ -44,9 +45,7 @@ void register_avx512_kernels(CpuKernels& t) {
     register_panels(t);         // replaces the legacy entries: another accumulation order, see there
     register_decode_panels(t);  // one token, in the panels' order
     register_k_tiles_zmm(t);
-    t.vec_dot[static_cast<size_t>(DType::F16)] = vec_dot_f16;
-    t.vec_dot[static_cast<size_t>(DType::BF16)] = vec_dot_bf16;
-    t.vec_dot[static_cast<size_t>(DType::F32)] = vec_dot_f32;
+    register_float_tiles(t);
     t.quantize_row[static_cast<size_t>(DType::Q8_0)] = quantize_row_q8_0;
     t.quantize_row[static_cast<size_t>(DType::Q8_1)] = quantize_row_q8_1;
     t.quantize_row[static_cast<size_t>(DType::Q8_K)] = quantize_row_q8_k;

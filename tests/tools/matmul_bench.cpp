@@ -1,0 +1,105 @@
+// Matmul micro-benchmark (informational, never a test condition): times cactus::matmul on random
+// weights of one type with the machine's kernel table and prints ms per call and GFLOP/s.
+//
+//   matmul_bench TYPE N_IN N_OUT TOKENS[,TOKENS...] THREADS [SECONDS]
+//   e.g. matmul_bench F16 384 1536 1,5,64,1500 1 0.5
+//
+// Each token count is timed for SECONDS (default 0.5) after one warm-up call; weights larger than
+// the caches (e.g. 51864 x 384 F16) measure the one-token path from memory.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_kernels.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "ops/quant.h"
+
+namespace {
+
+using cactus::DType;
+
+DType parse_type(const char* name) {
+    for (uint32_t id = 0; id < 32; ++id) {
+        const cactus::DTypeTraits* t = cactus::dtype_traits(id);
+        if (t != nullptr && std::strcmp(t->name, name) == 0) return static_cast<DType>(id);
+    }
+    cactus::fail("matmul_bench: unknown type %s", name);
+}
+
+std::vector<size_t> parse_list(const char* s) {
+    std::vector<size_t> out;
+    for (const char* p = s; *p != '\0';) {
+        char* end = nullptr;
+        out.push_back(std::strtoull(p, &end, 10));
+        if (end == p || out.back() == 0) cactus::fail("matmul_bench: bad token count list %s", s);
+        p = *end == ',' ? end + 1 : end;
+    }
+    return out;
+}
+
+// n_out rows of n_in elements of `type`, quantized from uniform floats in [-1, 1].
+std::vector<uint8_t> random_weights(DType type, size_t n_in, size_t n_out, std::mt19937& rng) {
+    const size_t row_bytes = cactus::dtype_row_bytes(type, n_in);
+    std::vector<uint8_t> w(row_bytes * n_out);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> row(n_in);
+    for (size_t o = 0; o < n_out; ++o) {
+        for (float& v : row) v = dist(rng);
+        cactus::quantize_row_ref(type, w.data() + o * row_bytes, row.data(), n_in);
+    }
+    return w;
+}
+
+double time_matmul(const std::vector<uint8_t>& w, DType type, size_t n_in, size_t n_out, size_t n_tokens,
+                   cactus::ThreadPool& pool, double seconds, std::mt19937& rng) {
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> x(n_tokens * n_in), y(n_tokens * n_out);
+    for (float& v : x) v = dist(rng);
+    const size_t row_bytes = cactus::dtype_row_bytes(type, n_in);
+    cactus::matmul(y.data(), w.data(), type, row_bytes, x.data(), n_tokens, n_in, n_out, pool);  // warm-up
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    size_t calls = 0;
+    double elapsed = 0.0;
+    do {
+        cactus::matmul(y.data(), w.data(), type, row_bytes, x.data(), n_tokens, n_in, n_out, pool);
+        ++calls;
+        elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    } while (elapsed < seconds);
+    return elapsed / static_cast<double>(calls);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 6) {
+        std::fprintf(stderr, "usage: matmul_bench TYPE N_IN N_OUT TOKENS[,TOKENS...] THREADS [SECONDS]\n");
+        return 2;
+    }
+    try {
+        const DType type = parse_type(argv[1]);
+        const size_t n_in = std::strtoull(argv[2], nullptr, 10), n_out = std::strtoull(argv[3], nullptr, 10);
+        const std::vector<size_t> tokens = parse_list(argv[4]);
+        const int threads = std::atoi(argv[5]);
+        const double seconds = argc > 6 ? std::atof(argv[6]) : 0.5;
+        if (n_in == 0 || n_out == 0 || threads <= 0) cactus::fail("matmul_bench: bad shape or thread count");
+        std::mt19937 rng(1);
+        const std::vector<uint8_t> w = random_weights(type, n_in, n_out, rng);
+        cactus::ThreadPool pool(threads);
+        for (size_t t : tokens) {
+            const double s = time_matmul(w, type, n_in, n_out, t, pool, seconds, rng);
+            std::printf("%s %s n_in=%zu n_out=%zu tokens=%zu threads=%d  %.4f ms  %.2f GFLOP/s\n",
+                        cactus::cpu_kernels().isa_name, argv[1], n_in, n_out, t, threads, s * 1e3,
+                        2.0 * n_in * n_out * t / s / 1e9);
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        return 1;
+    }
+    return 0;
+}
