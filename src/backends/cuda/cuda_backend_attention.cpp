@@ -174,6 +174,9 @@ void CudaBackend::attention_kv(const Tensor& out, size_t il, const KvBatch& batc
     check_f32(q, "attention_kv", "q");
     CACTUS_ASSERT(q.rows() == batch.n && out.rows() == batch.n);
     if (batch.n == 0) return;
+    for (size_t t = 0; batch.last && t < batch.n; ++t)
+        if (batch.last[t] != batch.token[t])
+            fail("attention_kv: bidirectional spans (Gemma 3 image tokens) are not implemented on CUDA yet");
     const KvCache& first = *batch.cache[0];
     const KvLayerSpec& spec = first.spec(il);
     CACTUS_ASSERT(n_head % spec.n_head_kv == 0 && q.width() % n_head == 0 && out.width() % n_head == 0);
