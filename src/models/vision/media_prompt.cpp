@@ -91,7 +91,7 @@ void check_span_boundary(const MediaPrompt& p, size_t row, const char* what) {
 
 size_t media_step(const MediaPrompt& p, size_t at, size_t end, size_t chunk, size_t cap) {
     CACTUS_ASSERT(at < end && end <= p.tokens.size() && p.group.size() == p.tokens.size());
-    size_t stop = std::min(end, at + std::max<size_t>(chunk, 1));
+    size_t stop = std::min(end, at + std::max<size_t>(std::min(chunk, cap), 1));
     if (stop < p.tokens.size()) {
         const auto span = p.span_of(stop);
         if (span.first != stop) stop = span.first > at ? span.first : span.second;
