@@ -165,14 +165,18 @@ bool Engine::configure_context(const EngineContextOptions& options) {
     if (options.n_ctx != 0) wanted.n_ctx = options.n_ctx;
     // The model's step holds a whole bidirectional image even when the prefill chunk is smaller.
     if (options.prefill_chunk != 0) wanted.n_batch = std::max(options.prefill_chunk, media_span_rows());
-    if (options.prefill_chunk != 0) prefill_chunk_ = options.prefill_chunk;
+    const size_t chunk = options.prefill_chunk != 0 ? options.prefill_chunk : prefill_chunk_;
     wanted.kv = model_options_.kv.merged(options.kv);
     bool same = wanted.n_ctx == model_options_.n_ctx && wanted.n_batch == model_options_.n_batch &&
                 wanted.kv == model_options_.kv;
-    if (same) return false;
+    if (same) {
+        prefill_chunk_ = chunk;
+        return false;
+    }
     std::unique_ptr<Model> rebuilt = Model::load(*file_, wanted);  // may throw; keep the old one then
     model_ = std::move(rebuilt);
     model_options_ = wanted;
+    prefill_chunk_ = chunk;
     cached_ids_.clear();
     cached_keys_.clear();
     return true;

@@ -195,7 +195,7 @@ def folder(files, tmp_path_factory):
 
 
 @pytest.mark.skipif(not os.path.exists(LIBRARY), reason="lib/libcactus.so not built")
-def test_capi_and_cli_match_libmtmd(folder):
+def test_capi_matches_libmtmd(folder):
     pytest.importorskip("llama_cpp.mtmd_cpp")
     import cactus
     import mtmd_oracle
