@@ -39,6 +39,9 @@ struct KvBatch {
     size_t n = 0;
     KvCache* const* cache = nullptr;  // [n]
     const size_t* token = nullptr;    // [n]
+    // [n] the last token each query sees (>= token[i], stored by this batch: a bidirectional span
+    // such as a Gemma 3 image sees all of itself); nullptr = causal (token[i] itself).
+    const size_t* last = nullptr;
 };
 
 // Dense attention of n_q queries over n_kv given keys and values (encoders, cross-attention,

@@ -59,11 +59,12 @@ void CpuBackend::attend_heads(size_t il, const KvBatch& batch, size_t t, const f
     const size_t dk = spec.k_width / spec.n_head_kv;
     const size_t dv = spec.v_width / spec.n_head_kv;
     const size_t kvh = head / (n_head / spec.n_head_kv);
-    const RowRange rows = kv.rows_for_query(il, token);  // physical bounds
+    const size_t last = batch.last ? batch.last[t] : token;
+    const RowRange rows = kv.rows_for_query(il, token, last);  // physical bounds
     CACTUS_ASSERT(rows.begin <= rows.end && rows.end <= kv.capacity(il));
     const AttentionQueries aq = {q + head * dk, dk, out + head * dv, dv, n_q};
     const AttentionShape shape = {
-        kv.row_positions(il) + rows.begin, rows.end - rows.begin, dk, dv, scale, kv.mask_for(il, token)};
+        kv.row_positions(il) + rows.begin, rows.end - rows.begin, dk, dv, scale, kv.mask_for(il, token, last)};
     if (kv.type() == KvType::F16) {
         const KvRowsF16 k = {kv.k16(il, rows.begin) + kvh * dk, spec.k_width, kv.v16(il, rows.begin) + kvh * dv,
                              spec.v_width};

@@ -163,14 +163,20 @@ std::vector<int32_t> Engine::tokenize_prompt(const std::string& text) const {
 bool Engine::configure_context(const EngineContextOptions& options) {
     ModelOptions wanted = model_options_;
     if (options.n_ctx != 0) wanted.n_ctx = options.n_ctx;
-    if (options.prefill_chunk != 0) wanted.n_batch = options.prefill_chunk;
+    // The model's step holds a whole bidirectional image even when the prefill chunk is smaller.
+    if (options.prefill_chunk != 0) wanted.n_batch = std::max(options.prefill_chunk, media_span_rows());
+    const size_t chunk = options.prefill_chunk != 0 ? options.prefill_chunk : prefill_chunk_;
     wanted.kv = model_options_.kv.merged(options.kv);
     bool same = wanted.n_ctx == model_options_.n_ctx && wanted.n_batch == model_options_.n_batch &&
                 wanted.kv == model_options_.kv;
-    if (same) return false;
+    if (same) {
+        prefill_chunk_ = chunk;
+        return false;
+    }
     std::unique_ptr<Model> rebuilt = Model::load(*file_, wanted);  // may throw; keep the old one then
     model_ = std::move(rebuilt);
     model_options_ = wanted;
+    prefill_chunk_ = chunk;
     cached_ids_.clear();
     cached_keys_.clear();
     return true;
@@ -201,11 +207,12 @@ void Engine::take_call_epoch() {
 }
 
 size_t Engine::prefill_chunks(const Prompt& prompt, size_t from, std::vector<float>* logits) {
-    const size_t chunk = std::max<size_t>(1, model_options_.n_batch);
+    const size_t chunk = std::max<size_t>(1, prefill_chunk_ ? prefill_chunk_ : model_options_.n_batch);
     const size_t n = prompt.ids.size() - from;
     size_t done = 0;
     while (done < n && !stopped()) {
-        const size_t take = std::min(chunk, n - done);
+        const size_t take = prompt.rows ? media_step(*prompt.rows, from + done, from + n, chunk, model_->n_batch())
+                                        : std::min(chunk, n - done);
         if (prompt.rows)
             forward_rows(*prompt.rows, prompt.keys.data(), from + done, take, logits);
         else
@@ -262,6 +269,8 @@ size_t Engine::reuse_prefix(const Prompt& p) {
         ++common;
     // The last prompt token is always recomputed: its logits start generation.
     if (common == prompt.size() && common > 0) --common;
+    // A bidirectional image span is recomputed whole (its rows see each other).
+    if (p.rows && common < prompt.size()) common = p.rows->span_of(common).first;
     // cached_ids_ lists every token the session appended, including those whose rows compaction
     // dropped (positions are logical): a prompt extending them reuses the compacted cache as is.
     // Going back before the last compaction (or past overwritten ring rows) cannot be restored

@@ -78,12 +78,19 @@ void Engine::load_vision(const std::string& mmproj_path, int n_threads) {
     options.n_threads = n_threads;
     vision_ = std::make_unique<VisionEncoder>(*mmproj_file_, options);
     const VisionHParams& hp = vision_->hparams();
-    if (hp.projector != "idefics3")
-        fail("mmproj '%s': projector type '%s' is not supported yet (idefics3 is)", mmproj_path.c_str(),
+    if (hp.projector != "idefics3" && hp.projector != "gemma3")
+        fail("mmproj '%s': projector type '%s' is not supported yet (idefics3 and gemma3 are)", mmproj_path.c_str(),
              hp.projector.c_str());
     if (hp.proj_dim != model_->info().n_embd)
         fail("mmproj '%s' gives %zu-wide image rows but the text model takes %zu: not a pair", mmproj_path.c_str(),
              hp.proj_dim, model_->info().n_embd);
+}
+
+size_t Engine::media_span_rows() const {
+    if (!vision_ || vision_->hparams().projector != "gemma3") return 0;
+    EncoderInput square;
+    square.width = square.height = vision_->hparams().image_size;
+    return vision_->tokens(square);
 }
 
 Engine::Prompt Engine::media_prompt(const std::string& prompt_text, const std::vector<ImageInput>& images) {
@@ -112,8 +119,8 @@ Engine::Prompt Engine::media_prompt(const std::string& prompt_text, const std::v
             e->digest = digest;
             e->key = std::stoull(digest.substr(0, 16), nullptr, 16);
             e->layout.n_embd = model_->info().n_embd;
-            append_idefics3_image(&e->layout, decode_image(input.bytes.data(), input.bytes.size(), input.name),
-                                  *vision_, vocab);
+            append_image(&e->layout, decode_image(input.bytes.data(), input.bytes.size(), input.name), *vision_,
+                         vocab);
             found = e;
         }
         encoded.push_back(found);
@@ -134,15 +141,19 @@ Engine::Prompt Engine::media_prompt(const std::string& prompt_text, const std::v
         const EncodedImage& e = *encoded[i];
         const size_t n_embd = rows->n_embd;
         size_t row = 0;
-        for (size_t t = 0; t < e.layout.tokens.size(); ++t) {
+        for (size_t t = 0; t < e.layout.tokens.size();) {
             const int32_t id = e.layout.tokens[t];
             if (id >= 0) {
                 rows->push_token(id);
                 p.keys.push_back(0);
-            } else {
-                rows->push_rows(e.layout.embd.data() + t * n_embd, 1);
-                p.keys.push_back(row_key(e.key, row++));
+                ++t;
+                continue;
             }
+            const auto span = e.layout.span_of(t);  // a run of rows copied as one (bidirectional spans stay whole)
+            const size_t count = span.second - span.first;
+            rows->push_rows(e.layout.embd.data() + t * n_embd, count, e.layout.group[t] >= 0);
+            for (size_t r = 0; r < count; ++r) p.keys.push_back(row_key(e.key, row++));
+            t += count;
         }
     }
     p.ids = rows->tokens;

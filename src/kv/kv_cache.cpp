@@ -236,18 +236,20 @@ size_t KvCache::row_of(size_t il, size_t token) const {
     return row;
 }
 
-RowRange KvCache::rows_for_query(size_t il, size_t token) const {
-    CACTUS_ASSERT(il < layers_.size() && token < n_tokens_);
+RowRange KvCache::rows_for_query(size_t il, size_t token, size_t last) const {
+    CACTUS_ASSERT(il < layers_.size() && token <= last && last < n_tokens_);
     const Layer& layer = layers_[il];
     RowRange r;
-    r.end = layer.ring ? layer.used : std::min(layer.used, static_cast<size_t>(position(il, token)) + 1);
+    r.end = layer.ring ? layer.used : std::min(layer.used, static_cast<size_t>(position(il, last)) + 1);
     CACTUS_ASSERT(r.end <= layer.capacity);
     return r;
 }
 
-AttentionMask KvCache::mask_for(size_t il, size_t token) const {
+AttentionMask KvCache::mask_for(size_t il, size_t token, size_t last) const {
+    CACTUS_ASSERT(token <= last && last < n_tokens_);
     AttentionMask mask;
     mask.q_pos = position(il, token);
+    mask.ahead = static_cast<uint32_t>(last - token);
     mask.window = layers_[il].spec.window;
     mask.sinks = layers_[il].spec.sinks;
     return mask;

@@ -98,9 +98,13 @@ public:
     // Physical row of token t (t among the tokens of the last append, or still stored).
     size_t row_of(size_t il, size_t token) const;
     // Physical rows a query at token t may see; rows inside must still be masked by positions.
-    RowRange rows_for_query(size_t il, size_t token) const;
-    // The mask for a query at token t of layer il.
-    AttentionMask mask_for(size_t il, size_t token) const;
+    // With `last` (>= token, stored in the same step): the query also sees tokens (token, last]
+    // (a bidirectional span, e.g. a Gemma 3 image).
+    RowRange rows_for_query(size_t il, size_t token) const { return rows_for_query(il, token, token); }
+    RowRange rows_for_query(size_t il, size_t token, size_t last) const;
+    // The mask for a query at token t of layer il (seeing up to token `last`).
+    AttentionMask mask_for(size_t il, size_t token) const { return mask_for(il, token, token); }
+    AttentionMask mask_for(size_t il, size_t token, size_t last) const;
 
     // Stores one token's key and value rows (k: [k_width], v: [v_width] floats).
     void write_row(size_t il, size_t row, const float* k, const float* v);

@@ -205,11 +205,24 @@ void DecoderModel::decode(const Batch& b, std::vector<float>* logits) {
     }
     Step step;
     step.n = b.n;
-    step.kv = KvBatch{b.n, step_cache_.data(), step_token_.data()};
+    step.kv = KvBatch{b.n, step_cache_.data(), step_token_.data(), b.group ? span_ends(b) : nullptr};
     embed(b, act(b.n).x);
     upload_positions(step);
     forward_layers(step);
     output_head(b, logits);
+}
+
+const size_t* DecoderModel::span_ends(const Batch& b) {
+    // Each run of adjacent rows with one group id >= 0 and one sequence sees up to its last row.
+    step_last_.assign(step_token_.begin(), step_token_.end());
+    for (size_t i = 0; i < b.n;) {
+        size_t j = i + 1;
+        if (b.group[i] >= 0)
+            while (j < b.n && b.group[j] == b.group[i] && step_cache_[j] == step_cache_[i]) ++j;
+        for (size_t k = i; k < j; ++k) step_last_[k] = step_token_[j - 1];
+        i = j;
+    }
+    return step_last_.data();
 }
 
 void DecoderModel::embed(const Batch& b, const Tensor& x) {

@@ -81,6 +81,7 @@ protected:
 private:
     void check_batch(const Batch& batch) const;
     void embed(const Batch& batch, const Tensor& x);
+    const size_t* span_ends(const Batch& batch);  // step_last_ of the batch's bidirectional spans
     void upload_positions(Step& step);
     void output_head(const Batch& batch, std::vector<float>* logits);
 
@@ -105,6 +106,7 @@ private:
     // Per-step host scratch (reserved once).
     std::vector<KvCache*> step_cache_;
     std::vector<size_t> step_token_;
+    std::vector<size_t> step_last_;  // [n] last token each query sees (bidirectional spans)
     std::vector<int32_t> host_i32_;
 };
 

@@ -41,6 +41,10 @@ struct Batch {
     const int32_t* pos = nullptr;     // [n] index of each token in its sequence; nullptr = next ones
     const int32_t* seq = nullptr;     // [n] sequence id < n_seq; nullptr = all sequence 0
     const uint8_t* logits = nullptr;  // [n] 1 = return this token's logits; nullptr = last of each sequence
+    // [n] bidirectional spans: adjacent tokens of one sequence with the same group id >= 0 attend
+    // to each other in both directions (Gemma 3's image tokens); -1 or nullptr = causal. A span
+    // must lie whole in one batch (prefill_media never splits one).
+    const int32_t* group = nullptr;
 };
 
 struct ModelInfo {

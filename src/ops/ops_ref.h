@@ -20,15 +20,17 @@ struct RopeParams {
 
 // Which cached rows a query may see: rows whose position is in [q_pos - window + 1, q_pos]
 // (window == 0: every position <= q_pos), plus sink rows (position < sinks, sliding rings with
-// attention sinks). Rows with position < 0 are empty.
+// attention sinks), plus the `ahead` positions after q_pos (a bidirectional span: the rest of a
+// Gemma 3 image, stored in the same step). Rows with position < 0 are empty.
 struct AttentionMask {
     int32_t q_pos = 0;
     uint32_t window = 0;
     uint32_t sinks = 0;
+    uint32_t ahead = 0;
 };
 
 inline bool attention_row_visible(const AttentionMask& mask, int32_t row_pos) {
-    if (row_pos < 0 || row_pos > mask.q_pos) return false;
+    if (row_pos < 0 || static_cast<int64_t>(row_pos) > static_cast<int64_t>(mask.q_pos) + mask.ahead) return false;
     if (row_pos < static_cast<int64_t>(mask.sinks)) return true;
     return mask.window == 0 || mask.q_pos - row_pos < static_cast<int64_t>(mask.window);
 }

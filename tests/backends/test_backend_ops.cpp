@@ -214,14 +214,18 @@ TEST_P(BackendOps, RopeBothStylesAtScatteredPositions) {
 
 TEST_P(BackendOps, AttentionOverTheKvCacheEqualsTheReference) {
     // A global layer (one step of 11 tokens) and a sliding layer (window 4, ring rows reused over
-    // steps of 4, 4 and 3 tokens); GQA with 2 query heads per KV head.
-    const size_t n_head = 4, n_head_kv = 2, hd = 40, n = 11;
+    // steps of 4, 4 and 3 tokens); GQA with 2 query heads per KV head. window 1000: a global layer
+    // whose tokens [3, 8) form a bidirectional span (KvBatch::last: Gemma 3's image rows).
+    const size_t n_head = 4, n_head_kv = 2, hd = 40, n = 11, span_begin = 3, span_end = 8;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     auto half = [](std::vector<float> v) {
         for (float& x : v) x = fp16_to_fp32(fp32_to_fp16(x));
         return v;
     };
-    for (uint32_t window : {0u, 4u}) {
+    for (uint32_t variant : {0u, 4u, 1000u}) {
+        const bool span = variant == 1000u;
+        const uint32_t window = span ? 0u : variant;
+        auto in_span = [&](size_t t) { return span && t >= span_begin && t < span_end; };
         KvLayerSpec spec;
         spec.k_width = spec.v_width = n_head_kv * hd;
         spec.n_head_kv = n_head_kv;
@@ -239,9 +243,10 @@ TEST_P(BackendOps, AttentionOverTheKvCacheEqualsTheReference) {
             const size_t c = cache.reserve(n - done);
             const size_t first = cache.append(c);
             std::vector<KvCache*> caches(c, &cache);
-            std::vector<size_t> tokens(c);
+            std::vector<size_t> tokens(c), last(c);
             for (size_t t = 0; t < c; ++t) tokens[t] = first + t;
-            const KvBatch kv = {c, caches.data(), tokens.data()};
+            for (size_t t = 0; t < c; ++t) last[t] = in_span(first + t) ? span_end - 1 : first + t;
+            const KvBatch kv = {c, caches.data(), tokens.data(), span ? last.data() : nullptr};
             auto rows = [&](const std::vector<float>& x, size_t width) {
                 return f32(std::vector<float>(x.begin() + done * width, x.begin() + (done + c) * width), width);
             };
@@ -262,8 +267,8 @@ TEST_P(BackendOps, AttentionOverTheKvCacheEqualsTheReference) {
                     half(std::vector<float>(&q[(t * n_head + h) * hd], &q[(t * n_head + h) * hd] + hd));
                 std::vector<float> p;
                 std::vector<size_t> seen;
-                for (size_t j = 0; j <= t; ++j) {
-                    if (window && t - j >= window) continue;
+                for (size_t j = 0; j < n; ++j) {
+                    if ((j > t && !(in_span(t) && in_span(j))) || (window && j <= t && t - j >= window)) continue;
                     double dot = 0.0;
                     for (size_t d = 0; d < hd; ++d) dot += qh[d] * kh[(j * n_head_kv + g) * hd + d];
                     p.push_back(static_cast<float>(dot) * scale);
@@ -277,7 +282,8 @@ TEST_P(BackendOps, AttentionOverTheKvCacheEqualsTheReference) {
                 }
             }
         }
-        expect_close(got, want, 2e-3f, window ? "attention (sliding window 4)" : "attention (global)");
+        expect_close(got, want, 2e-3f,
+                     span ? "attention (bidirectional span)" : window ? "attention (sliding window 4)" : "attention (global)");
     }
 }
 

@@ -3,15 +3,18 @@
 //   vision_probe resize IMAGE W H bilinear|bicubic|lanczos OUT.rgb
 //       writes the Pillow-exact resize of IMAGE as raw RGB bytes [H, W, 3]
 //   vision_probe encode MMPROJ IMAGE OUT_PREFIX [--threads N]
-//       preprocesses IMAGE as the projector's family does and encodes every part; writes
+//       preprocesses IMAGE as the projector's family does (gemma3: one part, the stretched square)
+//       and encodes every part; writes
 //       OUT_PREFIX.rgb (the parts' pixels, global image first, then the tiles row-major),
 //       OUT_PREFIX.f32 (their embeddings, same order) and prints JSON:
 //       {"grid_x", "grid_y", "parts", "layout", "side", "tokens_per_part", "n_embd", "encode_ms"}
 //       (layout: the image's prompt pieces, {"text": markers} or {"part": index into the parts})
-//   vision_probe generate TEXT MMPROJ IMAGE OUT.f32 [--chunk N] [--n 16] [--threads N]
-//       the image's prompt (idefics3 layout, no BOS) prefilled in chunks of N tokens; writes the
+//   vision_probe generate TEXT MMPROJ IMAGE OUT.f32 [--chunk N] [--n 16] [--threads N] [--n-batch N]
+//                         [--causal 1]
+//       the image's prompt (the family's layout, no BOS) prefilled in chunks of N tokens; writes the
 //       first-token logits to OUT.f32 and prints {"tokens": [ids, -1 for image rows],
-//       "greedy": [n ids], "prefill_ms"}
+//       "greedy": [n ids], "prefill_ms"}; --causal 1 prefills bidirectional image spans causally
+//       (a control for the tests: Gemma 3's image rows must see each other)
 // Errors -> {"error": "message"} on stdout and exit status 1.
 #include <algorithm>
 #include <chrono>
@@ -67,7 +70,12 @@ int encode(int argc, char** argv) {
     cactus::VisionEncoder enc(*file, options);
     const cactus::VisionHParams& hp = enc.hparams();
     const cactus::Image img = cactus::load_image(argv[3]);
-    const cactus::TiledImage tiled = cactus::idefics3_tiles(img, hp.image_size, hp.longest_edge);
+    const bool gemma3 = hp.projector == "gemma3";
+    cactus::TiledImage tiled;  // gemma3: the stretched square as the one part, no tiles
+    if (gemma3)
+        tiled.overview = cactus::gemma3_image(img, hp.image_size);
+    else
+        tiled = cactus::idefics3_tiles(img, hp.image_size, hp.longest_edge);
     std::vector<const cactus::Image*> parts = {&tiled.overview};
     for (const cactus::Image& t : tiled.tiles) parts.push_back(&t);
     std::vector<uint8_t> rgb;
@@ -88,7 +96,10 @@ int encode(int argc, char** argv) {
     write_file(std::string(argv[4]) + ".rgb", rgb.data(), rgb.size());
     write_file(std::string(argv[4]) + ".f32", embd.data(), embd.size() * sizeof(float));
     json layout = json::array();
-    for (const cactus::LayoutPiece& piece : cactus::idefics3_layout(tiled.grid_x, tiled.grid_y))
+    const std::vector<cactus::LayoutPiece> pieces =
+        gemma3 ? std::vector<cactus::LayoutPiece>{{"<start_of_image>", -1}, {"", 0}, {"<end_of_image>", -1}}
+               : cactus::idefics3_layout(tiled.grid_x, tiled.grid_y);
+    for (const cactus::LayoutPiece& piece : pieces)
         layout.push_back(piece.part < 0 ? json{{"text", piece.text}} : json{{"part", piece.part}});
     std::printf("%s\n", json{{"grid_x", tiled.grid_x},
                              {"grid_y", tiled.grid_y},
@@ -106,12 +117,15 @@ int encode(int argc, char** argv) {
 int generate(int argc, char** argv) {
     if (argc < 6) cactus::fail("usage: vision_probe generate TEXT MMPROJ IMAGE OUT.f32 [--chunk N] [--n N]");
     size_t chunk = 0, n_gen = 16;
+    bool causal = false;
     cactus::BackendOptions options;
     cactus::ModelOptions mo;
     for (int i = 6; i + 1 < argc; i += 2) {
         if (std::strcmp(argv[i], "--chunk") == 0) chunk = std::stoul(argv[i + 1]);
         if (std::strcmp(argv[i], "--n") == 0) n_gen = std::stoul(argv[i + 1]);
         if (std::strcmp(argv[i], "--threads") == 0) options.n_threads = mo.n_threads = std::stoi(argv[i + 1]);
+        if (std::strcmp(argv[i], "--n-batch") == 0) mo.n_batch = std::stoul(argv[i + 1]);
+        if (std::strcmp(argv[i], "--causal") == 0) causal = std::strcmp(argv[i + 1], "1") == 0;
     }
     const auto text = cactus::GgufFile::open(argv[2]);
     const auto mmproj = cactus::GgufFile::open(argv[3]);
@@ -121,7 +135,8 @@ int generate(int argc, char** argv) {
     cactus::VisionEncoder enc(*mmproj, options);
     cactus::MediaPrompt prompt;
     prompt.n_embd = model->info().n_embd;
-    cactus::append_idefics3_image(&prompt, cactus::load_image(argv[4]), enc, cactus::MarkerVocab(*tok));
+    cactus::append_image(&prompt, cactus::load_image(argv[4]), enc, cactus::MarkerVocab(*tok));
+    if (causal) std::fill(prompt.group.begin(), prompt.group.end(), -1);
     std::vector<float> logits;
     const auto start = std::chrono::steady_clock::now();
     cactus::prefill_media(*model, prompt, 0, prompt.tokens.size(), chunk, 0, &logits);

@@ -6,6 +6,9 @@ the same encoder as an independent reference. numpy + gguf only (no torch).
 
   make_vlm_gguf.py idefics3 MMPROJ.gguf [--text TEXT.gguf] [--real]
       (--real: SmolVLM-256M widths for benchmarks; --text: a tiny llama text model with the markers)
+  make_vlm_gguf.py gemma3 MMPROJ.gguf [--real]
+      (Gemma 3's SigLIP-So400m widths; --real: also its 896-px geometry and 27 layers; the text model
+      is the real gemma3-270m, width 640)
 """
 import argparse
 import sys
@@ -19,11 +22,18 @@ IDEFICS3_REAL = dict(image_size=512, patch_size=16, n_embd=768, n_ff=3072, n_lay
                      proj_dim=576, scale_factor=4, longest_edge=2048, eps=1e-6)
 IDEFICS3_SMALL = dict(image_size=512, patch_size=16, n_embd=64, n_ff=128, n_layer=2, n_head=4,
                       proj_dim=96, scale_factor=4, longest_edge=1024, eps=1e-6)
+# Gemma 3's vision tower (SigLIP-So400m: 1152 wide, 4304 FFN, 16 heads, 27 layers, 896 px / 14-px
+# patches, 4x4 pooling to 256 tokens) and a CI variant at the real widths with one layer at 224 px
+# (16 patches per side -> 4x4 = 16 tokens, the real pooling). proj_dim: gemma3-270m's width.
+GEMMA3_REAL = dict(image_size=896, patch_size=14, n_embd=1152, n_ff=4304, n_layer=27, n_head=16, proj_dim=640,
+                   scale_factor=4, eps=1e-6)
+GEMMA3_SMALL = dict(image_size=224, patch_size=14, n_embd=1152, n_ff=4304, n_layer=1, n_head=16, proj_dim=640,
+                    scale_factor=4, eps=1e-6)
 MEAN = [0.5, 0.5, 0.5]
 STD = [0.5, 0.5, 0.5]
 
 
-def idefics3_tensors(hp, seed):
+def siglip_tensors(hp, seed, family="idefics3"):
     """name -> float32 array in numpy (row-major, outermost first) order."""
     rng = np.random.default_rng(seed)
     d, ff, p = hp["n_embd"], hp["n_ff"], hp["patch_size"]
@@ -40,8 +50,14 @@ def idefics3_tensors(hp, seed):
         "v.position_embd.weight": w(n_pos, d, scale=0.1),
         "v.post_ln.weight": (1.0 + 0.1 * rng.standard_normal(d)).astype(np.float32),
         "v.post_ln.bias": w(d, scale=0.02),
-        "mm.model.fc.weight": w(hp["proj_dim"], d * s * s),
     }
+    if family == "gemma3":
+        # Gemma3MultiModalProjector: soft_emb_norm (the converter stores 1 + w) and the input
+        # projection [vision width, text width], used as x @ W (so GGUF dims {proj_dim, n_embd}).
+        t["mm.soft_emb_norm.weight"] = (1.0 + 0.1 * rng.standard_normal(d)).astype(np.float32)
+        t["mm.input_projection.weight"] = w(d, hp["proj_dim"], scale=1.0 / np.sqrt(d))
+    else:
+        t["mm.model.fc.weight"] = w(hp["proj_dim"], d * s * s)
     for il in range(hp["n_layer"]):
         b = f"v.blk.{il}."
         for n in ("attn_q", "attn_k", "attn_v", "attn_out"):
@@ -55,6 +71,10 @@ def idefics3_tensors(hp, seed):
         t[b + "ffn_down.weight"] = w(d, ff)
         t[b + "ffn_down.bias"] = w(d, scale=0.02)
     return t
+
+
+def idefics3_tensors(hp, seed):
+    return siglip_tensors(hp, seed, "idefics3")
 
 
 def write_idefics3_mmproj(path, hp, seed=1, f16=False):
@@ -90,6 +110,42 @@ def write_idefics3_mmproj(path, hp, seed=1, f16=False):
     return t
 
 
+def write_gemma3_mmproj(path, hp, seed=1, f16=False):
+    """As conversion/gemma.py Gemma3VisionModel writes it: projector type gemma3, GELU, the layer norm
+    eps, the scale factor only when it is not 4, input_projection always F16 (tensor_force_quant)."""
+    t = siglip_tensors(hp, seed, "gemma3")
+    wr = gguf.GGUFWriter(path, gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.MMPROJ])
+    wr.add_type(gguf.GGUFType.MMPROJ)
+    wr.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if f16 else gguf.LlamaFileType.ALL_F32)
+    wr.add_clip_has_vision_encoder(True)
+    wr.add_vision_projection_dim(hp["proj_dim"])
+    wr.add_vision_image_size(hp["image_size"])
+    wr.add_vision_patch_size(hp["patch_size"])
+    wr.add_vision_embedding_length(hp["n_embd"])
+    wr.add_vision_feed_forward_length(hp["n_ff"])
+    wr.add_vision_block_count(hp["n_layer"])
+    wr.add_vision_head_count(hp["n_head"])
+    wr.add_vision_image_mean(MEAN)
+    wr.add_vision_image_std(STD)
+    wr.add_clip_projector_type(gguf.VisionProjectorType.GEMMA3)
+    wr.add_vision_attention_layernorm_eps(hp["eps"])
+    wr.add_vision_use_gelu(True)
+    if hp["scale_factor"] != 4:
+        wr.add_vision_projector_scale_factor(hp["scale_factor"])
+    for name, arr in t.items():
+        if name == "mm.input_projection.weight":
+            t[name] = arr = arr.astype(np.float16).astype(np.float32)  # the reference sees the F16 values
+            wr.add_tensor(name, arr.astype(np.float16))
+            continue
+        keep_f32 = (not f16) or arr.ndim == 1 or name.startswith("v.position_embd")
+        wr.add_tensor(name, arr if keep_f32 else arr.astype(np.float16))
+    wr.write_header_to_file()
+    wr.write_kv_data_to_file()
+    wr.write_tensors_to_file()
+    wr.close()
+    return t
+
+
 # ---- numpy reference ----------------------------------------------------------------------------
 
 def _layer_norm(x, w, b, eps):
@@ -102,9 +158,8 @@ def _gelu_tanh(x):
     return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
-def idefics3_encode_ref(t, hp, planes):
-    """planes [3, H, W] float -> [tokens, proj_dim] in float64."""
-    t = {k: v.astype(np.float64) for k, v in t.items()}
+def siglip_trunk_ref(t, hp, planes):
+    """planes [3, H, W] float -> patches [gh * gw, n_embd] after the post norm, float64."""
     p, d, s = hp["patch_size"], hp["n_embd"], hp["scale_factor"]
     _, H, W = planes.shape
     gh, gw = H // p, W // p
@@ -127,7 +182,35 @@ def idefics3_encode_ref(t, hp, planes):
         h = _layer_norm(x, t[b + "ln2.weight"], t[b + "ln2.bias"], hp["eps"])
         h = _gelu_tanh(h @ t[b + "ffn_up.weight"].T + t[b + "ffn_up.bias"])
         x = x + h @ t[b + "ffn_down.weight"].T + t[b + "ffn_down.bias"]
-    x = _layer_norm(x, t["v.post_ln.weight"], t["v.post_ln.bias"], hp["eps"])
+    return _layer_norm(x, t["v.post_ln.weight"], t["v.post_ln.bias"], hp["eps"])
+
+
+def average_pool_ref(x, gw, gh, k):
+    """[gh * gw, d] -> [(gh / k) * (gw / k), d]: means of k x k blocks, row-major."""
+    d = x.shape[-1]
+    return x.reshape(gh // k, k, gw // k, k, d).mean(axis=(1, 3)).reshape(-1, d)
+
+
+def gemma3_project_ref(t, hp, patches, gw, gh):
+    """Pool, RMS norm with mm.soft_emb_norm (stored as 1 + w), x @ mm.input_projection."""
+    x = average_pool_ref(patches, gw, gh, hp["scale_factor"])
+    x = x / np.sqrt((x ** 2).mean(-1, keepdims=True) + hp["eps"]) * t["mm.soft_emb_norm.weight"].astype(np.float64)
+    return x @ t["mm.input_projection.weight"].astype(np.float64)
+
+
+def gemma3_encode_ref(t, hp, planes):
+    t64 = {k: v.astype(np.float64) for k, v in t.items()}
+    side = planes.shape[1] // hp["patch_size"]
+    return gemma3_project_ref(t64, hp, siglip_trunk_ref(t64, hp, planes), side, side)
+
+
+def idefics3_encode_ref(t, hp, planes):
+    """planes [3, H, W] float -> [tokens, proj_dim] in float64."""
+    t = {k: v.astype(np.float64) for k, v in t.items()}
+    p, d, s = hp["patch_size"], hp["n_embd"], hp["scale_factor"]
+    _, H, W = planes.shape
+    gh, gw = H // p, W // p
+    x = siglip_trunk_ref(t, hp, planes)
     # pixel shuffle: token (Y, X) = concat over i, j of patch (Y*s+i, X*s+j)
     x = x.reshape(gh // s, s, gw // s, s, d).transpose(0, 2, 1, 3, 4).reshape((gh // s) * (gw // s), s * s * d)
     return x @ t["mm.model.fc.weight"].T
@@ -142,13 +225,16 @@ def normalize_planes(rgb_u8):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("family", choices=["idefics3"])
+    ap.add_argument("family", choices=["idefics3", "gemma3"])
     ap.add_argument("out")
     ap.add_argument("--real", action="store_true")
     ap.add_argument("--f16", action="store_true")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--text")
     a = ap.parse_args()
+    if a.family == "gemma3":
+        write_gemma3_mmproj(a.out, GEMMA3_REAL if a.real else GEMMA3_SMALL, a.seed, a.f16)
+        return 0
     hp = IDEFICS3_REAL if a.real else IDEFICS3_SMALL
     write_idefics3_mmproj(a.out, hp, a.seed, a.f16)
     if a.text:
@@ -227,6 +313,68 @@ def write_llama_text(path, n_embd, specials, seed=2, n_layer=2, n_head=4, n_head
     wr.write_kv_data_to_file()
     wr.write_tensors_to_file()
     wr.close()
+
+
+GEMMA3_SPECIALS = ["<start_of_image>", "<end_of_image>"]
+
+
+def write_gemma3_text(path, n_embd=640, seed=3, n_layer=6, n_head=4, n_head_kv=1, head_dim=64, n_ff=256, window=32):
+    """A random-weight F32 gemma3 text GGUF (llama.cpp's gemma3 keys and tensors: q/k norms, post
+    norms, five sliding layers then a global one) of the projector's width, with an SPM vocabulary
+    holding the image markers. F32 weights and small widths: llama.cpp and we agree to KL < 1e-5 on
+    such files (docs/PERFORMANCE.md), so the image path can be compared sharply."""
+    rng = np.random.default_rng(seed)
+    tokens, scores, types = text_vocab(GEMMA3_SPECIALS)
+    wr = gguf.GGUFWriter(path, "gemma3")
+    wr.add_context_length(4096)
+    wr.add_embedding_length(n_embd)
+    wr.add_block_count(n_layer)
+    wr.add_feed_forward_length(n_ff)
+    wr.add_head_count(n_head)
+    wr.add_head_count_kv(n_head_kv)
+    wr.add_key_length(head_dim)
+    wr.add_value_length(head_dim)
+    wr.add_layer_norm_rms_eps(1e-6)
+    wr.add_rope_freq_base(1000000.0)
+    wr.add_sliding_window(window)
+    wr.add_file_type(gguf.LlamaFileType.ALL_F32)
+    wr.add_tokenizer_model("llama")
+    wr.add_token_list(tokens)
+    wr.add_token_scores(scores)
+    wr.add_token_types(types)
+    wr.add_bos_token_id(1)
+    wr.add_eos_token_id(2)
+    wr.add_unk_token_id(0)
+    wr.add_add_bos_token(True)
+
+    def w(*shape):
+        return (rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32)
+
+    def norm(n):
+        return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+
+    wr.add_tensor("token_embd.weight", w(len(tokens), n_embd))
+    wr.add_tensor("output_norm.weight", norm(n_embd))
+    for il in range(n_layer):
+        b = f"blk.{il}."
+        wr.add_tensor(b + "attn_norm.weight", norm(n_embd))
+        wr.add_tensor(b + "attn_q.weight", w(n_head * head_dim, n_embd))
+        wr.add_tensor(b + "attn_k.weight", w(n_head_kv * head_dim, n_embd))
+        wr.add_tensor(b + "attn_v.weight", w(n_head_kv * head_dim, n_embd))
+        wr.add_tensor(b + "attn_q_norm.weight", norm(head_dim))
+        wr.add_tensor(b + "attn_k_norm.weight", norm(head_dim))
+        wr.add_tensor(b + "attn_output.weight", w(n_embd, n_head * head_dim))
+        wr.add_tensor(b + "post_attention_norm.weight", norm(n_embd))
+        wr.add_tensor(b + "ffn_norm.weight", norm(n_embd))
+        wr.add_tensor(b + "ffn_gate.weight", w(n_ff, n_embd))
+        wr.add_tensor(b + "ffn_up.weight", w(n_ff, n_embd))
+        wr.add_tensor(b + "ffn_down.weight", w(n_embd, n_ff))
+        wr.add_tensor(b + "post_ffw_norm.weight", norm(n_embd))
+    wr.write_header_to_file()
+    wr.write_kv_data_to_file()
+    wr.write_tensors_to_file()
+    wr.close()
+    return GEMMA3_SPECIALS
 
 
 if __name__ == "__main__":

@@ -142,13 +142,16 @@ def mtmd_generate(text_path, mmproj_path, rgb, n_gen=16, n_batch=512, n_threads=
         return first, greedy
 
 
-def mtmd_prompt_greedy(text_path, mmproj_path, prompt, rgbs, n_gen=16, n_batch=512, n_threads=2):
+def mtmd_prompt_greedy(text_path, mmproj_path, prompt, rgbs, n_gen=16, n_batch=512, n_threads=2, add_special=None):
     """A whole prompt text with one "<__media__>" per image of rgbs (BOS added as the model asks)
     through libmtmd and llama.cpp: (prompt length in positions, greedy ids of n_gen tokens, their
     text as llama.cpp's detokenizer gives it with special tokens hidden, the mean softmax
-    probability of the greedy tokens)."""
+    probability of the greedy tokens). add_special (default: unless the prompt starts with "<s>")
+    adds the model's BOS; pass False for a prompt that already starts with it (Gemma's "<bos>")."""
     with _mtmd_session(text_path, mmproj_path, 8192, n_batch, n_threads) as (llama_cpp, m, model, lctx, ctx):
-        n_past = _eval_prompt(llama_cpp, m, lctx, ctx, prompt, rgbs, not prompt.startswith("<s>"), n_batch)
+        if add_special is None:
+            add_special = not prompt.startswith("<s>")
+        n_past = _eval_prompt(llama_cpp, m, lctx, ctx, prompt, rgbs, add_special, n_batch)
         _, greedy, probs = _greedy(llama_cpp, model, lctx, n_gen)
         vocab = llama_cpp.llama_model_get_vocab(model)
         pieces = b""

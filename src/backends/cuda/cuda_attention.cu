@@ -90,7 +90,7 @@ struct CacheRows {
     __device__ int n_rows() const { return d->n_rows; }
     __device__ float bias(int r) const {
         const int32_t rp = d->row_pos[r];
-        bool visible = rp >= 0 && rp <= d->q_pos;
+        bool visible = rp >= 0 && static_cast<int64_t>(rp) <= static_cast<int64_t>(d->q_pos) + d->ahead;
         if (visible && !(rp < static_cast<int64_t>(d->sinks))) {
             visible = d->window == 0 || static_cast<int64_t>(d->q_pos) - rp < static_cast<int64_t>(d->window);
         }

@@ -188,7 +188,7 @@ void CudaBackend::attention_kv(const Tensor& out, size_t il, const KvBatch& batc
     std::vector<size_t> span_of(batch.n);
     for (size_t t = 0; t < batch.n; ++t) {
         KvCache* cache = batch.cache[t];
-        ranges[t] = cache->rows_for_query(il, batch.token[t]);
+        ranges[t] = cache->rows_for_query(il, batch.token[t], batch.last ? batch.last[t] : batch.token[t]);
         CACTUS_ASSERT(ranges[t].begin <= ranges[t].end && ranges[t].end <= cache->capacity(il));
         size_t s = 0;
         while (s < spans.size() && spans[s].cache != cache) ++s;
@@ -216,7 +216,8 @@ void CudaBackend::attention_kv(const Tensor& out, size_t il, const KvBatch& batc
     for (size_t t = 0; t < batch.n; ++t) {
         const Span& s = spans[span_of[t]];
         const cuda::KvStoreDesc rows = device_rows(*s.cache, "attention_kv").row(il, ranges[t].begin);
-        const AttentionMask mask = s.cache->mask_for(il, batch.token[t]);
+        const AttentionMask mask =
+            s.cache->mask_for(il, batch.token[t], batch.last ? batch.last[t] : batch.token[t]);
         desc[t] = cuda::KvAttnDesc();
         desc[t].k = rows.k;
         desc[t].v = rows.v;
@@ -227,6 +228,7 @@ void CudaBackend::attention_kv(const Tensor& out, size_t il, const KvBatch& batc
         desc[t].q_pos = mask.q_pos;
         desc[t].window = mask.window;
         desc[t].sinks = mask.sinks;
+        desc[t].ahead = mask.ahead;
     }
     check(cudaMemcpyAsync(twin_ + base, host, total, cudaMemcpyHostToDevice, ctx_->stream), "attention_kv",
           "cudaMemcpyAsync (staging)");

@@ -64,6 +64,7 @@ struct KvAttnDesc {
     int32_t q_pos = 0;
     uint32_t window = 0;
     uint32_t sinks = 0;
+    uint32_t ahead = 0;  // later positions the query also sees (AttentionMask::ahead)
 };
 struct KvAttnShape {
     size_t n_head = 0;

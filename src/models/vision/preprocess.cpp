@@ -209,6 +209,12 @@ TiledImage idefics3_tiles(const Image& img, size_t tile, size_t longest_edge) {
     return out;
 }
 
+Image gemma3_image(const Image& img, size_t side) {
+    if (side == 0) fail("gemma3_image: image size 0");
+    if (img.width == side && img.height == side) return img;
+    return resize_image(img, side, side, ResizeFilter::BILINEAR);
+}
+
 std::vector<LayoutPiece> idefics3_layout(size_t grid_x, size_t grid_y) {
     const std::string fake = "<fake_token_around_image>";
     std::vector<LayoutPiece> out;

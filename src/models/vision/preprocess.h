@@ -33,6 +33,10 @@ struct TiledImage {
 };
 TiledImage idefics3_tiles(const Image& img, size_t tile, size_t longest_edge);
 
+// Gemma 3: the image stretched to side x side (aspect not kept) with Pillow's bilinear filter, as
+// transformers' Gemma3ImageProcessor does (llama.cpp's libmtmd letterboxes instead: docs/VISION.md).
+Image gemma3_image(const Image& img, size_t side);
+
 // One piece of an image's prompt: marker text (special tokens, parsed as such), or the embeddings
 // of part `part` (0 = the global image, 1 + y * grid_x + x = tile (y, x)).
 struct LayoutPiece {

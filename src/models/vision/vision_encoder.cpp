@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "gguf/gguf.h"
+#include "models/vision/gemma3_projector.h"
 #include "models/weights.h"
 
 namespace cactus {
@@ -44,14 +45,15 @@ VisionHParams read_vision_hparams(const GgufFile& f) {
     hp.eps = float(f.get_float("clip.vision.attention.layer_norm_epsilon", 1e-6));
     read_f32x3(f, "clip.vision.image_mean", hp.mean);
     read_f32x3(f, "clip.vision.image_std", hp.std);
-    hp.scale_factor = f.get_uint("clip.vision.projector.scale_factor", 1);
+    // llama.cpp: gemma3's pooling is 4 unless the key says otherwise (test models).
+    hp.scale_factor = f.get_uint("clip.vision.projector.scale_factor", hp.projector == "gemma3" ? 4 : 1);
     hp.longest_edge = f.get_uint("clip.vision.preproc_image_size", 0);
     // llama.cpp: use_gelu -> GELU (tanh form), use_silu -> SiLU, neither -> quick GELU.
     if (!f.get_bool("clip.use_gelu", false) || f.get_bool("clip.use_silu", false))
         fail("load mmproj: only GELU vision FFNs (clip.use_gelu) are supported");
     hp.act = Activation::GELU_TANH;
-    if (hp.projector != "idefics3")
-        fail("load mmproj: projector type '%s' is not supported (idefics3)", hp.projector.c_str());
+    if (hp.projector != "idefics3" && hp.projector != "gemma3")
+        fail("load mmproj: projector type '%s' is not supported (idefics3, gemma3)", hp.projector.c_str());
     if (hp.patch_size == 0 || hp.image_size % hp.patch_size != 0 || hp.n_head == 0 || hp.n_embd % hp.n_head != 0)
         fail("load mmproj: image size %zu, patch size %zu, %zu heads over %zu", hp.image_size, hp.patch_size, hp.n_head,
              hp.n_embd);
@@ -106,7 +108,10 @@ void VisionEncoder::load_weights() {
     post_w_ = w.vector("v.post_ln.weight", d);
     post_b_ = w.vector("v.post_ln.bias", d);
     const size_t s = hp_.scale_factor;
-    fc_ = w.matrix("mm.model.fc.weight", d * s * s, hp_.proj_dim);
+    if (hp_.projector == "gemma3")
+        gemma3_ = std::make_unique<Gemma3Projector>(file_, *backend_, w, hp_);
+    else
+        fc_ = w.matrix("mm.model.fc.weight", d * s * s, hp_.proj_dim);
 }
 
 size_t VisionEncoder::tokens(const EncoderInput& in) const {
@@ -177,9 +182,10 @@ void VisionEncoder::encode(const EncoderInput& in, std::vector<float>* out) {
     }
     nn_.layer_norm(x, x, post_w_, post_b_, hp_.eps);
 
-    // Projector: the shuffle is a host permutation of the downloaded rows (small next to the ViT).
+    // Projector: the shuffle / pool is a host pass over the downloaded rows (small next to the ViT).
     std::vector<float> host(n * d), shuffled;
     be.download(host.data(), x, host.size() * sizeof(float));
+    if (gemma3_) return gemma3_->project(host, gw, gh, out);
     pixel_shuffle(host, gw, gh, &shuffled);
     const size_t s = hp_.scale_factor, n_tok = (gw / s) * (gh / s);
     std::unique_ptr<Buffer> pbuf = be.alloc((shuffled.size() + n_tok * hp_.proj_dim) * sizeof(float));

@@ -6,6 +6,8 @@
 //
 // Families (clip.projector_type):
 //  - idefics3 (SmolVLM): SigLIP at image_size, pixel shuffle by scale_factor, linear mm.model.fc.
+//  - gemma3 (Gemma 3): SigLIP at image_size (896), scale_factor x scale_factor average pool (4 by
+//    default), soft-embedding RMS norm, input projection (gemma3_projector.h).
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -19,6 +21,7 @@ namespace cactus {
 
 class GgufFile;
 class WeightLoader;
+class Gemma3Projector;
 
 struct VisionHParams {
     std::string projector;  // clip.projector_type
@@ -32,7 +35,7 @@ struct VisionHParams {
     float eps = 1e-6f;      // clip.vision.attention.layer_norm_epsilon
     float mean[3] = {0.5f, 0.5f, 0.5f};
     float std[3] = {0.5f, 0.5f, 0.5f};
-    size_t scale_factor = 1;  // clip.vision.projector.scale_factor (pixel shuffle / pooling)
+    size_t scale_factor = 1;  // clip.vision.projector.scale_factor (pixel shuffle / pooling; gemma3: 4 if absent)
     size_t longest_edge = 0;  // clip.vision.preproc_image_size (idefics3)
     Activation act = Activation::GELU_TANH;
 };
@@ -70,6 +73,7 @@ private:
     Tensor pos_;                // [n_pos, n_embd] F32
     Tensor post_w_, post_b_;    // [n_embd]
     Tensor fc_;                 // idefics3: [proj_dim, n_embd * s * s]
+    std::unique_ptr<Gemma3Projector> gemma3_;
 };
 
 VisionHParams read_vision_hparams(const GgufFile& mmproj);
