@@ -63,8 +63,8 @@ void CpuBackend::attend_heads(size_t il, const KvBatch& batch, size_t t, const f
     const RowRange rows = kv.rows_for_query(il, token, last);  // physical bounds
     CACTUS_ASSERT(rows.begin <= rows.end && rows.end <= kv.capacity(il));
     const AttentionQueries aq = {q + head * dk, dk, out + head * dv, dv, n_q};
-    const AttentionShape shape = {
-        kv.row_positions(il) + rows.begin, rows.end - rows.begin, dk, dv, scale, kv.mask_for(il, token, last)};
+    const AttentionShape shape = {kv.row_positions(il) + rows.begin, rows.end - rows.begin, dk, dv, scale,
+                                  kv.mask_for(il, token, last)};
     if (kv.type() == KvType::F16) {
         const KvRowsF16 k = {kv.k16(il, rows.begin) + kvh * dk, spec.k_width, kv.v16(il, rows.begin) + kvh * dv,
                              spec.v_width};

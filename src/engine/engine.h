@@ -188,8 +188,8 @@ private:
     void check_prompt(const Prompt& prompt) const;
 
     ModelOptions model_options_;
-    size_t prefill_chunk_ = 0;  // rows per prefill step asked for; 0 = n_batch (the model's step may be
-                                // larger: a bidirectional image is one step, media_span_rows())
+    size_t prefill_chunk_ = 0;       // rows per prefill step asked for; 0 = n_batch (the model's step may be
+                                     // larger: a bidirectional image is one step, media_span_rows())
     size_t media_span_rows() const;  // rows of a bidirectional image (gemma3), else 0
     std::unique_ptr<GgufFile> file_;
     std::unique_ptr<Model> model_;

@@ -119,8 +119,7 @@ Engine::Prompt Engine::media_prompt(const std::string& prompt_text, const std::v
             e->digest = digest;
             e->key = std::stoull(digest.substr(0, 16), nullptr, 16);
             e->layout.n_embd = model_->info().n_embd;
-            append_image(&e->layout, decode_image(input.bytes.data(), input.bytes.size(), input.name), *vision_,
-                         vocab);
+            append_image(&e->layout, decode_image(input.bytes.data(), input.bytes.size(), input.name), *vision_, vocab);
             found = e;
         }
         encoded.push_back(found);

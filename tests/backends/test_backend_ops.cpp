@@ -283,7 +283,9 @@ TEST_P(BackendOps, AttentionOverTheKvCacheEqualsTheReference) {
             }
         }
         expect_close(got, want, 2e-3f,
-                     span ? "attention (bidirectional span)" : window ? "attention (sliding window 4)" : "attention (global)");
+                     span     ? "attention (bidirectional span)"
+                     : window ? "attention (sliding window 4)"
+                              : "attention (global)");
     }
 }
 

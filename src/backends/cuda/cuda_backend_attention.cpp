@@ -216,8 +216,7 @@ void CudaBackend::attention_kv(const Tensor& out, size_t il, const KvBatch& batc
     for (size_t t = 0; t < batch.n; ++t) {
         const Span& s = spans[span_of[t]];
         const cuda::KvStoreDesc rows = device_rows(*s.cache, "attention_kv").row(il, ranges[t].begin);
-        const AttentionMask mask =
-            s.cache->mask_for(il, batch.token[t], batch.last ? batch.last[t] : batch.token[t]);
+        const AttentionMask mask = s.cache->mask_for(il, batch.token[t], batch.last ? batch.last[t] : batch.token[t]);
         desc[t] = cuda::KvAttnDesc();
         desc[t].k = rows.k;
         desc[t].v = rows.v;

@@ -12,7 +12,8 @@
 namespace cactus {
 
 void average_pool(const float* x, size_t gw, size_t gh, size_t d, size_t k, std::vector<float>* out) {
-    if (k == 0 || gw % k != 0 || gh % k != 0) fail("average_pool: %zux%zu patches do not split into %zu-blocks", gw, gh, k);
+    if (k == 0 || gw % k != 0 || gh % k != 0)
+        fail("average_pool: %zux%zu patches do not split into %zu-blocks", gw, gh, k);
     const size_t ow = gw / k, oh = gh / k;
     out->assign(ow * oh * d, 0.0f);
     const float inv = 1.0f / float(k * k);

@@ -31,8 +31,8 @@ private:
     Backend& be_;
     size_t n_embd_, proj_dim_, k_;
     float eps_;
-    Tensor norm_;                   // [n_embd] F32
-    Tensor proj_;                   // [proj_dim, n_embd] F32 (transposed from the file)
+    Tensor norm_;  // [n_embd] F32
+    Tensor proj_;  // [proj_dim, n_embd] F32 (transposed from the file)
     std::unique_ptr<Buffer> proj_buf_;
 };
 

@@ -97,9 +97,10 @@ size_t media_step(const MediaPrompt& p, size_t at, size_t end, size_t chunk, siz
         if (span.first != stop) stop = span.first > at ? span.first : span.second;
     }
     if (stop - at > cap)
-        fail("prefill_media: a bidirectional image span of %zu rows does not fit one step of %zu rows (n_batch or the "
-             "cache's room now); raise n_batch",
-             stop - at, cap);
+        fail(
+            "prefill_media: a bidirectional image span of %zu rows does not fit one step of %zu rows (n_batch or the "
+            "cache's room now); raise n_batch",
+            stop - at, cap);
     return stop - at;
 }
 

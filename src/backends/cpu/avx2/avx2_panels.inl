@@ -6,8 +6,8 @@
 // per 8 (row, token) pairs. Included inside the anonymous namespace of avx2_kernels.cpp after
 // x86_panels.inl (layout, activation facts, panel_vec_dot: the shared accumulation order).
 
-constexpr size_t kHalfRows = 8;          // rows per 256-bit vector
-constexpr size_t kPanel8MaxTokens = 4;   // accumulators per call: 4 (+ 4 minimums) ymm
+constexpr size_t kHalfRows = 8;         // rows per 256-bit vector
+constexpr size_t kPanel8MaxTokens = 4;  // accumulators per call: 4 (+ 4 minimums) ymm
 
 // Groups of 4 quants whose maddubs pair sums may be added in int16 without reaching 2^15, with
 // activations in [-127, 127]: 16 products of 4-bit quants (16 * 15 * 127 = 30,480), 8 of 5-bit

@@ -84,7 +84,7 @@ inline void transpose_8x8_dwords(const __m256i* u, __m256i* out) {
         t[2 * i] = _mm256_unpacklo_epi32(u[2 * i], u[2 * i + 1]);      // rows 2i, 2i+1: groups 0, 1 | 4, 5
         t[2 * i + 1] = _mm256_unpackhi_epi32(u[2 * i], u[2 * i + 1]);  // groups 2, 3 | 6, 7
     }
-    for (int i = 0; i < 2; ++i) {  // rows 4i..4i+3
+    for (int i = 0; i < 2; ++i) {                                          // rows 4i..4i+3
         s[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);      // group 0 | 4
         s[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);      // group 1 | 5
         s[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);  // group 2 | 6
@@ -140,4 +140,3 @@ void panel_act(PanelActBlock* act, const void* x, size_t n) {
         act[b].unused = 0.0f;
     }
 }
-
