@@ -88,8 +88,12 @@ std::vector<Case> corpus() {
                      return Bytes(s.begin(), s.end());
                  },
                  {"unknown signature"}});
-    c.push_back(
-        {"png_signature_only", [] { return Bytes(valid_png().begin(), valid_png().begin() + 8); }, {"truncated PNG"}});
+    c.push_back({"png_signature_only",
+                 [] {
+                     const Bytes png = valid_png();  // one vector: begin() of two temporaries is no range
+                     return Bytes(png.begin(), png.begin() + 8);
+                 },
+                 {"truncated PNG"}});
     c.push_back({"png_half",
                  [] {
                      Bytes b = valid_png();
