@@ -169,7 +169,7 @@ TEST(CApiLifecycle, DestroyEndsTheCallInFlightAndQueuedCallersFailCleanly) {
 namespace {
 
 struct Reentry {
-    cactus_model_t model;
+    cactus_model_t model = nullptr;
     int calls = 0;
     int tokenize_rc = 0;
     std::string tokenize_error;
@@ -189,7 +189,8 @@ void call_back_into_handle(const char*, uint32_t, void* user) {
 
 TEST(CApiLifecycle, CallFromATokenCallbackIntoTheSameHandleFailsAtOnce) {
     cactus_model_t model = shared_model("smollm2-135m");
-    Reentry r{model};
+    Reentry r;
+    r.model = model;
     Outcome o = complete(model, kStory, R"({"max_tokens":6,"ignore_eos":true})", call_back_into_handle, &r);
     ASSERT_GT(o.rc, 0) << o.error;
     EXPECT_EQ(o.response["decode_tokens"], 6);  // the outer call goes on
@@ -200,7 +201,8 @@ TEST(CApiLifecycle, CallFromATokenCallbackIntoTheSameHandleFailsAtOnce) {
 TEST(CApiLifecycle, DestroyFromATokenCallbackReturnsAndTheCallEnds) {
     cactus_model_t model = cactus_init(test_model_path("smollm2-135m").c_str(), nullptr, false);
     ASSERT_NE(model, nullptr) << cactus_get_last_error();
-    Reentry r{model};
+    Reentry r;
+    r.model = model;
     r.destroy_inside = true;
     Outcome o = complete(model, kStory, kLong, call_back_into_handle, &r);
     ASSERT_GT(o.rc, 0) << o.error;

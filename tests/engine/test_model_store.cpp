@@ -42,7 +42,9 @@ TEST_F(ModelStoreTest, KnownNamesHaveChecksumsAndParts) {
     ASSERT_NE(find_known_model("gemma3-270m"), nullptr);
     for (const KnownModel& m : known_models()) {
         // Downloaded files carry a digest; converted ones (Whisper, VAD) are pinned by package version.
-        if (m.convert.empty()) EXPECT_EQ(m.sha256.size(), 64u) << m.name;
+        if (m.convert.empty()) {
+            EXPECT_EQ(m.sha256.size(), 64u) << m.name;
+        }
         EXPECT_FALSE(m.parts.empty());
         EXPECT_GT(m.size_bytes, 0u);
     }

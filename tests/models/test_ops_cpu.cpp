@@ -111,7 +111,9 @@ TEST(OpsCpu, HalfConversionRoundTrips) {
     for (uint32_t h = 0; h < 65536; ++h) {
         const float f = half_to_float_ref(static_cast<uint16_t>(h));
         EXPECT_EQ(half_to_float(static_cast<uint16_t>(h)) == f || std::isnan(f), true);
-        if (!std::isnan(f)) EXPECT_EQ(float_to_half_ref(f), h) << h;
+        if (!std::isnan(f)) {
+            EXPECT_EQ(float_to_half_ref(f), h) << h;
+        }
     }
     EXPECT_EQ(float_to_half_ref(1.0f), 0x3c00);
     EXPECT_EQ(float_to_half_ref(1e6f), 0x7c00);
