@@ -10,7 +10,7 @@ import pytest
 from serverproc import ServerProcess, completion_requests, free_port, make_certificate
 
 ASK = [{"role": "system", "content": "You are a helpful assistant."},
-       {"role": "user", "content": "What is the capital of France?"}]
+       {"role": "user", "content": "What is the capital city of France?"}]
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import ollama
 import pytest
 
 SYSTEM = {"role": "system", "content": "You are a helpful assistant."}
-ASK = {"role": "user", "content": "What is the capital of France?"}
+ASK = {"role": "user", "content": "What is the capital city of France?"}
 GREEDY = {"temperature": 0, "num_predict": 12}
 
 

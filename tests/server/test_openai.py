@@ -15,8 +15,10 @@ import pytest
 
 from serverproc import BIN, MODEL, ServerProcess, metric
 
+# "capital city": with "What is the capital of France?" smollm2's first token is a 0.1-0.2 nat call
+# between "The" and "La" that kernel tiers decide differently (rounding order); this one is not.
 HELLO = [{"role": "system", "content": "You are a helpful assistant."},
-         {"role": "user", "content": "What is the capital of France?"}]
+         {"role": "user", "content": "What is the capital city of France?"}]
 
 
 def cli_answer(prompt, n):
