@@ -5,6 +5,7 @@
 
 #include "api/request.h"
 #include "core/format.h"
+#include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
 
 namespace cactus::server {
@@ -81,11 +82,19 @@ std::vector<std::string> read_stop(const json& body, const char* key, size_t max
 json read_messages(const json& body, const char* key) {
     const json* v = field(body, key);
     if (v == nullptr) bad(key, "is required");
+    json messages;
     try {
-        return api::parse_messages(v->dump(-1, ' ', false, json::error_handler_t::replace).c_str());
+        messages = api::parse_messages(v->dump(-1, ' ', false, json::error_handler_t::replace).c_str());
     } catch (const std::exception& e) {
         throw HttpError{400, e.what(), key};
     }
+    // The scheduler's sequences take token ids only: an image would be dropped from the prompt.
+    if (!message_images(messages).empty())
+        throw HttpError{400,
+                        "'cactus serve' does not take images yet (image parts and 'images'); use the C API, the "
+                        "Python package or 'cactus run --mmproj M --image FILE'",
+                        key};
+    return messages;
 }
 
 json read_tools(const json& body, const char* key) {
