@@ -1,41 +1,135 @@
-"""Images sent to `cactus serve` (which has no vision path yet): every form of image in a chat
-request is a 400 naming the problem, never a silent answer without the image, and the server keeps
-serving. Local paths and file:// URLs (parsed into 'images'), Ollama's base64 'images', data: URLs
-and remote URLs (refused by the messages parser) are covered."""
+"""Images in `cactus serve` chat requests, on the random-weight SmolVLM pair of
+tests/vision/make_vlm_gguf.py (text.gguf + mmproj.gguf, small widths):
+
+  * `serve --mmproj` (prefill chunks of 40 rows, cutting the images): an OpenAI image_url part with a local path, a file:// URL or a
+    data:image/png;base64 URL gives the same greedy answer (16 tokens) as `cactus run --mmproj
+    --image` on the same prompt; two requests with different images decode together and each equals
+    its answer alone;
+  * errors, each a 400 naming the problem while the server keeps serving: a remote URL (not
+    fetched), bad base64, a data: URL that is not an image, a data: URL that is not data:image/...;
+    base64, a missing file;
+  * a server without a projector (the shared smollm2 server) refuses images with a 400 saying so,
+    never an answer without them; Ollama's base64 'images' are refused with a pointer to image_url.
+"""
+import base64
 import json
+import os
+import subprocess
+import sys
+import threading
 
 import pytest
 
-PNG_1PX = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC")
+from serverproc import BIN, ServerProcess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "vision"))
+
+import make_vlm_gguf as mk  # noqa: E402
+import vision_images  # noqa: E402
+
+PROMPT = "Describe the image."
+GREEDY = {"max_tokens": 16, "temperature": 0, "ignore_eos": True}
 
 
-def image_part(url):
-    return {"role": "user", "content": [{"type": "text", "text": "Describe the image."},
-                                        {"type": "image_url", "image_url": {"url": url}}]}
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    d = tmp_path_factory.mktemp("serve_vlm")
+    text, mmproj = str(d / "text.gguf"), str(d / "mmproj.gguf")
+    mk.write_idefics3_mmproj(mmproj, mk.IDEFICS3_SMALL, seed=5)
+    mk.write_llama_text(text, mk.IDEFICS3_SMALL["proj_dim"], mk.IDEFICS3_SPECIALS)
+    pngs = []
+    for i, (w, h) in enumerate([(300, 200), (97, 389)]):
+        path = str(d / ("img%d.png" % i))
+        vision_images.write_png(path, vision_images.image(w, h, i))
+        pngs.append(path)
+    return text, mmproj, pngs
 
 
-def post_chat(server, messages, path="/v1/chat/completions"):
-    status, body, _ = server.post(path, {"model": "m", "messages": messages, "max_tokens": 2})
-    return status, json.loads(body)
+@pytest.fixture(scope="module")
+def vserver(pair):
+    text, mmproj, _ = pair
+    # A prefill chunk of 40 cuts the images' rows across steps.
+    s = ServerProcess("--parallel", "2", "-t", "2", "--prefill-chunk", "40", "--mmproj", mmproj, model=text,
+                      alias="vlm")
+    yield s
+    assert s.stop() == 0
+
+
+def ask(url, text=PROMPT):
+    return [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}},
+                                         {"type": "text", "text": text}]}]
+
+
+def chat(server, messages, **extra):
+    body = {"model": "vlm", "messages": messages}
+    body.update(GREEDY)
+    body.update(extra)
+    status, raw, _ = server.post("/v1/chat/completions", body)
+    return status, json.loads(raw)
+
+
+def run_answer(text, mmproj, png):
+    proc = subprocess.run([BIN, "run", text, "--mmproj", mmproj, "--image", png, "-p", PROMPT, "-n", "16",
+                           "--temperature", "0", "--ignore-eos", "--template-system"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def data_url(path):
+    with open(path, "rb") as f:
+        return "data:image/png;base64," + base64.b64encode(f.read()).decode()
+
+
+def test_image_answers_equal_cactus_run(pair, vserver):
+    text, mmproj, pngs = pair
+    expected = [run_answer(text, mmproj, p) for p in pngs]
+    assert expected[0] != expected[1], "another image must give another answer"
+    for png, want in zip(pngs, expected):
+        for url in (png, "file://" + png, data_url(png)):
+            status, body = chat(vserver, ask(url))
+            assert status == 200, body
+            assert body["choices"][0]["message"]["content"].strip() == want, (url[:40], body)
+            assert body["usage"]["completion_tokens"] == 16
+    # Both images at once (two slots, one batch per step): each equals its answer alone.
+    got = [None, None]
+
+    def one(i):
+        got[i] = chat(vserver, ask(pngs[i]))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for (status, body), want in zip(got, expected):
+        assert status == 200 and body["choices"][0]["message"]["content"].strip() == want, body
 
 
 @pytest.mark.parametrize("url, words", [
-    ("/tmp/photo.png", "does not take images"),
-    ("file:///tmp/photo.png", "does not take images"),
-    ("data:image/png;base64," + PNG_1PX, "only local paths"),
-    ("https://example.com/cat.png", "only local paths"),
+    ("https://example.com/cat.png", "not fetched"),
+    ("data:image/png;base64,@@not base64@@", "not valid base64"),
+    ("data:image/png;base64," + base64.b64encode(b"hello, not an image at all").decode(), "data: URL"),
+    ("data:text/plain;base64,aGVsbG8=", "data:image/"),
+    ("/nonexistent/photo.png", "/nonexistent/photo.png"),
 ])
-def test_openai_image_parts_are_clear_400s(server, url, words):
-    status, body = post_chat(server, [image_part(url)])
+def test_image_errors_are_400s_and_the_server_keeps_serving(vserver, pair, url, words):
+    status, body = chat(vserver, ask(url))
     assert status == 400, body
-    assert words in body["error"]["message"], body
-    assert body["error"]["param"] == "messages"
-    status, body = post_chat(server, [{"role": "user", "content": "Say hi."}])
-    assert status == 200 and body["choices"][0]["message"]["content"] is not None, body
+    assert words in body["error"]["message"] and body["error"]["param"] == "messages", body
+    status, body = chat(vserver, ask(pair[2][0]), max_tokens=2)
+    assert status == 200 and body["usage"]["completion_tokens"] == 2, body
 
 
-def test_ollama_images_are_a_clear_400(server):
-    status, body, _ = server.post("/api/chat", {"model": "smollm2-135m", "stream": False, "messages": [
-        {"role": "user", "content": "Describe the image.", "images": [PNG_1PX]}]})
-    assert status == 400, body
-    assert "does not take images" in body.decode(), body
+def test_server_without_projector_refuses_images(server, pair):
+    png = pair[2][0]
+    status, raw, _ = server.post("/v1/chat/completions", {"model": "m", "messages": ask(png), "max_tokens": 2})
+    body = json.loads(raw)
+    assert status == 400 and "no vision projector" in body["error"]["message"], body
+    status, raw, _ = server.post("/api/chat", {"model": "smollm2-135m", "stream": False, "messages": [
+        {"role": "user", "content": PROMPT, "images": [base64.b64encode(b"x").decode()]}]})
+    assert status == 400 and "image_url" in raw.decode(), raw
+    status, raw, _ = server.post("/v1/chat/completions", {"model": "m", "max_tokens": 2,
+                                                           "messages": [{"role": "user", "content": "Say hi."}]})
+    assert status == 200, raw

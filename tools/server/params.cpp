@@ -79,7 +79,14 @@ std::vector<std::string> read_stop(const json& body, const char* key, size_t max
     return out;
 }
 
-json read_messages(const json& body, const char* key) {
+const char* const kNoImagesOllama =
+    "Ollama's base64 'images' are not taken: send the image as an OpenAI image_url part (a data:image/...;base64 "
+    "URL or a local path) to /v1/chat/completions";
+const char* const kNoVisionProjector =
+    "this request holds images but the server has no vision projector: start 'cactus serve' with --mmproj "
+    "MMPROJ.gguf (or a model folder holding it)";
+
+json read_messages(const json& body, const char* key, const char* image_refusal) {
     const json* v = field(body, key);
     if (v == nullptr) bad(key, "is required");
     json messages;
@@ -88,12 +95,8 @@ json read_messages(const json& body, const char* key) {
     } catch (const std::exception& e) {
         throw HttpError{400, e.what(), key};
     }
-    // The scheduler's sequences take token ids only: an image would be dropped from the prompt.
-    if (!message_images(messages).empty())
-        throw HttpError{400,
-                        "'cactus serve' does not take images yet (image parts and 'images'); use the C API, the "
-                        "Python package or 'cactus run --mmproj M --image FILE'",
-                        key};
+    // Never an answer that silently leaves the images out.
+    if (image_refusal != nullptr && !message_images(messages).empty()) throw HttpError{400, image_refusal, key};
     return messages;
 }
 
