@@ -133,3 +133,43 @@ def test_server_without_projector_refuses_images(server, pair):
     status, raw, _ = server.post("/v1/chat/completions", {"model": "m", "max_tokens": 2,
                                                            "messages": [{"role": "user", "content": "Say hi."}]})
     assert status == 200, raw
+
+
+GEMMA = os.path.join(os.path.expanduser(os.environ.get("CACTUS_MODELS", "~/.cache/cactus/models")), "gemma3-270m.gguf")
+
+
+def first_logprobs(server, png):
+    status, body = chat(server, ask(png), max_tokens=4, logprobs=True, top_logprobs=5)
+    assert status == 200, body
+    content = body["choices"][0]["logprobs"]["content"]
+    return body["choices"][0]["message"]["content"], [(t["token"], t["logprob"]) for t in content[0]["top_logprobs"]]
+
+
+@pytest.mark.skipif(not os.path.exists(GEMMA), reason="gemma3-270m.gguf not pulled")
+def test_gemma3_image_span_stays_whole_across_small_chunks(tmp_path, pair):
+    # Gemma 3's image rows attend to each other both ways: with prefill chunks of 8 the scheduler
+    # must still prefill the image's 16 rows in one step (a cut span is silently causal in part), so
+    # the first token's log-probabilities equal those of chunks of 512; the answer equals `cactus run`'s.
+    mmproj = str(tmp_path / "gemma3-mmproj.gguf")
+    mk.write_gemma3_mmproj(mmproj, mk.GEMMA3_SMALL, seed=7)
+    png = pair[2][1]
+    proc = subprocess.run([BIN, "run", GEMMA, "--mmproj", mmproj, "--image", png, "-p", PROMPT, "-n", "8",
+                           "--temperature", "0", "--ignore-eos", "--template-system"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    tops = []
+    for chunk in ("8", "512"):
+        s = ServerProcess("--parallel", "1", "-t", "2", "--prefill-chunk", chunk, "--mmproj", mmproj, model=GEMMA,
+                          alias="vlm")
+        try:
+            status, body = chat(s, ask(png), max_tokens=8)
+            assert status == 200, body
+            assert body["choices"][0]["message"]["content"].strip() == proc.stdout.strip(), body
+            tops.append(first_logprobs(s, png))
+        finally:
+            assert s.stop() == 0
+    (text8, top8), (text512, top512) = tops
+    assert [t for t, _ in top8] == [t for t, _ in top512], tops
+    diff = max(abs(a - b) for (_, a), (_, b) in zip(top8, top512))
+    print("gemma3 first-token logprob difference, chunks of 8 vs 512:", diff)
+    assert diff < 2e-3, tops
