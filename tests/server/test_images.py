@@ -8,6 +8,9 @@ tests/vision/make_vlm_gguf.py (text.gguf + mmproj.gguf, small widths):
   * errors, each a 400 naming the problem while the server keeps serving: a remote URL (not
     fetched), bad base64, a data: URL that is not an image, a data: URL that is not data:image/...;
     base64, a missing file;
+  * Gemma 3 (the real gemma3-270m text, a synthetic 16-row projector): with prefill chunks of 8 the
+    image's bidirectional span is still prefilled whole (first-token log-probabilities equal those of
+    chunks of 512; a cut span changes them) and the answer equals `cactus run`'s;
   * a server without a projector (the shared smollm2 server) refuses images with a 400 saying so,
     never an answer without them; Ollama's base64 'images' are refused with a pointer to image_url.
 """

@@ -80,9 +80,9 @@ std::vector<uint8_t> generated_bmp(uint32_t width, uint32_t height) {
         const size_t row_start = out.size();
         for (uint32_t x = 0; x < width; ++x) {
             const bool check = ((x / 32) + (y / 32)) % 2 == 0;
-            out.push_back(uint8_t(255 * x / width));                  // blue
-            out.push_back(uint8_t(255 * y / height));                 // green
-            out.push_back(uint8_t(check ? 200 : 40));                 // red
+            out.push_back(uint8_t(255 * x / width));   // blue
+            out.push_back(uint8_t(255 * y / height));  // green
+            out.push_back(uint8_t(check ? 200 : 40));  // red
         }
         while (out.size() - row_start < stride) out.push_back(0);
     }
@@ -162,9 +162,10 @@ Json result_json(const VisionResult& r) {
 void print_results(const std::string& model, const std::string& mmproj, const std::string& image_name,
                    const std::vector<VisionResult>& results, int reps) {
     std::printf("model: %s\nmmproj: %s\nimage: %s\n", model.c_str(), mmproj.c_str(), image_name.c_str());
-    std::printf("%d repetitions after 1 warm-up; encode = decode + preprocess + encoder + projector per image;\n"
-                "prefill = the image's rows and a short text from an empty cache; TTFT = encode + prefill\n\n",
-                reps);
+    std::printf(
+        "%d repetitions after 1 warm-up; encode = decode + preprocess + encoder + projector per image;\n"
+        "prefill = the image's rows and a short text from an empty cache; TTFT = encode + prefill\n\n",
+        reps);
     std::printf("threads | img tok | encode ms med |   min   |   max   | prefill ms | prefill tok |   TTFT ms\n");
     std::printf("--------+---------+---------------+---------+---------+------------+-------------+----------\n");
     for (const VisionResult& r : results)
@@ -182,9 +183,9 @@ int run_vision_bench(const std::string& model, const std::string& mmproj, const 
     if (mmproj_path.empty()) {
         const char* why = "no vision projector: pass --mmproj, set $CACTUS_MMPROJ or put the mmproj beside the model";
         if (json)
-            std::printf("%s\n", Json{{"engine", "cactus"}, {"model", model_path}, {"vision", {{"skipped", why}}}}
-                                    .dump(2)
-                                    .c_str());
+            std::printf(
+                "%s\n",
+                Json{{"engine", "cactus"}, {"model", model_path}, {"vision", {{"skipped", why}}}}.dump(2).c_str());
         else
             std::printf("vision bench skipped: %s\n", why);
         return 0;
@@ -211,9 +212,13 @@ int run_vision_bench(const std::string& model, const std::string& mmproj, const 
     }
     Json out = Json::array();
     for (const VisionResult& r : results) out.push_back(result_json(r));
-    const Json doc{{"engine", "cactus"},     {"model", model_path}, {"mmproj", mmproj_path},
-                   {"image", image.name},    {"image_bytes", image.bytes.size()},
-                   {"reps", reps},           {"warmup", 1},
+    const Json doc{{"engine", "cactus"},
+                   {"model", model_path},
+                   {"mmproj", mmproj_path},
+                   {"image", image.name},
+                   {"image_bytes", image.bytes.size()},
+                   {"reps", reps},
+                   {"warmup", 1},
                    {"vision", {{"results", out}}}};
     std::printf("%s\n", doc.dump(2).c_str());
     return 0;

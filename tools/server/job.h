@@ -21,10 +21,10 @@ namespace cactus::server {
 using Clock = std::chrono::steady_clock;
 
 struct GenParams {
-    std::vector<int32_t> prompt;          // [n]; < 0: row i of media (an image row)
+    std::vector<int32_t> prompt;               // [n]; < 0: row i of media (an image row)
     std::shared_ptr<const MediaPrompt> media;  // prompts with images: rows [n, n_embd], groups [n]
-    GenerationOptions gen;  // max_tokens, sampling, stop sequences
-    int top_logprobs = -1;  // -1: no log-probabilities; else alternatives per token (0..20)
+    GenerationOptions gen;                     // max_tokens, sampling, stop sequences
+    int top_logprobs = -1;                     // -1: no log-probabilities; else alternatives per token (0..20)
     Clock::time_point deadline = Clock::time_point::max();
 };
 

@@ -38,8 +38,8 @@ ImageInput part_image(const json& part, size_t index, const char* key) {
     if (u.rfind("data:", 0) == 0) {
         const size_t comma = u.find(',');
         const std::string header = u.substr(0, comma == std::string::npos ? 0 : comma);
-        if (comma == std::string::npos || header.rfind("data:image/", 0) != 0 ||
-            header.size() < 7 || header.compare(header.size() - 7, 7, ";base64") != 0)
+        if (comma == std::string::npos || header.rfind("data:image/", 0) != 0 || header.size() < 7 ||
+            header.compare(header.size() - 7, 7, ";base64") != 0)
             throw HttpError{400,
                             cactus::format("messages[%zu]: a data: URL must be data:image/...;base64,... (got '%.40s')",
                                            index, u.c_str()),
@@ -161,8 +161,8 @@ std::shared_ptr<const MediaPrompt> ServerVision::prompt(const Engine& engine, co
     const MarkerVocab vocab(engine.tokenizer());
     std::lock_guard<std::mutex> lock(mutex_);
     for (size_t i = 0; i < pieces.size(); ++i) {
-        const std::vector<int32_t> ids = i == 0 ? engine.tokenize_prompt(pieces[i])
-                                                : engine.tokenizer().encode(pieces[i], false, true);
+        const std::vector<int32_t> ids =
+            i == 0 ? engine.tokenize_prompt(pieces[i]) : engine.tokenizer().encode(pieces[i], false, true);
         for (int32_t id : ids) out->push_token(id);
         if (i == images.size()) break;
         const Image img = decode_image(images[i].bytes.data(), images[i].bytes.size(), images[i].name);
