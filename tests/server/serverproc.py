@@ -23,8 +23,9 @@ def free_port():
 
 
 class ServerProcess:
-    def __init__(self, *args, env=None, scheme="http", ca=None, alias="smollm2-135m"):
-        assert os.path.isfile(MODEL), "missing model %s (cactus pull smollm2-135m)" % MODEL
+    def __init__(self, *args, env=None, scheme="http", ca=None, alias="smollm2-135m", model=None):
+        model = model or MODEL
+        assert os.path.isfile(model), "missing model %s (cactus pull smollm2-135m)" % model
         self.port = free_port()
         self.scheme = scheme
         self.url = "%s://127.0.0.1:%d" % (scheme, self.port)
@@ -32,7 +33,7 @@ class ServerProcess:
         full_env = dict(os.environ)
         full_env.update(env or {})
         self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen([BIN, "serve", MODEL, "--port", str(self.port), "--alias", alias, *args],
+        self.proc = subprocess.Popen([BIN, "serve", model, "--port", str(self.port), "--alias", alias, *args],
                                      stdout=self.log, stderr=subprocess.STDOUT, env=full_env)
         self.ca = ca
         self.wait_ready()

@@ -1,6 +1,7 @@
 // cactus bench MODEL: prefill (ppN) and decode (tgN) speed, time to first token and memory of one
 // model on the CPU, over one or more thread counts; cactus bench --membw: memory bandwidth (the
-// bound of decode speed). A human table by default, JSON with --json.
+// bound of decode speed); cactus bench --mmproj: image encode (cli_bench_vision.cpp). A human table
+// by default, JSON with --json.
 //
 // Method (the same as llama.cpp's llama-bench, so bench/compare_llama.py compares like with like):
 //   ppN: from an empty cache, one forward call over N deterministic pseudo-random token ids (BOS
@@ -62,6 +63,8 @@ struct BenchArgs {
     bool transcribe = false;  // --transcribe: speech-to-text speed (cli_bench_transcribe.cpp)
     std::string audio;
     size_t beam_size = 1;  // --transcribe: beams at temperature 0 (1 = greedy)
+    std::string mmproj;    // --mmproj: image encode and image prefill (cli_bench_vision.cpp)
+    std::string image;     // --image for --mmproj (default: a generated 640x480 image)
 };
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
@@ -529,8 +532,17 @@ void register_bench(CLI::App& app) {
     bench->add_option("--beam-size", args->beam_size, "Beams for --transcribe (1 = greedy)")
         ->capture_default_str()
         ->check(CLI::Range(size_t{1}, kMaxBeamSize));
+    bench->add_option("--mmproj", args->mmproj,
+                      "Vision projector .gguf: measure image encode ms (decode + preprocess + encoder + projector), "
+                      "tokens per image, image prefill and TTFT instead");
+    bench->add_option("--image", args->image,
+                      "Image for --mmproj (default: a generated 640x480 image; with --image alone the mmproj is "
+                      "$CACTUS_MMPROJ or the one beside the model, else the vision test is skipped)");
     bench->callback([args]() {
         check_args(*args);
+        if (!args->mmproj.empty() || !args->image.empty())
+            throw CLI::RuntimeError(
+                run_vision_bench(args->model, args->mmproj, args->image, args->threads, args->reps, args->json));
         if (args->transcribe)
             throw CLI::RuntimeError(
                 run_transcribe_bench(args->model, args->audio, args->threads, args->reps, args->json, args->beam_size));

@@ -49,5 +49,8 @@ void register_bench(CLI::App& app);       // bench (speed, memory), bench --memb
 void register_transcribe(CLI::App& app);  // transcribe FILE.wav (Whisper)
 int run_transcribe_bench(const std::string& model, const std::string& audio, const std::vector<int>& threads, int reps,
                          bool json, size_t beam_size);  // bench --transcribe
+// bench --mmproj [--image]: image encode ms, image prefill, TTFT (cli_bench_vision.cpp)
+int run_vision_bench(const std::string& model, const std::string& mmproj, const std::string& image,
+                     const std::vector<int>& threads, int reps, bool json);
 
 }  // namespace cactus::cli

@@ -7,21 +7,24 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "engine/engine.h"
+#include "models/vision/media_prompt.h"
 
 namespace cactus::server {
 
 using Clock = std::chrono::steady_clock;
 
 struct GenParams {
-    std::vector<int32_t> prompt;
-    GenerationOptions gen;  // max_tokens, sampling, stop sequences
-    int top_logprobs = -1;  // -1: no log-probabilities; else alternatives per token (0..20)
+    std::vector<int32_t> prompt;               // [n]; < 0: row i of media (an image row)
+    std::shared_ptr<const MediaPrompt> media;  // prompts with images: rows [n, n_embd], groups [n]
+    GenerationOptions gen;                     // max_tokens, sampling, stop sequences
+    int top_logprobs = -1;                     // -1: no log-probabilities; else alternatives per token (0..20)
     Clock::time_point deadline = Clock::time_point::max();
 };
 

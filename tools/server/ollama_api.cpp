@@ -138,7 +138,7 @@ void run_generation(Server& server, GenParams p, std::shared_ptr<Formatter> f, b
 
 void handle_chat(Server& server, const httplib::Request& req, httplib::Response& res) {
     const json body = parse_body(req);
-    json messages = read_messages(body, "messages");
+    json messages = read_messages(body, "messages", kNoImagesOllama);
     json tools = read_tools(body, "tools");
     GenParams p;
     std::string prompt;

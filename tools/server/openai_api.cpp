@@ -10,6 +10,8 @@
 #include "constraint.h"
 #include "params.h"
 #include "tokenizer/tokenizer.h"
+#include "core/format.h"
+#include "vision.h"
 
 namespace cactus::server {
 
@@ -369,9 +371,35 @@ HandoffPlan handoff_plan(Server& server, const json& body, const char* endpoint,
     return plan;
 }
 
+// The prompt's ids with the images' rows (ids < 0) in p->media; 400 on an image the decoder or the
+// projector refuses, or a prompt longer than a slot.
+void image_prompt(Server& server, const std::string& prompt, const std::vector<ImageInput>& images, GenParams* p) {
+    try {
+        p->media = server.vision()->prompt(server.backend().engine(), prompt, images);
+    } catch (const std::exception& e) {
+        throw HttpError{400, e.what(), "messages"};
+    }
+    p->prompt = p->media->tokens;
+    const size_t n_ctx = server.backend().n_ctx();
+    if (p->prompt.size() + 1 >= n_ctx)
+        throw HttpError{400,
+                        cactus::format("the prompt with its images has %zu tokens but a slot's context holds %zu; "
+                                       "start the server with a larger --ctx-size",
+                                       p->prompt.size(), n_ctx),
+                        "messages", "invalid_request_error", "context_length_exceeded"};
+}
+
 void handle_chat_completions(Server& server, const httplib::Request& req, httplib::Response& res) {
     const json body = parse_body(req);
-    json messages = read_messages(body, "messages");
+    std::vector<ImageInput> images;  // with a vision projector: the messages' images, in order
+    json messages;
+    if (server.vision() != nullptr && field(body, "messages") != nullptr) {
+        json raw = body;
+        images = take_images(&raw["messages"], "messages");
+        messages = read_messages(raw, "messages", nullptr);
+    } else {
+        messages = read_messages(body, "messages", kNoVisionProjector);
+    }
     json tools = read_tools(body, "tools");
     bool force_tools = false;  // tool_choice required or a named function: the reply is a call
     if (const json* choice = field(body, "tool_choice")) {
@@ -414,7 +442,10 @@ void handle_chat_completions(Server& server, const httplib::Request& req, httpli
     } catch (const std::exception& e) {
         throw HttpError{400, std::string("cannot render the chat template: ") + e.what(), "messages"};
     }
-    p.prompt = tokenize_for_slot(server, prompt, "messages");
+    if (images.empty())
+        p.prompt = tokenize_for_slot(server, prompt, "messages");
+    else
+        image_prompt(server, prompt, images, &p);
     read_openai_sampling(server, body, p);
     p.top_logprobs = want_logprobs ? top : -1;
     p.gen.constraint = compile_rule(

@@ -5,6 +5,7 @@
 
 #include "api/request.h"
 #include "core/format.h"
+#include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
 
 namespace cactus::server {
@@ -78,14 +79,25 @@ std::vector<std::string> read_stop(const json& body, const char* key, size_t max
     return out;
 }
 
-json read_messages(const json& body, const char* key) {
+const char* const kNoImagesOllama =
+    "Ollama's base64 'images' are not taken: send the image as an OpenAI image_url part (a data:image/...;base64 "
+    "URL or a local path) to /v1/chat/completions";
+const char* const kNoVisionProjector =
+    "this request holds images but the server has no vision projector: start 'cactus serve' with --mmproj "
+    "MMPROJ.gguf (or a model folder holding it)";
+
+json read_messages(const json& body, const char* key, const char* image_refusal) {
     const json* v = field(body, key);
     if (v == nullptr) bad(key, "is required");
+    json messages;
     try {
-        return api::parse_messages(v->dump(-1, ' ', false, json::error_handler_t::replace).c_str());
+        messages = api::parse_messages(v->dump(-1, ' ', false, json::error_handler_t::replace).c_str());
     } catch (const std::exception& e) {
         throw HttpError{400, e.what(), key};
     }
+    // Never an answer that silently leaves the images out.
+    if (image_refusal != nullptr && !message_images(messages).empty()) throw HttpError{400, image_refusal, key};
+    return messages;
 }
 
 json read_tools(const json& body, const char* key) {

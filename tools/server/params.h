@@ -17,8 +17,11 @@ std::string read_string(const json& body, const char* key, const std::string& fa
 // A string or an array of strings (at most `max_count`).
 std::vector<std::string> read_stop(const json& body, const char* key, size_t max_count);
 
-// messages / tools validated by the C API's parsers (same rules as cactus_complete).
-json read_messages(const json& body, const char* key);
+// messages / tools validated by the C API's parsers (same rules as cactus_complete). Messages holding
+// images are a 400 with `image_refusal` as the message unless it is nullptr.
+extern const char* const kNoImagesOllama;
+extern const char* const kNoVisionProjector;
+json read_messages(const json& body, const char* key, const char* image_refusal);
 json read_tools(const json& body, const char* key);
 
 // Prompt text → ids; 400 naming `param` when the prompt leaves no room in a slot's context.

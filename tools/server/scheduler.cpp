@@ -160,6 +160,20 @@ void Scheduler::loop() {
     }
 }
 
+namespace {
+
+// A chunk [from, from + n) moved so that it cuts no bidirectional span (Gemma 3's image): it ends
+// before a span it would cut, or, when it starts at one, holds the whole span.
+size_t whole_spans(const MediaPrompt& media, size_t from, size_t n) {
+    const size_t end = from + n;
+    if (n == 0 || end >= media.tokens.size() || media.group[end] < 0 || media.group[end - 1] != media.group[end])
+        return n;
+    const std::pair<size_t, size_t> span = media.span_of(end);
+    return span.first > from ? span.first - from : span.second - from;
+}
+
+}  // namespace
+
 int Scheduler::pick_slot(const std::vector<int32_t>& prompt) const {
     int best = -1;
     size_t best_common = 0;
@@ -168,7 +182,7 @@ int Scheduler::pick_slot(const std::vector<int32_t>& prompt) const {
         const std::vector<int32_t>& cached = backend_.cached_tokens(s->id);
         size_t common = 0;
         const size_t limit = std::min(cached.size(), prompt.size());
-        while (common < limit && cached[common] == prompt[common]) ++common;
+        while (common < limit && cached[common] == prompt[common] && prompt[common] >= 0) ++common;  // < 0: image rows
         // The longest shared prefix wins; among equals, the slot unused for longest, so the caches
         // of recent conversations stay for their next turn.
         const bool better = best < 0 || common > best_common ||
@@ -229,7 +243,8 @@ void Scheduler::admit() {
         slot.stats.cached_tokens = slot.prefilled;
         const GenerationOptions& gen = job->params().gen;
         slot.sampler = std::make_unique<Sampler>(gen.sampling);
-        for (int32_t id : job->params().prompt) slot.sampler->accept(id);
+        for (int32_t id : job->params().prompt)
+            if (id >= 0) slot.sampler->accept(id);  // image rows are no tokens
         slot.constraint = gen.constraint ? std::make_unique<GrammarConstraint>(gen.constraint) : nullptr;
         slot.sampler->set_constraint(slot.constraint.get());
         slot.detok = std::make_unique<StreamingDetokenizer>(backend_.engine().tokenizer());
@@ -264,13 +279,19 @@ void Scheduler::run_step() {
     for (auto& s : slots_) {  // then prefill chunks within what is left of the budget
         if (!s->job || s->decoding || budget == 0) continue;
         const std::vector<int32_t>& prompt = s->job->params().prompt;
-        const size_t n = std::min({prompt.size() - s->prefilled, options_.prefill_chunk, budget});
+        const MediaPrompt* media = s->job->params().media.get();
+        size_t n = std::min({prompt.size() - s->prefilled, options_.prefill_chunk, budget});
+        if (media != nullptr) n = whole_spans(*media, s->prefilled, n);
         SeqStep item;
         item.seq = s->id;
         item.tokens.assign(prompt.begin() + static_cast<std::ptrdiff_t>(s->prefilled),
                            prompt.begin() + static_cast<std::ptrdiff_t>(s->prefilled + n));
+        if (media != nullptr) {
+            item.embd = media->embd.data() + s->prefilled * media->n_embd;
+            item.group = media->group.data() + s->prefilled;
+        }
         item.want_logits = s->prefilled + n == prompt.size();
-        budget -= n;
+        budget = n < budget ? budget - n : 0;
         batch.push_back(std::move(item));
     }
     if (batch.empty()) return;

@@ -31,6 +31,7 @@ int serve(ServeArgs& a) {
     c.handoff.auto_handoff = !a.no_auto_handoff;
     handoff_from_environment(c.handoff);
     c.model_path = resolve_model_path(c.model);
+    c.mmproj_path = resolve_mmproj_path(c.model, c.mmproj_path);  // as the C API and `cactus run`
     if (c.alias.empty()) {
         c.alias = find_known_model(c.model) ? c.model : std::filesystem::path(c.model_path).stem().string();
     }
@@ -78,6 +79,9 @@ void register_serve(CLI::App& app) {
     cmd->add_option("--api-key", c.api_key, "Require 'Authorization: Bearer KEY' on every endpoint but /health")
         ->envname("CACTUS_API_KEY");
     cmd->add_option("--alias", c.alias, "Model name shown to clients");
+    cmd->add_option("--mmproj", c.mmproj_path,
+                    "Vision projector .gguf: take images in chat requests (default: $CACTUS_MMPROJ, else the one in "
+                    "the model's folder)");
     cmd->add_flag("--metrics", c.metrics, "Serve /metrics (on by default)");
     cmd->add_flag("--no-metrics", args->no_metrics, "Do not serve /metrics");
     cmd->add_option("--cors", c.cors_origins,

@@ -12,6 +12,7 @@
 #include "api/request.h"
 #include "core/error.h"
 #include "core/format.h"
+#include "vision.h"
 
 namespace cactus::server {
 
@@ -58,6 +59,8 @@ Server::Server(ServerConfig config, std::unique_ptr<StepBackend> backend)
     so.step_tokens = std::max<size_t>(512, config_.prefill_chunk);
     scheduler_ = std::make_unique<Scheduler>(*backend_, so, metrics_);
     if (!config_.handoff.url.empty()) handoff_ = std::make_unique<HandoffClient>(config_.handoff);
+    if (!config_.mmproj_path.empty())
+        vision_ = std::make_unique<ServerVision>(config_.mmproj_path, backend_->engine(), config_.threads);
     if (!config_.ssl_cert_file.empty() || !config_.ssl_key_file.empty()) {
         if (config_.ssl_cert_file.empty() || config_.ssl_key_file.empty())
             fail("serve: --ssl-cert-file and --ssl-key-file go together");

@@ -47,7 +47,10 @@ struct ServerConfig {
     size_t prefill_chunk = 256;
     std::string ssl_cert_file, ssl_key_file;  // both set: HTTPS
     HandoffConfig handoff;
+    std::string mmproj_path;  // vision projector .gguf; empty = text only (image requests are 400s)
 };
+
+class ServerVision;  // vision.h
 
 // Raised by request parsing: becomes an OpenAI-style error with this status.
 struct HttpError {
@@ -85,6 +88,7 @@ public:
     Scheduler& scheduler() { return *scheduler_; }
     Metrics& metrics() { return metrics_; }
     HandoffClient* handoff() { return handoff_.get(); }
+    ServerVision* vision() { return vision_.get(); }  // nullptr without --mmproj
     bool draining() const { return draining_.load(); }
     Clock::time_point deadline_from(const json& body) const;
 
@@ -99,6 +103,7 @@ private:
     Metrics metrics_;
     std::unique_ptr<Scheduler> scheduler_;
     std::unique_ptr<HandoffClient> handoff_;
+    std::unique_ptr<ServerVision> vision_;
     std::unique_ptr<httplib::Server> http_;
     std::atomic<bool> draining_{false};
     std::atomic<int> in_flight_{0};

@@ -21,7 +21,11 @@ public:
     const Engine& engine() const override { return *engines_[0]; }
     GrammarVocab& grammar_vocab() override { return engines_[0]->grammar_vocab(); }
     const std::vector<int32_t>& cached_tokens(int seq) const override { return at(seq).cached_tokens(); }
-    size_t begin(int seq, const std::vector<int32_t>& prompt) override { return at(seq).keep_prefix(prompt); }
+    size_t begin(int seq, const std::vector<int32_t>& prompt) override {
+        for (int32_t id : prompt)
+            if (id < 0) fail("begin: prompts with images need the batched backend (serve without --engine-per-slot)");
+        return at(seq).keep_prefix(prompt);
+    }
 
     void step(std::vector<SeqStep>& batch) override {
         for (SeqStep& s : batch) {
@@ -66,14 +70,15 @@ public:
         const size_t s = index(seq);
         const size_t n_vocab = model_->info().n_vocab;
         if (prompt.empty()) fail("begin: the prompt is empty");
-        for (int32_t id : prompt)
-            if (id < 0 || static_cast<size_t>(id) >= n_vocab) fail("begin: token id %d is outside the vocabulary", id);
+        for (int32_t id : prompt)  // < 0: an image row (its embedding comes with the step)
+            if (id >= 0 && static_cast<size_t>(id) >= n_vocab) fail("begin: token id %d is outside the vocabulary", id);
         if (model_->context_room(seq) != SIZE_MAX && prompt.size() >= model_->info().n_ctx)
             fail("begin: the prompt has %zu tokens but a slot holds %zu", prompt.size(), model_->info().n_ctx);
         const std::vector<int32_t>& cached = cached_[s];
         size_t common = 0;
         const size_t limit = std::min(cached.size(), prompt.size());
-        while (common < limit && cached[common] == prompt[common]) ++common;
+        // Image rows (< 0) end the shared prefix: their ids do not tell images apart.
+        while (common < limit && cached[common] == prompt[common] && prompt[common] >= 0) ++common;
         if (common == prompt.size()) --common;  // the last prompt token is recomputed for its logits
         const size_t kept = model_->truncate(common, seq);
         cached_[s].resize(kept);
@@ -84,6 +89,14 @@ public:
         tokens_.clear();
         seqs_.clear();
         marks_.clear();
+        embd_.clear();
+        group_.clear();
+        const size_t n_embd = model_->info().n_embd;
+        bool rows = false, groups = false;
+        for (const SeqStep& item : batch) {
+            rows = rows || item.embd != nullptr;
+            groups = groups || item.group != nullptr;
+        }
         for (SeqStep& item : batch) {
             if (item.tokens.empty()) fail("step: sequence %d has no tokens", item.seq);
             const size_t took = model_->reserve(item.tokens.size(), item.seq);
@@ -95,12 +108,21 @@ public:
             seqs_.insert(seqs_.end(), item.tokens.size(), item.seq);
             marks_.insert(marks_.end(), item.tokens.size(), 0);
             if (item.want_logits) marks_.back() = 1;
+            if (rows) append_rows(item, n_embd);
+            if (groups) {
+                const size_t first = group_.size();
+                group_.insert(group_.end(), item.tokens.size(), -1);
+                if (item.group != nullptr)  // span ids are unique within a prompt; spans never cross sequences
+                    std::copy(item.group, item.group + item.tokens.size(), group_.begin() + std::ptrdiff_t(first));
+            }
         }
         Batch b;
         b.n = tokens_.size();
         b.tokens = tokens_.data();
         b.seq = seqs_.data();
         b.logits = marks_.data();
+        if (rows) b.embd = embd_.data();
+        if (groups) b.group = group_.data();
         model_->decode(b, &logits_);  // [n_marked, n_vocab] in batch order
         const size_t n_vocab = model_->info().n_vocab;
         size_t row = 0;
@@ -120,6 +142,17 @@ public:
     size_t max_step_tokens() const override { return model_->n_batch(); }
 
 private:
+    // The item's rows into embd_ ([n, n_embd] beside tokens_; text tokens' rows unused).
+    void append_rows(const SeqStep& item, size_t n_embd) {
+        const size_t first = embd_.size();
+        embd_.resize(first + item.tokens.size() * n_embd, 0.0f);
+        if (item.embd == nullptr) return;
+        for (size_t i = 0; i < item.tokens.size(); ++i)
+            if (item.tokens[i] < 0)
+                std::copy(item.embd + i * n_embd, item.embd + (i + 1) * n_embd,
+                          embd_.begin() + std::ptrdiff_t(first + i * n_embd));
+    }
+
     size_t index(int seq) const {
         if (seq < 0 || static_cast<size_t>(seq) >= cached_.size())
             fail("BatchedSequences: sequence %d outside [0, %zu)", seq, cached_.size());
@@ -131,6 +164,8 @@ private:
     std::vector<std::vector<int32_t>> cached_;  // per sequence: ids in its cache, in order
     std::vector<int32_t> tokens_, seqs_;        // [n] the step's batch
     std::vector<uint8_t> marks_;                // [n] 1 = logits wanted
+    std::vector<float> embd_;                   // [n, n_embd] image rows of the step (when any)
+    std::vector<int32_t> group_;                // [n] bidirectional span ids (when any)
     std::vector<float> logits_;                 // [n_marked, n_vocab]
 };
 
