@@ -20,8 +20,8 @@ namespace cactus::server {
 
 struct SeqStep {
     int seq = 0;
-    std::vector<int32_t> tokens;  // [n] appended at the sequence's next positions; < 0: row i of embd
-    const float* embd = nullptr;    // [n, n_embd] image rows, read where tokens < 0 (nullptr: text only)
+    std::vector<int32_t> tokens;     // [n] appended at the sequence's next positions; < 0: row i of embd
+    const float* embd = nullptr;     // [n, n_embd] image rows, read where tokens < 0 (nullptr: text only)
     const int32_t* group = nullptr;  // [n] bidirectional spans (Batch::group), or nullptr
     bool want_logits = false;
     std::vector<float> logits;  // [n_vocab] next-token logits after the last token, when wanted
