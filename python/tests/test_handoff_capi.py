@@ -14,7 +14,7 @@ import cactus  # noqa: E402
 from serverproc import ServerProcess, completion_requests, free_port, make_certificate  # noqa: E402
 
 ASK = [{"role": "system", "content": "You are a helpful assistant."},
-       {"role": "user", "content": "What is the capital of France?"}]
+       {"role": "user", "content": "What is the capital city of France?"}]
 BASE = {"max_tokens": 8, "temperature": 0}
 
 
