@@ -38,6 +38,8 @@ struct EngineOptions {
 
 // The text that stands for one image in a rendered prompt (llama.cpp's libmtmd uses the same).
 constexpr const char* kImageMarker = "<__media__>";
+// The prompt text split at kImageMarker: one piece more than it holds markers.
+std::vector<std::string> split_at_markers(const std::string& text);
 
 // An image of a request, still encoded: its bytes identify it for prefix reuse; `name` (the
 // path, or "<bytes>") appears in every decoding error.

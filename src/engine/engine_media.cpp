@@ -32,7 +32,8 @@ uint64_t row_key(uint64_t image_key, size_t row) {
     return k == 0 ? 1 : k;
 }
 
-// The prompt text split at kImageMarker: n_images + 1 pieces.
+}  // namespace
+
 std::vector<std::string> split_at_markers(const std::string& text) {
     std::vector<std::string> pieces;
     const size_t len = std::strlen(kImageMarker);
@@ -44,8 +45,6 @@ std::vector<std::string> split_at_markers(const std::string& text) {
     pieces.push_back(text.substr(from));
     return pieces;
 }
-
-}  // namespace
 
 std::vector<std::string> message_images(const nlohmann::ordered_json& messages) {
     std::vector<std::string> paths;

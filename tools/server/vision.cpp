@@ -1,6 +1,5 @@
 #include "vision.h"
 
-#include <cstring>
 
 #include "backends/backend.h"
 #include "core/error.h"
@@ -146,14 +145,7 @@ std::shared_ptr<const MediaPrompt> ServerVision::prompt(const Engine& engine, co
                                                         const std::vector<ImageInput>& images) {
     // The text split at the markers: images.size() + 1 pieces, tokenized apart (BOS on the first
     // only), each image's layout between them (as Engine::media_prompt).
-    std::vector<std::string> pieces;
-    const size_t len = std::strlen(kImageMarker);
-    size_t from = 0;
-    for (size_t at = text.find(kImageMarker); at != std::string::npos; at = text.find(kImageMarker, from)) {
-        pieces.push_back(text.substr(from, at - from));
-        from = at + len;
-    }
-    pieces.push_back(text.substr(from));
+    const std::vector<std::string> pieces = split_at_markers(text);
     if (pieces.size() != images.size() + 1)
         fail("the prompt holds %zu image markers (%s) for %zu images", pieces.size() - 1, kImageMarker, images.size());
     auto out = std::make_shared<MediaPrompt>();
