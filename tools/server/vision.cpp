@@ -1,6 +1,5 @@
 #include "vision.h"
 
-
 #include "backends/backend.h"
 #include "core/error.h"
 #include "core/format.h"
