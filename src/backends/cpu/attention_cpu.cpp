@@ -113,7 +113,8 @@ RowList visible_rows(const AttentionShape& s, uint32_t* ids) {
     }
     if (!in_order) {
         const int32_t* pos = s.row_pos;
-        std::sort(ids, ids + n, [pos](uint32_t a, uint32_t b) { return pos[a] < pos[b] || (pos[a] == pos[b] && a < b); });
+        std::sort(ids, ids + n,
+                  [pos](uint32_t a, uint32_t b) { return pos[a] < pos[b] || (pos[a] == pos[b] && a < b); });
     }
     return {ids, n};
 }
