@@ -21,7 +21,9 @@ namespace {
 // sees no key becomes zeros (its output is then zero, as in the row loop).
 void softmax_row(float* row, const float* mask_row, size_t n_kv, size_t visible, float scale) {
     const AttentionRowKernels& rk = attention_row_kernels();
-    if (mask_row == nullptr) {
+    if (visible == 0) {
+        // nothing to see (no keys): zeros below
+    } else if (mask_row == nullptr) {
         rk.softmax(row, visible, scale, false);
     } else {
         float max = -std::numeric_limits<float>::infinity();
