@@ -52,7 +52,7 @@ DecoderModel::DecoderModel(const GgufFile& file, const ModelOptions& options, co
 DecoderModel::~DecoderModel() = default;
 
 void DecoderModel::init(const std::vector<KvLayerSpec>& layers, const Tensor& output, const Tensor& output_norm) {
-    CACTUS_ASSERT(layers.size() == hp_.n_layer);
+    CACTUS_ASSERT(!layers.empty() && layers.size() <= hp_.n_layer);
     output_ = output;
     output_norm_ = output_norm;
     KvCacheConfig config;

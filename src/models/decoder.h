@@ -67,7 +67,9 @@ protected:
     virtual float embedding_scale() const { return 1.0f; }
 
     // Called once by the architecture's constructor after its weights are loaded: the output head,
-    // then the caches and activations are allocated.
+    // then the caches and activations are allocated. `layers`: one spec per layer that keeps keys
+    // and values, in order (every layer, or a hybrid model's attention layers only: its attention
+    // calls and positions() then take the index into `layers`).
     void init(const std::vector<KvLayerSpec>& layers, const Tensor& output, const Tensor& output_norm);
 
     WeightLoader& weights() { return weights_; }
