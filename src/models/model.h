@@ -3,7 +3,7 @@
 // forward pass that appends tokens to the cache and returns next-token logits.
 //
 // Architectures register in one table (src/models/registry.cpp); each block design lives in one
-// file (src/models/llama.cpp for llama/qwen2/qwen3, gemma3.cpp) over the decoder core
+// file (src/models/llama.cpp for llama/qwen2/qwen3, gemma3.cpp, lfm2.cpp) over the decoder core
 // (src/models/decoder.h) and the building blocks (src/models/blocks.h), which run on a backend (src/backends/backend.h).
 #include <cstddef>
 #include <cstdint>
