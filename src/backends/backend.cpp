@@ -74,8 +74,8 @@ void Backend::short_conv(const Tensor& y, const Tensor& bx, const Tensor& bcx, c
     std::vector<int32_t> h_hist(hist.elements());
     download(h_hist.data(), hist, h_hist.size() * sizeof(int32_t));
     std::vector<float> h_y(n * e), h_bx(n * e);
-    short_conv_ref(h_y.data(), h_bx.data(), h_bcx.data(), h_w.data(), h_state.data(), state.rows(), h_hist.data(), n,
-                   e, L);
+    short_conv_ref(h_y.data(), h_bx.data(), h_bcx.data(), h_w.data(), h_state.data(), state.rows(), h_hist.data(), n, e,
+                   L);
     upload(y, h_y.data(), h_y.size() * sizeof(float));
     upload(bx, h_bx.data(), h_bx.size() * sizeof(float));
 }

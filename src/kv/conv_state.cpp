@@ -17,7 +17,8 @@ bool ConvState::can_truncate(size_t n) const {
 }
 
 void ConvState::truncate(size_t n) {
-    if (!can_truncate(n)) fail("ConvState::truncate: token %zu is not restorable (ring holds %zu..%zu)", n, oldest_, n_tokens_);
+    if (!can_truncate(n))
+        fail("ConvState::truncate: token %zu is not restorable (ring holds %zu..%zu)", n, oldest_, n_tokens_);
     n_tokens_ = n;
     if (n == 0) oldest_ = 0;
 }

@@ -17,8 +17,8 @@ struct HParams {
     size_t n_head = 0;
     size_t n_head_kv = 0;                 // the KV heads of every attention layer
     std::vector<size_t> layer_n_head_kv;  // [n_layer] per layer; 0 = a layer without attention (LFM2 conv)
-    size_t head_dim_k = 0;  // attention.key_length
-    size_t head_dim_v = 0;  // attention.value_length
+    size_t head_dim_k = 0;                // attention.key_length
+    size_t head_dim_v = 0;                // attention.value_length
     size_t n_ff = 0;
     size_t n_ctx_train = 0;
     size_t n_rot = 0;  // rope.dimension_count

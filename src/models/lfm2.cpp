@@ -25,21 +25,21 @@ namespace {
 
 struct Lfm2Layer {
     bool conv = false;
-    size_t index = 0;   // kv layer (attention) or conv layer (conv) index
-    Tensor attn_norm;   // [n_embd] (the operator norm)
-    Tensor wq;          // [n_head * head_dim, n_embd]
-    Tensor wk;          // [n_head_kv * head_dim, n_embd]
-    Tensor wv;          // [n_head_kv * head_dim_v, n_embd]
-    Tensor q_norm;      // [head_dim]
-    Tensor k_norm;      // [head_dim]
-    Tensor wo;          // [n_embd, n_head * head_dim_v]
-    Tensor in_proj;     // [3 * n_embd, n_embd] (conv)
-    Tensor conv_taps;   // [n_embd, L] F32 (conv)
-    Tensor out_proj;    // [n_embd, n_embd] (conv)
-    Tensor ffn_norm;    // [n_embd]
-    Tensor ffn_gate;    // [n_ff, n_embd]
-    Tensor ffn_up;      // [n_ff, n_embd]
-    Tensor ffn_down;    // [n_embd, n_ff]
+    size_t index = 0;  // kv layer (attention) or conv layer (conv) index
+    Tensor attn_norm;  // [n_embd] (the operator norm)
+    Tensor wq;         // [n_head * head_dim, n_embd]
+    Tensor wk;         // [n_head_kv * head_dim, n_embd]
+    Tensor wv;         // [n_head_kv * head_dim_v, n_embd]
+    Tensor q_norm;     // [head_dim]
+    Tensor k_norm;     // [head_dim]
+    Tensor wo;         // [n_embd, n_head * head_dim_v]
+    Tensor in_proj;    // [3 * n_embd, n_embd] (conv)
+    Tensor conv_taps;  // [n_embd, L] F32 (conv)
+    Tensor out_proj;   // [n_embd, n_embd] (conv)
+    Tensor ffn_norm;   // [n_embd]
+    Tensor ffn_gate;   // [n_ff, n_embd]
+    Tensor ffn_up;     // [n_ff, n_embd]
+    Tensor ffn_down;   // [n_embd, n_ff]
 };
 
 size_t read_l_cache(const GgufFile& file) {
@@ -157,10 +157,10 @@ private:
             state_.push_back(next(DType::F32, e, rows));  // [n_seq * ring, n_embd]
             be.upload(state_.back(), zeros.data(), zeros.size() * sizeof(float));
         }
-        bcx_ = next(DType::F32, 3 * e, b);               // [n_batch, 3 * n_embd]
-        conv_y_ = next(DType::F32, e, b);                // [n_batch, n_embd]
-        hist_ = next(DType::I32, l_cache_ - 1, b);       // [n_batch, L - 1]
-        store_ = next(DType::I32, 1, b);                 // [n_batch]
+        bcx_ = next(DType::F32, 3 * e, b);          // [n_batch, 3 * n_embd]
+        conv_y_ = next(DType::F32, e, b);           // [n_batch, n_embd]
+        hist_ = next(DType::I32, l_cache_ - 1, b);  // [n_batch, L - 1]
+        store_ = next(DType::I32, 1, b);            // [n_batch]
         conv_bytes_ = n_conv_ * rows * e * sizeof(float);
         for (size_t s = 0; s < n_seq; ++s) {
             conv_.emplace_back(l_cache_ - 1, ring, s * ring);
@@ -205,7 +205,8 @@ private:
             const std::vector<int32_t>& rows = seq_rows_[s];
             const size_t first = rows.size() > conv_[s].ring() ? rows.size() - conv_[s].ring() : 0;
             for (size_t k = first; k < rows.size(); ++k) {
-                host_store_[static_cast<size_t>(rows[k])] = static_cast<int32_t>(conv_[s].row_of(conv_[s].n_past() + k));
+                host_store_[static_cast<size_t>(rows[k])] =
+                    static_cast<int32_t>(conv_[s].row_of(conv_[s].n_past() + k));
             }
             conv_[s].append(rows.size());
         }
@@ -216,7 +217,7 @@ private:
 
     // a.cur [n, n_embd] normed input -> a.tmp [n, n_embd]; a.cur is reused for Bx.
     void conv_block(const Activations& a, const Lfm2Layer& l, size_t n) const {
-        const Tensor bcx = bcx_.rows_view(0, n);  // [n, 3 * n_embd] = (B | C | x)
+        const Tensor bcx = bcx_.rows_view(0, n);   // [n, 3 * n_embd] = (B | C | x)
         const Tensor y = conv_y_.rows_view(0, n);  // [n, n_embd]
         const Tensor& state = state_[l.index];
         nn().linear(bcx, l.in_proj, a.cur);
@@ -250,7 +251,7 @@ private:
     Tensor hist_;                     // [n_batch, L - 1] I32 (short_conv_ref's hist)
     Tensor store_;                    // [n_batch] I32 conv-state row of each token, -1 = not kept
     size_t conv_bytes_ = 0;
-    std::vector<ConvState> conv_;        // [n_seq]
+    std::vector<ConvState> conv_;         // [n_seq]
     std::vector<const KvCache*> caches_;  // [n_seq] which cache is which sequence
     // Per-step host scratch.
     std::vector<std::vector<int32_t>> seq_rows_;

@@ -23,6 +23,7 @@ struct Architecture {
     LoaderFn load;
 };
 
+// clang-format off
 constexpr Architecture kArchitectures[] = {
     {"llama", load_llama},
     {"gemma3", load_gemma3},
@@ -30,6 +31,7 @@ constexpr Architecture kArchitectures[] = {
     {"qwen3", load_qwen3},
     {"lfm2", load_lfm2},
 };
+// clang-format on
 
 }  // namespace
 
