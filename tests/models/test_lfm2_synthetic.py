@@ -112,3 +112,32 @@ def test_lfm2_chunked_prefill_then_decode(model, chunk):
     print(f"\nchunk {chunk}: KL max {max(kls):.2e}")
     assert max(kls) < KL_MAX
     assert reply["decode_argmax"] == [int(np.argmax(t)) for t in theirs]
+
+
+def test_lfm2_multi_turn_prefix_reuse_through_the_c_api(model):
+    """Two chat turns on one handle (the second reuses the first's cache: the engine rewinds to the
+    common prefix, conv state included) give the second reply a fresh handle gives."""
+    import sys
+    sys.path.insert(0, os.path.join(REPO, "python"))
+    os.environ.setdefault("CACTUS_LIBRARY", os.path.join(BUILD_DIR, "lib", "libcactus.so"))
+    import cactus
+
+    path = model[0]
+    options = {"max_tokens": 8, "temperature": 0, "ignore_eos": True}
+    turn1 = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello there"}]
+    reused = cactus.cactus_init(path)
+    fresh = cactus.cactus_init(path)
+    try:
+        first = cactus.cactus_complete(reused, turn1, options)
+        turn2 = turn1 + [{"role": "assistant", "content": first["response"]},
+                         {"role": "user", "content": "And then?"}]
+        second = cactus.cactus_complete(reused, turn2, options)
+        alone = cactus.cactus_complete(fresh, turn2, options)
+    finally:
+        cactus.cactus_destroy(reused)
+        cactus.cactus_destroy(fresh)
+    print(f"\nturn 2: prompt {second['prompt_tokens']} tokens, prefilled {second['prefill_tokens']} "
+          f"(fresh: {alone['prefill_tokens']})")
+    assert second["prefill_tokens"] < second["prompt_tokens"]  # the first turn's cache was reused
+    assert alone["prefill_tokens"] == alone["prompt_tokens"]
+    assert second["response"] == alone["response"]
