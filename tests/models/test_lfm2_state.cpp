@@ -4,7 +4,8 @@
 // (host round trip) op against the CPU one, and the model: chunked prefill (1, 7, all) equal to one
 // call, two sequences in one batch equal to each alone, prefix reuse after a rewind equal to a fresh
 // run, rewinds past the ring recomputed, KV compaction and sliding attention layers, and clear load
-// errors. Agreement with llama.cpp at real widths: tests/models/test_lfm2_synthetic.py.
+// errors. Agreement with llama.cpp at real widths: tests/models/test_lfm2_synthetic.py. The model
+// tests run on $CACTUS_DEVICE (default cpu), so a GPU backend is checked by the same assertions.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -237,6 +238,7 @@ protected:
         o.n_threads = 2;
         o.n_seq = n_seq;
         o.kv = kv;
+        o.device = device_from_env("cpu");  // CACTUS_DEVICE=cuda runs the model tests on a GPU
         return Model::load(*file_, o);
     }
     static std::vector<int32_t> tokens(size_t n, unsigned seed) {
