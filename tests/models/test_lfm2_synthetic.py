@@ -114,15 +114,20 @@ def test_lfm2_chunked_prefill_then_decode(model, chunk):
     assert reply["decode_argmax"] == [int(np.argmax(t)) for t in theirs]
 
 
-def test_lfm2_multi_turn_prefix_reuse_through_the_c_api(model):
+SMALL = dict(n_embd=256, n_layer=6, n_head=4, n_head_kv=2, n_ff=512, attn_layers=(2, 5), l_cache=3)
+
+
+def test_lfm2_multi_turn_prefix_reuse_through_the_c_api(tmp_path):
     """Two chat turns on one handle (the second reuses the first's cache: the engine rewinds to the
-    common prefix, conv state included) give the second reply a fresh handle gives."""
+    common prefix, conv state included) give the second reply a fresh handle gives. A narrower file
+    (the same writer, chat template included) keeps it quick."""
     import sys
     sys.path.insert(0, os.path.join(REPO, "python"))
     os.environ.setdefault("CACTUS_LIBRARY", os.path.join(BUILD_DIR, "lib", "libcactus.so"))
     import cactus
 
-    path = model[0]
+    path = str(tmp_path / "lfm2-small.gguf")
+    write_lfm2(path, seed=9, dims=SMALL)
     options = {"max_tokens": 8, "temperature": 0, "ignore_eos": True}
     turn1 = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello there"}]
     reused = cactus.cactus_init(path)
