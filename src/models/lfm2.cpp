@@ -71,7 +71,7 @@ public:
         }
         WeightLoader& w = weights();
         const char* output_name = w.has("output.weight") ? "output.weight" : "token_embd.weight";
-        init(specs, w.matrix(output_name, e, hp_.n_vocab), w.vector("token_embd_norm.weight", e));
+        init(specs, w.matrix(output_name, e, hp_.n_vocab), w.vector("token_embd_norm.weight", e), conv_buffer_bytes());
         init_conv_state();
     }
 
@@ -136,16 +136,26 @@ private:
         if (n_conv_ == 0) fail("load lfm2: attention.head_count_kv marks no conv layer (0 entries)");
     }
 
+    size_t ring() const { return std::max(ConvState::kRingTokens, l_cache_ - 1); }
+
+    // Bytes of buffer_: the conv states of every sequence, then the step buffers of n_batch rows
+    // (every factor is bounded by now: n_seq <= 256, n_batch <= n_ctx * n_seq, dims <= 2^20).
+    size_t conv_buffer_bytes() const {
+        const size_t e = hp_.n_embd;
+        const size_t b = n_batch();
+        const size_t floats = n_conv_ * info().n_seq * ring() * e + b * 3 * e + b * e;
+        return floats * sizeof(float) + b * l_cache_ * sizeof(int32_t);
+    }
+
     // Conv rows of every sequence (zeros at first) and the step buffers of the conv layers.
     void init_conv_state() {
         const size_t e = hp_.n_embd;
         const size_t n_seq = info().n_seq;
-        const size_t ring = std::max(ConvState::kRingTokens, l_cache_ - 1);
+        const size_t ring = this->ring();
         const size_t rows = n_seq * ring;  // per conv layer
         const size_t b = n_batch();
-        const size_t floats = n_conv_ * rows * e + b * 3 * e + b * e;
         Backend& be = nn().backend();
-        buffer_ = be.alloc(floats * sizeof(float) + b * l_cache_ * sizeof(int32_t));
+        buffer_ = be.alloc(conv_buffer_bytes());
         size_t offset = 0;
         auto next = [&](DType type, size_t width, size_t n_rows) {
             const Tensor t = make_tensor(buffer_.get(), offset, type, width, n_rows);

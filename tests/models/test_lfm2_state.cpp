@@ -171,6 +171,7 @@ struct SmallLfm2 {
     std::vector<int> attn = {1, 3};
     uint32_t sliding_window = 0;
     std::string skip;  // a tensor left out
+    bool causal = true;
 };
 
 std::vector<uint8_t> write_small_lfm2(const SmallLfm2& m, unsigned seed) {
@@ -190,6 +191,7 @@ std::vector<uint8_t> write_small_lfm2(const SmallLfm2& m, unsigned seed) {
     w.add_f32("lfm2.attention.layer_norm_rms_epsilon", 1e-5f);
     w.add_u32("lfm2.shortconv.l_cache", static_cast<uint32_t>(m.L));
     if (m.sliding_window) w.add_u32("lfm2.attention.sliding_window", m.sliding_window);
+    if (!m.causal) w.add_bool("lfm2.attention.causal", false);
     auto tensor = [&](const std::string& name, std::vector<uint64_t> dims, float scale, float offset) {
         if (name == m.skip) return;
         size_t n = 1;
@@ -232,8 +234,10 @@ protected:
         bytes_ = write_small_lfm2(m, 3);
         file_ = GgufFile::from_memory(bytes_.data(), bytes_.size());
     }
-    std::unique_ptr<Model> load(size_t n_seq = 1, size_t n_ctx = 256, KvRequest kv = KvRequest()) {
+    std::unique_ptr<Model> load(size_t n_seq = 1, size_t n_ctx = 256, KvRequest kv = KvRequest(),
+                                size_t memory_budget = 0) {
         ModelOptions o;
+        o.memory_budget = memory_budget;
         o.n_ctx = n_ctx;
         o.n_threads = 2;
         o.n_seq = n_seq;
@@ -383,7 +387,27 @@ TEST_F(Lfm2Model, KvCompactionTouchesAttentionLayersOnly) {
     EXPECT_GE(model->kv_bytes(), 3u * ConvState::kRingTokens * 64u * sizeof(float));
 }
 
+TEST_F(Lfm2Model, MemoryBudgetIsChecked) {
+    open();
+    // The budget covers KV rows, activations and the conv buffers (init's extra_bytes): a budget
+    // of just the reported KV + conv state is too small, a generous one loads.
+    const size_t state = load(16)->kv_bytes();
+    try {
+        load(16, 256, KvRequest(), state);
+        ADD_FAILURE() << "loaded within " << state << " bytes";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("budget"), std::string::npos) << e.what();
+    }
+    EXPECT_NO_THROW(load(16, 256, KvRequest(), 64u << 20));
+}
+
 TEST_F(Lfm2Model, ClearLoadErrors) {
+    {
+        SmallLfm2 m;
+        m.causal = false;
+        open(m);
+        EXPECT_THROW(load(), Error);
+    }
     const char* missing[] = {"blk.0.shortconv.conv.weight", "blk.1.attn_q_norm.weight", "token_embd_norm.weight"};
     for (const char* name : missing) {
         SmallLfm2 m;
