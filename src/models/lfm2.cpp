@@ -75,11 +75,15 @@ public:
         init_conv_state();
     }
 
+    // Keeps n tokens when the conv ring allows, else the last conv checkpoint before n (the caller
+    // recomputes the rest), else nothing; the KV cache follows (it may keep nothing, after compaction).
     size_t truncate(size_t n, int seq) override {
         if (n >= n_past(seq)) return DecoderModel::truncate(n, seq);
         ConvState& c = conv_.at(static_cast<size_t>(seq));
-        const size_t kept = DecoderModel::truncate(c.can_truncate(n) ? n : 0, seq);
-        c.truncate(kept);  // kept is n (restorable) or 0
+        const size_t kept = DecoderModel::truncate(c.restorable(n), seq);  // that, or 0
+        copies_.clear();
+        c.truncate(kept, &copies_);
+        restore_rows();
         return kept;
     }
 
@@ -137,23 +141,25 @@ private:
     }
 
     size_t ring() const { return std::max(ConvState::kRingTokens, l_cache_ - 1); }
+    size_t seq_rows() const { return ConvState::rows(l_cache_ - 1, ring(), ConvState::slots_for(info().n_ctx)); }
 
     // Bytes of buffer_: the conv states of every sequence, then the step buffers of n_batch rows
     // (every factor is bounded by now: n_seq <= 256, n_batch <= n_ctx * n_seq, dims <= 2^20).
     size_t conv_buffer_bytes() const {
         const size_t e = hp_.n_embd;
         const size_t b = n_batch();
-        const size_t floats = n_conv_ * info().n_seq * ring() * e + b * 3 * e + b * e;
-        return floats * sizeof(float) + b * l_cache_ * sizeof(int32_t);
+        const size_t d = l_cache_ - 1;
+        const size_t floats = n_conv_ * info().n_seq * seq_rows() * e + b * 3 * e + b * e + d * e;
+        return floats * sizeof(float) + (b * (d + 2) + 2 * d) * sizeof(int32_t);
     }
 
     // Conv rows of every sequence (zeros at first) and the step buffers of the conv layers.
     void init_conv_state() {
         const size_t e = hp_.n_embd;
         const size_t n_seq = info().n_seq;
-        const size_t ring = this->ring();
-        const size_t rows = n_seq * ring;  // per conv layer
+        const size_t rows = n_seq * seq_rows();  // per conv layer
         const size_t b = n_batch();
+        const size_t d = l_cache_ - 1;
         Backend& be = nn().backend();
         buffer_ = be.alloc(conv_buffer_bytes());
         size_t offset = 0;
@@ -164,17 +170,39 @@ private:
         };
         const std::vector<float> zeros(rows * e, 0.0f);
         for (size_t c = 0; c < n_conv_; ++c) {
-            state_.push_back(next(DType::F32, e, rows));  // [n_seq * ring, n_embd]
+            state_.push_back(next(DType::F32, e, rows));  // [n_seq * seq_rows, n_embd]
             be.upload(state_.back(), zeros.data(), zeros.size() * sizeof(float));
         }
-        bcx_ = next(DType::F32, 3 * e, b);          // [n_batch, 3 * n_embd]
-        conv_y_ = next(DType::F32, e, b);           // [n_batch, n_embd]
-        hist_ = next(DType::I32, l_cache_ - 1, b);  // [n_batch, L - 1]
-        store_ = next(DType::I32, 1, b);            // [n_batch]
+        bcx_ = next(DType::F32, 3 * e, b);      // [n_batch, 3 * n_embd]
+        conv_y_ = next(DType::F32, e, b);       // [n_batch, n_embd]
+        restore_ = next(DType::F32, e, d);      // [L - 1, n_embd]
+        hist_ = next(DType::I32, d, b);         // [n_batch, L - 1]
+        store_ = next(DType::I32, 1, b);        // [n_batch]
+        ckpt_ = next(DType::I32, 1, b);         // [n_batch]
+        restore_src_ = next(DType::I32, 1, d);  // [L - 1]
+        restore_dst_ = next(DType::I32, 1, d);  // [L - 1]
         conv_bytes_ = n_conv_ * rows * e * sizeof(float);
         for (size_t s = 0; s < n_seq; ++s) {
-            conv_.emplace_back(l_cache_ - 1, ring, s * ring);
+            conv_.emplace_back(d, ring(), ConvState::slots_for(info().n_ctx), s * seq_rows());
             caches_.push_back(&kv_cache(static_cast<int>(s)));
+        }
+    }
+
+    // Copies the checkpoint rows a truncate restored into the ring, in every conv layer.
+    void restore_rows() {
+        if (copies_.empty()) return;
+        CACTUS_ASSERT(copies_.size() == l_cache_ - 1);
+        std::vector<int32_t> src, dst;
+        for (const auto& [from, to] : copies_) {
+            src.push_back(static_cast<int32_t>(from));
+            dst.push_back(static_cast<int32_t>(to));
+        }
+        Backend& be = nn().backend();
+        be.upload(restore_src_, src.data(), src.size() * sizeof(int32_t));
+        be.upload(restore_dst_, dst.data(), dst.size() * sizeof(int32_t));
+        for (const Tensor& table : state_) {
+            be.get_rows(restore_, table, restore_src_, 1.0f);
+            be.set_rows(table, restore_, restore_dst_);
         }
     }
 
@@ -192,6 +220,7 @@ private:
         seq_rows_.assign(n_seq, {});
         host_hist_.assign(step.n * d, -1);
         host_store_.assign(step.n, -1);
+        host_ckpt_.assign(step.n, -1);
         for (size_t i = 0; i < step.n; ++i) {
             const size_t s = seq_of(step.kv.cache[i]);
             const size_t t = step.kv.token[i];
@@ -209,6 +238,7 @@ private:
                     where = -2 - static_cast<int32_t>(conv_[s].row_of(t - lag));
                 }
             }
+            host_ckpt_[i] = static_cast<int32_t>(conv_[s].checkpoint_row(t));
             rows.push_back(static_cast<int32_t>(i));
         }
         for (size_t s = 0; s < n_seq; ++s) {
@@ -223,6 +253,7 @@ private:
         Backend& be = nn().backend();
         be.upload(hist_.rows_view(0, step.n), host_hist_.data(), host_hist_.size() * sizeof(int32_t));
         be.upload(store_.rows_view(0, step.n), host_store_.data(), host_store_.size() * sizeof(int32_t));
+        be.upload(ckpt_.rows_view(0, step.n), host_ckpt_.data(), host_ckpt_.size() * sizeof(int32_t));
     }
 
     // a.cur [n, n_embd] normed input -> a.tmp [n, n_embd]; a.cur is reused for Bx.
@@ -232,7 +263,8 @@ private:
         const Tensor& state = state_[l.index];
         nn().linear(bcx, l.in_proj, a.cur);
         nn().backend().short_conv(y, a.cur, bcx, l.conv_taps, state, hist_.rows_view(0, n));  // a.cur = Bx
-        nn().backend().set_rows(state, a.cur, store_.rows_view(0, n));
+        nn().backend().set_rows(state, a.cur, store_.rows_view(0, n));                        // the ring
+        nn().backend().set_rows(state, a.cur, ckpt_.rows_view(0, n));                         // checkpoint rows
         nn().linear(a.tmp, l.out_proj, y);
     }
 
@@ -259,7 +291,11 @@ private:
     Tensor bcx_;                      // [n_batch, 3 * n_embd]
     Tensor conv_y_;                   // [n_batch, n_embd]
     Tensor hist_;                     // [n_batch, L - 1] I32 (short_conv_ref's hist)
-    Tensor store_;                    // [n_batch] I32 conv-state row of each token, -1 = not kept
+    Tensor store_;                    // [n_batch] I32 ring row of each token, -1 = not kept
+    Tensor ckpt_;                     // [n_batch] I32 checkpoint row of each token, -1 = none
+    Tensor restore_;                  // [L - 1, n_embd] rows a truncate copies back into the ring
+    Tensor restore_src_;              // [L - 1] I32
+    Tensor restore_dst_;              // [L - 1] I32
     size_t conv_bytes_ = 0;
     std::vector<ConvState> conv_;         // [n_seq]
     std::vector<const KvCache*> caches_;  // [n_seq] which cache is which sequence
@@ -267,6 +303,8 @@ private:
     std::vector<std::vector<int32_t>> seq_rows_;
     std::vector<int32_t> host_hist_;
     std::vector<int32_t> host_store_;
+    std::vector<int32_t> host_ckpt_;
+    std::vector<std::pair<size_t, size_t>> copies_;
 };
 
 }  // namespace

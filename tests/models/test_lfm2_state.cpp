@@ -145,23 +145,49 @@ TEST_P(ShortConvOp, MatchesDirectConvolution) {
 INSTANTIATE_TEST_SUITE_P(OddSizes, ShortConvOp, ::testing::Values(OpCase{37, 3}, OpCase{5, 2}, OpCase{19, 4}));
 
 TEST(ConvState, RewindRule) {
-    ConvState c(2, 8, 16);
-    EXPECT_TRUE(c.can_truncate(0));
+    const size_t every = ConvState::kCheckpointEvery;
+    std::vector<std::pair<size_t, size_t>> copies;
+    ConvState c(2, 8, 4, 16);  // ring of 8 rows at 16, 4 checkpoint slots of 2 rows at 24
+    EXPECT_EQ(ConvState::rows(2, 8, 4), 16u);
+    EXPECT_EQ(c.restorable(0), 0u);
     c.append(5);
     EXPECT_EQ(c.row_of(5), 16u + 5u);
-    EXPECT_TRUE(c.can_truncate(3));
-    c.append(10);  // 15 tokens, ring keeps 7..14
+    EXPECT_EQ(c.restorable(3), 3u);
+    c.append(10);  // 15 tokens, the ring keeps 7..14
     EXPECT_TRUE(c.holds(7));
     EXPECT_FALSE(c.holds(6));
-    EXPECT_TRUE(c.can_truncate(9));   // needs 7, 8
-    EXPECT_FALSE(c.can_truncate(8));  // needs 6
-    EXPECT_FALSE(c.can_truncate(16));
-    EXPECT_THROW(c.truncate(8), Error);
-    c.truncate(9);
+    EXPECT_EQ(c.restorable(9), 9u);   // needs 7, 8
+    EXPECT_EQ(c.restorable(8), 0u);   // needs 6: gone, no checkpoint before
+    EXPECT_EQ(c.restorable(16), 0u);  // past the end
+    EXPECT_THROW(c.truncate(8, &copies), Error);
+    c.truncate(9, &copies);
+    EXPECT_TRUE(copies.empty());
     EXPECT_EQ(c.n_past(), 9u);
-    c.truncate(0);
+    // Checkpoints: tokens every-2 and every-1 (and 2*every-2, 2*every-1) are also kept in slots.
+    EXPECT_EQ(c.checkpoint_row(every - 3), -1);
+    for (size_t t = 9; t < 2 * every + 20; ++t) {
+        const long row = c.checkpoint_row(t);
+        if (t == every - 2) EXPECT_EQ(row, 16 + 8 + 1 * 2 + 0);
+        if (t == 2 * every - 1) EXPECT_EQ(row, 16 + 8 + 2 * 2 + 1);
+        c.append(1);
+    }
+    EXPECT_EQ(c.n_past(), 2 * every + 20);  // the ring holds the last 8
+    EXPECT_EQ(c.restorable(2 * every + 19), 2 * every + 19);
+    EXPECT_EQ(c.restorable(2 * every + 5), 2 * every);  // the last checkpoint before it
+    EXPECT_EQ(c.restorable(2 * every - 1), every);
+    EXPECT_EQ(c.restorable(every - 1), 0u);
+    c.truncate(every, &copies);  // checkpoint 1's rows go back into the ring (tokens every-2, every-1)
+    ASSERT_EQ(copies.size(), 2u);
+    EXPECT_EQ(copies[0], std::make_pair(size_t(16 + 8 + 2), c.row_of(every - 2)));
+    EXPECT_EQ(copies[1], std::make_pair(size_t(16 + 8 + 3), c.row_of(every - 1)));
+    EXPECT_EQ(c.n_past(), every);
+    EXPECT_TRUE(c.holds(every - 2));
+    EXPECT_EQ(c.restorable(every), every);
+    c.append(every + 20);
+    EXPECT_EQ(c.restorable(2 * every + 1), 2 * every);  // (the caller rewrote its rows on the way)
+    c.truncate(0, &copies);
     EXPECT_EQ(c.n_past(), 0u);
-    EXPECT_THROW(ConvState(3, 2, 0), Error);
+    EXPECT_THROW(ConvState(3, 2, 0, 0), Error);
 }
 
 // ---- the model --------------------------------------------------------------------------------
@@ -349,24 +375,35 @@ TEST_F(Lfm2Model, PrefixReuseAfterRewindEqualsFreshRun) {
     EXPECT_EQ(model->truncate(model->n_past()), model->n_past());
 }
 
-TEST_F(Lfm2Model, RewindPastTheRingRecomputes) {
+TEST_F(Lfm2Model, RewindsPastTheRingRestoreACheckpoint) {
     open();
     auto model = load();
-    const std::vector<int32_t> t = tokens(ConvState::kRingTokens + 40, 7);
-    std::vector<float> logits;
+    const size_t every = ConvState::kCheckpointEvery;
+    const std::vector<int32_t> t = tokens(3 * every + 30, 7);
+    std::vector<float> logits, again, fresh;
     model->forward(t.data(), t.size(), &logits);
-    // Tokens 8, 9 left the ring long ago: the state after token 10 cannot be restored.
-    EXPECT_EQ(model->truncate(10), 0u);
+    // Before the first checkpoint nothing can be restored; n - 2 inside the ring restores n.
+    EXPECT_EQ(model->truncate(every - 10), 0u);
     EXPECT_EQ(model->n_past(), 0u);
-    // Inside the ring it can: n - 2 >= n_past - ring.
     model->forward(t.data(), t.size(), &logits);
     const size_t n = t.size() - (ConvState::kRingTokens - 2);
     EXPECT_EQ(model->truncate(n), n);
-    std::vector<float> again, fresh;
     model->forward(t.data() + n, t.size() - n, &again);
     model->reset();
     model->forward(t.data(), t.size(), &fresh);
     expect_close(again, fresh, 2e-3f, "rewind at the ring's edge");
+    // Further back: the last checkpoint before the target; recomputing from it matches.
+    for (size_t target : {2 * every + 5, every + 1, 2 * every}) {
+        const size_t kept = model->truncate(target);
+        EXPECT_EQ(kept, target / every * every) << target;
+        EXPECT_EQ(model->n_past(), kept);
+        std::vector<float> all;
+        model->forward(t.data() + kept, t.size() - kept, nullptr, &all);
+        const std::vector<float> whole = chunked(*model, t, 50);
+        const size_t n_vocab = model->info().n_vocab;
+        expect_close(all, std::vector<float>(whole.begin() + static_cast<std::ptrdiff_t>(kept * n_vocab), whole.end()),
+                     2e-3f, "recomputed from a checkpoint");
+    }
 }
 
 TEST_F(Lfm2Model, KvCompactionTouchesAttentionLayersOnly) {
