@@ -42,8 +42,6 @@ void dequantize_row_any(DType type, float* dst, const void* src, size_t n) {
     dequantize_row_cpu(type, dst, src, n);  // unknown type ids are errors (cpu_kernels.h)
 }
 
-float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
-
 }  // namespace
 
 template <class Fn>
@@ -209,11 +207,10 @@ void CpuBackend::gelu(const Tensor& y, const Tensor& x, Activation kind) {
     float* out = y.as<float>();
     const float* in = x.as<float>();
     const size_t width = x.width();
-    for_rows(x.rows(), [&](size_t begin, size_t end) {
-        for (size_t i = begin * width; i < end * width; ++i) {
-            out[i] = kind == Activation::GELU_ERF ? gelu_erf(in[i]) : gelu_tanh_ref(in[i]);
-        }
-    });
+    const ActivationKernels& kernels = activation_kernels();
+    const auto fn = kind == Activation::GELU_ERF ? kernels.gelu_erf : kernels.gelu_tanh;
+    for_rows(x.rows(),
+             [&](size_t begin, size_t end) { fn(out + begin * width, in + begin * width, (end - begin) * width); });
 }
 
 void CpuBackend::glu(const Tensor& y, const Tensor& gate, const Tensor& up, Activation act) {
@@ -237,7 +234,8 @@ void CpuBackend::glu(const Tensor& y, const Tensor& gate, const Tensor& up, Acti
                 geglu(out + offset, g + offset, u + offset, n);
                 break;
             case Activation::GELU_ERF:
-                for (size_t i = offset; i < offset + n; ++i) out[i] = gelu_erf(g[i]) * u[i];
+                activation_kernels().gelu_erf(out + offset, g + offset, n);
+                for (size_t i = offset; i < offset + n; ++i) out[i] *= u[i];
                 break;
         }
     });

@@ -1,5 +1,6 @@
 // Matmul micro-benchmark (informational, never a test condition): times cactus::matmul on random
-// weights of one type with the machine's kernel table and prints ms per call and GFLOP/s.
+// weights of one type (TYPE DENSE: the encoders' dense_gemm on f32 weights) with the machine's
+// kernel table and prints ms per call and GFLOP/s.
 //
 //   matmul_bench TYPE N_IN N_OUT TOKENS[,TOKENS...] THREADS [SECONDS]
 //   e.g. matmul_bench F16 384 1536 1,5,64,1500 1 0.5
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/dense_gemm.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "ops/quant.h"
@@ -74,6 +76,27 @@ double time_matmul(const std::vector<uint8_t>& w, DType type, size_t n_in, size_
     return elapsed / static_cast<double>(calls);
 }
 
+// The encoders' dense_gemm on f32 weights as B rows (TYPE DENSE), for comparison with F32 matmul.
+double time_dense(size_t n_in, size_t n_out, size_t n_tokens, cactus::ThreadPool& pool, double seconds,
+                  std::mt19937& rng) {
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> w(n_in * n_out), x(n_tokens * n_in), y(n_tokens * n_out), packed;
+    for (float& v : w) v = dist(rng);
+    for (float& v : x) v = dist(rng);
+    const cactus::DenseB b = {w.data(), n_in, false};
+    cactus::dense_gemm(y.data(), n_out, x.data(), n_in, b, n_tokens, n_out, n_in, packed, pool);  // warm-up
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    size_t calls = 0;
+    double elapsed = 0.0;
+    do {
+        cactus::dense_gemm(y.data(), n_out, x.data(), n_in, b, n_tokens, n_out, n_in, packed, pool);
+        ++calls;
+        elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    } while (elapsed < seconds);
+    return elapsed / static_cast<double>(calls);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -82,7 +105,8 @@ int main(int argc, char** argv) {
         return 2;
     }
     try {
-        const DType type = parse_type(argv[1]);
+        const bool dense = std::strcmp(argv[1], "DENSE") == 0;
+        const DType type = parse_type(dense ? "F32" : argv[1]);
         const size_t n_in = std::strtoull(argv[2], nullptr, 10), n_out = std::strtoull(argv[3], nullptr, 10);
         const std::vector<size_t> tokens = parse_list(argv[4]);
         const int threads = std::atoi(argv[5]);
@@ -92,7 +116,8 @@ int main(int argc, char** argv) {
         const std::vector<uint8_t> w = random_weights(type, n_in, n_out, rng);
         cactus::ThreadPool pool(threads);
         for (size_t t : tokens) {
-            const double s = time_matmul(w, type, n_in, n_out, t, pool, seconds, rng);
+            const double s = dense ? time_dense(n_in, n_out, t, pool, seconds, rng)
+                                   : time_matmul(w, type, n_in, n_out, t, pool, seconds, rng);
             std::printf("%s %s n_in=%zu n_out=%zu tokens=%zu threads=%d  %.4f ms  %.2f GFLOP/s\n",
                         cactus::cpu_kernels().isa_name, argv[1], n_in, n_out, t, threads, s * 1e3,
                         2.0 * n_in * n_out * t / s / 1e9);

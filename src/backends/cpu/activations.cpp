@@ -23,10 +23,23 @@ void geglu_generic(float* out, const float* gate, const float* up, size_t n) {
     }
 }
 
+void gelu_tanh_generic(float* out, const float* x, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        const float g = x[i];
+        const float u = kSqrt2OverPi * (g + 0.044715f * g * g * g);
+        out[i] = g / (1.0f + std::exp(-2.0f * u));
+    }
+}
+
+void gelu_erf_generic(float* out, const float* x, size_t n) {
+    for (size_t i = 0; i < n; ++i) out[i] = 0.5f * x[i] * std::erfc(-x[i] * 0.70710678118654752f);
+}
+
 }  // namespace
 
 const ActivationKernels& activation_kernels_generic() {
-    static const ActivationKernels table = {"generic", swiglu_generic, geglu_generic};
+    static const ActivationKernels table = {"generic", swiglu_generic, geglu_generic, gelu_tanh_generic,
+                                            gelu_erf_generic};
     return table;
 }
 

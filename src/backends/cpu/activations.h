@@ -1,8 +1,11 @@
 #pragma once
-// Gated activations of the feed-forward layers, one implementation per ISA, chosen once:
+// Activations of the feed-forward layers, one implementation per ISA, chosen once:
 //   swiglu: out[i] = silu(gate[i]) * up[i]        geglu: out[i] = gelu_tanh(gate[i]) * up[i]
-// out may alias gate. Same math as swiglu_ref / geglu_ref (src/ops/ops_ref.h); the vector
-// versions use a polynomial exp within about 1 ulp of expf.
+//   gelu_tanh: out[i] = gelu_tanh(x[i])           gelu_erf: out[i] = 0.5 x (1 + erf(x / sqrt 2))
+// out may alias gate / x. Same math as swiglu_ref / geglu_ref / gelu_tanh_ref (src/ops/ops_ref.h);
+// the vector versions use a polynomial exp within about 1 ulp of expf, and gelu_erf a rational
+// erfc with a relative error below 1.2e-7 (Numerical Recipes' erfcc), so its tail for x << 0 keeps
+// its relative precision (1 + erf(z) is computed as erfc(-z), no cancellation).
 #include <cstddef>
 
 namespace cactus {
@@ -11,6 +14,8 @@ struct ActivationKernels {
     const char* isa_name;
     void (*swiglu)(float* out, const float* gate, const float* up, size_t n);
     void (*geglu)(float* out, const float* gate, const float* up, size_t n);
+    void (*gelu_tanh)(float* out, const float* x, size_t n);
+    void (*gelu_erf)(float* out, const float* x, size_t n);
 };
 
 const ActivationKernels& activation_kernels_generic();

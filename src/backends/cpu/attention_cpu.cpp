@@ -3,6 +3,7 @@
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu/ops_cpu.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -98,11 +99,22 @@ void accumulate_q8_generic(const OutputBlock& out, const WeightBlock& p, const i
     }
 }
 
-// The ids of the rows the mask lets the query see, in row order.
+// The ids of the rows the mask lets the query see, in order of their positions (not of the rows):
+// a sliding ring stores its rows rotated, by an amount that depends on the prefill chunk, and the
+// softmax sum and the weighted value sum are summed in this order. Position order makes every
+// result independent of where a row happens to be stored, so chunk sizes change no number.
 RowList visible_rows(const AttentionShape& s, uint32_t* ids) {
     size_t n = 0;
+    bool in_order = true;
     for (size_t r = 0; r < s.n_rows; ++r) {
-        if (attention_row_visible(s.mask, s.row_pos[r])) ids[n++] = static_cast<uint32_t>(r);
+        if (!attention_row_visible(s.mask, s.row_pos[r])) continue;
+        in_order = in_order && (n == 0 || s.row_pos[ids[n - 1]] < s.row_pos[r]);
+        ids[n++] = static_cast<uint32_t>(r);
+    }
+    if (!in_order) {
+        const int32_t* pos = s.row_pos;
+        std::sort(ids, ids + n,
+                  [pos](uint32_t a, uint32_t b) { return pos[a] < pos[b] || (pos[a] == pos[b] && a < b); });
     }
     return {ids, n};
 }

@@ -14,9 +14,13 @@ const AttentionRowKernels& pick_attention(const CpuFeatures& f) {
     if (f.avx512_vnni) return attention_row_kernels_avx512();
     return f.avx2 ? attention_row_kernels_avx2() : attention_row_kernels_generic();
 }
+const DenseGemmKernels& pick_dense_gemm(const CpuFeatures& f) {
+    return f.avx2 ? dense_gemm_kernels_avx2() : dense_gemm_kernels_generic();
+}
 #else
 const ActivationKernels& pick_activations(const CpuFeatures&) { return activation_kernels_generic(); }
 const AttentionRowKernels& pick_attention(const CpuFeatures&) { return attention_row_kernels_generic(); }
+const DenseGemmKernels& pick_dense_gemm(const CpuFeatures&) { return dense_gemm_kernels_generic(); }
 #endif
 
 CpuKernelSet pick() {
@@ -26,6 +30,7 @@ CpuKernelSet pick() {
     set.isa_name = set.matmul->isa_name;
     set.activations = &pick_activations(features);
     set.attention = &pick_attention(features);
+    set.dense_gemm = &pick_dense_gemm(features);
     return set;
 }
 
@@ -39,5 +44,13 @@ const CpuKernelSet& cpu_kernel_set() {
 const CpuKernels& cpu_kernels() { return *cpu_kernel_set().matmul; }
 const ActivationKernels& activation_kernels() { return *cpu_kernel_set().activations; }
 const AttentionRowKernels& attention_row_kernels() { return *cpu_kernel_set().attention; }
+const DenseGemmKernels& dense_gemm_kernels() { return *cpu_kernel_set().dense_gemm; }
+
+std::vector<const DenseGemmKernels*> dense_gemm_tables() {
+    std::vector<const DenseGemmKernels*> tables = {&dense_gemm_kernels_generic()};
+    const CpuFeatures detected = cpu_features_capped(nullptr);
+    if (detected.avx2 && &pick_dense_gemm(detected) != tables[0]) tables.push_back(&pick_dense_gemm(detected));
+    return tables;
+}
 
 }  // namespace cactus

@@ -6,6 +6,7 @@
 #include "backends/cpu/activations.h"
 #include "backends/cpu/attention_rows.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/dense_gemm.h"
 
 namespace cactus {
 
@@ -14,6 +15,7 @@ struct CpuKernelSet {
     const CpuKernels* matmul;              // vec_dot, tiles, panels, quantizers
     const ActivationKernels* activations;  // swiglu, geglu
     const AttentionRowKernels* attention;  // KV row dots, softmax, half conversions
+    const DenseGemmKernels* dense_gemm;    // encoders' f32 attention products
 };
 
 // Chosen once (thread-safe); throws cactus::Error on an unknown CACTUS_CPU_ISA.

@@ -1,0 +1,48 @@
+#pragma once
+// Dense f32 matrix products for encoders (attention scores and weighted values over hundreds of
+// keys: Whisper's 1500 frames, vision patches), where no decode step ever needs the same numbers:
+//   C[i, j] = sum_k A[i, k] * B[j, k]        i < m, j < n
+// Each C element is one chain of fused multiply-adds in k order, starting from 0, on every tier,
+// so every tier gives the same bits (tests/ops/dense_gemm_test.cpp). This is not the order of the
+// weight matmuls (cactus::matmul), whose tiles equal the one-token vec_dot.
+//
+// B is packed once per call into panels of 16 columns ([k][16] each, zero-padded past n); the
+// tier's micro-kernel multiplies up to 6 rows of A by one panel in registers (AVX2: 12 ymm
+// accumulators, one broadcast of A per row and k, two panel loads per k).
+#include <cstddef>
+#include <vector>
+
+namespace cactus {
+
+class ThreadPool;
+
+constexpr size_t kDensePanel = 16;   // columns of C per packed panel
+constexpr size_t kDenseMaxRows = 6;  // rows of A per micro-kernel call
+
+struct DenseGemmKernels {
+    const char* isa_name;
+    // c[r * ldc + j] = sum_{kk < k} a[r * lda + kk] * panel[kk * 16 + j], for r < rows (1..6), j < 16:
+    // fused multiply-adds in kk order from 0.
+    void (*panel_rows)(float* c, size_t ldc, const float* a, size_t lda, const float* panel, size_t k, size_t rows);
+};
+
+const DenseGemmKernels& dense_gemm_kernels_generic();
+const DenseGemmKernels& dense_gemm_kernels_avx2();  // x86-64 only (avx2/dense_gemm_avx2.cpp)
+const DenseGemmKernels& dense_gemm_kernels();       // the chosen tier (cpu_dispatch.cpp)
+// Every table this CPU can run, generic first (tests; cpu_dispatch.cpp).
+std::vector<const DenseGemmKernels*> dense_gemm_tables();
+
+// B element (j, k) is at b[j * stride + k] (rows of B are the columns of C: keys for scores) or,
+// k_major, at b[k * stride + j] (values for weighted sums: C = P V).
+struct DenseB {
+    const float* b;
+    size_t stride;
+    bool k_major;
+};
+
+// C [m, n] (row stride ldc) = A [m, k] (row stride lda) times B^T; `packed` is scratch space
+// reused between calls. Work is split over the pool by blocks of rows of A.
+void dense_gemm(float* c, size_t ldc, const float* a, size_t lda, const DenseB& b, size_t m, size_t n, size_t k,
+                std::vector<float>& packed, ThreadPool& pool, const DenseGemmKernels& kernels = dense_gemm_kernels());
+
+}  // namespace cactus

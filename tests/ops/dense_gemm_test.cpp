@@ -1,0 +1,79 @@
+// dense_gemm (the encoders' f32 attention products) on every tier this CPU runs: odd shapes (rows
+// around the 6-row micro-kernel, columns around the 16-wide panels, k from 1 to Whisper's 1500),
+// both layouts of B, padded strides, 1 and 3 threads. Each element must equal, bit for bit, one
+// std::fma chain in k order; nothing outside C's [m, n] window is written.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/dense_gemm.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+
+namespace cactus {
+namespace {
+
+std::vector<float> random_floats(size_t n, std::mt19937& rng) {
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
+}
+
+float reference(const float* a, const DenseB& b, size_t i, size_t j, size_t lda, size_t k) {
+    float acc = 0.0f;
+    for (size_t kk = 0; kk < k; ++kk) {
+        const float bv = b.k_major ? b.b[kk * b.stride + j] : b.b[j * b.stride + kk];
+        acc = std::fma(a[i * lda + kk], bv, acc);
+    }
+    return acc;
+}
+
+TEST(DenseGemm, EveryTierEqualsOneFmaChainPerElement) {
+    std::mt19937 rng(7);
+    ThreadPool one(1), three(3);
+    std::vector<float> packed;
+    for (const DenseGemmKernels* kernels : dense_gemm_tables()) {
+        for (size_t m : {1, 5, 6, 7, 13, 40}) {
+            for (size_t n : {1, 15, 16, 17, 33, 64}) {
+                for (size_t k : {1, 7, 64, 129, 1500}) {
+                    for (bool k_major : {false, true}) {
+                        const size_t lda = k + 3, ldc = n + 5;
+                        const size_t b_stride = (k_major ? n : k) + 2;
+                        const std::vector<float> a = random_floats(m * lda, rng);
+                        const std::vector<float> bm = random_floats((k_major ? k : n) * b_stride, rng);
+                        const DenseB b = {bm.data(), b_stride, k_major};
+                        ThreadPool& pool = (m + n + k) % 2 ? three : one;
+                        std::vector<float> c(m * ldc, NAN);
+                        dense_gemm(c.data(), ldc, a.data(), lda, b, m, n, k, packed, pool, *kernels);
+                        for (size_t i = 0; i < m; ++i) {
+                            for (size_t j = 0; j < ldc; ++j) {
+                                const float got = c[i * ldc + j];
+                                if (j >= n) {
+                                    ASSERT_TRUE(std::isnan(got)) << "wrote past column " << n;
+                                    continue;
+                                }
+                                ASSERT_EQ(got, reference(a.data(), b, i, j, lda, k))
+                                    << kernels->isa_name << " m=" << m << " n=" << n << " k=" << k
+                                    << " k_major=" << k_major << " at (" << i << ", " << j << ")";
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST(DenseGemm, ShortStridesAreRefused) {
+    ThreadPool pool(1);
+    std::vector<float> packed, a(64), bm(64), c(64);
+    EXPECT_THROW(dense_gemm(c.data(), 3, a.data(), 8, {bm.data(), 8, false}, 2, 4, 8, packed, pool), Error);
+    EXPECT_THROW(dense_gemm(c.data(), 4, a.data(), 7, {bm.data(), 8, false}, 2, 4, 8, packed, pool), Error);
+    EXPECT_THROW(dense_gemm(c.data(), 4, a.data(), 8, {bm.data(), 3, true}, 2, 4, 8, packed, pool), Error);
+}
+
+}  // namespace
+}  // namespace cactus
