@@ -1,6 +1,7 @@
 #include "backends/backend.h"
 
 #include <cstdlib>
+#include <vector>
 
 #include "backends/cpu_backend.h"
 #include "core/error.h"
@@ -43,6 +44,58 @@ std::vector<float> download_f32(Backend& backend, const Tensor& t) {
     std::vector<float> out(t.elements());
     backend.download(out.data(), t, out.size() * sizeof(float));
     return out;
+}
+
+size_t check_short_conv(const Tensor& y, const Tensor& bx, const Tensor& bcx, const Tensor& w, const Tensor& state,
+                        const Tensor& hist) {
+    const size_t n = y.rows();
+    const size_t e = y.width();
+    const size_t L = w.width();
+    if (y.type != DType::F32 || bx.type != DType::F32 || bcx.type != DType::F32 || w.type != DType::F32 ||
+        state.type != DType::F32 || hist.type != DType::I32) {
+        fail("short_conv: y, bx, bcx, w, state must be F32 and hist I32");
+    }
+    if (L < 2 || bx.rows() != n || bx.width() != e || bcx.rows() != n || bcx.width() != 3 * e || w.rows() != e ||
+        state.width() != e || hist.elements() != n * (L - 1)) {
+        fail("short_conv: shapes y [%zu, %zu], bx [%zu, %zu], bcx [%zu, %zu], w [%zu, %zu], state width %zu, hist %zu",
+             n, e, bx.rows(), bx.width(), bcx.rows(), bcx.width(), w.rows(), L, state.width(), hist.elements());
+    }
+    return L;
+}
+
+void Backend::short_conv(const Tensor& y, const Tensor& bx, const Tensor& bcx, const Tensor& w, const Tensor& state,
+                         const Tensor& hist) {
+    const size_t L = check_short_conv(y, bx, bcx, w, state, hist);
+    const size_t n = y.rows();
+    const size_t e = y.width();
+    std::vector<float> h_bcx = download_f32(*this, bcx);
+    std::vector<float> h_w = download_f32(*this, w);
+    std::vector<float> h_state = download_f32(*this, state);
+    std::vector<int32_t> h_hist(hist.elements());
+    download(h_hist.data(), hist, h_hist.size() * sizeof(int32_t));
+    std::vector<float> h_y(n * e), h_bx(n * e);
+    short_conv_ref(h_y.data(), h_bx.data(), h_bcx.data(), h_w.data(), h_state.data(), state.rows(), h_hist.data(), n, e,
+                   L);
+    upload(y, h_y.data(), h_y.size() * sizeof(float));
+    upload(bx, h_bx.data(), h_bx.size() * sizeof(float));
+}
+
+void Backend::set_rows(const Tensor& table, const Tensor& x, const Tensor& ids) {
+    if (table.type != DType::F32 || x.type != DType::F32 || ids.type != DType::I32 || table.width() != x.width() ||
+        ids.elements() != x.rows()) {
+        fail("set_rows: table [%zu, %zu] F32, x [%zu, %zu] F32 and ids [%zu] I32 do not fit", table.rows(),
+             table.width(), x.rows(), x.width(), ids.elements());
+    }
+    std::vector<int32_t> h_ids(ids.elements());
+    download(h_ids.data(), ids, h_ids.size() * sizeof(int32_t));
+    std::vector<float> h_x = download_f32(*this, x);
+    for (size_t i = 0; i < h_ids.size(); ++i) {
+        if (h_ids[i] < 0) continue;
+        if (static_cast<size_t>(h_ids[i]) >= table.rows())
+            fail("set_rows: id %d is outside the table of %zu rows", h_ids[i], table.rows());
+        upload(table.rows_view(static_cast<size_t>(h_ids[i]), 1), h_x.data() + i * x.width(),
+               x.width() * sizeof(float));
+    }
 }
 
 }  // namespace cactus

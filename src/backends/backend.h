@@ -133,6 +133,15 @@ public:
                                  const Tensor& mask, const DenseAttention& shape) = 0;
     virtual void conv1d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv1d& c) = 0;
     virtual void conv2d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2d& c) = 0;
+    // LFM2's short causal convolution (short_conv_ref in ops_ref.h): y [n, e] and bx [n, e] = B * x
+    // out; bcx [n, 3 * e] = (B | C | x); w [e, L] F32 taps; state [rows, e] F32 (conv rows of earlier
+    // steps, src/kv/conv_state.h); hist [n, L - 1] I32 (where each token's predecessors are).
+    // The default runs the reference on host copies, so every backend has it; the CPU overrides it.
+    virtual void short_conv(const Tensor& y, const Tensor& bx, const Tensor& bcx, const Tensor& w, const Tensor& state,
+                            const Tensor& hist);
+    // table [rows, w] F32: table[ids[i]] = x[i] for each row i of x [n, w] with ids[i] >= 0 (ids
+    // distinct; ids: [n] I32, each < rows). The default goes through the host.
+    virtual void set_rows(const Tensor& table, const Tensor& x, const Tensor& ids);
 };
 
 struct BackendOptions {
@@ -154,6 +163,10 @@ std::string device_from_env(const std::string& fallback);
 // Every device name make_backend knows in this build ("cpu" first; "cuda" when built with CUDA),
 // whether or not it is usable on this machine (tests run each and skip the unusable ones).
 std::vector<std::string> available_devices();
+
+// The argument checks of Backend::short_conv (throws naming the bad shape); returns the taps L.
+size_t check_short_conv(const Tensor& y, const Tensor& bx, const Tensor& bcx, const Tensor& w, const Tensor& state,
+                        const Tensor& hist);
 
 // Host copies of small tensors, for code that must read values (tests, samplers): downloads.
 std::vector<float> download_f32(Backend& backend, const Tensor& t);

@@ -50,6 +50,9 @@ public:
                          const DenseAttention& shape) override;
     void conv1d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv1d& c) override;
     void conv2d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2d& c) override;
+    void short_conv(const Tensor& y, const Tensor& bx, const Tensor& bcx, const Tensor& w, const Tensor& state,
+                    const Tensor& hist) override;
+    void set_rows(const Tensor& table, const Tensor& x, const Tensor& ids) override;
 
     // attention_dense through the GEMM kernels, head by head (cpu_backend_audio.cpp); attention_dense
     // picks it from kDenseGemmMinQueries queries on. Public for its test against the row loop.

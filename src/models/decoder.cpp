@@ -51,8 +51,9 @@ DecoderModel::DecoderModel(const GgufFile& file, const ModelOptions& options, co
 
 DecoderModel::~DecoderModel() = default;
 
-void DecoderModel::init(const std::vector<KvLayerSpec>& layers, const Tensor& output, const Tensor& output_norm) {
-    CACTUS_ASSERT(layers.size() == hp_.n_layer);
+void DecoderModel::init(const std::vector<KvLayerSpec>& layers, const Tensor& output, const Tensor& output_norm,
+                        size_t extra_bytes) {
+    CACTUS_ASSERT(!layers.empty() && layers.size() <= hp_.n_layer);
     output_ = output;
     output_norm_ = output_norm;
     KvCacheConfig config;
@@ -95,6 +96,8 @@ void DecoderModel::init(const std::vector<KvLayerSpec>& layers, const Tensor& ou
     const size_t kv_one = KvCache::predict_bytes(layers, config);
     plan.kv_bytes = kv_one > SIZE_MAX / info_.n_seq ? SIZE_MAX : kv_one * info_.n_seq;
     plan.activation_bytes = predict_activation_bytes(dims);
+    plan.activation_bytes =
+        extra_bytes > SIZE_MAX - plan.activation_bytes ? SIZE_MAX : plan.activation_bytes + extra_bytes;
     check_memory_budget(plan, info_.n_ctx, hp_.n_ctx_train, memory_budget_);
     for (size_t s = 0; s < info_.n_seq; ++s) kv_.push_back(std::make_unique<KvCache>(layers, config, storage));
     for (const KvLayerSpec& spec : layers) ring_layer_.push_back(spec.window != 0);

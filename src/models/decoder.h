@@ -67,8 +67,13 @@ protected:
     virtual float embedding_scale() const { return 1.0f; }
 
     // Called once by the architecture's constructor after its weights are loaded: the output head,
-    // then the caches and activations are allocated.
-    void init(const std::vector<KvLayerSpec>& layers, const Tensor& output, const Tensor& output_norm);
+    // then the caches and activations are allocated. `layers`: one spec per layer that keeps keys
+    // and values, in order (every layer, or a hybrid model's attention layers only: its attention
+    // calls and positions() then take the index into `layers`). `extra_bytes`: what the
+    // architecture allocates itself after init (LFM2's conv states and step buffers), checked
+    // against the memory budget with the caches and activations.
+    void init(const std::vector<KvLayerSpec>& layers, const Tensor& output, const Tensor& output_norm,
+              size_t extra_bytes = 0);
 
     WeightLoader& weights() { return weights_; }
     const Blocks& nn() const { return nn_; }

@@ -28,9 +28,33 @@ std::string dims_string(const std::vector<uint64_t>& dims) {
     return s + "}";
 }
 
+// attention.head_count_kv: one number, or one per layer (0 = no attention in that layer).
+void read_head_count_kv(const GgufFile& file, const std::string& key, bool zeros_allowed, HParams& hp) {
+    const GgufValue* v = file.find(key);
+    if (!v || v->type != GgufType::ARRAY) {
+        hp.n_head_kv = read_dim(file, key, hp.n_head);
+        hp.layer_n_head_kv.assign(hp.n_layer, hp.n_head_kv);
+        return;
+    }
+    if (v->ints.size() != hp.n_layer) {
+        fail("read_hparams: %s has %zu entries for %zu layers", key.c_str(), v->ints.size(), hp.n_layer);
+    }
+    for (size_t il = 0; il < hp.n_layer; ++il) {
+        const int64_t h = v->ints[il];
+        if (h < 0 || h > static_cast<int64_t>(kMaxDim) || (h == 0 && !zeros_allowed) ||
+            (h != 0 && hp.n_head_kv != 0 && static_cast<size_t>(h) != hp.n_head_kv)) {
+            fail("read_hparams: %s[%zu] = %lld (layers with attention must agree; 0 only in hybrid models)",
+                 key.c_str(), il, (long long)h);
+        }
+        if (h != 0) hp.n_head_kv = static_cast<size_t>(h);
+        hp.layer_n_head_kv.push_back(static_cast<size_t>(h));
+    }
+    if (hp.n_head_kv == 0) fail("read_hparams: %s has no layer with attention", key.c_str());
+}
+
 }  // namespace
 
-HParams read_hparams(const GgufFile& file, const std::string& arch) {
+HParams read_hparams(const GgufFile& file, const std::string& arch, bool layers_without_attention) {
     HParams hp;
     hp.arch = arch;
     const std::string p = arch + ".";
@@ -39,7 +63,7 @@ HParams read_hparams(const GgufFile& file, const std::string& arch) {
     hp.n_embd = read_dim(file, p + "embedding_length");
     hp.n_ff = read_dim(file, p + "feed_forward_length");
     hp.n_head = read_dim(file, p + "attention.head_count");
-    hp.n_head_kv = read_dim(file, p + "attention.head_count_kv", hp.n_head);
+    read_head_count_kv(file, p + "attention.head_count_kv", layers_without_attention, hp);
     hp.head_dim_k = read_dim(file, p + "attention.key_length", hp.n_embd / hp.n_head);
     hp.head_dim_v = read_dim(file, p + "attention.value_length", hp.head_dim_k);
     hp.n_rot = read_dim(file, p + "rope.dimension_count", hp.head_dim_k);

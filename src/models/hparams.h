@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace cactus {
 
@@ -14,9 +15,10 @@ struct HParams {
     size_t n_embd = 0;
     size_t n_layer = 0;
     size_t n_head = 0;
-    size_t n_head_kv = 0;
-    size_t head_dim_k = 0;  // attention.key_length
-    size_t head_dim_v = 0;  // attention.value_length
+    size_t n_head_kv = 0;                 // the KV heads of every attention layer
+    std::vector<size_t> layer_n_head_kv;  // [n_layer] per layer; 0 = a layer without attention (LFM2 conv)
+    size_t head_dim_k = 0;                // attention.key_length
+    size_t head_dim_v = 0;                // attention.value_length
     size_t n_ff = 0;
     size_t n_ctx_train = 0;
     size_t n_rot = 0;  // rope.dimension_count
@@ -29,6 +31,9 @@ struct HParams {
 
 // Reads `<arch>.*` keys and checks them for consistency (non-zero, head counts divide, even rope
 // dimensions, ...). n_vocab comes from token_embd.weight. Throws cactus::Error naming the key.
-HParams read_hparams(const GgufFile& file, const std::string& arch);
+// attention.head_count_kv may be a per-layer array (as llama.cpp writes for hybrid models); its
+// non-zero entries must agree, and 0 entries (layers without attention) are accepted only with
+// `layers_without_attention` (LFM2), so no other architecture misreads such a file.
+HParams read_hparams(const GgufFile& file, const std::string& arch, bool layers_without_attention = false);
 
 }  // namespace cactus

@@ -3,7 +3,7 @@
 // forward pass that appends tokens to the cache and returns next-token logits.
 //
 // Architectures register in one table (src/models/registry.cpp); each block design lives in one
-// file (src/models/llama.cpp for llama/qwen2/qwen3, gemma3.cpp) over the decoder core
+// file (src/models/llama.cpp for llama/qwen2/qwen3, gemma3.cpp, lfm2.cpp) over the decoder core
 // (src/models/decoder.h) and the building blocks (src/models/blocks.h), which run on a backend (src/backends/backend.h).
 #include <cstddef>
 #include <cstdint>
@@ -89,8 +89,9 @@ public:
     // Tokens appended to a sequence (compaction drops rows, not tokens: positions are logical).
     virtual size_t n_past(int seq = 0) const = 0;
     // Drops a sequence's cached tokens from token n on (keeps the prefix [0, n)); n <= n_past().
-    // Returns the tokens kept: n, or 0 when the cache cannot restore that state exactly (n before
-    // the last compaction, or sliding rows already overwritten); the caller then recomputes.
+    // Returns the tokens kept: n, or fewer when only an earlier state can be restored exactly (0: n
+    // before the last compaction, or sliding rows already overwritten; LFM2: the last conv-state
+    // checkpoint before n); the caller then recomputes from there.
     virtual size_t truncate(size_t n, int seq = 0) = 0;
     void reset(int seq = 0) { truncate(0, seq); }
 

@@ -12,6 +12,7 @@ std::unique_ptr<Model> load_llama(const GgufFile& file, const ModelOptions& opti
 std::unique_ptr<Model> load_gemma3(const GgufFile& file, const ModelOptions& options);
 std::unique_ptr<Model> load_qwen2(const GgufFile& file, const ModelOptions& options);
 std::unique_ptr<Model> load_qwen3(const GgufFile& file, const ModelOptions& options);
+std::unique_ptr<Model> load_lfm2(const GgufFile& file, const ModelOptions& options);
 
 namespace {
 
@@ -22,12 +23,15 @@ struct Architecture {
     LoaderFn load;
 };
 
+// clang-format off
 constexpr Architecture kArchitectures[] = {
     {"llama", load_llama},
     {"gemma3", load_gemma3},
     {"qwen2", load_qwen2},
     {"qwen3", load_qwen3},
+    {"lfm2", load_lfm2},
 };
+// clang-format on
 
 }  // namespace
 

@@ -53,12 +53,19 @@ Tensor WeightLoader::matrix(const std::string& name, size_t n_in, size_t n_out) 
     return backend_.place_weight(t.data, t.type, n_in, n_out);
 }
 
-Tensor WeightLoader::vector(const std::string& name, size_t n) {
-    const GgufTensor& t = require_tensor(file_, name, {n});
+Tensor WeightLoader::vector(const std::string& name, size_t n) { return f32_rows(name, n, 1); }
+
+Tensor WeightLoader::f32_rows(const std::string& name, size_t width, size_t n_rows) {
+    const GgufTensor& t =
+        n_rows == 1 ? require_tensor(file_, name, {width}) : require_tensor(file_, name, {width, n_rows});
+    const size_t n = width * n_rows;
     std::vector<float> host(n);
-    dequantize_to_f32(t.type, host.data(), t.data, n);
+    const size_t row_bytes = dtype_row_bytes(t.type, width);
+    for (size_t r = 0; r < n_rows; ++r) {
+        dequantize_to_f32(t.type, host.data() + r * width, static_cast<const uint8_t*>(t.data) + r * row_bytes, width);
+    }
     vectors_.push_back(backend_.alloc(n * sizeof(float)));
-    const Tensor out = make_tensor(vectors_.back().get(), 0, DType::F32, n, 1);
+    const Tensor out = make_tensor(vectors_.back().get(), 0, DType::F32, width, n_rows);
     backend_.upload(out, host.data(), n * sizeof(float));
     return out;
 }

@@ -22,6 +22,8 @@ public:
     Tensor matrix(const std::string& name, size_t n_in, size_t n_out);
     // A 1-D tensor of n elements as F32 (norm weights, biases).
     Tensor vector(const std::string& name, size_t n);
+    // A small 2-D tensor [n_rows, width] (GGUF dims {width, n_rows}) as F32 (convolution taps).
+    Tensor f32_rows(const std::string& name, size_t width, size_t n_rows);
     bool has(const std::string& name) const;
 
 private:

@@ -176,4 +176,36 @@ void layer_norm_ref(float* y, const float* x, const float* w, const float* b, si
     }
 }
 
+void short_conv_ref(float* y, float* bx, const float* bcx, const float* w, const float* state, size_t state_rows,
+                    const int32_t* hist, size_t n, size_t e, size_t L) {
+    for (size_t i = 0; i < n; ++i) {  // bx first: later rows read earlier rows of the batch
+        const float* row = bcx + i * 3 * e;
+        for (size_t c = 0; c < e; ++c) bx[i * e + c] = row[c] * row[2 * e + c];
+    }
+    std::vector<const float*> src(L);  // [L] the rows tap k reads (nullptr = zero)
+    for (size_t i = 0; i < n; ++i) {
+        src[L - 1] = bx + i * e;
+        for (size_t d = 1; d < L; ++d) {
+            const int32_t v = hist[i * (L - 1) + d - 1];
+            const float* r = nullptr;
+            if (v >= 0) {
+                if (static_cast<size_t>(v) >= n) fail("short_conv_ref: batch row %d of %zu", v, n);
+                r = bx + static_cast<size_t>(v) * e;
+            } else if (v <= -2) {
+                const size_t s = static_cast<size_t>(-2 - static_cast<int64_t>(v));
+                if (s >= state_rows) fail("short_conv_ref: state row %zu of %zu", s, state_rows);
+                r = state + s * e;
+            }
+            src[L - 1 - d] = r;
+        }
+        const float* c_row = bcx + i * 3 * e + e;
+        for (size_t c = 0; c < e; ++c) {
+            float sum = 0.0f;
+            for (size_t k = 0; k < L; ++k)
+                if (src[k]) sum += src[k][c] * w[c * L + k];
+            y[i * e + c] = c_row[c] * sum;
+        }
+    }
+}
+
 }  // namespace cactus

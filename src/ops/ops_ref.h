@@ -73,6 +73,15 @@ void attention_head_q8_ref(float* out, const float* q, const int8_t* k, size_t k
                            size_t v_scale_stride, const int32_t* row_pos, size_t n_rows, size_t head_dim,
                            size_t head_dim_v, float scale, const AttentionMask& mask);
 
+// LFM2's short causal depthwise convolution over the rows of a batch (tokens of one or several
+// sequences). Per token i: bcx [n, 3 * e] holds (B | C | x); bx [n, e] = B * x (written);
+// y [n, e] = C * sum_{k < L} w[c * L + k] * bx(token i - (L - 1) + k), w: [e, L] taps (tap L - 1
+// weighs the token itself). hist [n, L - 1]: column d - 1 says where the token d steps back in the
+// same sequence is: v >= 0 row v of this batch, v == -1 none (before the sequence starts: zero),
+// v <= -2 row (-2 - v) of state [state_rows, e] (earlier steps). Sums run from the oldest tap.
+void short_conv_ref(float* y, float* bx, const float* bcx, const float* w, const float* state, size_t state_rows,
+                    const int32_t* hist, size_t n, size_t e, size_t L);
+
 // IEEE binary16 conversions (round to nearest even), the reference for the cache's storage.
 float half_to_float_ref(uint16_t h);
 uint16_t float_to_half_ref(float f);

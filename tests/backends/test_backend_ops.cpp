@@ -397,6 +397,34 @@ TEST_P(BackendOps, Convolutions) {
     }
 }
 
+TEST_P(BackendOps, ShortConvAndSetRows) {
+    // LFM2's short convolution: 9 tokens of two sequences interleaved (e 13, L 3), predecessors in
+    // this batch, in a state table, or none; against short_conv_ref. Then the scatter of rows.
+    const size_t n = 9, e = 13, L = 3, state_rows = 6;
+    const std::vector<float> bcx = random_floats(n * 3 * e, 70), w = random_floats(e * L, 71);
+    const std::vector<float> state = random_floats(state_rows * e, 72);
+    // hist [n, L - 1]: lag 1 then lag 2; >= 0 batch row, -1 none, <= -2 state row -2 - v.
+    const std::vector<int32_t> hist = {-1, -1, -3, -2, 0, -1, 1, -3, 2, 0, 4, 1, 5, 3, 6, 4, 7, 5};
+    std::vector<float> want_y(n * e), want_bx(n * e);
+    short_conv_ref(want_y.data(), want_bx.data(), bcx.data(), w.data(), state.data(), state_rows, hist.data(), n, e, L);
+    const Tensor t_hist = i32(hist).reshaped(L - 1, n);  // [n, L - 1]
+    const Tensor y = zeros(e, n), bx = zeros(e, n), table = f32(state, e);
+    be_->short_conv(y, bx, f32(bcx, 3 * e), f32(w, L), table, t_hist);
+    expect_close(get(y), want_y, 1e-5f, "short_conv y");
+    expect_close(get(bx), want_bx, 1e-5f, "short_conv bx");
+    std::vector<int32_t> ids(n, -1);
+    ids[1] = 4;
+    ids[6] = 0;
+    be_->set_rows(table, bx, i32(ids));
+    std::vector<float> want_table = state;
+    std::copy(want_bx.begin() + 1 * e, want_bx.begin() + 2 * e, want_table.begin() + 4 * e);
+    std::copy(want_bx.begin() + 6 * e, want_bx.begin() + 7 * e, want_table.begin());
+    expect_close(get(table), want_table, 0.0f, "set_rows");
+    ids[2] = static_cast<int32_t>(state_rows);
+    EXPECT_THROW(be_->set_rows(table, bx, i32(ids)), Error);
+    EXPECT_THROW(be_->short_conv(y, bx, f32(bcx, 3 * e), f32(w, L), table, i32(ids)), Error);  // hist of n, not 2n
+}
+
 TEST_P(BackendOps, MismatchedShapesAreErrors) {
     EXPECT_THROW(be_->matmul(zeros(5, 2), f32(random_floats(4 * 8, 1), 8), zeros(7, 2)), Error);
     EXPECT_THROW(be_->add(zeros(5, 2), zeros(5, 2), zeros(4, 2)), Error);

@@ -1,4 +1,4 @@
-// libFuzzer target for model loading: a small llama or gemma3 GGUF written with GgufWriter whose
+// libFuzzer target for model loading: a small llama, gemma3 or lfm2 GGUF written with GgufWriter whose
 // hyper-parameters (metadata) and tensor shapes and types the input mutates: claims far larger
 // than the tensors, missing or extra tensors, shapes off by one, types the loader must reject.
 // Loading must succeed or throw cactus::Error, allocating within the memory budget (256 MiB);
@@ -72,7 +72,69 @@ void add_weight(cactus::GgufWriter& w, FuzzedDataProvider& in, const std::string
     w.add_tensor(name, type, dims, data.data(), data.size());
 }
 
-std::vector<uint8_t> build_file(FuzzedDataProvider& in, bool* gemma) {
+// lfm2's per-layer attention.head_count_kv (0 = a conv layer): the true array most of the time,
+// else one of length off by one, with another head count, or a scalar.
+void add_head_count_kv(cactus::GgufWriter& w, FuzzedDataProvider& in, const std::vector<bool>& attn, uint32_t n_kv) {
+    std::vector<int64_t> v;
+    for (bool a : attn) v.push_back(a ? n_kv : 0);
+    switch (in.ConsumeIntegralInRange<int>(0, 7)) {
+        case 0:
+            v.push_back(n_kv);
+            break;
+        case 1:
+            if (!v.empty()) v.pop_back();
+            break;
+        case 2:
+            v[in.ConsumeIntegralInRange<size_t>(0, v.size() - 1)] = in.ConsumeIntegral<uint32_t>();
+            break;
+        case 3:
+            add_claim(w, in, "lfm2.attention.head_count_kv", n_kv);
+            return;
+        default:
+            break;
+    }
+    w.add_int_array("lfm2.attention.head_count_kv", cactus::GgufType::U32, v);
+}
+
+void add_attention(cactus::GgufWriter& w, FuzzedDataProvider& in, const std::string& b, const TrueDims& d) {
+    const uint32_t q = d.n_head * d.head_dim, kv = d.n_head_kv * d.head_dim;
+    add_weight(w, in, b + "attn_q.weight", d.n_embd, q);
+    add_weight(w, in, b + "attn_k.weight", d.n_embd, kv);
+    add_weight(w, in, b + "attn_v.weight", d.n_embd, kv);
+    add_weight(w, in, b + "attn_output.weight", q, d.n_embd);
+}
+
+void add_ffn(cactus::GgufWriter& w, FuzzedDataProvider& in, const std::string& b, const TrueDims& d) {
+    add_weight(w, in, b + "ffn_norm.weight", d.n_embd, 0);
+    add_weight(w, in, b + "ffn_gate.weight", d.n_embd, d.n_ff);
+    add_weight(w, in, b + "ffn_up.weight", d.n_embd, d.n_ff);
+    add_weight(w, in, b + "ffn_down.weight", d.n_ff, d.n_embd);
+}
+
+// lfm2: conv layers (shortconv in_proj / conv taps / out_proj) and attention layers with q/k norms.
+void add_lfm2_layers(cactus::GgufWriter& w, FuzzedDataProvider& in, const TrueDims& d) {
+    std::vector<bool> attn;
+    for (uint32_t il = 0; il < d.n_layer; ++il) attn.push_back(in.ConsumeBool());
+    add_head_count_kv(w, in, attn, d.n_head_kv);
+    add_claim(w, in, "lfm2.shortconv.l_cache", 3);
+    if (in.ConsumeIntegralInRange<int>(0, 15) == 0) w.add_bool("lfm2.attention.causal", false);
+    for (uint32_t il = 0; il < d.n_layer; ++il) {
+        const std::string b = "blk." + std::to_string(il) + ".";
+        add_weight(w, in, b + "attn_norm.weight", d.n_embd, 0);
+        if (attn[il]) {
+            add_attention(w, in, b, d);
+            add_weight(w, in, b + "attn_q_norm.weight", d.head_dim, 0);
+            add_weight(w, in, b + "attn_k_norm.weight", d.head_dim, 0);
+        } else {
+            add_weight(w, in, b + "shortconv.in_proj.weight", d.n_embd, 3 * d.n_embd);
+            add_weight(w, in, b + "shortconv.conv.weight", 3, d.n_embd);
+            add_weight(w, in, b + "shortconv.out_proj.weight", d.n_embd, d.n_embd);
+        }
+        add_ffn(w, in, b, d);
+    }
+}
+
+std::vector<uint8_t> build_file(FuzzedDataProvider& in) {
     TrueDims d;
     d.n_head = 1u << in.ConsumeIntegralInRange<int>(0, 2);
     d.n_head_kv = d.n_head >> in.ConsumeIntegralInRange<int>(0, 2);
@@ -82,15 +144,16 @@ std::vector<uint8_t> build_file(FuzzedDataProvider& in, bool* gemma) {
     d.n_ff = 32u * in.ConsumeIntegralInRange<uint32_t>(1, 3);
     d.n_layer = in.ConsumeIntegralInRange<uint32_t>(1, 3);
     d.n_vocab = in.ConsumeIntegralInRange<uint32_t>(2, 64);
-    *gemma = in.ConsumeBool();
-    const std::string a = *gemma ? "gemma3" : "llama";
+    const bool gemma = in.ConsumeBool();
+    const bool lfm2 = !gemma && in.ConsumeIntegralInRange<int>(0, 2) == 0;
+    const std::string a = gemma ? "gemma3" : lfm2 ? "lfm2" : "llama";
     cactus::GgufWriter w;
     w.add_string("general.architecture", a);
     add_claim(w, in, a + ".block_count", d.n_layer);
     add_claim(w, in, a + ".embedding_length", d.n_embd);
     add_claim(w, in, a + ".feed_forward_length", d.n_ff);
     add_claim(w, in, a + ".attention.head_count", d.n_head);
-    add_claim(w, in, a + ".attention.head_count_kv", d.n_head_kv);
+    if (!lfm2) add_claim(w, in, a + ".attention.head_count_kv", d.n_head_kv);
     add_claim(w, in, a + ".attention.key_length", d.head_dim);
     add_claim(w, in, a + ".attention.value_length", d.head_dim);
     add_claim(w, in, a + ".rope.dimension_count", d.head_dim);
@@ -99,22 +162,19 @@ std::vector<uint8_t> build_file(FuzzedDataProvider& in, bool* gemma) {
     if (in.ConsumeBool()) w.add_f32(a + ".attention.layer_norm_rms_epsilon", in.ConsumeFloatingPoint<float>());
     if (in.ConsumeBool()) w.add_f32(a + ".rope.freq_base", in.ConsumeFloatingPoint<float>());
     if (in.ConsumeBool()) w.add_f32(a + ".final_logit_softcapping", in.ConsumeFloatingPoint<float>());
-    const uint32_t q = d.n_head * d.head_dim, kv = d.n_head_kv * d.head_dim;
     add_weight(w, in, "token_embd.weight", d.n_embd, d.n_vocab);
-    add_weight(w, in, "output_norm.weight", d.n_embd, 0);
+    add_weight(w, in, lfm2 ? "token_embd_norm.weight" : "output_norm.weight", d.n_embd, 0);
     if (in.ConsumeBool()) add_weight(w, in, "output.weight", d.n_embd, d.n_vocab);
+    if (lfm2) {
+        add_lfm2_layers(w, in, d);
+        return w.to_bytes();
+    }
     for (uint32_t il = 0; il < d.n_layer; ++il) {
         const std::string b = "blk." + std::to_string(il) + ".";
         add_weight(w, in, b + "attn_norm.weight", d.n_embd, 0);
-        add_weight(w, in, b + "attn_q.weight", d.n_embd, q);
-        add_weight(w, in, b + "attn_k.weight", d.n_embd, kv);
-        add_weight(w, in, b + "attn_v.weight", d.n_embd, kv);
-        add_weight(w, in, b + "attn_output.weight", q, d.n_embd);
-        add_weight(w, in, b + "ffn_norm.weight", d.n_embd, 0);
-        add_weight(w, in, b + "ffn_gate.weight", d.n_embd, d.n_ff);
-        add_weight(w, in, b + "ffn_up.weight", d.n_embd, d.n_ff);
-        add_weight(w, in, b + "ffn_down.weight", d.n_ff, d.n_embd);
-        if (*gemma) {
+        add_attention(w, in, b, d);
+        add_ffn(w, in, b, d);
+        if (gemma) {
             add_weight(w, in, b + "attn_q_norm.weight", d.head_dim, 0);
             add_weight(w, in, b + "attn_k_norm.weight", d.head_dim, 0);
             add_weight(w, in, b + "post_attention_norm.weight", d.n_embd, 0);
@@ -128,10 +188,9 @@ std::vector<uint8_t> build_file(FuzzedDataProvider& in, bool* gemma) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FuzzedDataProvider in(data, size);
-    bool gemma = false;
     std::vector<uint8_t> bytes;
     try {
-        bytes = build_file(in, &gemma);
+        bytes = build_file(in);
     } catch (const cactus::Error&) {
         return 0;  // the writer refused (e.g. a duplicate name): not an input for the loader
     }
