@@ -177,7 +177,9 @@ TEST(CudaOps, RopeBothStylesPartialRotation) {
 }
 
 // The same appends and attention steps over a CPU cache and a CUDA cache: outputs must agree.
-void compare_kv_attention(KvType type, uint32_t window, uint32_t sinks) {
+// bidirectional: every chunk is one span whose queries all see the whole chunk (KvBatch::last, as
+// a Gemma 3 image), causal before it.
+void compare_kv_attention(KvType type, uint32_t window, uint32_t sinks, bool bidirectional = false) {
     CACTUS_REQUIRE_CUDA(gpu);
     std::unique_ptr<Backend> cpu = make_backend(BackendOptions{});
     const size_t n_head = 6, n_head_kv = 2, dk = 40, dv = 72;
@@ -206,9 +208,10 @@ void compare_kv_attention(KvType type, uint32_t window, uint32_t sinks) {
         const size_t first = kc->append(chunk);
         ASSERT_EQ(kg->append(chunk), first);
         std::vector<KvCache*> cc(chunk, kc.get()), cg(chunk, kg.get());
-        std::vector<size_t> tokens(chunk);
+        std::vector<size_t> tokens(chunk), last(chunk, first + chunk - 1);
         for (size_t i = 0; i < chunk; ++i) tokens[i] = first + i;
-        const KvBatch bc{chunk, cc.data(), tokens.data()}, bg{chunk, cg.data(), tokens.data()};
+        const size_t* span_end = bidirectional ? last.data() : nullptr;
+        const KvBatch bc{chunk, cc.data(), tokens.data(), span_end}, bg{chunk, cg.data(), tokens.data(), span_end};
         for (size_t il = 0; il < 2; ++il) {
             const std::vector<float> k = random_floats(chunk * global.k_width, ++seed, -2.0f, 2.0f);
             const std::vector<float> v = random_floats(chunk * global.v_width, ++seed);
@@ -246,6 +249,9 @@ void compare_kv_attention(KvType type, uint32_t window, uint32_t sinks) {
 
 TEST(CudaOps, AttentionOverCacheF16GlobalAndRingWithSinks) { compare_kv_attention(KvType::F16, 9, 2); }
 TEST(CudaOps, AttentionOverCacheInt8GlobalAndRing) { compare_kv_attention(KvType::I8, 16, 0); }
+// Written in session 7 without a GPU to run it on (the device was not lent again): the CUDA kernel's
+// `ahead` field (bidirectional spans) against the CPU backend.
+TEST(CudaOps, AttentionOverCacheBidirectionalSpans) { compare_kv_attention(KvType::F16, 9, 2, true); }
 
 TEST(CudaOps, DenseAttentionAndConvolutionsMatchCpu) {
     CACTUS_REQUIRE_CUDA(gpu);
