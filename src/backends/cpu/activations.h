@@ -7,6 +7,7 @@
 // erfc with a relative error below 1.2e-7 (Numerical Recipes' erfcc), so its tail for x << 0 keeps
 // its relative precision (1 + erf(z) is computed as erfc(-z), no cancellation).
 #include <cstddef>
+#include <vector>
 
 namespace cactus {
 
@@ -20,6 +21,9 @@ struct ActivationKernels {
 
 const ActivationKernels& activation_kernels_generic();
 const ActivationKernels& activation_kernels_avx2();  // x86-64 only (avx2/activations_avx2.cpp)
+const ActivationKernels& activation_kernels_neon();  // aarch64 only (neon/activations_neon.cpp)
+// Every table this CPU can run, generic first (tests; cpu_dispatch.cpp).
+std::vector<const ActivationKernels*> activation_tables();
 // The best table for this CPU (chosen once).
 const ActivationKernels& activation_kernels();
 

@@ -17,6 +17,12 @@ const AttentionRowKernels& pick_attention(const CpuFeatures& f) {
 const DenseGemmKernels& pick_dense_gemm(const CpuFeatures& f) {
     return f.avx2 ? dense_gemm_kernels_avx2() : dense_gemm_kernels_generic();
 }
+#elif defined(__aarch64__)
+// ASIMD is part of every aarch64 CPU: the NEON activations and dense GEMM are always there; the
+// attention rows have no NEON table yet.
+const ActivationKernels& pick_activations(const CpuFeatures&) { return activation_kernels_neon(); }
+const AttentionRowKernels& pick_attention(const CpuFeatures&) { return attention_row_kernels_generic(); }
+const DenseGemmKernels& pick_dense_gemm(const CpuFeatures&) { return dense_gemm_kernels_neon(); }
 #else
 const ActivationKernels& pick_activations(const CpuFeatures&) { return activation_kernels_generic(); }
 const AttentionRowKernels& pick_attention(const CpuFeatures&) { return attention_row_kernels_generic(); }
@@ -49,7 +55,14 @@ const DenseGemmKernels& dense_gemm_kernels() { return *cpu_kernel_set().dense_ge
 std::vector<const DenseGemmKernels*> dense_gemm_tables() {
     std::vector<const DenseGemmKernels*> tables = {&dense_gemm_kernels_generic()};
     const CpuFeatures detected = cpu_features_capped(nullptr);
-    if (detected.avx2 && &pick_dense_gemm(detected) != tables[0]) tables.push_back(&pick_dense_gemm(detected));
+    if (&pick_dense_gemm(detected) != tables[0]) tables.push_back(&pick_dense_gemm(detected));
+    return tables;
+}
+
+std::vector<const ActivationKernels*> activation_tables() {
+    std::vector<const ActivationKernels*> tables = {&activation_kernels_generic()};
+    const CpuFeatures detected = cpu_features_capped(nullptr);
+    if (&pick_activations(detected) != tables[0]) tables.push_back(&pick_activations(detected));
     return tables;
 }
 

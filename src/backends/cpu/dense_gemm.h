@@ -28,6 +28,7 @@ struct DenseGemmKernels {
 
 const DenseGemmKernels& dense_gemm_kernels_generic();
 const DenseGemmKernels& dense_gemm_kernels_avx2();  // x86-64 only (avx2/dense_gemm_avx2.cpp)
+const DenseGemmKernels& dense_gemm_kernels_neon();  // aarch64 only (neon/dense_gemm_neon.cpp)
 const DenseGemmKernels& dense_gemm_kernels();       // the chosen tier (cpu_dispatch.cpp)
 // Every table this CPU can run, generic first (tests; cpu_dispatch.cpp).
 std::vector<const DenseGemmKernels*> dense_gemm_tables();
