@@ -43,6 +43,6 @@ run_on() {
 }
 
 run_on max "generic neon neon_dotprod"
-# Without dotprod: the kernel tables, and the activations and dense GEMM (base ARMv8 by pragma).
-run_on cortex-a72 "generic neon" --gtest_filter='CpuKernels.*:Activations.*:DenseGemm.*'
+# Without dotprod: the kernel tables, the activations, attention rows and dense GEMM (base ARMv8).
+run_on cortex-a72 "generic neon" --gtest_filter='CpuKernels.*:Activations.*:DenseGemm.*:AttentionRows.*'
 echo "test_aarch64: all passed in $((SECONDS - start)) s"

@@ -10,6 +10,7 @@
 // bit the result of n_q = 1 and a one-row list, so grouping queries never changes a number.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace cactus {
 
@@ -56,6 +57,9 @@ struct AttentionRowKernels {
 const AttentionRowKernels& attention_row_kernels_generic();
 const AttentionRowKernels& attention_row_kernels_avx2();    // x86-64 only (avx2/attention_avx2.cpp)
 const AttentionRowKernels& attention_row_kernels_avx512();  // x86-64 only (avx512/attention_avx512.cpp)
+const AttentionRowKernels& attention_row_kernels_neon();    // aarch64 only (neon/attention_neon.cpp)
+// Every table this CPU can run, generic first, then by width (tests; cpu_dispatch.cpp).
+std::vector<const AttentionRowKernels*> attention_row_tables();
 // The best table for this CPU (chosen once).
 const AttentionRowKernels& attention_row_kernels();
 

@@ -18,10 +18,10 @@ const DenseGemmKernels& pick_dense_gemm(const CpuFeatures& f) {
     return f.avx2 ? dense_gemm_kernels_avx2() : dense_gemm_kernels_generic();
 }
 #elif defined(__aarch64__)
-// ASIMD is part of every aarch64 CPU: the NEON activations and dense GEMM are always there; the
-// attention rows have no NEON table yet.
+// ASIMD is part of every aarch64 CPU: the NEON activations, attention rows and dense GEMM are
+// always there.
 const ActivationKernels& pick_activations(const CpuFeatures&) { return activation_kernels_neon(); }
-const AttentionRowKernels& pick_attention(const CpuFeatures&) { return attention_row_kernels_generic(); }
+const AttentionRowKernels& pick_attention(const CpuFeatures&) { return attention_row_kernels_neon(); }
 const DenseGemmKernels& pick_dense_gemm(const CpuFeatures&) { return dense_gemm_kernels_neon(); }
 #else
 const ActivationKernels& pick_activations(const CpuFeatures&) { return activation_kernels_generic(); }
@@ -56,6 +56,18 @@ std::vector<const DenseGemmKernels*> dense_gemm_tables() {
     std::vector<const DenseGemmKernels*> tables = {&dense_gemm_kernels_generic()};
     const CpuFeatures detected = cpu_features_capped(nullptr);
     if (&pick_dense_gemm(detected) != tables[0]) tables.push_back(&pick_dense_gemm(detected));
+    return tables;
+}
+
+std::vector<const AttentionRowKernels*> attention_row_tables() {
+    std::vector<const AttentionRowKernels*> tables = {&attention_row_kernels_generic()};
+    const CpuFeatures detected = cpu_features_capped(nullptr);
+    CpuFeatures narrower = detected;  // x86-64: the AVX2 table also runs on an AVX-512 CPU
+    narrower.avx512_vnni = false;
+    for (const CpuFeatures& f : {narrower, detected}) {
+        const AttentionRowKernels* t = &pick_attention(f);
+        if (t != tables.back()) tables.push_back(t);
+    }
     return tables;
 }
 
