@@ -83,7 +83,7 @@ TEST(QuantThroughput, PrintMatmulSpeed) {
     std::printf("%-6s", "type");
     for (const CpuKernels* k : tables) std::printf(" %9s GB/s %9s GOPS", k->isa_name, "");
     std::printf("   (1 thread, %zu x %zu; 1 token / %zu tokens)\n", n_out, n_in, n_tokens);
-    for (DType type : {DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q4_0}) {
+    for (DType type : {DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q4_0}) {
         std::vector<uint8_t> w;
         for (size_t o = 0; o < n_out; ++o) {
             std::vector<uint8_t> row = test::quantized_row(type, n_in, rng);
@@ -105,10 +105,11 @@ TEST(QuantThroughput, PrintMatmulSpeed) {
 
 // Prints single-thread matrix-vector speed on weights far larger than the caches (GB/s from RAM).
 TEST(QuantThroughput, PrintMatvecFromMemory) {
-    const size_t n_in = 640, n_out = 65536;
     ThreadPool pool(1);
     std::mt19937 rng(9);
-    for (DType type : {DType::Q8_0, DType::Q4_1, DType::Q5_0}) {
+    for (DType type : {DType::Q8_0, DType::Q4_1, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+        // 26-60 MB of weights: far beyond the last-level cache
+        const size_t n_in = dtype_traits(type).block_size == 32 ? 640 : 1536, n_out = 65536;
         const size_t row_bytes = dtype_row_bytes(type, n_in);
         std::vector<uint8_t> row = test::quantized_row(type, n_in, rng);
         std::vector<uint8_t> w(row_bytes * n_out);
