@@ -284,45 +284,49 @@ inline __m256i k_panel_pair_dot(const uint8_t* field, const PanelActBlock* a, in
     return sum;
 }
 
+// Int32 lanes (lane r = row r of the half) of sum_c scale_c * (q_c . x_c) for one token's super-block
+// xq: Q6_K's sub-block scales, the mins and the offset are not in it. One token at a time keeps the
+// live registers few (the group vectors are reloaded per token from L1: loads are not the limit,
+// the one vpmaddubsw / vpmaddwd port is).
+template <class F>
+inline __m256i k_panel_isum(const uint8_t* sb_half, const int8_t* xq) {
+    constexpr int G = F::kGroupsPerSum;
+    __m256i isum = _mm256_setzero_si256();
+    for (int c = 0; c < 8; ++c) {
+        for (int g0 = 0; g0 < 8; g0 += G) {
+            __m256i pairs = _mm256_setzero_si256();
+            for (int g = g0; g < g0 + G; ++g) {
+                const uint8_t* wq = sb_half + (8 * c + g) * kPanelGroupBytes;
+                int32_t x4;
+                std::memcpy(&x4, xq + 32 * c + 4 * g, 4);
+                const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq));
+                pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w, _mm256_set1_epi32(x4)));
+            }
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, k_panel_scale<F>(sb_half, c, g0)));
+        }
+    }
+    return isum;
+}
+
 // y: [T] rows of y_stride, 8 outputs each  <-  one panel half [n_sb] x T activation rows.
 // half: the panel's first byte plus 32 * h.
 template <class F, int T>
 void k_half_panel_tile(float* y, size_t y_stride, const uint8_t* half, const uint8_t* x, size_t x_row_bytes,
                        const PanelActBlock* act, size_t act_row_blocks, size_t n_sb) {
-    constexpr int G = F::kGroupsPerSum;
     __m256 acc[T], acc_min[T];
     for (int t = 0; t < T; ++t) acc[t] = acc_min[t] = _mm256_setzero_ps();
     for (size_t sb = 0; sb < n_sb; ++sb, half += kKPanelBytes) {
-        const int8_t* xq[T];
-        for (int t = 0; t < T; ++t) xq[t] = reinterpret_cast<const BlockQ8_K*>(x + t * x_row_bytes)[sb].qs;
-        __m256i isum[T];
-        for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-        for (int c = 0; c < 8; ++c) {
-            for (int g0 = 0; g0 < 8; g0 += G) {
-                __m256i pairs[T];
-                for (int t = 0; t < T; ++t) pairs[t] = _mm256_setzero_si256();
-                for (int g = g0; g < g0 + G; ++g) {
-                    const uint8_t* wq = half + (8 * c + g) * kPanelGroupBytes;
-                    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq));
-                    for (int t = 0; t < T; ++t) {
-                        int32_t x4;
-                        std::memcpy(&x4, xq[t] + 32 * c + 4 * g, 4);
-                        pairs[t] = _mm256_add_epi16(pairs[t], _mm256_maddubs_epi16(w, _mm256_set1_epi32(x4)));
-                    }
-                }
-                const __m256i s = k_panel_scale<F>(half, c, g0);
-                for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pairs[t], s));
-            }
-        }
         const __m256 dw = _mm256_loadu_ps(reinterpret_cast<const float*>(half + kKDOffset));
         for (int t = 0; t < T; ++t) {
+            const int8_t* xq = reinterpret_cast<const BlockQ8_K*>(x + t * x_row_bytes)[sb].qs;
             const PanelActBlock* a = act + t * act_row_blocks + 8 * sb;
+            __m256i isum = k_panel_isum<F>(half, xq);
             const __m256 dx = _mm256_set1_ps(a[0].d);
             if constexpr (!F::kHasMins) {
                 const __m256i offset = k_panel_pair_dot(half + kKScaleOffset, a, 8);
-                isum[t] = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(offset, 5));
+                isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(offset, 5));
             }
-            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum), acc[t]);
             if constexpr (F::kHasMins) {
                 const __m256 dmin = _mm256_loadu_ps(reinterpret_cast<const float*>(half + kKDminOffset));
                 const __m256i mdot = k_panel_pair_dot(half + kKMinOffset, a, 4);
