@@ -41,7 +41,7 @@ struct PanelActBlock {
     float d;       // activation scale
     int32_t bias;  // -offset * sum(q): turns the unsigned weight dot into the signed one
     float s;       // d * sum(q) as stored by Q8_1 (formats with a minimum), else 0
-    float unused;
+    int32_t bias2;  // K-quant panels: a second integer fact of the chunk (avx2_k_panels.inl), else 0
 };
 // panel: [n / 32] panel blocks  <-  w: kPanelRows rows of n elements, row stride w_row_bytes
 using PackPanelFn = void (*)(uint8_t* panel, const void* w, size_t w_row_bytes, size_t n);

@@ -13,9 +13,13 @@
 // and the result acc - acc_min (Q6_K: acc). Int32 bounds (|x| <= 128, scales and mins 6-bit
 // unsigned, Q6_K scales int8): |isum| <= 256 * 63 * 128 * 128 + 32 * 16 * 128 * 2048 < 2^29.
 //
-// Int16 stage: vpmaddubsw gives pair sums q0 x0 + q1 x1 of at most 2 * qmax * 128; the pair sums of
-// G groups of 4 quants are added in int16 before one vpmaddwd with the scale, as long as
-// G * 2 * qmax * 128 < 2^15: Q4_K G = 8 (30,720), Q5_K G = 4 (31,744), Q6_K G = 2 (32,256).
+// Int16 stage: vpmaddubsw gives pair sums q0 x0 + q1 x1 of at most 2 * qmax * 128 (no saturation);
+// the pair sums of G groups of 4 quants are added in int16 before one vpmaddwd with the scale, as
+// long as G * 2 * qmax * 128 < 2^15: Q4_K G = 8 (30,720), Q5_K G = 4 (31,744). Q6_K in the panels:
+// the 4 groups of a sub-block (G = 4) minus the token's 32 * (pair sums of x) give the pair sums of
+// (q - 32) x, at most 4 * 2 * 32 * 128 = 32,768 in magnitude, reached only by q = 0 against x = -128
+// everywhere (the Q8_K quantizer gives |x| <= 127: 32,512). The int16 adds wrap, so only the final
+// value has to fit, not the partial sums.
 
 // Panel of kPanelRows rows, per super-block (kKPanelBytes, 8 * kPanelBlockBytes: the 32-element
 // formats' scratch of the same n holds it); every field is 16 lanes of 4 bytes, lane r = row r, so a
@@ -31,9 +35,11 @@ constexpr size_t kKDOffset = kKMinOffset + 4 * kPanelGroupBytes;
 constexpr size_t kKDminOffset = kKDOffset + kPanelGroupBytes;
 static_assert(kKDminOffset + kPanelGroupBytes <= kKPanelBytes, "K panel layout");
 
-// Token facts per super-block (PanelActBlock c of the 8 per super-block): d = d_x, and bias = two
-// int16 packed in an int32: Q4_K/Q5_K (c < 4) the bsums pair sums (P_2c, P_2c+1) with
-// P_k = bsums[2k] + bsums[2k+1]; Q6_K (c < 8) (bsums[2c], bsums[2c+1]).
+// Token facts per super-block (PanelActBlock c of the 8 per super-block): d = d_x, and two int16
+// packed in an int32: Q4_K/Q5_K bias (c < 4) = the bsums pair sums (P_2c, P_2c+1) with
+// P_k = bsums[2k] + bsums[2k+1]; Q6_K bias / bias2 = the offset of sub-block 2c / 2c + 1: 32 times
+// the sums of its quants x_j with j % 4 in {0, 1} / in {2, 3} (what the 4 groups' maddubs pair sums
+// of 32 * x come to, lane by lane).
 
 inline int32_t two_i16(int a, int b) {
     return static_cast<int32_t>(static_cast<uint16_t>(a) | (static_cast<uint32_t>(static_cast<uint16_t>(b)) << 16));
@@ -114,7 +120,7 @@ struct Q5_KPanels {
 struct Q6_KPanels {
     using Block = BlockQ6_K;
     static constexpr bool kHasMins = false;
-    static constexpr int kGroupsPerSum = 2;
+    static constexpr int kGroupsPerSum = 4;  // with the offset subtracted in int16, see above
     // int16 scales; chunk(c): scale 2c in the low 128-bit half, 2c + 1 in the high half (the chunk's
     // two sub-blocks of 16, as maddubs pairs lie in the vector)
     struct Scales {
@@ -243,6 +249,16 @@ void pack_k_panel(uint8_t* panel, const void* w, size_t w_row_bytes, size_t n) {
     }
 }
 
+// Q6_K: 32 * (x_j summed over j % 4 in {0, 1}, and over j % 4 in {2, 3}) of 16 quants, as int16.
+inline int32_t q6_k_offset_pairs(const int8_t* x) {
+    int lo = 0, hi = 0;
+    for (int j = 0; j < 16; j += 4) {
+        lo += x[j] + x[j + 1];
+        hi += x[j + 2] + x[j + 3];
+    }
+    return two_i16(32 * lo, 32 * hi);
+}
+
 template <class F>
 void k_panel_act(PanelActBlock* act, const void* x, size_t n) {
     const BlockQ8_K* xb = static_cast<const BlockQ8_K*>(x);
@@ -252,11 +268,13 @@ void k_panel_act(PanelActBlock* act, const void* x, size_t n) {
             act[c].d = xb[sb].d;
             if constexpr (F::kHasMins) {
                 act[c].bias = c < 4 ? two_i16(s[4 * c] + s[4 * c + 1], s[4 * c + 2] + s[4 * c + 3]) : 0;
-            } else {
-                act[c].bias = two_i16(s[2 * c], s[2 * c + 1]);
             }
             act[c].s = 0.0f;
-            act[c].unused = 0.0f;
+            act[c].bias2 = 0;
+            if constexpr (!F::kHasMins) {
+                act[c].bias = q6_k_offset_pairs(xb[sb].qs + 32 * c);
+                act[c].bias2 = q6_k_offset_pairs(xb[sb].qs + 32 * c + 16);
+            }
         }
     }
 }
@@ -273,8 +291,8 @@ inline __m256i k_panel_scale(const uint8_t* sb_half, int c, int g0) {
     return _mm256_shuffle_epi8(words, _mm256_add_epi8(dword_base, _mm256_set1_epi32(g0 < 4 ? 0x01000100 : 0x03020302)));
 }
 
-// Sum over the 4 (Q6_K 8) int16-pair fields at `field` of madd(field_k, token's bias_k): per row
-// the mins dot (Q4_K/Q5_K) or sum_i scale_i * bsums_i (Q6_K), exact int32.
+// Sum over the `count` int16-pair fields at `field` of madd(field_k, token's bias_k): per row the
+// mins dot (Q4_K/Q5_K), exact int32.
 inline __m256i k_panel_pair_dot(const uint8_t* field, const PanelActBlock* a, int count) {
     __m256i sum = _mm256_setzero_si256();
     for (int k = 0; k < count; ++k) {
@@ -284,12 +302,11 @@ inline __m256i k_panel_pair_dot(const uint8_t* field, const PanelActBlock* a, in
     return sum;
 }
 
-// Int32 lanes (lane r = row r of the half) of sum_c scale_c * (q_c . x_c) for one token's super-block
-// xq: Q6_K's sub-block scales, the mins and the offset are not in it. One token at a time keeps the
-// live registers few (the group vectors are reloaded per token from L1: loads are not the limit,
-// the one vpmaddubsw / vpmaddwd port is).
+// Int32 lanes (lane r = row r of the half) of isum for one token's super-block xq (a: its 8 facts);
+// the mins are not in it. One token at a time keeps the live registers few (the group vectors are
+// reloaded per token from L1: loads are not the limit, the one vpmaddubsw / vpmaddwd port is).
 template <class F>
-inline __m256i k_panel_isum(const uint8_t* sb_half, const int8_t* xq) {
+inline __m256i k_panel_isum(const uint8_t* sb_half, const int8_t* xq, const PanelActBlock* a) {
     constexpr int G = F::kGroupsPerSum;
     __m256i isum = _mm256_setzero_si256();
     for (int c = 0; c < 8; ++c) {
@@ -301,6 +318,9 @@ inline __m256i k_panel_isum(const uint8_t* sb_half, const int8_t* xq) {
                 std::memcpy(&x4, xq + 32 * c + 4 * g, 4);
                 const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq));
                 pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w, _mm256_set1_epi32(x4)));
+            }
+            if constexpr (!F::kHasMins) {  // Q6_K: (q - 32) x, see the int16 bound above
+                pairs = _mm256_sub_epi16(pairs, _mm256_set1_epi32(g0 < 4 ? a[c].bias : a[c].bias2));
             }
             isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, k_panel_scale<F>(sb_half, c, g0)));
         }
@@ -320,12 +340,8 @@ void k_half_panel_tile(float* y, size_t y_stride, const uint8_t* half, const uin
         for (int t = 0; t < T; ++t) {
             const int8_t* xq = reinterpret_cast<const BlockQ8_K*>(x + t * x_row_bytes)[sb].qs;
             const PanelActBlock* a = act + t * act_row_blocks + 8 * sb;
-            __m256i isum = k_panel_isum<F>(half, xq);
+            const __m256i isum = k_panel_isum<F>(half, xq, a);
             const __m256 dx = _mm256_set1_ps(a[0].d);
-            if constexpr (!F::kHasMins) {
-                const __m256i offset = k_panel_pair_dot(half + kKScaleOffset, a, 8);
-                isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(offset, 5));
-            }
             acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum), acc[t]);
             if constexpr (F::kHasMins) {
                 const __m256 dmin = _mm256_loadu_ps(reinterpret_cast<const float*>(half + kKDminOffset));
