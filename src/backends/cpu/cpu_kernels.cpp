@@ -71,7 +71,6 @@ constexpr size_t kWidenMaxIn = 1024;
 struct MatmulArgs {
     float* y;          // [n_tokens, n_out]
     const uint8_t* w;  // [n_out] rows of w_row_bytes
-    DType w_type;
     size_t w_row_bytes;
     const uint8_t* xq;  // [n_tokens] rows of xq_row_bytes, in vec_dot_type
     size_t xq_row_bytes;
@@ -151,28 +150,15 @@ void matmul_rows(const MatmulArgs& a, size_t row_begin, size_t row_end) {
     if (full_end < row_end) matmul_rows_dot(a, full_end, row_end);
 }
 
-// Asks for rows [begin, end) to be brought into L2 (a hint: never faults, never waits).
-void prefetch_rows(const MatmulArgs& a, size_t begin, size_t end, size_t row_bytes) {
-    for (size_t r = begin; r < end; ++r) {
-        const uint8_t* row = a.w + r * a.w_row_bytes;
-        for (size_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(row + off, 0, 2);
-    }
-}
-
 // Row panels: each full panel of kPanelRows rows is unpacked once into a thread-local scratch and
-// multiplied with every token while it sits in L1/L2; a ragged last tile goes row by row. While the
-// tokens pass over a panel, the next panel's rows are fetched: packing reads 16 rows side by side,
-// 16 streams that the hardware prefetcher does not follow well from memory (measured: packing a
-// Q4_K panel from memory took a sixth of the time of 64 tokens' products without this).
+// multiplied with every token while it sits in L1/L2; a ragged last tile goes row by row.
 void matmul_rows_panel(const MatmulArgs& a, size_t row_begin, size_t row_end) {
     const size_t n_blocks = a.n_in / 32;
-    const size_t row_bytes = dtype_row_bytes(a.w_type, a.n_in);
     thread_local std::vector<uint8_t> panel;
     if (panel.size() < n_blocks * kPanelBlockBytes) panel.resize(n_blocks * kPanelBlockBytes);
     size_t o = row_begin;
     for (; o + kPanelRows <= row_end; o += kPanelRows) {
         a.pack_panel(panel.data(), a.w + o * a.w_row_bytes, a.w_row_bytes, a.n_in);
-        prefetch_rows(a, o + kPanelRows, std::min(row_end, o + 2 * kPanelRows), row_bytes);
         a.panel_gemm(a.y + o, a.n_out, panel.data(), a.xq, a.xq_row_bytes, a.act, n_blocks, a.n_in, a.n_tokens);
     }
     if (o < row_end) matmul_rows_dot(a, o, row_end);
@@ -258,7 +244,6 @@ void matmul_with(const CpuKernels& k, float* y, const void* w, DType w_type, siz
     MatmulArgs a;
     a.y = y;
     a.w = static_cast<const uint8_t*>(w);
-    a.w_type = w_type;
     a.w_row_bytes = w_row_bytes;
     a.xq = quantize_activations(k, dot_type, x, n_tokens, n_in, pool);
     a.xq_row_bytes = dtype_row_bytes(dot_type, n_in);

@@ -64,9 +64,26 @@ struct KToken {
 
 // ---- formats -------------------------------------------------------------------------------------
 
-inline __m256i k_nibbles(const uint8_t* qs, int c) {
-    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (c / 2)));
+// Each format's quants of a super-block are kRaw vectors of 32 bytes ("raw", as stored), and chunk c
+// is a bytewise function of them (chunk_of): byte l of every raw vector belongs to quant l of the
+// chunk. So the panel packer transposes the raw vectors across 8 rows (by dwords) and applies
+// chunk_of to the transposed vectors, instead of transposing 8 unpacked chunks: half the shuffles
+// for 4-bit quants. (The 16-bit shifts below move bits across a byte only where a mask drops them.)
+
+inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// chunk 2j: low nibbles of raw j, chunk 2j + 1: high nibbles
+inline __m256i k_nibbles(const __m256i* raw, int c) {
+    const __m256i bits = raw[c / 2];
     return _mm256_and_si256(c & 1 ? _mm256_srli_epi16(bits, 4) : bits, _mm256_set1_epi8(0x0F));
+}
+
+// chunk c of a format from its stored super-block (the unused raw loads are dropped by the compiler)
+template <class F>
+inline __m256i k_chunk(const typename F::Block& b, int c) {
+    __m256i raw[F::kRaw];
+    for (int i = 0; i < F::kRaw; ++i) raw[i] = F::raw(b, i);
+    return F::chunk_of(raw, c);
 }
 
 // Q4_K / Q5_K scale facts of one row's super-block: scales as int16 words, mins as 8 int16.
@@ -94,9 +111,11 @@ struct Q4_KPanels {
     using Block = BlockQ4_K;
     static constexpr bool kHasMins = true;
     static constexpr int kGroupsPerSum = 8;
+    static constexpr int kRaw = 4;  // qs
     using Scales = KScaleWords;
     static Scales scales(const Block& b) { return Scales(b.scales); }
-    static __m256i chunk(const Block& b, int c) { return k_nibbles(b.qs, c); }
+    static __m256i raw(const Block& b, int i) { return load32(b.qs + 32 * i); }
+    static __m256i chunk_of(const __m256i* raw, int c) { return k_nibbles(raw, c); }
     static void pack_scales(const Block& b, uint32_t* words, uint32_t* mins) { pack_k_scale_words(b.scales, words, mins); }
     static float dmin(const Block& b) { return h2f(b.dmin); }
 };
@@ -105,13 +124,14 @@ struct Q5_KPanels {
     using Block = BlockQ5_K;
     static constexpr bool kHasMins = true;
     static constexpr int kGroupsPerSum = 4;
+    static constexpr int kRaw = 5;  // qs, qh
     using Scales = KScaleWords;
     static Scales scales(const Block& b) { return Scales(b.scales); }
+    static __m256i raw(const Block& b, int i) { return i < 4 ? load32(b.qs + 32 * i) : load32(b.qh); }
     // chunk c takes bit c of each qh byte as its bit 4
-    static __m256i chunk(const Block& b, int c) {
-        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
-        const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(qh, c), _mm256_set1_epi8(1));
-        return _mm256_or_si256(k_nibbles(b.qs, c), _mm256_slli_epi16(bit, 4));
+    static __m256i chunk_of(const __m256i* raw, int c) {
+        const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(raw[4], c), _mm256_set1_epi8(1));
+        return _mm256_or_si256(k_nibbles(raw, c), _mm256_slli_epi16(bit, 4));
     }
     static void pack_scales(const Block& b, uint32_t* words, uint32_t* mins) { pack_k_scale_words(b.scales, words, mins); }
     static float dmin(const Block& b) { return h2f(b.dmin); }
@@ -139,12 +159,14 @@ struct Q6_KPanels {
         }
     };
     static Scales scales(const Block& b) { return Scales(b.scales); }
+    static constexpr int kRaw = 6;  // ql[0..128), qh[0..64)
+    static __m256i raw(const Block& b, int i) { return i < 4 ? load32(b.ql + 32 * i) : load32(b.qh + 32 * (i - 4)); }
     // chunk c = 4 * half + k: low 4 bits from ql[64 half + 32 (k & 1)] (high nibble when k >= 2),
     // bits 4, 5 from bits 2k, 2k + 1 of qh[32 half]
-    static __m256i chunk(const Block& b, int c) {
+    static __m256i chunk_of(const __m256i* raw, int c) {
         const int half = c / 4, k = c % 4;
-        const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * half + 32 * (k & 1)));
-        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * half));
+        const __m256i ql = raw[2 * half + (k & 1)];
+        const __m256i qh = raw[4 + half];
         const __m256i low = _mm256_and_si256(k >= 2 ? _mm256_srli_epi16(ql, 4) : ql, _mm256_set1_epi8(0x0F));
         __m256i h;  // bits (2k, 2k + 1) moved to (4, 5); the 16-bit shifts' spill-over is masked off
         switch (k) {
@@ -178,7 +200,7 @@ inline __m256i k_row_lanes(const typename F::Block& b, const KToken& x) {
     const typename F::Scales s = F::scales(b);
     __m256i acc = _mm256_setzero_si256();
     for (int c = 0; c < 8; ++c) {
-        const __m256i pairs = _mm256_maddubs_epi16(F::chunk(b, c), x.chunk(c));
+        const __m256i pairs = _mm256_maddubs_epi16(k_chunk<F>(b, c), x.chunk(c));
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, s.chunk(c)));
     }
     if constexpr (F::kHasMins) {
@@ -221,13 +243,18 @@ void pack_k_panel(uint8_t* panel, const void* w, size_t w_row_bytes, size_t n) {
             for (size_t r = 0; r < kHalfRows; ++r) {
                 b[r] = reinterpret_cast<const Block*>(rows + (kHalfRows * half + r) * w_row_bytes) + sb;
             }
-            for (int c = 0; c < 8; ++c) {
-                __m256i u[kHalfRows], groups[8];
-                for (size_t r = 0; r < kHalfRows; ++r) u[r] = F::chunk(*b[r], c);
-                transpose_8x8_dwords(u, groups);
-                for (int g = 0; g < 8; ++g) {
+            __m256i t[F::kRaw][8];  // t[i][g]: dword g of raw vector i of the 8 rows (lane r = row r)
+            for (int i = 0; i < F::kRaw; ++i) {
+                __m256i u[kHalfRows];
+                for (size_t r = 0; r < kHalfRows; ++r) u[r] = F::raw(*b[r], i);
+                transpose_8x8_dwords(u, t[i]);
+            }
+            for (int g = 0; g < 8; ++g) {
+                __m256i raw_g[F::kRaw];
+                for (int i = 0; i < F::kRaw; ++i) raw_g[i] = t[i][g];
+                for (int c = 0; c < 8; ++c) {
                     uint8_t* dst = panel + (8 * c + g) * kPanelGroupBytes + 32 * half;
-                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), groups[g]);
+                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), F::chunk_of(raw_g, c));
                 }
             }
         }
