@@ -6,12 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu_kernels.h"
 #include "core/thread_pool.h"
 #include "ops/quant.h"
+#include "ops/quant_blocks.h"
 #include "quant_test_util.h"
 
 namespace cactus {
@@ -80,6 +84,55 @@ TEST(CpuPanels, MatmulThroughPanelsEqualsVecDot) {
 }
 
 TEST(CpuPanels, RawKQuantRowsEqualVecDot) { expect_panels_equal_vec_dot(true, 31); }
+
+// The quant bytes of a K-quant super-block (everything but d, dmin and the scales).
+std::vector<std::pair<size_t, size_t>> k_quant_fields(DType type) {
+    switch (type) {
+        case DType::Q4_K:
+            return {{offsetof(BlockQ4_K, qs), sizeof(BlockQ4_K::qs)}};
+        case DType::Q5_K:
+            return {{offsetof(BlockQ5_K, qh), sizeof(BlockQ5_K::qh)}, {offsetof(BlockQ5_K, qs), sizeof(BlockQ5_K::qs)}};
+        default:
+            return {{offsetof(BlockQ6_K, ql), sizeof(BlockQ6_K::ql)}, {offsetof(BlockQ6_K, qh), sizeof(BlockQ6_K::qh)}};
+    }
+}
+
+// The int16 sums of the K panels at their bounds: every quant at its largest (0xFF bytes: 15, 31,
+// 63) or smallest (0: Q6_K's -32) against activations all +127 or all -127, random scales.
+TEST(CpuPanels, KQuantExtremeOperandsEqualVecDot) {
+    ThreadPool pool(1);
+    std::mt19937 rng(37);
+    const size_t n_in = 2 * 256, n_out = kPanelRows;
+    std::vector<float> x(2 * n_in, 1.0f);
+    std::fill(x.begin() + n_in, x.end(), -1.0f);  // token 0: all 127, token 1: all -127
+    for (const CpuKernels* k : cpu_kernel_tables()) {
+        for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+            const size_t ti = static_cast<size_t>(type);
+            if (k->panel_gemm[ti] == nullptr) continue;
+            for (uint8_t fill : {uint8_t{0xFF}, uint8_t{0x00}}) {
+                const size_t stride = dtype_row_bytes(type, n_in);
+                std::vector<uint8_t> w = panel_rows(type, n_in, n_out, stride, true, rng);
+                for (size_t b = 0; b < n_out * n_in / 256; ++b) {
+                    for (const auto& field : k_quant_fields(type)) {
+                        std::memset(w.data() + b * dtype_traits(type).block_bytes + field.first, fill, field.second);
+                    }
+                }
+                std::vector<float> y(2 * n_out, NAN);
+                matmul_with(*k, y.data(), w.data(), type, stride, x.data(), 2, n_in, n_out, pool);
+                for (size_t t = 0; t < 2; ++t) {
+                    std::vector<float> xt(x.begin() + t * n_in, x.begin() + (t + 1) * n_in);
+                    std::vector<uint8_t> xq = test::quantized_activations(DType::Q8_K, xt);
+                    for (size_t o = 0; o < n_out; ++o) {
+                        const float want = k->vec_dot[ti](w.data() + o * stride, xq.data(), n_in);
+                        const float ref = cpu_kernels_generic().vec_dot[ti](w.data() + o * stride, xq.data(), n_in);
+                        ASSERT_EQ(y[t * n_out + o], want) << k->isa_name << " " << dtype_name(type) << " t=" << t;
+                        ASSERT_NEAR(want, ref, 1e-4f * (1.0f + std::fabs(ref))) << dtype_name(type);
+                    }
+                }
+            }
+        }
+    }
+}
 
 }  // namespace
 }  // namespace cactus
