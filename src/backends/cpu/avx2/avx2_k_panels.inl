@@ -78,14 +78,6 @@ inline __m256i k_nibbles(const __m256i* raw, int c) {
     return _mm256_and_si256(c & 1 ? _mm256_srli_epi16(bits, 4) : bits, _mm256_set1_epi8(0x0F));
 }
 
-// chunk c of a format from its stored super-block (the unused raw loads are dropped by the compiler)
-template <class F>
-inline __m256i k_chunk(const typename F::Block& b, int c) {
-    __m256i raw[F::kRaw];
-    for (int i = 0; i < F::kRaw; ++i) raw[i] = F::raw(b, i);
-    return F::chunk_of(raw, c);
-}
-
 // Q4_K / Q5_K scale facts of one row's super-block: scales as int16 words, mins as 8 int16.
 struct KScaleWords {
     __m256i words;  // int16 scale_0..7 in both halves
@@ -198,9 +190,11 @@ struct Q6_KPanels {
 template <class F>
 inline __m256i k_row_lanes(const typename F::Block& b, const KToken& x) {
     const typename F::Scales s = F::scales(b);
+    __m256i raw[F::kRaw];
+    for (int i = 0; i < F::kRaw; ++i) raw[i] = F::raw(b, i);
     __m256i acc = _mm256_setzero_si256();
     for (int c = 0; c < 8; ++c) {
-        const __m256i pairs = _mm256_maddubs_epi16(k_chunk<F>(b, c), x.chunk(c));
+        const __m256i pairs = _mm256_maddubs_epi16(F::chunk_of(raw, c), x.chunk(c));
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, s.chunk(c)));
     }
     if constexpr (F::kHasMins) {
