@@ -108,7 +108,9 @@ struct Q4_KPanels {
     static Scales scales(const Block& b) { return Scales(b.scales); }
     static __m256i raw(const Block& b, int i) { return load32(b.qs + 32 * i); }
     static __m256i chunk_of(const __m256i* raw, int c) { return k_nibbles(raw, c); }
-    static void pack_scales(const Block& b, uint32_t* words, uint32_t* mins) { pack_k_scale_words(b.scales, words, mins); }
+    static void pack_scales(const Block& b, uint32_t* words, uint32_t* mins) {
+        pack_k_scale_words(b.scales, words, mins);
+    }
     static float dmin(const Block& b) { return h2f(b.dmin); }
 };
 
@@ -125,7 +127,9 @@ struct Q5_KPanels {
         const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(raw[4], c), _mm256_set1_epi8(1));
         return _mm256_or_si256(k_nibbles(raw, c), _mm256_slli_epi16(bit, 4));
     }
-    static void pack_scales(const Block& b, uint32_t* words, uint32_t* mins) { pack_k_scale_words(b.scales, words, mins); }
+    static void pack_scales(const Block& b, uint32_t* words, uint32_t* mins) {
+        pack_k_scale_words(b.scales, words, mins);
+    }
     static float dmin(const Block& b) { return h2f(b.dmin); }
 };
 
@@ -307,8 +311,8 @@ inline __m256i k_panel_scale(const uint8_t* sb_half, int c, int g0) {
     if constexpr (F::kHasMins) return words;
     // Q6_K: (scale_2c, scale_2c+1) -> the sub-block's scale in both words of each dword (groups
     // 0..3: 2c); byte indices are per 128-bit half: dword i takes bytes 4i + (0, 1, 0, 1) or (2, 3, 2, 3)
-    const __m256i dword_base = _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0C0C0C0C, 0, 0x04040404, 0x08080808,
-                                                 0x0C0C0C0C);
+    const __m256i dword_base =
+        _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0C0C0C0C, 0, 0x04040404, 0x08080808, 0x0C0C0C0C);
     return _mm256_shuffle_epi8(words, _mm256_add_epi8(dword_base, _mm256_set1_epi32(g0 < 4 ? 0x01000100 : 0x03020302)));
 }
 

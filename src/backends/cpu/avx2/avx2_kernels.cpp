@@ -38,7 +38,7 @@ constexpr size_t kMaxTileTokens = 2;
 void register_avx2_kernels(CpuKernels& t) {
     t.isa_name = "avx2";
     register_legacy_tiles(t);
-    register_panels(t);  // replaces the legacy entries: another accumulation order, see there
+    register_panels(t);    // replaces the legacy entries: another accumulation order, see there
     register_k_panels(t);  // Q4_K, Q5_K, Q6_K: vec_dot in the panels' order, panels, decode
     register_float_tiles(t);
     t.quantize_row[static_cast<size_t>(DType::Q8_0)] = quantize_row_q8_0;
