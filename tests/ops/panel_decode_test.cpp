@@ -1,4 +1,4 @@
-// One-token panel products (panel_decode, AVX-512 VNNI table): equal to the table's vec_dot row by
+// One-token panel products (panel_decode, AVX2 and AVX-512 VNNI tables): equal to the table's vec_dot row by
 // row, bit for bit, for block counts with every step tail (1..3 blocks left over), exact and padded
 // row strides (the last row and the activations end at an inaccessible page: nothing may be read
 // past them), ragged row counts through matmul; and close to the scalar reference.
@@ -21,7 +21,14 @@
 namespace cactus {
 namespace {
 
-const DType kDecodeTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0};
+const DType kDecodeTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0,
+                              DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+// Block counts with every step tail of the 32-element kernels; K-quants: super-block counts.
+std::vector<size_t> block_counts(DType type) {
+    if (dtype_traits(type).block_size == 32) return {1, 2, 3, 4, 5, 7, 18, 20};
+    return {1, 2, 3, 5};
+}
 
 // Bytes that end exactly where an inaccessible page begins: any read past them faults.
 class GuardedBytes {
@@ -56,8 +63,8 @@ TEST(CpuPanelDecode, EqualsVecDotForEveryTail) {
             if (k->panel_decode[ti] == nullptr) continue;
             ASSERT_NE(k->panel_act[ti], nullptr) << k->isa_name;
             ++tables_with_decode;
-            for (size_t n_blocks : {1, 2, 3, 4, 5, 7, 18, 20}) {
-                const size_t n_in = 32 * n_blocks;
+            for (size_t n_blocks : block_counts(type)) {
+                const size_t n_in = dtype_traits(type).block_size * n_blocks;
                 for (size_t pad : {0, 6}) {
                     const size_t stride = dtype_row_bytes(type, n_in) + pad;
                     std::vector<uint8_t> rows = test::quantized_rows(type, n_in, kPanelRows, stride, rng);
@@ -65,7 +72,7 @@ TEST(CpuPanelDecode, EqualsVecDotForEveryTail) {
                     const GuardedBytes w(rows);  // nothing readable after the last row
                     std::vector<float> x = test::random_floats(n_in, rng);
                     const GuardedBytes xq(test::quantized_activations(vec_dot_type(type), x));
-                    std::vector<PanelActBlock> act(n_blocks);
+                    std::vector<PanelActBlock> act(n_in / 32);
                     k->panel_act[ti](act.data(), xq.data(), n_in);
                     std::vector<float> y(kPanelRows, NAN);
                     k->panel_decode[ti](y.data(), w.data(), stride, xq.data(), act.data(), n_in);
@@ -80,8 +87,13 @@ TEST(CpuPanelDecode, EqualsVecDotForEveryTail) {
             }
         }
     }
-    if (cpu_kernels().isa_name == std::string("avx512_vnni")) {
-        EXPECT_EQ(tables_with_decode, 4u);
+    const std::string isa = cpu_kernels().isa_name;
+    if (isa == "avx512_vnni" || isa == "avx2") {
+        EXPECT_GE(tables_with_decode, 4u);
+    }
+    for (const CpuKernels* k : cpu_kernel_tables()) {  // the AVX2 table decodes every panel type
+        if (k->isa_name != std::string("avx2")) continue;
+        for (DType type : kDecodeTypes) EXPECT_NE(k->panel_decode[static_cast<size_t>(type)], nullptr);
     }
 }
 
@@ -93,7 +105,7 @@ TEST(CpuPanelDecode, MatmulOneTokenEqualsVecDotAndPrefill) {
     for (const CpuKernels* k : cpu_kernel_tables()) {
         for (DType type : kDecodeTypes) {
             const size_t ti = static_cast<size_t>(type);
-            const size_t n_in = 32 * 18, n_out = 4 * kPanelRows + 7;
+            const size_t n_in = dtype_traits(type).block_size * 18, n_out = 4 * kPanelRows + 7;
             const size_t stride = dtype_row_bytes(type, n_in);
             std::vector<uint8_t> w = test::quantized_rows(type, n_in, n_out, stride, rng);
             std::vector<float> x = test::random_floats(3 * n_in, rng);

@@ -264,13 +264,13 @@ void matmul_with(const CpuKernels& k, float* y, const void* w, DType w_type, siz
     const PanelActFn panel_act = k.panel_act[slot];
     const PanelDecodeFn decode = k.panel_decode[slot];
     if (n_tokens == 1 && decode != nullptr && panel_act != nullptr) {
-        CACTUS_ASSERT(traits->block_size == 32);
+        CACTUS_ASSERT(traits->block_size % 32 == 0);  // act: [n_in / 32] per token
         a.decode = decode;
         a.act = panel_activations(panel_act, a.xq, a.xq_row_bytes, 1, n_in);
     }
     // One token (decode) reads each row once: unpacking a panel first would only add work.
     if (n_tokens >= 2 && panel_act != nullptr && k.pack_panel[slot] != nullptr && k.panel_gemm[slot] != nullptr) {
-        CACTUS_ASSERT(traits->block_size == 32);
+        CACTUS_ASSERT(traits->block_size % 32 == 0);  // act: [n_in / 32] per token
         a.pack_panel = k.pack_panel[slot];
         a.panel_gemm = k.panel_gemm[slot];
         a.act = panel_activations(panel_act, a.xq, a.xq_row_bytes, n_tokens, n_in);

@@ -34,14 +34,16 @@ using GemmTileFn = void (*)(float* y, size_t y_stride, const void* w, size_t w_r
 //   u8  quants[8][kPanelRows][4]  group g: quants 4g..4g+3 of each row
 //   f32 d[kPanelRows]             row scales
 //   f32 m[kPanelRows]             row minimums (Q4_1; zero otherwise)
+// K-quant panels (AVX2 table) use the same scratch, 8 panel blocks per super-block of 256, in their
+// own layout (avx2/avx2_k_panels.inl); their PanelActBlocks are per chunk of 32 as well.
 constexpr size_t kPanelRows = 16;
 constexpr size_t kPanelBlockBytes = 8 * kPanelRows * 4 + 2 * kPanelRows * 4;
 // Per (token, block) facts the panel product needs from a quantized activation row.
 struct PanelActBlock {
-    float d;       // activation scale
-    int32_t bias;  // -offset * sum(q): turns the unsigned weight dot into the signed one
-    float s;       // d * sum(q) as stored by Q8_1 (formats with a minimum), else 0
-    float unused;
+    float d;        // activation scale
+    int32_t bias;   // -offset * sum(q): turns the unsigned weight dot into the signed one
+    float s;        // d * sum(q) as stored by Q8_1 (formats with a minimum), else 0
+    int32_t bias2;  // K-quant panels: a second integer fact of the chunk (avx2_k_panels.inl), else 0
 };
 // panel: [n / 32] panel blocks  <-  w: kPanelRows rows of n elements, row stride w_row_bytes
 using PackPanelFn = void (*)(uint8_t* panel, const void* w, size_t w_row_bytes, size_t n);

@@ -28,9 +28,9 @@ constexpr bool kExactU8Dot = false;
 constexpr size_t kMaxTileTokens = 2;
 
 #include "backends/cpu/avx2/x86_gemm_tiles.inl"
-#include "backends/cpu/avx2/x86_k_tiles.inl"
 #include "backends/cpu/avx2/x86_panels.inl"
 #include "backends/cpu/avx2/avx2_panels.inl"
+#include "backends/cpu/avx2/avx2_k_panels.inl"
 #include "backends/cpu/avx2/x86_float_tiles.inl"
 
 }  // namespace
@@ -38,9 +38,8 @@ constexpr size_t kMaxTileTokens = 2;
 void register_avx2_kernels(CpuKernels& t) {
     t.isa_name = "avx2";
     register_legacy_tiles(t);
-    register_panels(t);  // replaces the legacy entries: another accumulation order, see there
-    t.vec_dot[static_cast<size_t>(DType::Q5_K)] = vec_dot_q5_k;
-    register_k_tiles(t);
+    register_panels(t);    // replaces the legacy entries: another accumulation order, see there
+    register_k_panels(t);  // Q4_K, Q5_K, Q6_K: vec_dot in the panels' order, panels, decode
     register_float_tiles(t);
     t.quantize_row[static_cast<size_t>(DType::Q8_0)] = quantize_row_q8_0;
     t.quantize_row[static_cast<size_t>(DType::Q8_1)] = quantize_row_q8_1;

@@ -137,6 +137,6 @@ void panel_act(PanelActBlock* act, const void* x, size_t n) {
         } else {
             act[b].s = 0.0f;
         }
-        act[b].unused = 0.0f;
+        act[b].bias2 = 0;
     }
 }

@@ -75,56 +75,20 @@ inline void unpack_k_scales(const uint8_t* packed, uint32_t* out /* [4] */) {
     out[0] &= kLow6;
 }
 
-// sum_j mins[j] * (bsums[2j] + bsums[2j+1]) of a Q4_K / Q5_K super-block.
-inline int k_mins_dot(const uint32_t* scales_mins, const int16_t* bsums) {
-    const __m128i mins =
-        _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(scales_mins[3]), static_cast<int>(scales_mins[2])));
-    const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsums));
-    const __m128i pair_sums = _mm_hadd_epi16(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
-    __m128i p = _mm_madd_epi16(mins, pair_sums);
-    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(1, 0, 3, 2)));
-    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm_cvtsi128_si32(p);
+// unpack_k_scales in one xmm (no round trip through memory): 12 packed bytes = words u0, u1, u2 ->
+// words (u0 & 0x3f.., (u2 & 0x0f..) | ((u0 >> 6) & 0x03..) << 4, u1 & 0x3f.., ((u2 >> 4) & 0x0f..) | ((u1 >> 6) & 0x03..) << 4)
+// Reads 16 bytes: the 12 scale bytes of a Q4_K / Q5_K block are followed by the block's quants.
+inline __m128i unpack_k_scales_sse(const uint8_t* packed) {
+    const __m128i words = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
+    const __m128i low = _mm_shuffle_epi32(words, _MM_SHUFFLE(1, 1, 0, 0));  // u0 u0 u1 u1
+    const __m128i high = _mm_srlv_epi32(_mm_shuffle_epi32(words, _MM_SHUFFLE(2, 2, 2, 2)), _mm_setr_epi32(0, 0, 0, 4));
+    const __m128i even = _mm_and_si128(low, _mm_set1_epi8(0x3f));
+    const __m128i odd = _mm_or_si128(_mm_and_si128(high, _mm_set1_epi8(0x0f)),
+                                     _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(low, 6), _mm_set1_epi8(0x03)), 4));
+    return _mm_blend_epi32(even, odd, 0b1010);
 }
 
-// acc + scale * (4-byte dot sums of 32 unsigned quants with 32 activations)
-inline __m256i scaled_dot(__m256i acc, int scale, __m256i q_u8, const int8_t* q8) {
-    const __m256i act = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8));
-    const __m256i dot = dot_u8_s8(_mm256_setzero_si256(), q_u8, act);
-    return _mm256_add_epi32(acc, _mm256_mullo_epi32(dot, _mm256_set1_epi32(scale)));
-}
-
-[[maybe_unused]] float vec_dot_q5_k(const void* w, const void* x, size_t n) {
-    const BlockQ5_K* a = static_cast<const BlockQ5_K*>(w);
-    const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
-    const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-    float sum = 0.0f;
-    for (size_t i = 0; i < n / kQKK; ++i) {
-        uint32_t sm[4];
-        unpack_k_scales(a[i].scales, sm);
-        const uint8_t* scales = reinterpret_cast<const uint8_t*>(sm);
-        const __m256i hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qh));
-        __m256i acc = _mm256_setzero_si256();
-        for (int j = 0; j < 4; ++j) {
-            const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs + 32 * j));
-            const __m256i h_lo = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j), one), 4);
-            const __m256i h_hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), one), 4);
-            const __m256i q_lo = _mm256_or_si256(_mm256_and_si256(bits, low4), h_lo);
-            const __m256i q_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 4), low4), h_hi);
-            acc = scaled_dot(acc, scales[2 * j], q_lo, b[i].qs + 64 * j);
-            acc = scaled_dot(acc, scales[2 * j + 1], q_hi, b[i].qs + 64 * j + 32);
-        }
-        const float d = b[i].d * h2f(a[i].d);
-        const float dmin = b[i].d * h2f(a[i].dmin);
-        sum += d * static_cast<float>(hsum_epi32(acc)) - dmin * static_cast<float>(k_mins_dot(sm, b[i].bsums));
-    }
-    return sum;
-}
-
-// 16 int16 lanes: the first 8 take scale s0, the last 8 scale s1 (two 16-element sub-blocks).
-inline __m256i two_scales(int8_t s0, int8_t s1) { return _mm256_set_m128i(_mm_set1_epi16(s1), _mm_set1_epi16(s0)); }
-
-// (Q4_K and Q6_K: x86_k_tiles.inl)
+// (Q4_K, Q5_K, Q6_K: avx2_k_panels.inl for AVX2, avx512_k_tiles.inl for AVX-512)
 
 // ---- float weights: x86_float_tiles.inl ---------------------------------------------------------
 

@@ -1,6 +1,6 @@
 // 512-bit register tiles of the K-quant formats (Q4_K, Q5_K, Q6_K) with Q8_K activations, for the
 // AVX-512 VNNI table. Included inside the anonymous namespace of avx512_kernels.cpp after
-// x86_quant_kernels.inl (unpack_k_scales, h2f).
+// x86_quant_kernels.inl (unpack_k_scales_sse, h2f).
 //
 // A super-block of 256 is 8 chunks of 32 quants; one zmm holds a pair of chunks (2j, 2j+1), so a
 // super-block is 4 steps. Per step and (row, token): maddubs(q, x) gives int16 pair sums (no
@@ -51,19 +51,6 @@ struct KTokens {
 };
 
 // ---- weight formats: one row's super-block ---------------------------------------------------------
-
-// unpack_k_scales in one xmm (no round trip through memory): 12 packed bytes = words u0, u1, u2 ->
-// words (u0 & 0x3f.., (u2 & 0x0f..) | ((u0 >> 6) & 0x03..) << 4, u1 & 0x3f.., ((u2 >> 4) & 0x0f..) | ((u1 >> 6) & 0x03..) << 4)
-// Reads 16 bytes: the 12 scale bytes of a Q4_K / Q5_K block are followed by the block's quants.
-inline __m128i unpack_k_scales_sse(const uint8_t* packed) {
-    const __m128i words = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
-    const __m128i low = _mm_shuffle_epi32(words, _MM_SHUFFLE(1, 1, 0, 0));  // u0 u0 u1 u1
-    const __m128i high = _mm_srlv_epi32(_mm_shuffle_epi32(words, _MM_SHUFFLE(2, 2, 2, 2)), _mm_setr_epi32(0, 0, 0, 4));
-    const __m128i even = _mm_and_si128(low, _mm_set1_epi8(0x3f));
-    const __m128i odd = _mm_or_si128(_mm_and_si128(high, _mm_set1_epi8(0x0f)),
-                                     _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(low, 6), _mm_set1_epi8(0x03)), 4));
-    return _mm_blend_epi32(even, odd, 0b1010);
-}
 
 // Bytes 0..7 of unpack_k_scales (scales) as int16 lanes: pair j gets s[2j] in lanes 0..15 and
 // s[2j+1] in lanes 16..31; the mins as int32 lane 4k + t = (min[2k], min[2k+1]).
@@ -296,6 +283,13 @@ void k_gemm_tile_zmm(float* y, size_t y_stride, const void* w, size_t w_row_byte
 }
 
 void register_k_tiles_zmm(CpuKernels& t) {
+    for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {  // inherited from the AVX2 table
+        const size_t i = static_cast<size_t>(type);
+        t.pack_panel[i] = nullptr;
+        t.panel_act[i] = nullptr;
+        t.panel_gemm[i] = nullptr;
+        t.panel_decode[i] = nullptr;
+    }
     t.vec_dot[static_cast<size_t>(DType::Q4_K)] = k_vec_dot_zmm<Q4_KZmm>;
     t.vec_dot[static_cast<size_t>(DType::Q5_K)] = k_vec_dot_zmm<Q5_KZmm>;
     t.vec_dot[static_cast<size_t>(DType::Q6_K)] = k_vec_dot_zmm<Q6_KZmm>;

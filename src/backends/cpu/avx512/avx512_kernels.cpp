@@ -29,7 +29,6 @@ constexpr bool kExactU8Dot = true;
 constexpr size_t kMaxTileTokens = 4;
 
 #include "backends/cpu/avx2/x86_gemm_tiles.inl"
-#include "backends/cpu/avx2/x86_k_tiles.inl"
 #include "backends/cpu/avx2/x86_float_tiles.inl"
 #include "backends/cpu/avx512/avx512_k_tiles.inl"
 
@@ -44,7 +43,7 @@ void register_avx512_kernels(CpuKernels& t) {
     register_legacy_tiles(t);
     register_panels(t);         // replaces the legacy entries: another accumulation order, see there
     register_decode_panels(t);  // one token, in the panels' order
-    register_k_tiles_zmm(t);
+    register_k_tiles_zmm(t);    // and drops the AVX2 K panels (another accumulation order)
     register_float_tiles(t);
     t.quantize_row[static_cast<size_t>(DType::Q8_0)] = quantize_row_q8_0;
     t.quantize_row[static_cast<size_t>(DType::Q8_1)] = quantize_row_q8_1;

@@ -1,0 +1,487 @@
+// Row panels and one-token decode of the K-quant formats (Q4_K, Q5_K, Q6_K, Q8_K activations) for
+// the AVX2 table. Included inside the anonymous namespace of avx2_kernels.cpp after avx2_panels.inl
+// (transpose_8x8_dwords, sum_lanes_of_8, half_field_of_8_rows, kHalfRows, kPanel8MaxTokens).
+//
+// A super-block of 256 is 8 chunks c of 32 quants (Q6_K: 16 sub-blocks i of 16, chunk c = sub-blocks
+// 2c and 2c + 1). Accumulation order, shared by vec_dot, the panels and the decode kernel so that
+// they agree bit for bit: per super-block the exact int32 sums
+//   isum = sum_c scale_c * (q_c . x_c)                       (Q4_K, Q5_K; q unsigned, 4 or 5 bits)
+//   isum = sum_i scale_i * (q_i . x_i) - 32 * sum_i scale_i * bsums_i     (Q6_K; q in 0..63)
+//   mdot = sum_c min_c * (bsums[2c] + bsums[2c + 1])         (Q4_K, Q5_K)
+// then in super-block order
+//   acc = fma(d_w * d_x, float(isum), acc)      acc_min = fma(dmin_w * d_x, float(mdot), acc_min)
+// and the result acc - acc_min (Q6_K: acc). Int32 bounds (|x| <= 128, scales and mins 6-bit
+// unsigned, Q6_K scales int8): |isum| <= 256 * 63 * 128 * 128 + 32 * 16 * 128 * 2048 < 2^29.
+//
+// Int16 stage: vpmaddubsw gives pair sums q0 x0 + q1 x1 of at most 2 * qmax * 128 (no saturation);
+// the pair sums of G groups of 4 quants are added in int16 before one vpmaddwd with the scale, as
+// long as G * 2 * qmax * 128 < 2^15: Q4_K G = 8 (30,720), Q5_K G = 4 (31,744). Q6_K in the panels:
+// the 4 groups of a sub-block (G = 4) minus the token's 32 * (pair sums of x) give the pair sums of
+// (q - 32) x, at most 4 * 2 * 32 * 128 = 32,768 in magnitude, reached only by q = 0 against x = -128
+// everywhere (the Q8_K quantizer gives |x| <= 127: 32,512). The int16 adds wrap, so only the final
+// value has to fit, not the partial sums.
+
+// Panel of kPanelRows rows, per super-block (kKPanelBytes, 8 * kPanelBlockBytes: the 32-element
+// formats' scratch of the same n holds it); every field is 16 lanes of 4 bytes, lane r = row r, so a
+// half of 8 rows is the field's offset + 32 * h:
+//   u8  quants[64][16][4]   group g: quants 4g..4g+3 of each row (chunk g / 8)
+//   i16 scale words[8][16][2]  Q4_K/Q5_K: (scale_c, scale_c); Q6_K: (scale_2c, scale_2c+1)
+//   i16 min words[4][16][2]    Q4_K/Q5_K: (min_2k, min_2k+1); Q6_K: unused
+//   f32 d[16], dmin[16]        (Q6_K: dmin 0)
+constexpr size_t kKPanelBytes = 8 * kPanelBlockBytes;
+constexpr size_t kKScaleOffset = 64 * kPanelGroupBytes;
+constexpr size_t kKMinOffset = kKScaleOffset + 8 * kPanelGroupBytes;
+constexpr size_t kKDOffset = kKMinOffset + 4 * kPanelGroupBytes;
+constexpr size_t kKDminOffset = kKDOffset + kPanelGroupBytes;
+static_assert(kKDminOffset + kPanelGroupBytes <= kKPanelBytes, "K panel layout");
+
+// Token facts per super-block (PanelActBlock c of the 8 per super-block): d = d_x, and two int16
+// packed in an int32: Q4_K/Q5_K bias (c < 4) = the bsums pair sums (P_2c, P_2c+1) with
+// P_k = bsums[2k] + bsums[2k+1]; Q6_K bias / bias2 = the offset of sub-block 2c / 2c + 1: 32 times
+// the sums of its quants x_j with j % 4 in {0, 1} / in {2, 3} (what the 4 groups' maddubs pair sums
+// of 32 * x come to, lane by lane).
+
+inline int32_t two_i16(int a, int b) {
+    return static_cast<int32_t>(static_cast<uint16_t>(a) | (static_cast<uint32_t>(static_cast<uint16_t>(b)) << 16));
+}
+
+// Int16 lanes of `words` (both 128-bit halves alike) -> every int16 lane: word w.
+inline __m256i word_broadcast(__m256i words, int w) {
+    return _mm256_shuffle_epi8(words, _mm256_set1_epi16(static_cast<short>((2 * w) | ((2 * w + 1) << 8))));
+}
+
+// One token's super-block, as the row kernels want it.
+struct KToken {
+    const BlockQ8_K* b;
+    __m128i pairs;  // int16 P_0..P_7 (Q4_K/Q5_K mins)
+    __m256i bsums;  // int16 bsums_0..15 (Q6_K offset)
+    explicit KToken(const BlockQ8_K* block) : b(block) {
+        bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block->bsums));
+        pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+    }
+    __m256i chunk(int c) const { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs + 32 * c)); }
+};
+
+// ---- formats -------------------------------------------------------------------------------------
+
+// Each format's quants of a super-block are kRaw vectors of 32 bytes ("raw", as stored), and chunk c
+// is a bytewise function of them (chunk_of): byte l of every raw vector belongs to quant l of the
+// chunk. So the panel packer transposes the raw vectors across 8 rows (by dwords) and applies
+// chunk_of to the transposed vectors, instead of transposing 8 unpacked chunks: half the shuffles
+// for 4-bit quants. (The 16-bit shifts below move bits across a byte only where a mask drops them.)
+
+inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// chunk 2j: low nibbles of raw j, chunk 2j + 1: high nibbles
+inline __m256i k_nibbles(const __m256i* raw, int c) {
+    const __m256i bits = raw[c / 2];
+    return _mm256_and_si256(c & 1 ? _mm256_srli_epi16(bits, 4) : bits, _mm256_set1_epi8(0x0F));
+}
+
+// Q4_K / Q5_K scale facts of one row's super-block: scales as int16 words, mins as 8 int16.
+struct KScaleWords {
+    __m256i words;  // int16 scale_0..7 in both halves
+    __m128i mins;   // int16 min_0..7
+    explicit KScaleWords(const uint8_t* packed) {
+        const __m128i bytes = unpack_k_scales_sse(packed);
+        words = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(bytes));
+        mins = _mm_cvtepu8_epi16(_mm_srli_si128(bytes, 8));
+    }
+    __m256i chunk(int c) const { return word_broadcast(words, c); }
+};
+
+// Packs the scale words and min words of a Q4_K / Q5_K super-block (see the panel layout).
+inline void pack_k_scale_words(const uint8_t* packed, uint32_t* words /* [8] */, uint32_t* mins /* [4] */) {
+    uint32_t sm[4];
+    unpack_k_scales(packed, sm);
+    const uint8_t* s = reinterpret_cast<const uint8_t*>(sm);
+    for (int c = 0; c < 8; ++c) words[c] = static_cast<uint32_t>(two_i16(s[c], s[c]));
+    for (int k = 0; k < 4; ++k) mins[k] = static_cast<uint32_t>(two_i16(s[8 + 2 * k], s[9 + 2 * k]));
+}
+
+struct Q4_KPanels {
+    using Block = BlockQ4_K;
+    static constexpr bool kHasMins = true;
+    static constexpr int kGroupsPerSum = 8;
+    static constexpr int kRaw = 4;  // qs
+    using Scales = KScaleWords;
+    static Scales scales(const Block& b) { return Scales(b.scales); }
+    static __m256i raw(const Block& b, int i) { return load32(b.qs + 32 * i); }
+    static __m256i chunk_of(const __m256i* raw, int c) { return k_nibbles(raw, c); }
+    static void pack_scales(const Block& b, uint32_t* words, uint32_t* mins) {
+        pack_k_scale_words(b.scales, words, mins);
+    }
+    static float dmin(const Block& b) { return h2f(b.dmin); }
+};
+
+struct Q5_KPanels {
+    using Block = BlockQ5_K;
+    static constexpr bool kHasMins = true;
+    static constexpr int kGroupsPerSum = 4;
+    static constexpr int kRaw = 5;  // qs, qh
+    using Scales = KScaleWords;
+    static Scales scales(const Block& b) { return Scales(b.scales); }
+    static __m256i raw(const Block& b, int i) { return i < 4 ? load32(b.qs + 32 * i) : load32(b.qh); }
+    // chunk c takes bit c of each qh byte as its bit 4
+    static __m256i chunk_of(const __m256i* raw, int c) {
+        const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(raw[4], c), _mm256_set1_epi8(1));
+        return _mm256_or_si256(k_nibbles(raw, c), _mm256_slli_epi16(bit, 4));
+    }
+    static void pack_scales(const Block& b, uint32_t* words, uint32_t* mins) {
+        pack_k_scale_words(b.scales, words, mins);
+    }
+    static float dmin(const Block& b) { return h2f(b.dmin); }
+};
+
+struct Q6_KPanels {
+    using Block = BlockQ6_K;
+    static constexpr bool kHasMins = false;
+    static constexpr int kGroupsPerSum = 4;  // with the offset subtracted in int16, see above
+    // int16 scales; chunk(c): scale 2c in the low 128-bit half, 2c + 1 in the high half (the chunk's
+    // two sub-blocks of 16, as maddubs pairs lie in the vector)
+    struct Scales {
+        __m256i all;        // int16 scale_0..15
+        __m256i low, high;  // scale_0..7 / scale_8..15 in both halves
+        explicit Scales(const int8_t* s) {
+            all = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
+            low = _mm256_permute2x128_si256(all, all, 0x00);
+            high = _mm256_permute2x128_si256(all, all, 0x11);
+        }
+        __m256i chunk(int c) const {
+            const int w = (2 * c) % 8;
+            const __m128i lo = _mm_set1_epi16(static_cast<short>((2 * w) | ((2 * w + 1) << 8)));
+            const __m128i hi = _mm_set1_epi16(static_cast<short>((2 * w + 2) | ((2 * w + 3) << 8)));
+            return _mm256_shuffle_epi8(c < 4 ? low : high, _mm256_set_m128i(hi, lo));
+        }
+    };
+    static Scales scales(const Block& b) { return Scales(b.scales); }
+    static constexpr int kRaw = 6;  // ql[0..128), qh[0..64)
+    static __m256i raw(const Block& b, int i) { return i < 4 ? load32(b.ql + 32 * i) : load32(b.qh + 32 * (i - 4)); }
+    // chunk c = 4 * half + k: low 4 bits from ql[64 half + 32 (k & 1)] (high nibble when k >= 2),
+    // bits 4, 5 from bits 2k, 2k + 1 of qh[32 half]
+    static __m256i chunk_of(const __m256i* raw, int c) {
+        const int half = c / 4, k = c % 4;
+        const __m256i ql = raw[2 * half + (k & 1)];
+        const __m256i qh = raw[4 + half];
+        const __m256i low = _mm256_and_si256(k >= 2 ? _mm256_srli_epi16(ql, 4) : ql, _mm256_set1_epi8(0x0F));
+        __m256i h;  // bits (2k, 2k + 1) moved to (4, 5); the 16-bit shifts' spill-over is masked off
+        switch (k) {
+            case 0:
+                h = _mm256_slli_epi16(qh, 4);
+                break;
+            case 1:
+                h = _mm256_slli_epi16(qh, 2);
+                break;
+            case 2:
+                h = qh;
+                break;
+            default:
+                h = _mm256_srli_epi16(qh, 2);
+                break;
+        }
+        return _mm256_or_si256(low, _mm256_and_si256(h, _mm256_set1_epi8(0x30)));
+    }
+    static void pack_scales(const Block& b, uint32_t* words, uint32_t*) {
+        for (int c = 0; c < 8; ++c) words[c] = static_cast<uint32_t>(two_i16(b.scales[2 * c], b.scales[2 * c + 1]));
+    }
+    static float dmin(const Block&) { return 0.0f; }
+};
+
+// ---- one row's super-block (vec_dot and decode) --------------------------------------------------
+
+// 8 int32 lanes of one row's super-block. Q4_K/Q5_K: low 128 bits 4 lanes summing to isum, high 128
+// bits 4 lanes summing to mdot; Q6_K: 8 lanes summing to isum.
+template <class F>
+inline __m256i k_row_lanes(const typename F::Block& b, const KToken& x) {
+    const typename F::Scales s = F::scales(b);
+    __m256i raw[F::kRaw];
+    for (int i = 0; i < F::kRaw; ++i) raw[i] = F::raw(b, i);
+    __m256i acc = _mm256_setzero_si256();
+    for (int c = 0; c < 8; ++c) {
+        const __m256i pairs = _mm256_maddubs_epi16(F::chunk_of(raw, c), x.chunk(c));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, s.chunk(c)));
+    }
+    if constexpr (F::kHasMins) {
+        const __m128i isum4 = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+        return _mm256_set_m128i(_mm_madd_epi16(s.mins, x.pairs), isum4);
+    } else {
+        const __m256i offset = _mm256_madd_epi16(s.all, x.bsums);  // sum_i scale_i * bsums_i, 8 lanes
+        return _mm256_sub_epi32(acc, _mm256_slli_epi32(offset, 5));
+    }
+}
+
+template <class F>
+float k_panel_vec_dot(const void* w, const void* x, size_t n) {
+    const typename F::Block* wb = static_cast<const typename F::Block*>(w);
+    const BlockQ8_K* xb = static_cast<const BlockQ8_K*>(x);
+    float acc = 0.0f, acc_min = 0.0f;
+    for (size_t sb = 0; sb < n / kQKK; ++sb) {
+        const __m256i v = k_row_lanes<F>(wb[sb], KToken(xb + sb));
+        if constexpr (F::kHasMins) {
+            const __m256i isum = _mm256_zextsi128_si256(_mm256_castsi256_si128(v));
+            const __m256i mdot = _mm256_zextsi128_si256(_mm256_extracti128_si256(v, 1));
+            acc = std::fma(h2f(wb[sb].d) * xb[sb].d, static_cast<float>(hsum_epi32(isum)), acc);
+            acc_min = std::fma(F::dmin(wb[sb]) * xb[sb].d, static_cast<float>(hsum_epi32(mdot)), acc_min);
+        } else {
+            acc = std::fma(h2f(wb[sb].d) * xb[sb].d, static_cast<float>(hsum_epi32(v)), acc);
+        }
+    }
+    return F::kHasMins ? acc - acc_min : acc;
+}
+
+// ---- prefill: panels ------------------------------------------------------------------------------
+
+template <class F>
+void pack_k_panel(uint8_t* panel, const void* w, size_t w_row_bytes, size_t n) {
+    using Block = typename F::Block;
+    const uint8_t* rows = static_cast<const uint8_t*>(w);
+    for (size_t sb = 0; sb < n / kQKK; ++sb, panel += kKPanelBytes) {
+        for (size_t half = 0; half < kPanelRows / kHalfRows; ++half) {
+            const Block* b[kHalfRows];
+            for (size_t r = 0; r < kHalfRows; ++r) {
+                b[r] = reinterpret_cast<const Block*>(rows + (kHalfRows * half + r) * w_row_bytes) + sb;
+            }
+            __m256i t[F::kRaw][8];  // t[i][g]: dword g of raw vector i of the 8 rows (lane r = row r)
+            for (int i = 0; i < F::kRaw; ++i) {
+                __m256i u[kHalfRows];
+                for (size_t r = 0; r < kHalfRows; ++r) u[r] = F::raw(*b[r], i);
+                transpose_8x8_dwords(u, t[i]);
+            }
+            for (int g = 0; g < 8; ++g) {
+                __m256i raw_g[F::kRaw];
+                for (int i = 0; i < F::kRaw; ++i) raw_g[i] = t[i][g];
+                for (int c = 0; c < 8; ++c) {
+                    uint8_t* dst = panel + (8 * c + g) * kPanelGroupBytes + 32 * half;
+                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), F::chunk_of(raw_g, c));
+                }
+            }
+        }
+        alignas(32) uint32_t words[8][kPanelRows], mins[4][kPanelRows] = {};
+        alignas(32) float d[kPanelRows], dmin[kPanelRows];
+        for (size_t r = 0; r < kPanelRows; ++r) {
+            const Block& b = reinterpret_cast<const Block*>(rows + r * w_row_bytes)[sb];
+            uint32_t wr[8], mr[4] = {};
+            F::pack_scales(b, wr, mr);
+            for (int e = 0; e < 8; ++e) words[e][r] = wr[e];
+            for (int e = 0; e < 4; ++e) mins[e][r] = mr[e];
+            d[r] = h2f(b.d);
+            dmin[r] = F::dmin(b);
+        }
+        std::memcpy(panel + kKScaleOffset, words, sizeof(words));
+        std::memcpy(panel + kKMinOffset, mins, sizeof(mins));
+        std::memcpy(panel + kKDOffset, d, sizeof(d));
+        std::memcpy(panel + kKDminOffset, dmin, sizeof(dmin));
+    }
+}
+
+// Q6_K: 32 * (x_j summed over j % 4 in {0, 1}, and over j % 4 in {2, 3}) of 16 quants, as int16.
+inline int32_t q6_k_offset_pairs(const int8_t* x) {
+    int lo = 0, hi = 0;
+    for (int j = 0; j < 16; j += 4) {
+        lo += x[j] + x[j + 1];
+        hi += x[j + 2] + x[j + 3];
+    }
+    return two_i16(32 * lo, 32 * hi);
+}
+
+template <class F>
+void k_panel_act(PanelActBlock* act, const void* x, size_t n) {
+    const BlockQ8_K* xb = static_cast<const BlockQ8_K*>(x);
+    for (size_t sb = 0; sb < n / kQKK; ++sb, act += 8) {
+        const int16_t* s = xb[sb].bsums;
+        for (int c = 0; c < 8; ++c) {
+            act[c].d = xb[sb].d;
+            if constexpr (F::kHasMins) {
+                act[c].bias = c < 4 ? two_i16(s[4 * c] + s[4 * c + 1], s[4 * c + 2] + s[4 * c + 3]) : 0;
+            }
+            act[c].s = 0.0f;
+            act[c].bias2 = 0;
+            if constexpr (!F::kHasMins) {
+                act[c].bias = q6_k_offset_pairs(xb[sb].qs + 32 * c);
+                act[c].bias2 = q6_k_offset_pairs(xb[sb].qs + 32 * c + 16);
+            }
+        }
+    }
+}
+
+// The scale of groups g0.. of chunk c in every lane's int16 pair (lane r = row r of the half).
+template <class F>
+inline __m256i k_panel_scale(const uint8_t* sb_half, int c, int g0) {
+    const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb_half + kKScaleOffset + 64 * c));
+    if constexpr (F::kHasMins) return words;
+    // Q6_K: (scale_2c, scale_2c+1) -> the sub-block's scale in both words of each dword (groups
+    // 0..3: 2c); byte indices are per 128-bit half: dword i takes bytes 4i + (0, 1, 0, 1) or (2, 3, 2, 3)
+    const __m256i dword_base =
+        _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0C0C0C0C, 0, 0x04040404, 0x08080808, 0x0C0C0C0C);
+    return _mm256_shuffle_epi8(words, _mm256_add_epi8(dword_base, _mm256_set1_epi32(g0 < 4 ? 0x01000100 : 0x03020302)));
+}
+
+// Sum over the `count` int16-pair fields at `field` of madd(field_k, token's bias_k): per row the
+// mins dot (Q4_K/Q5_K), exact int32.
+inline __m256i k_panel_pair_dot(const uint8_t* field, const PanelActBlock* a, int count) {
+    __m256i sum = _mm256_setzero_si256();
+    for (int k = 0; k < count; ++k) {
+        const __m256i f = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(field + 64 * k));
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(f, _mm256_set1_epi32(a[k].bias)));
+    }
+    return sum;
+}
+
+// Int32 lanes (lane r = row r of the half) of isum for one token's super-block xq (a: its 8 facts);
+// the mins are not in it. One token at a time keeps the live registers few (the group vectors are
+// reloaded per token from L1: loads are not the limit, the one vpmaddubsw / vpmaddwd port is).
+template <class F>
+inline __m256i k_panel_isum(const uint8_t* sb_half, const int8_t* xq, const PanelActBlock* a) {
+    constexpr int G = F::kGroupsPerSum;
+    __m256i isum = _mm256_setzero_si256();
+    for (int c = 0; c < 8; ++c) {
+        for (int g0 = 0; g0 < 8; g0 += G) {
+            __m256i pairs = _mm256_setzero_si256();
+            for (int g = g0; g < g0 + G; ++g) {
+                const uint8_t* wq = sb_half + (8 * c + g) * kPanelGroupBytes;
+                int32_t x4;
+                std::memcpy(&x4, xq + 32 * c + 4 * g, 4);
+                const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq));
+                pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w, _mm256_set1_epi32(x4)));
+            }
+            if constexpr (!F::kHasMins) {  // Q6_K: (q - 32) x, see the int16 bound above
+                pairs = _mm256_sub_epi16(pairs, _mm256_set1_epi32(g0 < 4 ? a[c].bias : a[c].bias2));
+            }
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, k_panel_scale<F>(sb_half, c, g0)));
+        }
+    }
+    return isum;
+}
+
+// y: [T] rows of y_stride, 8 outputs each  <-  one panel half [n_sb] x T activation rows.
+// half: the panel's first byte plus 32 * h.
+template <class F, int T>
+void k_half_panel_tile(float* y, size_t y_stride, const uint8_t* half, const uint8_t* x, size_t x_row_bytes,
+                       const PanelActBlock* act, size_t act_row_blocks, size_t n_sb) {
+    __m256 acc[T], acc_min[T];
+    for (int t = 0; t < T; ++t) acc[t] = acc_min[t] = _mm256_setzero_ps();
+    for (size_t sb = 0; sb < n_sb; ++sb, half += kKPanelBytes) {
+        const __m256 dw = _mm256_loadu_ps(reinterpret_cast<const float*>(half + kKDOffset));
+        for (int t = 0; t < T; ++t) {
+            const int8_t* xq = reinterpret_cast<const BlockQ8_K*>(x + t * x_row_bytes)[sb].qs;
+            const PanelActBlock* a = act + t * act_row_blocks + 8 * sb;
+            const __m256i isum = k_panel_isum<F>(half, xq, a);
+            const __m256 dx = _mm256_set1_ps(a[0].d);
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum), acc[t]);
+            if constexpr (F::kHasMins) {
+                const __m256 dmin = _mm256_loadu_ps(reinterpret_cast<const float*>(half + kKDminOffset));
+                const __m256i mdot = k_panel_pair_dot(half + kKMinOffset, a, 4);
+                acc_min[t] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(mdot), acc_min[t]);
+            }
+        }
+    }
+    for (int t = 0; t < T; ++t) {
+        _mm256_storeu_ps(y + t * y_stride, F::kHasMins ? _mm256_sub_ps(acc[t], acc_min[t]) : acc[t]);
+    }
+}
+
+template <class F>
+void k_panel8_gemm(float* y, size_t y_stride, const uint8_t* panel, const void* x, size_t x_row_bytes,
+                   const PanelActBlock* act, size_t act_row_blocks, size_t n, size_t n_tokens) {
+    const uint8_t* xp = static_cast<const uint8_t*>(x);
+    const size_t n_sb = n / kQKK;
+    for (size_t h = 0; h < kPanelRows / kHalfRows; ++h) {
+        const uint8_t* half = panel + 32 * h;
+        for (size_t t0 = 0; t0 < n_tokens; t0 += kPanel8MaxTokens) {
+            float* yt = y + t0 * y_stride + kHalfRows * h;
+            const uint8_t* xt = xp + t0 * x_row_bytes;
+            const PanelActBlock* at = act + t0 * act_row_blocks;
+            switch (std::min(kPanel8MaxTokens, n_tokens - t0)) {
+                case 1:
+                    k_half_panel_tile<F, 1>(yt, y_stride, half, xt, x_row_bytes, at, act_row_blocks, n_sb);
+                    break;
+                case 2:
+                    k_half_panel_tile<F, 2>(yt, y_stride, half, xt, x_row_bytes, at, act_row_blocks, n_sb);
+                    break;
+                case 3:
+                    k_half_panel_tile<F, 3>(yt, y_stride, half, xt, x_row_bytes, at, act_row_blocks, n_sb);
+                    break;
+                default:
+                    k_half_panel_tile<F, 4>(yt, y_stride, half, xt, x_row_bytes, at, act_row_blocks, n_sb);
+                    break;
+            }
+        }
+    }
+}
+
+// ---- decode: one token straight from the GGUF rows -------------------------------------------------
+
+// v[r] = (4 lanes of A_r | 4 lanes of B_r)  ->  *a: lane r = sum of A_r, *b: lane r = sum of B_r.
+inline void sum_halves_of_8(const __m256i* v, __m256i* a, __m256i* b) {
+    const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]);
+    const __m256i h23 = _mm256_hadd_epi32(v[2], v[3]);
+    const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]);
+    const __m256i h67 = _mm256_hadd_epi32(v[6], v[7]);
+    const __m256i rows0123 = _mm256_hadd_epi32(h01, h23);  // [A of rows 0..3 | B of rows 0..3]
+    const __m256i rows4567 = _mm256_hadd_epi32(h45, h67);
+    *a = _mm256_permute2x128_si256(rows0123, rows4567, 0x20);
+    *b = _mm256_permute2x128_si256(rows0123, rows4567, 0x31);
+}
+
+// y[0..8) = vec_dot(row r, x) for 8 rows of w_row_bytes from `rows`; each super-block step
+// prefetches `prefetch_step` bytes of the next panel from `prefetch` on (see half_panel_decode).
+template <class F>
+void k_half_panel_decode(float* y, const uint8_t* rows, size_t w_row_bytes, const BlockQ8_K* xb, size_t n_sb,
+                         const uint8_t* prefetch, size_t prefetch_step) {
+    using Block = typename F::Block;
+    __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
+    for (size_t sb = 0; sb < n_sb; ++sb, prefetch += prefetch_step) {
+        for (size_t off = 0; off < prefetch_step; off += 64) {
+            _mm_prefetch(reinterpret_cast<const char*>(prefetch + off), _MM_HINT_T0);
+        }
+        const KToken tok(xb + sb);
+        const size_t block_byte = sb * sizeof(Block);
+        __m256i lanes[kHalfRows];
+        for (size_t r = 0; r < kHalfRows; ++r) {
+            lanes[r] = k_row_lanes<F>(*reinterpret_cast<const Block*>(rows + r * w_row_bytes + block_byte), tok);
+        }
+        const __m256 dx = _mm256_set1_ps(xb[sb].d);
+        const __m256 dw = half_field_of_8_rows(rows, w_row_bytes, block_byte, offsetof(Block, d));
+        if constexpr (F::kHasMins) {
+            __m256i isum, mdot;
+            sum_halves_of_8(lanes, &isum, &mdot);
+            acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum), acc);
+            const __m256 dmin = half_field_of_8_rows(rows, w_row_bytes, block_byte, offsetof(Block, dmin));
+            acc_min = _mm256_fmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(mdot), acc_min);
+        } else {
+            acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(sum_lanes_of_8(lanes)), acc);
+        }
+    }
+    _mm256_storeu_ps(y, F::kHasMins ? _mm256_sub_ps(acc, acc_min) : acc);
+}
+
+template <class F>
+void k_panel8_decode(float* y, const void* w, size_t w_row_bytes, const void* x, const PanelActBlock*, size_t n) {
+    const uint8_t* rows = static_cast<const uint8_t*>(w);
+    const size_t n_sb = n / kQKK;
+    const size_t steps = (kPanelRows / kHalfRows) * n_sb;
+    const size_t prefetch_step = ((kPanelRows * w_row_bytes + steps - 1) / steps + 63) / 64 * 64;
+    const uint8_t* next_panel = rows + kPanelRows * w_row_bytes;
+    for (size_t h = 0; h < kPanelRows / kHalfRows; ++h) {
+        k_half_panel_decode<F>(y + kHalfRows * h, rows + kHalfRows * h * w_row_bytes, w_row_bytes,
+                               static_cast<const BlockQ8_K*>(x), n_sb, next_panel + h * n_sb * prefetch_step,
+                               prefetch_step);
+    }
+}
+
+template <class F>
+void register_k_panel8(CpuKernels& t, DType type) {
+    const size_t i = static_cast<size_t>(type);
+    t.vec_dot[i] = k_panel_vec_dot<F>;
+    t.gemm_tile[i] = nullptr;  // the register tiles accumulate in another order
+    t.pack_panel[i] = pack_k_panel<F>;
+    t.panel_act[i] = k_panel_act<F>;
+    t.panel_gemm[i] = k_panel8_gemm<F>;
+    t.panel_decode[i] = k_panel8_decode<F>;
+}
+
+void register_k_panels(CpuKernels& t) {
+    register_k_panel8<Q4_KPanels>(t, DType::Q4_K);
+    register_k_panel8<Q5_KPanels>(t, DType::Q5_K);
+    register_k_panel8<Q6_KPanels>(t, DType::Q6_K);
+}
