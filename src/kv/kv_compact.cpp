@@ -21,7 +21,14 @@ namespace {
 std::vector<size_t> kept_rows(const std::vector<float>& cosine, size_t n, size_t sinks, size_t recent, size_t middle) {
     std::vector<size_t> candidates(n - sinks - recent);
     std::iota(candidates.begin(), candidates.end(), sinks);
-    std::stable_sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) { return cosine[a] < cosine[b]; });
+    // By score, ties by row (what a stable sort of the ascending rows gives; std::sort needs no
+    // temporary buffer, whose sized delete clang's ASan misreports against libstdc++ 12); a NaN
+    // score sorts last, so such a row is the first dropped, and the order stays strict.
+    auto score = [&](size_t r) { return std::isnan(cosine[r]) ? INFINITY : cosine[r]; };
+    std::sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) {
+        const float sa = score(a), sb = score(b);
+        return sa < sb || (sa == sb && a < b);
+    });
     candidates.resize(middle);
     std::sort(candidates.begin(), candidates.end());
     std::vector<size_t> kept;
