@@ -10,6 +10,7 @@
 
 #include <cmath>
 
+#include "backends/cpu/attention_pairs.h"
 #include "backends/cpu/attention_rows.h"
 #include "backends/cpu/neon/exp_neon.h"
 #include "backends/cpu/ops_cpu.h"
@@ -136,38 +137,26 @@ void axpy_q8(float* out, float p, const int8_t* v, const float* v_scale, size_t 
 
 void dots_f16(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride, const RowList& rows,
               size_t n) {
-    for (size_t j = 0; j < q.n_q; ++j) {
-        for (size_t i = 0; i < rows.n_rows; ++i)
-            scores[j * ld + i] = dot_f16(q.q + j * q.q_stride, k + rows.rows[i] * k_stride, n);
-    }
+    dots_by_pair(scores, ld, q, rows, [&](const float* qj, uint32_t r) { return dot_f16(qj, k + r * k_stride, n); });
 }
 
 void accumulate_f16(const OutputBlock& out, const WeightBlock& p, const uint16_t* v, size_t v_stride,
                     const RowList& rows, size_t n) {
-    for (size_t j = 0; j < out.n_q; ++j) {
-        for (size_t i = 0; i < rows.n_rows; ++i)
-            axpy_f16(out.out + j * out.out_stride, p.p[j * p.ld + i], v + rows.rows[i] * v_stride, n);
-    }
+    accumulate_by_pair(out, p, rows, [&](float* o, float w, uint32_t r) { axpy_f16(o, w, v + r * v_stride, n); });
 }
 
 void dots_q8(float* scores, size_t ld, const QueryBlock& q, const int8_t* k, size_t k_stride, const float* k_scale,
              size_t k_scale_stride, const RowList& rows, size_t n) {
-    for (size_t j = 0; j < q.n_q; ++j) {
-        for (size_t i = 0; i < rows.n_rows; ++i) {
-            const size_t r = rows.rows[i];
-            scores[j * ld + i] = dot_q8(q.q + j * q.q_stride, k + r * k_stride, k_scale + r * k_scale_stride, n);
-        }
-    }
+    dots_by_pair(scores, ld, q, rows, [&](const float* qj, uint32_t r) {
+        return dot_q8(qj, k + r * k_stride, k_scale + r * k_scale_stride, n);
+    });
 }
 
 void accumulate_q8(const OutputBlock& out, const WeightBlock& p, const int8_t* v, size_t v_stride, const float* v_scale,
                    size_t v_scale_stride, const RowList& rows, size_t n) {
-    for (size_t j = 0; j < out.n_q; ++j) {
-        for (size_t i = 0; i < rows.n_rows; ++i) {
-            const size_t r = rows.rows[i];
-            axpy_q8(out.out + j * out.out_stride, p.p[j * p.ld + i], v + r * v_stride, v_scale + r * v_scale_stride, n);
-        }
-    }
+    accumulate_by_pair(out, p, rows, [&](float* o, float w, uint32_t r) {
+        axpy_q8(o, w, v + r * v_stride, v_scale + r * v_scale_stride, n);
+    });
 }
 
 }  // namespace
