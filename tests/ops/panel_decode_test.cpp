@@ -124,5 +124,36 @@ TEST(CpuPanelDecode, MatmulOneTokenEqualsVecDotAndPrefill) {
     }
 }
 
+// Decode steps of several sequences (2 tokens: panel_decode token by token; 3: unpacked panels):
+// every token's products equal vec_dot of its own activation row bit for bit, so a sequence decodes
+// the same tokens alone or batched with others.
+TEST(CpuPanelDecode, MatmulFewTokensEqualVecDotPerToken) {
+    ThreadPool pool(2);
+    std::mt19937 rng(47);
+    for (const CpuKernels* k : cpu_kernel_tables()) {
+        for (DType type : kDecodeTypes) {
+            const size_t ti = static_cast<size_t>(type);
+            const size_t n_in = dtype_traits(type).block_size * 13, n_out = 3 * kPanelRows + 5;
+            const size_t stride = dtype_row_bytes(type, n_in);
+            std::vector<uint8_t> w = test::quantized_rows(type, n_in, n_out, stride, rng);
+            for (size_t n_tokens : {size_t(2), size_t(3)}) {
+                std::vector<float> x = test::random_floats(n_tokens * n_in, rng);
+                std::vector<float> y(n_tokens * n_out, NAN);
+                matmul_with(*k, y.data(), w.data(), type, stride, x.data(), n_tokens, n_in, n_out, pool);
+                for (size_t t = 0; t < n_tokens; ++t) {
+                    std::vector<uint8_t> xq = test::quantized_activations(
+                        vec_dot_type(type),
+                        {x.begin() + std::ptrdiff_t(t * n_in), x.begin() + std::ptrdiff_t((t + 1) * n_in)});
+                    for (size_t o = 0; o < n_out; ++o) {
+                        const float want = k->vec_dot[ti](w.data() + o * stride, xq.data(), n_in);
+                        ASSERT_EQ(y[t * n_out + o], want) << k->isa_name << " " << dtype_name(type)
+                                                          << " tokens=" << n_tokens << " t=" << t << " o=" << o;
+                    }
+                }
+            }
+        }
+    }
+}
+
 }  // namespace
 }  // namespace cactus

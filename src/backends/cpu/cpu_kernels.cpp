@@ -2,6 +2,7 @@
 #include "backends/cpu/cpu_kernels.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "backends/cpu/cpu_features.h"
@@ -67,6 +68,9 @@ constexpr size_t kTokenBlockBytes = 128 * 1024;  // activations of one token blo
 // (4 of them and 2 token rows) leave L1, and were measured slower than converting in the tile.
 constexpr size_t kWidenMinTokens = 3;
 constexpr size_t kWidenMaxIn = 1024;
+// Up to this many tokens (decode steps of several sequences) go through panel_decode; more share
+// unpacked panels (docs/PERFORMANCE.md, "Decode steps of several sequences").
+constexpr size_t kDecodeMaxTokens = 2;
 
 struct MatmulArgs {
     float* y;          // [n_tokens, n_out]
@@ -97,11 +101,18 @@ void matmul_rows_dot(const MatmulArgs& a, size_t row_begin, size_t row_end) {
     }
 }
 
-// One token: full panels of kPanelRows rows through panel_decode, a ragged rest row by row.
+// A few tokens (decode steps of several sequences): full panels of kPanelRows rows through
+// panel_decode, token after token while the panel's rows sit in L1 (read from memory once per
+// step); a ragged rest row by row. Bit for bit the panels' and vec_dot's results.
 void matmul_rows_decode(const MatmulArgs& a, size_t row_begin, size_t row_end) {
+    const size_t act_row_blocks = a.n_in / 32;
     size_t o = row_begin;
     for (; o + kPanelRows <= row_end; o += kPanelRows) {
-        a.decode(a.y + o, a.w + o * a.w_row_bytes, a.w_row_bytes, a.xq, a.act, a.n_in);
+        const uint8_t* rows = a.w + o * a.w_row_bytes;
+        for (size_t t = 0; t < a.n_tokens; ++t) {
+            a.decode(a.y + t * a.n_out + o, rows, a.w_row_bytes, a.xq + t * a.xq_row_bytes, a.act + t * act_row_blocks,
+                     a.n_in);
+        }
     }
     if (o < row_end) matmul_rows_dot(a, o, row_end);
 }
@@ -162,6 +173,18 @@ void matmul_rows_panel(const MatmulArgs& a, size_t row_begin, size_t row_end) {
         a.panel_gemm(a.y + o, a.n_out, panel.data(), a.xq, a.xq_row_bytes, a.act, n_blocks, a.n_in, a.n_tokens);
     }
     if (o < row_end) matmul_rows_dot(a, o, row_end);
+}
+
+// The most tokens that go through panel_decode (rows read straight from the GGUF, once per step,
+// each token's product from L1) rather than unpacked panels. $CACTUS_DECODE_MAX_TOKENS overrides it
+// for measurements (docs/PERFORMANCE.md, "Decode steps of several sequences").
+size_t decode_max_tokens(bool has_panels) {
+    static const size_t from_env = [] {
+        const char* v = std::getenv("CACTUS_DECODE_MAX_TOKENS");
+        return v == nullptr ? size_t(0) : static_cast<size_t>(std::strtoul(v, nullptr, 10));
+    }();
+    if (from_env != 0) return from_env;
+    return has_panels ? kDecodeMaxTokens : 1;  // without panels, 2+ tokens go through the gemm tiles
 }
 
 // Per (token, block) scale, offset bias and sum of the quantized activations, for the panels.
@@ -263,13 +286,14 @@ void matmul_with(const CpuKernels& k, float* y, const void* w, DType w_type, siz
     a.decode = nullptr;
     const PanelActFn panel_act = k.panel_act[slot];
     const PanelDecodeFn decode = k.panel_decode[slot];
-    if (n_tokens == 1 && decode != nullptr && panel_act != nullptr) {
+    const bool few_tokens = n_tokens <= decode_max_tokens(k.pack_panel[slot] != nullptr);
+    if (few_tokens && decode != nullptr && panel_act != nullptr) {
         CACTUS_ASSERT(traits->block_size % 32 == 0);  // act: [n_in / 32] per token
         a.decode = decode;
-        a.act = panel_activations(panel_act, a.xq, a.xq_row_bytes, 1, n_in);
-    }
-    // One token (decode) reads each row once: unpacking a panel first would only add work.
-    if (n_tokens >= 2 && panel_act != nullptr && k.pack_panel[slot] != nullptr && k.panel_gemm[slot] != nullptr) {
+        a.act = panel_activations(panel_act, a.xq, a.xq_row_bytes, n_tokens, n_in);
+    } else if (n_tokens >= 2 && panel_act != nullptr && k.pack_panel[slot] != nullptr &&
+               k.panel_gemm[slot] != nullptr) {
+        // Unpacking a panel pays once enough tokens share it.
         CACTUS_ASSERT(traits->block_size % 32 == 0);  // act: [n_in / 32] per token
         a.pack_panel = k.pack_panel[slot];
         a.panel_gemm = k.panel_gemm[slot];
