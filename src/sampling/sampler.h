@@ -46,17 +46,21 @@ public:
 
 private:
     void apply_repetition_penalty(std::vector<float>& logits) const;
+    int32_t draw(const std::vector<TokenCandidate>& c, float temperature);
 
     SamplingParams params_;
     std::mt19937_64 rng_;
     std::deque<int32_t> history_;
     std::vector<TokenCandidate> candidates_;
+    std::vector<float> weights_;  // draw's scratch, [candidates]
     float last_probability_ = 0.0f;
     GrammarConstraint* constraint_ = nullptr;
     double constraint_ms_ = 0.0;
 };
 
-// The individual steps, exposed for tests. Each keeps `c` sorted by descending logit when it sorts.
+// The individual steps, exposed for tests. keep_top_k sorts `c` by descending logit (all of it
+// when k is 0); keep_top_p takes `c` in any order and leaves the kept prefix sorted; keep_min_p
+// takes any order and keeps it.
 int32_t argmax(const std::vector<float>& logits);
 void softmax_candidates(std::vector<TokenCandidate>& c, std::vector<float>& probs);
 void keep_top_k(std::vector<TokenCandidate>& c, int k);

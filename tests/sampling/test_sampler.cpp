@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <map>
+#include <random>
 
 #include "core/error.h"
 #include "sampling/sampler.h"
@@ -103,4 +105,84 @@ TEST(Sampler, LastProbabilityIsSoftmaxOfChosen) {
     std::vector<float> logits = {0.0f, std::log(3.0f)};
     EXPECT_EQ(s.sample(logits), 1);
     EXPECT_NEAR(s.last_probability(), 0.75f, 1e-5);
+}
+
+namespace {
+// A vocabulary-sized row of logits with a few -inf entries (as a grammar mask leaves them).
+std::vector<float> vocabulary_logits(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 4.0f);
+    std::vector<float> logits(n);
+    for (float& l : logits) l = normal(rng);
+    for (size_t i = 0; i < n; i += 97) logits[i] = -INFINITY;
+    return logits;
+}
+}  // namespace
+
+// The vectorised exp sum: the chosen token's probability equals a double-precision softmax.
+TEST(Sampler, LastProbabilityMatchesDoubleSoftmaxOverAVocabulary) {
+    for (uint32_t seed : {1u, 2u, 3u}) {
+        std::vector<float> logits = vocabulary_logits(49157, seed);
+        logits[123] = 40.0f - static_cast<float>(seed);  // one clear winner, one tie-free maximum
+        double max = -INFINITY;
+        for (float l : logits) max = std::max(max, static_cast<double>(l));
+        double sum = 0.0;
+        for (float l : logits) sum += std::exp(static_cast<double>(l) - max);
+        const double want = std::exp(static_cast<double>(logits[123]) - max) / sum;
+        Sampler s(SamplingParams{});
+        std::vector<float> scratch = logits;
+        ASSERT_EQ(s.sample(scratch), 123);
+        EXPECT_NEAR(s.last_probability(), want, 2e-6 * want) << "seed " << seed;
+    }
+}
+
+// top-p and min-p take candidates in any order: the same tokens as on sorted input.
+TEST(Sampler, TopPAndMinPAgreeOnUnsortedInput) {
+    std::vector<float> logits = vocabulary_logits(5003, 9);
+    for (float p : {0.05f, 0.5f, 0.9f, 0.999f}) {
+        auto sorted = candidates_of(logits), shuffled = candidates_of(logits);
+        keep_top_k(sorted, 0);
+        std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(5));
+        keep_top_p(sorted, p);
+        keep_top_p(shuffled, p);
+        ASSERT_EQ(sorted.size(), shuffled.size()) << "top_p " << p;
+        for (size_t i = 0; i < sorted.size(); ++i) EXPECT_EQ(sorted[i].id, shuffled[i].id) << "top_p " << p;
+    }
+    for (float min_p : {0.01f, 0.3f}) {
+        auto sorted = candidates_of(logits), shuffled = candidates_of(logits);
+        keep_top_k(sorted, 0);
+        std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(6));
+        keep_min_p(sorted, min_p);
+        keep_min_p(shuffled, min_p);
+        ASSERT_EQ(sorted.size(), shuffled.size()) << "min_p " << min_p;
+    }
+}
+
+// Over a whole vocabulary without truncation (the OpenAI defaults: temperature 1, top_p 1), draws
+// follow the softmax at the temperature and never pick a masked (-inf) token.
+TEST(Sampler, UntruncatedDrawsFollowTheTemperatureSoftmax) {
+    std::vector<float> logits(4099, -INFINITY);
+    logits[10] = 1.0f;
+    logits[2000] = 1.0f + 0.5f * std::log(3.0f);  // at temperature 0.5: 3x token 10's weight
+    logits[4098] = -100.0f;                       // weight e^-202 relative: never drawn
+    SamplingParams p;
+    p.temperature = 0.5f;
+    p.seed = 11;
+    Sampler s(p);
+    std::map<int32_t, int> counts;
+    const int n = 20000;
+    for (int i = 0; i < n; ++i) {
+        std::vector<float> scratch = logits;
+        counts[s.sample(scratch)]++;
+    }
+    EXPECT_EQ(counts.size(), 2u);
+    EXPECT_NEAR(counts[2000] / double(n), 0.75, 0.02);
+}
+
+TEST(Sampler, NanLogitsAreAnErrorNotACrash) {
+    SamplingParams p;
+    p.temperature = 1.0f;
+    Sampler s(p);
+    std::vector<float> logits(16, NAN);
+    EXPECT_THROW(s.sample(logits), Error);
 }
