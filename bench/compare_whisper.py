@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Speech-to-text speed, side by side: cactus (bench --transcribe) vs faster-whisper (CTranslate2,
-float32 compute on the same fp16 weights), temperature 0 only, greedy and/or beam search (--beams
+float32 compute on the same fp16 weights) and, with --whisper-cpp, whisper.cpp (bench/whisper_cpp.py:
+built once from the pywhispercpp sdist, on the same fp16 weights converted to its ggml file), temperature 0 only, greedy and/or beam search (--beams
 1,5: patience 1, length penalty 1 on both sides), same WAV, alternated per repetition, per thread
 count and beam size. Run with the Whisper oracle venv's Python:
 
@@ -19,6 +20,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "audio"))
 from test_whisper_oracle import CACTUS, ct2_folder, gguf_path  # noqa: E402
+import whisper_cpp  # noqa: E402
 
 
 def ours(model, audio, threads, beam_size):
@@ -47,26 +49,36 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--beams", default="1", help="beam sizes, e.g. 1,5 (1 = greedy)")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--whisper-cpp", action="store_true", help="also time whisper.cpp (built once on first use)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     rows = []
     for t in [int(x) for x in args.threads.split(",")]:
         for beam in [int(x) for x in args.beams.split(",")]:
-            a, b = [], []
-            for _ in range(args.reps):  # alternated: the machine's load hits both alike
+            a, b, c = [], [], []
+            for _ in range(args.reps):  # alternated: the machine's load hits all alike
                 a.append(ours(args.model, args.audio, t, beam))
                 b.append(theirs(args.model, args.audio, t, beam))
-            rows.append({"threads": t, "beam_size": beam, "cactus_rtf": statistics.median(a),
-                         "faster_whisper_rtf": statistics.median(b),
-                         "speedup": statistics.median(b) / statistics.median(a)})
+                if args.whisper_cpp:
+                    c.append(whisper_cpp.rtf(gguf_path(args.model), args.audio, t, beam))
+            row = {"threads": t, "beam_size": beam, "cactus_rtf": statistics.median(a),
+                   "faster_whisper_rtf": statistics.median(b), "speedup": statistics.median(b) / statistics.median(a)}
+            if c:
+                row.update({"whisper_cpp_rtf": statistics.median(c),
+                            "speedup_vs_whisper_cpp": statistics.median(c) / statistics.median(a)})
+            rows.append(row)
     if args.json:
         print(json.dumps({"model": args.model, "audio": args.audio, "rows": rows}, indent=2))
         return
     print(f"{args.model} on {args.audio}")
-    print(f"{'threads':>8} {'beams':>6} {'cactus RTF':>11} {'faster-whisper RTF':>19} {'speedup':>8}")
+    print(f"{'threads':>8} {'beams':>6} {'cactus RTF':>11} {'faster-whisper RTF':>19} {'speedup':>8}"
+          f"{'  whisper.cpp RTF  speedup' if args.whisper_cpp else ''}")
     for r in rows:
-        print(f"{r['threads']:>8} {r['beam_size']:>6} {r['cactus_rtf']:>11.3f} {r['faster_whisper_rtf']:>19.3f} "
-              f"{r['speedup']:>8.2f}")
+        line = (f"{r['threads']:>8} {r['beam_size']:>6} {r['cactus_rtf']:>11.3f} {r['faster_whisper_rtf']:>19.3f} "
+                f"{r['speedup']:>8.2f}")
+        if "whisper_cpp_rtf" in r:
+            line += f" {r['whisper_cpp_rtf']:>16.3f} {r['speedup_vs_whisper_cpp']:>8.2f}"
+        print(line)
 
 
 if __name__ == "__main__":
