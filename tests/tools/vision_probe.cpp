@@ -7,7 +7,9 @@
 //       and encodes every part; writes
 //       OUT_PREFIX.rgb (the parts' pixels, global image first, then the tiles row-major),
 //       OUT_PREFIX.f32 (their embeddings, same order) and prints JSON:
-//       {"grid_x", "grid_y", "parts", "layout", "side", "tokens_per_part", "n_embd", "encode_ms"}
+//       {"grid_x", "grid_y", "parts", "layout", "side", "tokens_per_part", "n_embd", "encode_ms",
+//        "part_sizes": [[w, h], ...], "part_tokens": [n, ...]} (lfm2's parts differ in size: the
+//       single image or thumbnail first, then the 512-px tiles)
 //       (layout: the image's prompt pieces, {"text": markers} or {"part": index into the parts})
 //   vision_probe generate TEXT MMPROJ IMAGE OUT.f32 [--chunk N] [--n 16] [--threads N] [--n-batch N]
 //                         [--causal 1]
@@ -70,10 +72,12 @@ int encode(int argc, char** argv) {
     cactus::VisionEncoder enc(*file, options);
     const cactus::VisionHParams& hp = enc.hparams();
     const cactus::Image img = cactus::load_image(argv[3]);
-    const bool gemma3 = hp.projector == "gemma3";
+    const bool gemma3 = hp.projector == "gemma3", lfm2 = hp.projector == "lfm2";
     cactus::TiledImage tiled;  // gemma3: the stretched square as the one part, no tiles
     if (gemma3)
         tiled.overview = cactus::gemma3_image(img, hp.image_size);
+    else if (lfm2)
+        tiled = cactus::lfm2_tiles(img, cactus::lfm2_config(hp));
     else
         tiled = cactus::idefics3_tiles(img, hp.image_size, hp.longest_edge);
     std::vector<const cactus::Image*> parts = {&tiled.overview};
@@ -81,6 +85,7 @@ int encode(int argc, char** argv) {
     std::vector<uint8_t> rgb;
     std::vector<float> embd, one;
     size_t per_part = 0;
+    json part_sizes = json::array(), part_tokens = json::array();
     const auto start = std::chrono::steady_clock::now();
     for (const cactus::Image* part : parts) {
         rgb.insert(rgb.end(), part->rgb.begin(), part->rgb.end());
@@ -90,6 +95,8 @@ int encode(int argc, char** argv) {
         in.planes = cactus::normalize_planes(*part, hp.mean, hp.std);
         enc.encode(in, &one);
         per_part = enc.tokens(in);
+        part_sizes.push_back({part->width, part->height});
+        part_tokens.push_back(per_part);
         embd.insert(embd.end(), one.begin(), one.end());
     }
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -98,6 +105,7 @@ int encode(int argc, char** argv) {
     json layout = json::array();
     const std::vector<cactus::LayoutPiece> pieces =
         gemma3 ? std::vector<cactus::LayoutPiece>{{"<start_of_image>", -1}, {"", 0}, {"<end_of_image>", -1}}
+        : lfm2 ? cactus::lfm2_layout(tiled.grid_x, tiled.grid_y)
                : cactus::idefics3_layout(tiled.grid_x, tiled.grid_y);
     for (const cactus::LayoutPiece& piece : pieces)
         layout.push_back(piece.part < 0 ? json{{"text", piece.text}} : json{{"part", piece.part}});
@@ -108,7 +116,9 @@ int encode(int argc, char** argv) {
                              {"side", hp.image_size},
                              {"tokens_per_part", per_part},
                              {"n_embd", hp.proj_dim},
-                             {"encode_ms", ms}}
+                             {"encode_ms", ms},
+                             {"part_sizes", part_sizes},
+                             {"part_tokens", part_tokens}}
                             .dump()
                             .c_str());
     return 0;

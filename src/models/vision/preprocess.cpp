@@ -215,6 +215,100 @@ Image gemma3_image(const Image& img, size_t side) {
     return resize_image(img, side, side, ResizeFilter::BILINEAR);
 }
 
+namespace {
+
+void check_lfm2_config(const Lfm2Config& c, const char* who) {
+    if (c.patch == 0 || c.downsample == 0 || c.min_tokens == 0 || c.max_tokens < c.min_tokens || c.tile == 0 ||
+        c.tile % (c.patch * c.downsample) != 0 || c.min_tiles == 0 || c.max_tiles < c.min_tiles || c.max_tiles > 64)
+        fail("%s: patch %zu, downsample %zu, tokens %zu..%zu, tile %zu, tiles %zu..%zu are not a valid LFM2 setup", who,
+             c.patch, c.downsample, c.min_tokens, c.max_tokens, c.tile, c.min_tiles, c.max_tiles);
+}
+
+// Python's round(x / f) * f (half to even: the default rounding mode of nearbyint).
+double round_by_factor(double x, double f) { return std::nearbyint(x / f) * f; }
+
+}  // namespace
+
+std::pair<size_t, size_t> lfm2_smart_size(size_t width, size_t height, const Lfm2Config& c) {
+    check_lfm2_config(c, "lfm2_smart_size");
+    if (width == 0 || height == 0) fail("lfm2_smart_size: image %zux%zu", width, height);
+    const double f = double(c.patch * c.downsample), h = double(height), w = double(width);
+    const double min_px = double(c.min_tokens) * f * f, max_px = double(c.max_tokens) * f * f;
+    double h_bar = std::max(f, round_by_factor(h, f)), w_bar = std::max(f, round_by_factor(w, f));
+    if (h_bar * w_bar > max_px) {
+        const double beta = std::sqrt(h * w / max_px);
+        h_bar = std::max(f, std::floor(h / beta / f) * f);
+        w_bar = std::max(f, std::floor(w / beta / f) * f);
+    } else if (h_bar * w_bar < min_px) {
+        const double beta = std::sqrt(min_px / (h * w));
+        h_bar = std::ceil(h * beta / f) * f;
+        w_bar = std::ceil(w * beta / f) * f;
+    }
+    return {size_t(w_bar), size_t(h_bar)};
+}
+
+bool lfm2_needs_tiles(size_t width, size_t height, const Lfm2Config& c) {
+    check_lfm2_config(c, "lfm2_needs_tiles");
+    const double f = double(c.patch * c.downsample), p = double(c.patch);
+    const double h_bar = std::max(p, round_by_factor(double(height), f));
+    const double w_bar = std::max(p, round_by_factor(double(width), f));
+    return h_bar * w_bar > double(c.max_tokens) * f * f * c.max_pixels_tolerance;
+}
+
+std::pair<size_t, size_t> lfm2_grid(size_t width, size_t height, const Lfm2Config& c) {
+    check_lfm2_config(c, "lfm2_grid");
+    if (width == 0 || height == 0) fail("lfm2_grid: image %zux%zu", width, height);
+    // Target grids (w, h) with min_tiles <= w * h <= max_tiles, ordered by tile count.
+    std::vector<std::pair<size_t, size_t>> ratios;
+    for (size_t n = c.min_tiles; n <= c.max_tiles; ++n)
+        for (size_t gw = 1; gw <= n; ++gw)
+            for (size_t gh = 1; gh <= n; ++gh)
+                if (gw * gh == n) ratios.push_back({gw, gh});
+    const double aspect = double(width) / double(height), area = double(width) * double(height);
+    double best_diff = INFINITY;
+    std::pair<size_t, size_t> best = {1, 1};
+    for (const auto& r : ratios) {
+        const double diff = std::fabs(aspect - double(r.first) / double(r.second));
+        if (diff < best_diff) {
+            best_diff = diff;
+            best = r;
+        } else if (diff == best_diff && area > 0.5 * double(c.tile * c.tile * r.first * r.second)) {
+            best = r;  // equally close: the larger grid when the image covers half of it
+        }
+    }
+    return best;
+}
+
+TiledImage lfm2_tiles(const Image& img, const Lfm2Config& c) {
+    const auto thumb = lfm2_smart_size(img.width, img.height, c);
+    TiledImage out;
+    out.overview = resize_image(img, thumb.first, thumb.second, ResizeFilter::BILINEAR);
+    if (!lfm2_needs_tiles(img.width, img.height, c)) return out;
+    const auto grid = lfm2_grid(img.width, img.height, c);
+    out.grid_x = grid.first;
+    out.grid_y = grid.second;
+    // Stretched to the grid (transformers; llama.cpp letterboxes here instead: docs/VISION.md).
+    const Image refined = resize_image(img, out.grid_x * c.tile, out.grid_y * c.tile, ResizeFilter::BILINEAR);
+    for (size_t y = 0; y < out.grid_y; ++y)
+        for (size_t x = 0; x < out.grid_x; ++x) out.tiles.push_back(crop_image(refined, x * c.tile, y * c.tile, c.tile, c.tile));
+    return out;
+}
+
+std::vector<LayoutPiece> lfm2_layout(size_t grid_x, size_t grid_y) {
+    std::vector<LayoutPiece> out = {{"<|image_start|>", -1}};
+    if (grid_x * grid_y > 0) {
+        for (size_t y = 0; y < grid_y; ++y)
+            for (size_t x = 0; x < grid_x; ++x) {
+                out.push_back({"<|img_row_" + std::to_string(y + 1) + "_col_" + std::to_string(x + 1) + "|>", -1});
+                out.push_back({"", int(1 + y * grid_x + x)});
+            }
+        out.push_back({"<|img_thumbnail|>", -1});
+    }
+    out.push_back({"", 0});
+    out.push_back({"<|image_end|>", -1});
+    return out;
+}
+
 std::vector<LayoutPiece> idefics3_layout(size_t grid_x, size_t grid_y) {
     const std::string fake = "<fake_token_around_image>";
     std::vector<LayoutPiece> out;
