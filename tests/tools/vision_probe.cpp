@@ -17,6 +17,9 @@
 //       first-token logits to OUT.f32 and prints {"tokens": [ids, -1 for image rows],
 //       "greedy": [n ids], "prefill_ms"}; --causal 1 prefills bidirectional image spans causally
 //       (a control for the tests: Gemma 3's image rows must see each other)
+//   vision_probe lfm2-plan W H [W H ...]
+//       LFM2-VL's preprocessing plan of each size (released defaults: 16-px patches, downsample 2,
+//       64..256 tokens, 512-px tiles, 2..10 tiles): prints [{"size", "tiled", "grid", "thumb"}, ...]
 // Errors -> {"error": "message"} on stdout and exit status 1.
 #include <algorithm>
 #include <chrono>
@@ -162,6 +165,24 @@ int generate(int argc, char** argv) {
     return 0;
 }
 
+int lfm2_plan(int argc, char** argv) {
+    if (argc < 4 || argc % 2 != 0) cactus::fail("usage: vision_probe lfm2-plan W H [W H ...]");
+    const cactus::Lfm2Config c;
+    json out = json::array();
+    for (int i = 2; i + 1 < argc; i += 2) {
+        const size_t w = std::stoul(argv[i]), h = std::stoul(argv[i + 1]);
+        const bool tiled = cactus::lfm2_needs_tiles(w, h, c);
+        const auto thumb = cactus::lfm2_smart_size(w, h, c);
+        const auto grid = tiled ? cactus::lfm2_grid(w, h, c) : std::pair<size_t, size_t>{0, 0};
+        out.push_back({{"size", {w, h}},
+                       {"tiled", tiled},
+                       {"grid", {grid.first, grid.second}},
+                       {"thumb", {thumb.first, thumb.second}}});
+    }
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -169,7 +190,8 @@ int main(int argc, char** argv) {
         if (argc >= 2 && std::strcmp(argv[1], "resize") == 0) return resize(argc, argv);
         if (argc >= 2 && std::strcmp(argv[1], "encode") == 0) return encode(argc, argv);
         if (argc >= 2 && std::strcmp(argv[1], "generate") == 0) return generate(argc, argv);
-        cactus::fail("usage: vision_probe resize|encode ...");
+        if (argc >= 2 && std::strcmp(argv[1], "lfm2-plan") == 0) return lfm2_plan(argc, argv);
+        cactus::fail("usage: vision_probe resize|encode|generate|lfm2-plan ...");
     } catch (const std::exception& e) {
         std::printf("%s\n", json{{"error", e.what()}}.dump().c_str());
         return 1;
