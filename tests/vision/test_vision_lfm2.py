@@ -236,3 +236,47 @@ def test_lfm2_generation_matches_llama_cpp(files, tmp_path):
         same += out["greedy"] == greedy
     print(f"lfm2 generation vs llama.cpp: worst KL {max(kls):.2e}, greedy 16 identical on {same}/{len(picked)}")
     assert same >= len(picked) - 1
+
+
+LIBRARY = os.path.join(BUILD_DIR, "lib", "libcactus.so")
+CLI = os.path.join(BUILD_DIR, "bin", "cactus")
+GREEDY = {"max_tokens": 16, "temperature": 0, "min_p": 0, "repetition_penalty": 1.0, "ignore_eos": True,
+          "auto_handoff": False}
+
+
+@pytest.mark.skipif(not os.path.exists(LIBRARY) or not os.path.exists(CLI), reason="libcactus.so / cactus not built")
+def test_lfm2_capi_and_cli_match_libmtmd(files, tmp_path):
+    """The user-facing path on a folder holding both files: the C API's prompt length, text and
+    confidence equal libmtmd's through the chat template, and `cactus run --mmproj --image` prints
+    the C API's answer."""
+    pytest.importorskip("llama_cpp.mtmd_cpp")
+    import shutil
+    sys.path.insert(0, os.path.join(REPO, "python"))
+    os.environ.setdefault("CACTUS_LIBRARY", LIBRARY)
+    import cactus
+    import mtmd_oracle
+    mmproj, text, images = files
+    d = tmp_path / "folder"
+    d.mkdir()
+    os.symlink(text, d / "text.gguf")
+    shutil.copyfile(mmproj, d / "mmproj.gguf")
+    os.environ.pop("CACTUS_MMPROJ", None)
+    i = 0
+    w, h = SIZES[i]
+    messages = [{"role": "system", "content": "You are a helpful assistant."},  # `cactus run`'s default
+                {"role": "user", "content": "Describe the image.", "images": [images[i]]}]
+    with cactus.Model(str(d)) as model:
+        prompt = model.render_prompt(messages)
+        assert prompt.count("<__media__>") == 1, prompt
+        r = model.complete(messages, GREEDY)
+    assert r["success"] and r["decode_tokens"] == 16, r
+    n_past, greedy, answer, confidence = mtmd_oracle.mtmd_prompt_greedy(
+        text, mmproj, prompt, [vision_images.image(w, h, i)], add_special=not prompt.startswith("<|startoftext|>"))
+    assert r["prompt_tokens"] == n_past, (r["prompt_tokens"], n_past)
+    assert r["response"] == answer, (r["response"], answer, greedy)
+    assert abs(r["confidence"] - confidence) < 5e-4, (r["confidence"], confidence)
+    cli = subprocess.run([CLI, "run", text, "--mmproj", mmproj, "--image", images[i], "-p", "Describe the image.",
+                          "-n", "16", "--ignore-eos", "-t", "2"], capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 0, cli.stderr
+    assert cli.stdout.strip() == r["response"].strip(), (cli.stdout, r["response"])
+    print(f"lfm2 C API vs libmtmd: {n_past} prompt positions, confidence {r['confidence']:.4f} vs {confidence:.4f}")
