@@ -1,7 +1,8 @@
 // Drives the vision pipeline for the Python tests (tests/vision/test_vision_oracle.py).
 //
-//   vision_probe resize IMAGE W H bilinear|bicubic|lanczos OUT.rgb
-//       writes the Pillow-exact resize of IMAGE as raw RGB bytes [H, W, 3]
+//   vision_probe resize IMAGE W H bilinear|bicubic|lanczos|torch-bilinear OUT.rgb
+//       writes the Pillow-exact resize of IMAGE as raw RGB bytes [H, W, 3] (torch-bilinear: torch's
+//       uint8 antialiased bilinear resize, resize_image_torch)
 //   vision_probe encode MMPROJ IMAGE OUT_PREFIX [--threads N]
 //       preprocesses IMAGE as the projector's family does (gemma3: one part, the stretched square)
 //       and encodes every part; writes
@@ -59,8 +60,10 @@ cactus::ResizeFilter parse_filter(const std::string& s) {
 int resize(int argc, char** argv) {
     if (argc != 7) cactus::fail("usage: vision_probe resize IMAGE W H FILTER OUT.rgb");
     const cactus::Image img = cactus::load_image(argv[2]);
+    const bool torch = std::strcmp(argv[5], "torch-bilinear") == 0;
     const cactus::Image out =
-        cactus::resize_image(img, std::stoul(argv[3]), std::stoul(argv[4]), parse_filter(argv[5]));
+        torch ? cactus::resize_image_torch(img, std::stoul(argv[3]), std::stoul(argv[4]), cactus::ResizeFilter::BILINEAR)
+              : cactus::resize_image(img, std::stoul(argv[3]), std::stoul(argv[4]), parse_filter(argv[5]));
     write_file(argv[6], out.rgb.data(), out.rgb.size());
     std::printf("%s\n", json{{"width", out.width}, {"height", out.height}}.dump().c_str());
     return 0;

@@ -16,6 +16,11 @@ enum class ResizeFilter { BILINEAR, BICUBIC, LANCZOS };
 
 // Pillow-exact resize of 8-bit RGB (equal to PIL.Image.resize((w, h), filter) on an RGB image).
 Image resize_image(const Image& src, size_t width, size_t height, ResizeFilter filter);
+// torch's antialiased resize of a uint8 image (torchvision.transforms.v2.functional.resize on a uint8
+// tensor with antialias=True, as transformers' torchvision image processors call it): Pillow's
+// windows and weights, but int16 weights with as many fractional bits as fit (< 22) and always the
+// horizontal pass first; differs from Pillow by +-1 level on some pixels.
+Image resize_image_torch(const Image& src, size_t width, size_t height, ResizeFilter filter);
 // Rows [y, y + h) and columns [x, x + w) of src.
 Image crop_image(const Image& src, size_t x, size_t y, size_t w, size_t h);
 
@@ -42,7 +47,9 @@ Image gemma3_image(const Image& img, size_t side);
 // multiples of unit = patch * downsample pixels. An image that fits (rounded to units, at most
 // max_tokens * unit^2 * 2 pixels) becomes one part, smart-resized (aspect kept, between min_tokens
 // and max_tokens units of area); a larger one is stretched to a grid of 512-px tiles (2..10 tiles,
-// the grid whose aspect ratio is closest) plus the smart-resized thumbnail. Bilinear throughout.
+// the grid whose aspect ratio is closest) plus the smart-resized thumbnail. Bilinear throughout,
+// torch's uint8 antialiased resize (resize_image_torch: transformers 5 processes LFM2-VL images
+// with torchvision).
 struct Lfm2Config {
     size_t patch = 16;
     size_t downsample = 2;
