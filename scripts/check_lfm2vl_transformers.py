@@ -2,15 +2,21 @@
 the torch venv of scripts/check_lfm2_transformers.sh plus torchvision and Pillow, which transformers'
 Lfm2VlImageProcessor uses).
 
-Chain: a random-init Lfm2VlForConditionalGeneration from a small config (SigLIP2 NaFlex 3 x 128 (the converter maps mm.{1,2} only below the block count), the
-real 16 x 16 position grid and 16-px patches; projector with layer norm, 512 -> 256 -> 256) -> llama.cpp's
+Chain: a random-init Lfm2VlForConditionalGeneration from a small config (SigLIP2 NaFlex 3 x 128:
+the converter maps mm.{1,2} only below the block count; the real 16 x 16 position grid and 16-px
+patches; projector with layer norm, 512 -> 256 -> 256; lfm2 text 4 x 256) -> llama.cpp's
 converter (convert_hf_to_gguf.py --mmproj from the llama-cpp-python 0.3.36 sdist, f32) -> our
 encoder (bin/vision_probe encode) and libmtmd (the oracle venv), against transformers'
 processor + get_image_features on the same images. Per image and part: the preprocessed pixels
 (max difference in 8-bit levels from transformers' normalized patches) and the embeddings (max
 |difference| / max |transformers|).
 
-  ~/.cache/cactus/torch-venv/bin/python scripts/check_lfm2vl_transformers.py --sdist SDIST
+  scripts/check_lfm2vl_transformers.sh     (torch venv + torchvision, sdist, then runs this)
+
+The text side: the language model converted alone (Lfm2ForCausalLM, untied head, test vocabulary
+with the markers) and the log-probabilities of the token after the image's prompt compared:
+transformers (its image features spliced at the layout's image rows) vs ours (vision_probe generate)
+vs llama.cpp (libmtmd's own preprocessing and encoder).
 """
 import argparse
 import json
@@ -26,6 +32,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "vision"))
 sys.path.insert(0, os.path.join(REPO, "tests", "models"))
 import vision_images  # noqa: E402
+from lfm2_synthetic import lfm2_vocab  # noqa: E402
+
+SPECIALS = (["<|image_start|>", "<|image_end|>", "<|img_thumbnail|>", "<image>"] +
+            [f"<|img_row_{r}_col_{c}|>" for r in range(1, 11) for c in range(1, 11)])  # make_vlm_gguf's
+VOCAB = lfm2_vocab(SPECIALS)
 
 SIZES = [(640, 480), (33, 17), (1536, 512), (1024, 768), (1024, 1024), (700, 1500)]
 N_EMBD_TEXT = 256
@@ -39,14 +50,24 @@ def random_lfm2vl(seed):
         vision_config=dict(model_type="siglip2_vision_model", hidden_size=128, intermediate_size=256,
                            num_hidden_layers=3, num_attention_heads=4, num_patches=256, patch_size=16,
                            hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6, vision_use_head=False),
-        text_config=dict(model_type="lfm2", vocab_size=300, hidden_size=N_EMBD_TEXT, intermediate_size=512,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, full_attn_idxs=[1]),
-        projector_hidden_size=256, downsample_factor=2, projector_use_layernorm=True)
+        text_config=dict(model_type="lfm2", vocab_size=len(VOCAB[0]), hidden_size=N_EMBD_TEXT, intermediate_size=512,
+                         num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, full_attn_idxs=[1, 3],
+                         norm_eps=1e-5, conv_L_cache=3, block_auto_adjust_ff_dim=False, max_position_embeddings=4096,
+                         tie_word_embeddings=False,
+                         rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+        projector_hidden_size=256, downsample_factor=2, projector_use_layernorm=True, tie_word_embeddings=False)
     config._attn_implementation = "eager"
     model = Lfm2VlForConditionalGeneration(config).float().eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "vision_tower" not in name and "multi_modal_projector" not in name:
+                if "norm" in name:
+                    p.copy_(1.0 + 0.3 * torch.randn_like(p))
+                elif "conv.weight" in name and p.dim() == 3:  # depthwise taps
+                    p.copy_(0.6 * torch.randn_like(p))
+                elif p.dim() == 2:  # untied head scaled so the logits spread by ~3 (neither flat nor one-hot)
+                    scale = 1.0 if "embed_tokens" in name else (3.0 if "lm_head" in name else 1.0) / np.sqrt(p.shape[1])
+                    p.copy_(scale * torch.randn_like(p))
                 continue
             if "norm" in name and name.endswith("weight"):
                 p.copy_(1.0 + 0.3 * torch.randn_like(p))
@@ -61,13 +82,17 @@ def random_lfm2vl(seed):
 
 def hub_names(hf_dir):
     """transformers 5.24 saves the vision tower as vision_tower.*; the hub checkpoints (and the
-    converter's tensor map) have vision_tower.vision_model.*: rename in the saved file."""
+    converter's tensor map) have vision_tower.vision_model.*: rename in the saved file. The untied
+    lm_head (the hub checkpoints tie it) is dropped: the mmproj converter has no name for it, and the
+    text model is converted from memory (convert_text)."""
     from safetensors.torch import load_file, save_file
 
     path = os.path.join(hf_dir, "model.safetensors")
     tensors = load_file(path)
     renamed = {}
     for name, t in tensors.items():
+        if name == "lm_head.weight":
+            continue
         i = name.find("vision_tower.")
         if i >= 0 and "vision_tower.vision_model." not in name:
             name = name[:i] + "vision_tower.vision_model." + name[i + len("vision_tower."):]
@@ -87,6 +112,80 @@ def convert_mmproj(hf_dir, out_path, sdist):
         conv.main()
     finally:
         sys.argv = argv
+
+
+def convert_text(model, workdir, out_path, sdist):
+    """The language model alone as an Lfm2ForCausalLM (untied head, as the VL model here), through the
+    converter with the test vocabulary (markers included)."""
+    from transformers import Lfm2ForCausalLM
+
+    lm = Lfm2ForCausalLM(model.config.text_config).float().eval()
+    state = {"model." + k: v for k, v in model.model.language_model.state_dict().items()}
+    state["lm_head.weight"] = model.lm_head.weight
+    missing = lm.load_state_dict(state, strict=False).missing_keys
+    if missing:
+        sys.exit(f"convert_text: weights not copied: {missing}")
+    hf_dir = os.path.join(workdir, "text")
+    lm.save_pretrained(hf_dir, safe_serialization=True)
+    llama_dir = os.path.join(sdist, "vendor", "llama.cpp")
+    sys.path.insert(0, os.path.join(llama_dir, "gguf-py"))
+    sys.path.insert(0, llama_dir)
+    import convert_hf_to_gguf as conv
+    from conversion import get_model_class
+
+    tokens, types, merges = VOCAB
+
+    def set_vocab(self):
+        self.gguf_writer.add_tokenizer_model("gpt2")
+        self.gguf_writer.add_tokenizer_pre("lfm2")
+        self.gguf_writer.add_token_list(tokens)
+        self.gguf_writer.add_token_types(types)
+        self.gguf_writer.add_token_merges(merges)
+        self.gguf_writer.add_eos_token_id(tokens.index("<|im_end|>"))
+        self.gguf_writer.add_add_bos_token(False)
+
+    get_model_class("Lfm2ForCausalLM").set_vocab = set_vocab
+    argv = sys.argv
+    sys.argv = ["convert_hf_to_gguf.py", hf_dir, "--outfile", out_path, "--outtype", "f32"]
+    try:
+        conv.main()
+    finally:
+        sys.argv = argv
+
+
+def transformers_first_logits(model, layout, parts):
+    """Log-probabilities of the token after the image's prompt (no BOS): `layout` as vision_probe
+    prints it, `parts` transformers' (tiles row-major, then the thumbnail)."""
+    index = {t: i for i, t in enumerate(VOCAB[0])}
+    n_tiles = len(parts) - 1
+    emb = model.model.language_model.get_input_embeddings()
+    rows = []
+    for piece in layout:
+        if "text" in piece:
+            text, i = piece["text"], 0
+            while i < len(text):
+                j = text.index("|>", i) + 2
+                rows.append(emb(torch.tensor([index[text[i:j]]]))[0])
+                i = j
+        else:
+            k = piece["part"]
+            feats = parts[k - 1][1] if k > 0 else parts[n_tiles if n_tiles > 0 else 0][1]
+            rows.extend(torch.from_numpy(feats).float())
+    with torch.no_grad():
+        x = torch.stack(rows)[None]
+        h = model.model.language_model(inputs_embeds=x).last_hidden_state
+        logits = model.lm_head(h)[0, -1].double().numpy()
+    return log_softmax(logits)
+
+
+def log_softmax(x):
+    x = np.asarray(x, np.float64)
+    x = x - x.max()
+    return x - np.log(np.exp(x).sum())
+
+
+def kl(p, q):
+    return float(np.sum(np.exp(p) * (p - q)))
 
 
 def transformers_parts(model, rgb):
@@ -123,6 +222,23 @@ def ours_parts(probe, mmproj, png, prefix):
     return parts[1:] + parts[:1]
 
 
+def mtmd_first_logits(oracle_python, text, mmproj, png, out_npy):
+    code = ("import sys, numpy as np; sys.path.insert(0, %r); import mtmd_oracle;"
+            "first, _ = mtmd_oracle.mtmd_generate(%r, %r, np.load(%r), n_gen=1); np.save(%r, first)")
+    code = code % (os.path.join(REPO, "tests", "vision"), text, mmproj, png + ".npy", out_npy)
+    subprocess.run([oracle_python, "-c", code], check=True, capture_output=True)
+    return log_softmax(np.load(out_npy))
+
+
+def ours_first_logits(probe, text, mmproj, png, out_f32):
+    r = subprocess.run([probe, "generate", text, mmproj, png, out_f32, "--n", "1", "--chunk", "64", "--threads", "2"],
+                       capture_output=True, text=True)
+    meta = json.loads(r.stdout)
+    if "error" in meta:
+        sys.exit("vision_probe: " + meta["error"])
+    return log_softmax(np.fromfile(out_f32, np.float32))
+
+
 def mtmd_parts(oracle_python, text, mmproj, png, out_npz):
     """libmtmd's image chunks in prompt order (tiles, then the thumbnail) via the oracle venv."""
     code = ("import sys, numpy as np; sys.path.insert(0, %r); import mtmd_oracle;"
@@ -152,10 +268,7 @@ def main():
         mmproj = os.path.join(d, "mmproj.gguf")
         convert_mmproj(hf_dir, mmproj, args.sdist)
         text = os.path.join(d, "text.gguf")
-        subprocess.run([args.llama_python, "-c",
-                        "import sys; sys.path.insert(0, %r); import make_vlm_gguf as mk;"
-                        "mk.write_lfm2_text(%r, dims=dict(mk.LFM2_TEXT, n_embd=%d, n_head=4, n_head_kv=2, n_ff=512))"
-                        % (os.path.join(REPO, "tests", "vision"), text, N_EMBD_TEXT)], check=True)
+        convert_text(model, d, text, args.sdist)
         for i, (w, h) in enumerate(SIZES):
             rgb = vision_images.image(w, h, i)
             png = os.path.join(d, f"img{i}.png")
@@ -163,6 +276,15 @@ def main():
             np.save(png + ".npy", rgb)
             theirs = transformers_parts(model, rgb)
             ours = ours_parts(probe, mmproj, png, os.path.join(d, "o"))
+            layout = json.loads(subprocess.run([probe, "encode", mmproj, png, os.path.join(d, "o"), "--threads", "2"],
+                                               capture_output=True, text=True).stdout)["layout"]
+            ref = transformers_first_logits(model, layout, theirs)
+            mine = ours_first_logits(probe, text, mmproj, png, os.path.join(d, "l.f32"))
+            llama = mtmd_first_logits(args.llama_python, text, mmproj, png, os.path.join(d, "l.npy"))
+            top = lambda x: [int(t) for t in np.argsort(-x)[:5]]  # noqa: E731
+            first = (f"  first token after the image: KL(transformers || cactus) {kl(ref, mine):.2e}, "
+                     f"KL(transformers || llama.cpp) {kl(ref, llama):.2e}; top-5 transformers {top(ref)}, "
+                     f"cactus {top(mine)}, llama.cpp {top(llama)}")
             mtmd = mtmd_parts(args.llama_python, text, mmproj, png, os.path.join(d, "m.npz"))
             print(f"{w}x{h}: {len(theirs)} part(s) (transformers), {len(ours)} (cactus), {len(mtmd)} (libmtmd)")
             for k, (tp, te) in enumerate(theirs):
@@ -179,6 +301,7 @@ def main():
                 else:
                     line += " | libmtmd: shape differs"
                 print(line)
+            print(first, flush=True)
 
 
 if __name__ == "__main__":
