@@ -280,3 +280,20 @@ def test_lfm2_capi_and_cli_match_libmtmd(files, tmp_path):
     assert cli.returncode == 0, cli.stderr
     assert cli.stdout.strip() == r["response"].strip(), (cli.stdout, r["response"])
     print(f"lfm2 C API vs libmtmd: {n_past} prompt positions, confidence {r['confidence']:.4f} vs {confidence:.4f}")
+
+
+def test_lfm2_rounding_tie_follows_transformers(files, tmp_path):
+    """1024 x 80: 80 / 32 = 2.5 rounds to 2 in transformers (Python's round) -> 1024 x 64 = 64 tokens;
+    libmtmd's calc_size_preserved_ratio rounds half away from zero -> 1024 x 96 = 96 tokens. We follow
+    transformers; the libmtmd count is checked so docs/VISION.md is revisited when it changes."""
+    pytest.importorskip("llama_cpp.mtmd_cpp")
+    import mtmd_oracle
+    mmproj, text, _ = files
+    img = str(tmp_path / "tie.png")
+    rgb = vision_images.image(1024, 80, 3)
+    vision_images.write_png(img, rgb)
+    _, parts, embd, pixels, meta = encode(mmproj, img, tmp_path / "t")
+    assert tf_smart_resize(80, 1024) == (1024, 64)
+    assert meta["part_sizes"] == [[1024, 64]] and meta["part_tokens"] == [64]
+    _, ref_embd = split_ref(mtmd_oracle.mtmd_layout(text, mmproj, rgb))
+    assert [e.shape[0] for e in ref_embd] == [96]
