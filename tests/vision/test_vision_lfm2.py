@@ -269,6 +269,14 @@ def test_lfm2_capi_and_cli_match_libmtmd(files, tmp_path):
         prompt = model.render_prompt(messages)
         assert prompt.count("<__media__>") == 1, prompt
         r = model.complete(messages, GREEDY)
+        # Second turn through the cached image rows (the conv state restored at the reuse point):
+        # fewer rows prefilled and the answer a fresh handle gives.
+        turn2 = messages + [{"role": "assistant", "content": r["response"]}, {"role": "user", "content": "More."}]
+        again = model.complete(turn2, GREEDY)
+        model.reset()
+        fresh = model.complete(turn2, GREEDY)
+        assert again["prefill_tokens"] < fresh["prefill_tokens"], (again, fresh)
+        assert again["response"] == fresh["response"], (again["response"], fresh["response"])
     assert r["success"] and r["decode_tokens"] == 16, r
     n_past, greedy, answer, confidence = mtmd_oracle.mtmd_prompt_greedy(
         text, mmproj, prompt, [vision_images.image(w, h, i)], add_special=not prompt.startswith("<|startoftext|>"))
