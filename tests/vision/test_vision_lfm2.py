@@ -221,7 +221,7 @@ def test_lfm2_generation_matches_llama_cpp(files, tmp_path):
     pytest.importorskip("llama_cpp.mtmd_cpp")
     import mtmd_oracle
     mmproj, text, images = files
-    same, kls, picked = 0, [], [0, 1, 2, 4]
+    same, kls, picked = 0, [], [0, 1, 4]
     for i in picked:
         w, h = SIZES[i]
         r = subprocess.run([PROBE, "generate", text, mmproj, images[i], tmp_path / "l.f32", "--chunk", "50",
