@@ -9,7 +9,7 @@ converter (convert_hf_to_gguf.py --mmproj from the llama-cpp-python 0.3.36 sdist
 encoder (bin/vision_probe encode) and libmtmd (the oracle venv), against transformers'
 processor + get_image_features on the same images. Per image and part: the preprocessed pixels
 (max difference in 8-bit levels from transformers' normalized patches) and the embeddings (max
-|difference| / max |transformers|).
+|difference| / max |transformers|); first, resize_image_torch against torchvision on 60 random size pairs.
 
   scripts/check_lfm2vl_transformers.sh     (torch venv + torchvision, sdist, then runs this)
 
@@ -250,6 +250,30 @@ def mtmd_parts(oracle_python, text, mmproj, png, out_npz):
     return [z[f"arr_{i}"].astype(np.float64) for i in range(len(z.files))]
 
 
+def check_torch_resize(probe, workdir, pairs=60):
+    """resize_image_torch (vision_probe resize ... torch-bilinear) against torchvision's uint8
+    antialiased bilinear resize on random size pairs (up, down, mixed): counts exact results."""
+    from torchvision.transforms.v2 import functional as F
+
+    rng = np.random.default_rng(1)
+    exact = 0
+    for t in range(pairs):
+        w, h = [int(v) for v in rng.integers(5, 900, 2)]
+        W, H = [int(v) for v in rng.integers(5, 1100, 2)]
+        rgb = vision_images.image(w, h, t)
+        png, out = os.path.join(workdir, "r.png"), os.path.join(workdir, "r.rgb")
+        vision_images.write_png(png, rgb)
+        subprocess.run([probe, "resize", png, str(W), str(H), "torch-bilinear", out], check=True, capture_output=True)
+        ours = np.fromfile(out, np.uint8).reshape(H, W, 3).astype(int)
+        ref = F.resize(torch.from_numpy(rgb).permute(2, 0, 1)[None], [H, W], interpolation=F.InterpolationMode.BILINEAR,
+                       antialias=True)[0].permute(1, 2, 0).numpy().astype(int)
+        if np.array_equal(ours, ref):
+            exact += 1
+        else:
+            print(f"  resize {w}x{h} -> {W}x{H}: max difference {np.abs(ours - ref).max()} levels")
+    print(f"torch uint8 bilinear resize: {exact}/{pairs} size pairs bit-exact")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sdist", required=True, help="unpacked llama_cpp_python-0.3.36 sdist")
@@ -259,6 +283,7 @@ def main():
     probe = os.path.join(args.build, "bin", "vision_probe")
     model = random_lfm2vl(5)
     with tempfile.TemporaryDirectory() as d:
+        check_torch_resize(probe, d)
         from transformers import Lfm2VlImageProcessor
 
         hf_dir = os.path.join(d, "hf")
