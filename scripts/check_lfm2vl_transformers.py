@@ -9,7 +9,8 @@ converter (convert_hf_to_gguf.py --mmproj from the llama-cpp-python 0.3.36 sdist
 encoder (bin/vision_probe encode) and libmtmd (the oracle venv), against transformers'
 processor + get_image_features on the same images. Per image and part: the preprocessed pixels
 (max difference in 8-bit levels from transformers' normalized patches) and the embeddings (max
-|difference| / max |transformers|); first, resize_image_torch against torchvision on 60 random size pairs.
+|difference| / max |transformers|); first, resize_image_torch against torchvision on 60 random
+size pairs.
 
   scripts/check_lfm2vl_transformers.sh     (torch venv + torchvision, sdist, then runs this)
 

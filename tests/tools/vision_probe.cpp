@@ -62,8 +62,9 @@ int resize(int argc, char** argv) {
     const cactus::Image img = cactus::load_image(argv[2]);
     const bool torch = std::strcmp(argv[5], "torch-bilinear") == 0;
     const cactus::Image out =
-        torch ? cactus::resize_image_torch(img, std::stoul(argv[3]), std::stoul(argv[4]), cactus::ResizeFilter::BILINEAR)
-              : cactus::resize_image(img, std::stoul(argv[3]), std::stoul(argv[4]), parse_filter(argv[5]));
+        torch
+            ? cactus::resize_image_torch(img, std::stoul(argv[3]), std::stoul(argv[4]), cactus::ResizeFilter::BILINEAR)
+            : cactus::resize_image(img, std::stoul(argv[3]), std::stoul(argv[4]), parse_filter(argv[5]));
     write_file(argv[6], out.rgb.data(), out.rgb.size());
     std::printf("%s\n", json{{"width", out.width}, {"height", out.height}}.dump().c_str());
     return 0;

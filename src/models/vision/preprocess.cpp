@@ -90,8 +90,8 @@ Kernel precompute(size_t in_size, size_t out_size, ResizeFilter f, bool torch_in
     const double fxp = std::ldexp(1.0, k.precision);
     for (size_t i = 0; i < w.size(); ++i) {
         const double v = w[i] * fxp;
-        k.weights[i] = torch_int16 ? int32_t(int16_t(v < 0 ? int(v - 0.5) : int(v + 0.5)))
-                                   : int32_t(v + (v < 0 ? -0.5 : 0.5));
+        k.weights[i] =
+            torch_int16 ? int32_t(int16_t(v < 0 ? int(v - 0.5) : int(v + 0.5))) : int32_t(v + (v < 0 ? -0.5 : 0.5));
     }
     return k;
 }
@@ -314,7 +314,8 @@ TiledImage lfm2_tiles(const Image& img, const Lfm2Config& c) {
     // Stretched to the grid (transformers; llama.cpp letterboxes here instead: docs/VISION.md).
     const Image refined = resize_image_torch(img, out.grid_x * c.tile, out.grid_y * c.tile, ResizeFilter::BILINEAR);
     for (size_t y = 0; y < out.grid_y; ++y)
-        for (size_t x = 0; x < out.grid_x; ++x) out.tiles.push_back(crop_image(refined, x * c.tile, y * c.tile, c.tile, c.tile));
+        for (size_t x = 0; x < out.grid_x; ++x)
+            out.tiles.push_back(crop_image(refined, x * c.tile, y * c.tile, c.tile, c.tile));
     return out;
 }
 

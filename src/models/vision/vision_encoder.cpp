@@ -151,9 +151,10 @@ void VisionEncoder::encode(const EncoderInput& in, std::vector<float>* out) {
         const size_t unit = p * hp_.scale_factor;
         if (in.width == 0 || in.height == 0 || in.width % unit != 0 || in.height % unit != 0 ||
             (in.width / p) * (in.height / p) > kMaxDynamicPatches || in.planes.size() != 3 * in.width * in.height)
-            fail("VisionEncoder::encode: input %zux%zu with %zu values, the encoder takes RGB planes of whole %zu-px "
-                 "blocks, at most %zu patches",
-                 in.width, in.height, in.planes.size(), unit, kMaxDynamicPatches);
+            fail(
+                "VisionEncoder::encode: input %zux%zu with %zu values, the encoder takes RGB planes of whole %zu-px "
+                "blocks, at most %zu patches",
+                in.width, in.height, in.planes.size(), unit, kMaxDynamicPatches);
     } else if (in.width != hp_.image_size || in.height != hp_.image_size ||
                in.planes.size() != 3 * in.width * in.height) {
         fail("VisionEncoder::encode: input %zux%zu with %zu values, the encoder takes %zux%zu RGB planes", in.width,

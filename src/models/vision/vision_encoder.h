@@ -82,9 +82,10 @@ private:
     std::vector<Layer> layers_;
     Tensor patch_w_, patch_b_;  // [n_embd, 3 * p * p], [n_embd]
     Tensor pos_;                // [n_pos, n_embd] F32
-    const float* pos_host_ = nullptr;  // the same grid in the file (lfm2 resizes it per image)
-    Tensor post_w_, post_b_;    // [n_embd]
-    Tensor fc_;                 // idefics3: [proj_dim, n_embd * s * s]
+    // The same grid in the file (lfm2 resizes it per image).
+    const float* pos_host_ = nullptr;
+    Tensor post_w_, post_b_;  // [n_embd]
+    Tensor fc_;               // idefics3: [proj_dim, n_embd * s * s]
     std::unique_ptr<Gemma3Projector> gemma3_;
     std::unique_ptr<Lfm2Projector> lfm2_;
 };
