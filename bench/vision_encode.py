@@ -5,7 +5,12 @@ projection to 576), one 512x512 image, per 512-px part, alternated runs, 1 and 2
 The mmproj's longest edge is set to 512 so the image is a single part (libmtmd encodes a tile and
 the global image: both are timed per part).
 
-  bench/vision_encode.py [--runs 3] [--threads 1 2]   (oracle venv python; build/bin/vision_probe)
+--family lfm2: LFM2-VL-450M's shape instead (SigLIP2 NaFlex 12 x 768, the position grid resized to
+32 x 32 patches, pixel unshuffle 2, MLP 3072 -> 2560 -> 1024; lfm2 text model for libmtmd): one
+512x512 image = one part of 256 tokens for both.
+
+  bench/vision_encode.py [--runs 3] [--threads 1 2] [--family idefics3|lfm2]
+      (oracle venv python; build/bin/vision_probe)
 """
 import argparse
 import json
@@ -40,12 +45,17 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--family", choices=["idefics3", "lfm2"], default="idefics3")
     a = ap.parse_args()
-    hp = dict(mk.IDEFICS3_REAL, longest_edge=512)
     with tempfile.TemporaryDirectory() as d:
         mmproj, text = os.path.join(d, "mmproj.gguf"), os.path.join(d, "text.gguf")
-        mk.write_idefics3_mmproj(mmproj, hp, seed=1, f16=True)
-        mk.write_llama_text(text, hp["proj_dim"], mk.IDEFICS3_SPECIALS)
+        if a.family == "lfm2":
+            mk.write_lfm2_mmproj(mmproj, mk.LFM2_REAL, seed=1, f16=True)
+            mk.write_lfm2_text(text)
+        else:
+            hp = dict(mk.IDEFICS3_REAL, longest_edge=512)
+            mk.write_idefics3_mmproj(mmproj, hp, seed=1, f16=True)
+            mk.write_llama_text(text, hp["proj_dim"], mk.IDEFICS3_SPECIALS)
         rgb = vision_images.image(512, 512, 0)
         img = os.path.join(d, "img.png")
         vision_images.write_png(img, rgb)

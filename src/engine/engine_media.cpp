@@ -77,9 +77,9 @@ void Engine::load_vision(const std::string& mmproj_path, int n_threads) {
     options.n_threads = n_threads;
     vision_ = std::make_unique<VisionEncoder>(*mmproj_file_, options);
     const VisionHParams& hp = vision_->hparams();
-    if (hp.projector != "idefics3" && hp.projector != "gemma3")
-        fail("mmproj '%s': projector type '%s' is not supported yet (idefics3 and gemma3 are)", mmproj_path.c_str(),
-             hp.projector.c_str());
+    if (hp.projector != "idefics3" && hp.projector != "gemma3" && hp.projector != "lfm2")
+        fail("mmproj '%s': projector type '%s' is not supported yet (idefics3, gemma3 and lfm2 are)",
+             mmproj_path.c_str(), hp.projector.c_str());
     if (hp.proj_dim != model_->info().n_embd)
         fail("mmproj '%s' gives %zu-wide image rows but the text model takes %zu: not a pair", mmproj_path.c_str(),
              hp.proj_dim, model_->info().n_embd);

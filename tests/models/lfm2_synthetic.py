@@ -22,21 +22,22 @@ CHAT_TEMPLATE = (
     "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}")
 
 
-def lfm2_vocab():
+def lfm2_vocab(specials=()):
+    """specials: extra control tokens (LFM2-VL's image markers for tests/vision)."""
     tokens, types, merges = byte_vocab()
-    tokens = tokens + ["<|startoftext|>", "<|im_start|>"]
-    types = types + [3, 3]
+    tokens = tokens + ["<|startoftext|>", "<|im_start|>"] + list(specials)
+    types = types + [3, 3] + [3] * len(specials)
     return tokens, types, merges
 
 
-def write_lfm2(path, seed, dims=LFM2_350M, tied=False, norm_spread=0.1, head_scale=3.0):
+def write_lfm2(path, seed, dims=LFM2_350M, tied=False, norm_spread=0.1, head_scale=3.0, specials=()):
     """Writes the file; returns n_vocab. Matrices are f32, so both engines read the same numbers.
     The untied output head is scaled so logits spread by ~head_scale (softmax neither flat nor
     one-hot, so log-probabilities and greedy tokens both say something)."""
     import gguf
 
     rng = np.random.default_rng(seed)
-    tokens, types, merges = lfm2_vocab()
+    tokens, types, merges = lfm2_vocab(specials)
     n_vocab = len(tokens)
     e, n_layer, n_head, n_kv, n_ff = dims["n_embd"], dims["n_layer"], dims["n_head"], dims["n_head_kv"], dims["n_ff"]
     head_dim = e // n_head

@@ -1,13 +1,16 @@
 // Drives the vision pipeline for the Python tests (tests/vision/test_vision_oracle.py).
 //
-//   vision_probe resize IMAGE W H bilinear|bicubic|lanczos OUT.rgb
-//       writes the Pillow-exact resize of IMAGE as raw RGB bytes [H, W, 3]
+//   vision_probe resize IMAGE W H bilinear|bicubic|lanczos|torch-bilinear OUT.rgb
+//       writes the Pillow-exact resize of IMAGE as raw RGB bytes [H, W, 3] (torch-bilinear: torch's
+//       uint8 antialiased bilinear resize, resize_image_torch)
 //   vision_probe encode MMPROJ IMAGE OUT_PREFIX [--threads N]
 //       preprocesses IMAGE as the projector's family does (gemma3: one part, the stretched square)
 //       and encodes every part; writes
 //       OUT_PREFIX.rgb (the parts' pixels, global image first, then the tiles row-major),
 //       OUT_PREFIX.f32 (their embeddings, same order) and prints JSON:
-//       {"grid_x", "grid_y", "parts", "layout", "side", "tokens_per_part", "n_embd", "encode_ms"}
+//       {"grid_x", "grid_y", "parts", "layout", "side", "tokens_per_part", "n_embd", "encode_ms",
+//        "part_sizes": [[w, h], ...], "part_tokens": [n, ...]} (lfm2's parts differ in size: the
+//       single image or thumbnail first, then the 512-px tiles)
 //       (layout: the image's prompt pieces, {"text": markers} or {"part": index into the parts})
 //   vision_probe generate TEXT MMPROJ IMAGE OUT.f32 [--chunk N] [--n 16] [--threads N] [--n-batch N]
 //                         [--causal 1]
@@ -15,6 +18,9 @@
 //       first-token logits to OUT.f32 and prints {"tokens": [ids, -1 for image rows],
 //       "greedy": [n ids], "prefill_ms"}; --causal 1 prefills bidirectional image spans causally
 //       (a control for the tests: Gemma 3's image rows must see each other)
+//   vision_probe lfm2-plan W H [W H ...]
+//       LFM2-VL's preprocessing plan of each size (released defaults: 16-px patches, downsample 2,
+//       64..256 tokens, 512-px tiles, 2..10 tiles): prints [{"size", "tiled", "grid", "thumb"}, ...]
 // Errors -> {"error": "message"} on stdout and exit status 1.
 #include <algorithm>
 #include <chrono>
@@ -54,8 +60,11 @@ cactus::ResizeFilter parse_filter(const std::string& s) {
 int resize(int argc, char** argv) {
     if (argc != 7) cactus::fail("usage: vision_probe resize IMAGE W H FILTER OUT.rgb");
     const cactus::Image img = cactus::load_image(argv[2]);
+    const bool torch = std::strcmp(argv[5], "torch-bilinear") == 0;
     const cactus::Image out =
-        cactus::resize_image(img, std::stoul(argv[3]), std::stoul(argv[4]), parse_filter(argv[5]));
+        torch
+            ? cactus::resize_image_torch(img, std::stoul(argv[3]), std::stoul(argv[4]), cactus::ResizeFilter::BILINEAR)
+            : cactus::resize_image(img, std::stoul(argv[3]), std::stoul(argv[4]), parse_filter(argv[5]));
     write_file(argv[6], out.rgb.data(), out.rgb.size());
     std::printf("%s\n", json{{"width", out.width}, {"height", out.height}}.dump().c_str());
     return 0;
@@ -70,10 +79,12 @@ int encode(int argc, char** argv) {
     cactus::VisionEncoder enc(*file, options);
     const cactus::VisionHParams& hp = enc.hparams();
     const cactus::Image img = cactus::load_image(argv[3]);
-    const bool gemma3 = hp.projector == "gemma3";
+    const bool gemma3 = hp.projector == "gemma3", lfm2 = hp.projector == "lfm2";
     cactus::TiledImage tiled;  // gemma3: the stretched square as the one part, no tiles
     if (gemma3)
         tiled.overview = cactus::gemma3_image(img, hp.image_size);
+    else if (lfm2)
+        tiled = cactus::lfm2_tiles(img, cactus::lfm2_config(hp));
     else
         tiled = cactus::idefics3_tiles(img, hp.image_size, hp.longest_edge);
     std::vector<const cactus::Image*> parts = {&tiled.overview};
@@ -81,6 +92,7 @@ int encode(int argc, char** argv) {
     std::vector<uint8_t> rgb;
     std::vector<float> embd, one;
     size_t per_part = 0;
+    json part_sizes = json::array(), part_tokens = json::array();
     const auto start = std::chrono::steady_clock::now();
     for (const cactus::Image* part : parts) {
         rgb.insert(rgb.end(), part->rgb.begin(), part->rgb.end());
@@ -90,6 +102,8 @@ int encode(int argc, char** argv) {
         in.planes = cactus::normalize_planes(*part, hp.mean, hp.std);
         enc.encode(in, &one);
         per_part = enc.tokens(in);
+        part_sizes.push_back({part->width, part->height});
+        part_tokens.push_back(per_part);
         embd.insert(embd.end(), one.begin(), one.end());
     }
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -98,6 +112,7 @@ int encode(int argc, char** argv) {
     json layout = json::array();
     const std::vector<cactus::LayoutPiece> pieces =
         gemma3 ? std::vector<cactus::LayoutPiece>{{"<start_of_image>", -1}, {"", 0}, {"<end_of_image>", -1}}
+        : lfm2 ? cactus::lfm2_layout(tiled.grid_x, tiled.grid_y)
                : cactus::idefics3_layout(tiled.grid_x, tiled.grid_y);
     for (const cactus::LayoutPiece& piece : pieces)
         layout.push_back(piece.part < 0 ? json{{"text", piece.text}} : json{{"part", piece.part}});
@@ -108,7 +123,9 @@ int encode(int argc, char** argv) {
                              {"side", hp.image_size},
                              {"tokens_per_part", per_part},
                              {"n_embd", hp.proj_dim},
-                             {"encode_ms", ms}}
+                             {"encode_ms", ms},
+                             {"part_sizes", part_sizes},
+                             {"part_tokens", part_tokens}}
                             .dump()
                             .c_str());
     return 0;
@@ -152,6 +169,24 @@ int generate(int argc, char** argv) {
     return 0;
 }
 
+int lfm2_plan(int argc, char** argv) {
+    if (argc < 4 || argc % 2 != 0) cactus::fail("usage: vision_probe lfm2-plan W H [W H ...]");
+    const cactus::Lfm2Config c;
+    json out = json::array();
+    for (int i = 2; i + 1 < argc; i += 2) {
+        const size_t w = std::stoul(argv[i]), h = std::stoul(argv[i + 1]);
+        const bool tiled = cactus::lfm2_needs_tiles(w, h, c);
+        const auto thumb = cactus::lfm2_smart_size(w, h, c);
+        const auto grid = tiled ? cactus::lfm2_grid(w, h, c) : std::pair<size_t, size_t>{0, 0};
+        out.push_back({{"size", {w, h}},
+                       {"tiled", tiled},
+                       {"grid", {grid.first, grid.second}},
+                       {"thumb", {thumb.first, thumb.second}}});
+    }
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -159,7 +194,8 @@ int main(int argc, char** argv) {
         if (argc >= 2 && std::strcmp(argv[1], "resize") == 0) return resize(argc, argv);
         if (argc >= 2 && std::strcmp(argv[1], "encode") == 0) return encode(argc, argv);
         if (argc >= 2 && std::strcmp(argv[1], "generate") == 0) return generate(argc, argv);
-        cactus::fail("usage: vision_probe resize|encode ...");
+        if (argc >= 2 && std::strcmp(argv[1], "lfm2-plan") == 0) return lfm2_plan(argc, argv);
+        cactus::fail("usage: vision_probe resize|encode|generate|lfm2-plan ...");
     } catch (const std::exception& e) {
         std::printf("%s\n", json{{"error", e.what()}}.dump().c_str());
         return 1;

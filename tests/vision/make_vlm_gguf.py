@@ -6,6 +6,9 @@ the same encoder as an independent reference. numpy + gguf only (no torch).
 
   make_vlm_gguf.py idefics3 MMPROJ.gguf [--text TEXT.gguf] [--real]
       (--real: SmolVLM-256M widths for benchmarks; --text: a tiny llama text model with the markers)
+  make_vlm_gguf.py lfm2 MMPROJ.gguf [--text TEXT.gguf] [--real]
+      (LFM2-VL-450M's vision and projector widths, one layer unless --real; --text: an lfm2 text
+      model at LFM2-350M's widths, 4 layers, with the image markers)
   make_vlm_gguf.py gemma3 MMPROJ.gguf [--real]
       (Gemma 3's SigLIP-So400m widths; --real: also its 896-px geometry and 27 layers; the text model
       is the real gemma3-270m, width 640)
@@ -29,6 +32,17 @@ GEMMA3_REAL = dict(image_size=896, patch_size=14, n_embd=1152, n_ff=4304, n_laye
                    scale_factor=4, eps=1e-6)
 GEMMA3_SMALL = dict(image_size=224, patch_size=14, n_embd=1152, n_ff=4304, n_layer=1, n_head=16, proj_dim=640,
                     scale_factor=4, eps=1e-6)
+# LFM2-VL-450M's vision tower (SigLIP2 NaFlex base: 768 wide, 3072 FFN, 12 heads, 12 layers, 16-px
+# patches, a 16 x 16 learned position grid; the converter sets image_size 256) and projector
+# (pixel unshuffle 2, layer norm, 3072 -> 2560 -> 1024 with GELU); the CI variant keeps every width
+# and one layer. proj_dim: the lfm2 text width (LFM2-350M's 1024).
+LFM2_REAL = dict(image_size=256, patch_size=16, n_embd=768, n_ff=3072, n_layer=12, n_head=12, proj_dim=1024,
+                 scale_factor=2, proj_hidden=2560, eps=1e-6)
+LFM2_SMALL = dict(LFM2_REAL, n_layer=1)
+# The lfm2 text model of the LFM2-VL tests: LFM2-350M's widths at 4 layers (attention at 1 and 3).
+LFM2_TEXT = dict(n_embd=1024, n_layer=4, n_head=16, n_head_kv=8, n_ff=2048, attn_layers=(1, 3), l_cache=3)
+LFM2_SPECIALS = (["<|image_start|>", "<|image_end|>", "<|img_thumbnail|>", "<image>"] +
+                 [f"<|img_row_{r}_col_{c}|>" for r in range(1, 11) for c in range(1, 11)])
 MEAN = [0.5, 0.5, 0.5]
 STD = [0.5, 0.5, 0.5]
 
@@ -51,7 +65,16 @@ def siglip_tensors(hp, seed, family="idefics3"):
         "v.post_ln.weight": (1.0 + 0.1 * rng.standard_normal(d)).astype(np.float32),
         "v.post_ln.bias": w(d, scale=0.02),
     }
-    if family == "gemma3":
+    if family == "lfm2":
+        # Lfm2VlMultiModalProjector: layer norm over d * s * s, linear_1 (+bias), GELU, linear_2 (+bias).
+        m, hid = d * s * s, hp["proj_hidden"]
+        t["mm.input_norm.weight"] = (1.0 + 0.1 * rng.standard_normal(m)).astype(np.float32)
+        t["mm.input_norm.bias"] = w(m, scale=0.02)
+        t["mm.1.weight"] = w(hid, m)
+        t["mm.1.bias"] = w(hid, scale=0.02)
+        t["mm.2.weight"] = w(hp["proj_dim"], hid)
+        t["mm.2.bias"] = w(hp["proj_dim"], scale=0.02)
+    elif family == "gemma3":
         # Gemma3MultiModalProjector: soft_emb_norm (the converter stores 1 + w) and the input
         # projection [vision width, text width], used as x @ W (so GGUF dims {proj_dim, n_embd}).
         t["mm.soft_emb_norm.weight"] = (1.0 + 0.1 * rng.standard_normal(d)).astype(np.float32)
@@ -146,6 +169,45 @@ def write_gemma3_mmproj(path, hp, seed=1, f16=False):
     return t
 
 
+def write_lfm2_mmproj(path, hp, seed=1, f16=False):
+    """As conversion/lfm2.py LFM2VLModel writes it: image_size 256 (the position grid's side x patch),
+    projector type lfm2, the layer-norm eps, scale factor (downsample_factor), GELU."""
+    t = siglip_tensors(hp, seed, "lfm2")
+    wr = gguf.GGUFWriter(path, gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.MMPROJ])
+    wr.add_type(gguf.GGUFType.MMPROJ)
+    wr.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if f16 else gguf.LlamaFileType.ALL_F32)
+    wr.add_clip_has_vision_encoder(True)
+    wr.add_vision_projection_dim(hp["proj_dim"])
+    wr.add_vision_image_size(hp["image_size"])
+    wr.add_vision_patch_size(hp["patch_size"])
+    wr.add_vision_embedding_length(hp["n_embd"])
+    wr.add_vision_feed_forward_length(hp["n_ff"])
+    wr.add_vision_block_count(hp["n_layer"])
+    wr.add_vision_head_count(hp["n_head"])
+    wr.add_vision_image_mean(MEAN)
+    wr.add_vision_image_std(STD)
+    wr.add_clip_projector_type(gguf.VisionProjectorType.LFM2)
+    wr.add_vision_attention_layernorm_eps(hp["eps"])
+    wr.add_vision_projector_scale_factor(hp["scale_factor"])
+    wr.add_vision_use_gelu(True)
+    for name, arr in t.items():
+        keep_f32 = (not f16) or arr.ndim == 1 or name.startswith("v.position_embd")
+        wr.add_tensor(name, arr if keep_f32 else arr.astype(np.float16))
+    wr.write_header_to_file()
+    wr.write_kv_data_to_file()
+    wr.write_tensors_to_file()
+    wr.close()
+    return t
+
+
+def write_lfm2_text(path, seed=4, dims=None):
+    """A random-weight F32 lfm2 text GGUF (tests/models/lfm2_synthetic.py) with LFM2-VL's image markers."""
+    import os
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models"))
+    from lfm2_synthetic import write_lfm2
+    return write_lfm2(path, seed, dims=dims or LFM2_TEXT, specials=LFM2_SPECIALS)
+
+
 # ---- numpy reference ----------------------------------------------------------------------------
 
 def _layer_norm(x, w, b, eps):
@@ -225,13 +287,18 @@ def normalize_planes(rgb_u8):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("family", choices=["idefics3", "gemma3"])
+    ap.add_argument("family", choices=["idefics3", "gemma3", "lfm2"])
     ap.add_argument("out")
     ap.add_argument("--real", action="store_true")
     ap.add_argument("--f16", action="store_true")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--text")
     a = ap.parse_args()
+    if a.family == "lfm2":
+        write_lfm2_mmproj(a.out, LFM2_REAL if a.real else LFM2_SMALL, a.seed, a.f16)
+        if a.text:
+            write_lfm2_text(a.text)
+        return 0
     if a.family == "gemma3":
         write_gemma3_mmproj(a.out, GEMMA3_REAL if a.real else GEMMA3_SMALL, a.seed, a.f16)
         return 0

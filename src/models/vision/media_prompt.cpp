@@ -122,8 +122,40 @@ void append_gemma3_image(MediaPrompt* prompt, const Image& img, VisionEncoder& e
     for (int32_t id : vocab.ids("<end_of_image>")) prompt->push_token(id);
 }
 
+Lfm2Config lfm2_config(const VisionHParams& hp) {
+    Lfm2Config c;
+    c.patch = hp.patch_size;
+    c.downsample = hp.scale_factor;
+    c.min_tokens = hp.min_tokens;
+    c.max_tokens = hp.max_tokens;
+    return c;
+}
+
+void append_lfm2_image(MediaPrompt* prompt, const Image& img, VisionEncoder& enc, const MarkerVocab& vocab) {
+    const VisionHParams& hp = enc.hparams();
+    if (prompt->n_embd != hp.proj_dim)
+        fail("append_lfm2_image: the projector gives %zu-wide rows, the text model takes %zu", hp.proj_dim,
+             prompt->n_embd);
+    const TiledImage tiled = lfm2_tiles(img, lfm2_config(hp));
+    std::vector<float> rows;
+    for (const LayoutPiece& piece : lfm2_layout(tiled.grid_x, tiled.grid_y)) {
+        if (piece.part < 0) {
+            for (int32_t id : vocab.ids(piece.text)) prompt->push_token(id);
+            continue;
+        }
+        const Image& part = piece.part == 0 ? tiled.overview : tiled.tiles[size_t(piece.part - 1)];
+        EncoderInput in;
+        in.width = part.width;
+        in.height = part.height;
+        in.planes = normalize_planes(part, hp.mean, hp.std);
+        enc.encode(in, &rows);
+        prompt->push_rows(rows.data(), enc.tokens(in));
+    }
+}
+
 void append_image(MediaPrompt* prompt, const Image& img, VisionEncoder& enc, const MarkerVocab& vocab) {
     const std::string& family = enc.hparams().projector;
+    if (family == "lfm2") return append_lfm2_image(prompt, img, enc, vocab);
     if (family == "idefics3") return append_idefics3_image(prompt, img, enc, vocab);
     if (family == "gemma3") return append_gemma3_image(prompt, img, enc, vocab);
     fail("append_image: projector type '%s' has no prompt layout", family.c_str());

@@ -19,6 +19,7 @@ namespace cactus {
 class Model;
 class Tokenizer;
 class VisionEncoder;
+struct VisionHParams;
 
 struct MediaPrompt {
     size_t n_embd = 0;
@@ -49,7 +50,13 @@ private:
 void append_idefics3_image(MediaPrompt* prompt, const Image& img, VisionEncoder& enc, const MarkerVocab& vocab);
 // Gemma 3: "<start_of_image>" + the image's rows (one bidirectional span) + "<end_of_image>".
 void append_gemma3_image(MediaPrompt* prompt, const Image& img, VisionEncoder& enc, const MarkerVocab& vocab);
-// The projector's family of `enc` decides the layout (idefics3, gemma3).
+// LFM2-VL: "<|image_start|>", tiles with "<|img_row_Y_col_X|>" markers and "<|img_thumbnail|>" +
+// thumbnail when the image is large, else the one smart-resized image, then "<|image_end|>"
+// (lfm2_tiles, lfm2_layout); causal rows.
+void append_lfm2_image(MediaPrompt* prompt, const Image& img, VisionEncoder& enc, const MarkerVocab& vocab);
+// The preprocessing parameters of an lfm2 encoder (patch, downsample, token limits).
+Lfm2Config lfm2_config(const VisionHParams& hp);
+// The projector's family of `enc` decides the layout (idefics3, gemma3, lfm2).
 void append_image(MediaPrompt* prompt, const Image& img, VisionEncoder& enc, const MarkerVocab& vocab);
 
 // Prefills rows [from, from + n) of `prompt` into sequence `seq` in chunks of at most `chunk` tokens

@@ -41,14 +41,19 @@ double filter_value(ResizeFilter f, double x) {
     return 0.0;
 }
 
-// Per output pixel: first input index, count, and ksize fixed-point weights.
+// Per output pixel: first input index, count, and ksize fixed-point weights with `precision`
+// fractional bits.
 struct Kernel {
     size_t ksize = 0;
+    int precision = kPrecisionBits;
     std::vector<int> bounds;       // [out, 2]
     std::vector<int32_t> weights;  // [out, ksize]
 };
 
-Kernel precompute(size_t in_size, size_t out_size, ResizeFilter f) {
+// Pillow: weights normalised to sum 1, then 22 fractional bits. Torch (uint8 antialiased resize,
+// aten UpSampleKernel.cpp _compute_index_ranges_int16_weights): the same windows and normalised
+// weights, then int16 with the most fractional bits (< 22) for which 2 * max weight stays below 2^15.
+Kernel precompute(size_t in_size, size_t out_size, ResizeFilter f, bool torch_int16 = false) {
     const double scale = double(in_size) / double(out_size);
     const double filterscale = std::max(scale, 1.0);
     const double support = filter_support(f) * filterscale;
@@ -56,8 +61,8 @@ Kernel precompute(size_t in_size, size_t out_size, ResizeFilter f) {
     k.ksize = size_t(std::ceil(support)) * 2 + 1;
     k.bounds.resize(out_size * 2);
     k.weights.assign(out_size * k.ksize, 0);
-    std::vector<double> w(k.ksize);
-    const double fxp = std::ldexp(1.0, kPrecisionBits);
+    std::vector<double> w(out_size * k.ksize, 0.0);
+    double w_max = 0.0;
     for (size_t xx = 0; xx < out_size; ++xx) {
         const double center = (double(xx) + 0.5) * scale;
         const double ss = 1.0 / filterscale;
@@ -66,17 +71,27 @@ Kernel precompute(size_t in_size, size_t out_size, ResizeFilter f) {
         int xmax = int(center + support + 0.5);
         if (xmax > int(in_size)) xmax = int(in_size);
         xmax -= xmin;
+        double* wx = &w[xx * k.ksize];
         double ww = 0.0;
         for (int x = 0; x < xmax; ++x) {
-            w[size_t(x)] = filter_value(f, (x + xmin - center + 0.5) * ss);
-            ww += w[size_t(x)];
+            wx[x] = filter_value(f, (x + xmin - center + 0.5) * ss);
+            ww += wx[x];
         }
         for (int x = 0; x < xmax; ++x) {
-            const double v = ww != 0.0 ? w[size_t(x)] / ww : w[size_t(x)];
-            k.weights[xx * k.ksize + size_t(x)] = int32_t(v * fxp + (v < 0 ? -0.5 : 0.5));
+            if (ww != 0.0) wx[x] /= ww;
+            w_max = std::max(w_max, wx[x]);
         }
         k.bounds[xx * 2] = xmin;
         k.bounds[xx * 2 + 1] = xmax;
+    }
+    if (torch_int16)
+        for (k.precision = 0; k.precision < 22; ++k.precision)
+            if (int(0.5 + w_max * double(1 << (k.precision + 1))) >= (1 << 15)) break;
+    const double fxp = std::ldexp(1.0, k.precision);
+    for (size_t i = 0; i < w.size(); ++i) {
+        const double v = w[i] * fxp;
+        k.weights[i] =
+            torch_int16 ? int32_t(int16_t(v < 0 ? int(v - 0.5) : int(v + 0.5))) : int32_t(v + (v < 0 ? -0.5 : 0.5));
     }
     return k;
 }
@@ -95,16 +110,16 @@ Image resample_horizontal(const Image& src, size_t out_w, const Kernel& k) {
         for (size_t xx = 0; xx < out_w; ++xx) {
             const int xmin = k.bounds[xx * 2], xcnt = k.bounds[xx * 2 + 1];
             const int32_t* w = &k.weights[xx * k.ksize];
-            int32_t s0 = 1 << (kPrecisionBits - 1), s1 = s0, s2 = s0;
+            int32_t s0 = 1 << (k.precision - 1), s1 = s0, s2 = s0;
             const uint8_t* p = row + size_t(xmin) * 3;
             for (int x = 0; x < xcnt; ++x, p += 3) {
                 s0 += p[0] * w[x];
                 s1 += p[1] * w[x];
                 s2 += p[2] * w[x];
             }
-            out[xx * 3] = clip8(s0 >> kPrecisionBits);
-            out[xx * 3 + 1] = clip8(s1 >> kPrecisionBits);
-            out[xx * 3 + 2] = clip8(s2 >> kPrecisionBits);
+            out[xx * 3] = clip8(s0 >> k.precision);
+            out[xx * 3 + 1] = clip8(s1 >> k.precision);
+            out[xx * 3 + 2] = clip8(s2 >> k.precision);
         }
     }
     return dst;
@@ -121,13 +136,13 @@ Image resample_vertical(const Image& src, size_t out_h, const Kernel& k) {
     for (size_t yy = 0; yy < out_h; ++yy) {
         const int ymin = k.bounds[yy * 2], ycnt = k.bounds[yy * 2 + 1];
         const int32_t* w = &k.weights[yy * k.ksize];
-        std::fill(acc.begin(), acc.end(), 1 << (kPrecisionBits - 1));
+        std::fill(acc.begin(), acc.end(), 1 << (k.precision - 1));
         for (int y = 0; y < ycnt; ++y) {
             const uint8_t* row = src.rgb.data() + size_t(ymin + y) * row_elems;
             for (size_t i = 0; i < row_elems; ++i) acc[i] += row[i] * w[y];
         }
         uint8_t* out = dst.rgb.data() + yy * row_elems;
-        for (size_t i = 0; i < row_elems; ++i) out[i] = clip8(acc[i] >> kPrecisionBits);
+        for (size_t i = 0; i < row_elems; ++i) out[i] = clip8(acc[i] >> k.precision);
     }
     return dst;
 }
@@ -153,6 +168,15 @@ Image resize_image(const Image& src, size_t width, size_t height, ResizeFilter f
     Image cur = src;
     if (need_h) cur = resample_horizontal(cur, width, precompute(src.width, width, filter));
     if (need_v) cur = resample_vertical(cur, height, precompute(src.height, height, filter));
+    return cur;
+}
+
+Image resize_image_torch(const Image& src, size_t width, size_t height, ResizeFilter filter) {
+    if (width == 0 || height == 0 || width > 65536 || height > 65536 || src.width == 0 || src.height == 0)
+        fail("resize_image_torch: %zux%zu to %zux%zu is out of range (1..65536)", src.width, src.height, width, height);
+    Image cur = src;  // horizontal pass first, always (aten upsample_avx_bilinear_bicubic_uint8)
+    if (width != src.width) cur = resample_horizontal(cur, width, precompute(src.width, width, filter, true));
+    if (height != src.height) cur = resample_vertical(cur, height, precompute(src.height, height, filter, true));
     return cur;
 }
 
@@ -213,6 +237,101 @@ Image gemma3_image(const Image& img, size_t side) {
     if (side == 0) fail("gemma3_image: image size 0");
     if (img.width == side && img.height == side) return img;
     return resize_image(img, side, side, ResizeFilter::BILINEAR);
+}
+
+namespace {
+
+void check_lfm2_config(const Lfm2Config& c, const char* who) {
+    if (c.patch == 0 || c.downsample == 0 || c.min_tokens == 0 || c.max_tokens < c.min_tokens || c.tile == 0 ||
+        c.tile % (c.patch * c.downsample) != 0 || c.min_tiles == 0 || c.max_tiles < c.min_tiles || c.max_tiles > 64)
+        fail("%s: patch %zu, downsample %zu, tokens %zu..%zu, tile %zu, tiles %zu..%zu are not a valid LFM2 setup", who,
+             c.patch, c.downsample, c.min_tokens, c.max_tokens, c.tile, c.min_tiles, c.max_tiles);
+}
+
+// Python's round(x / f) * f (half to even: the default rounding mode of nearbyint).
+double round_by_factor(double x, double f) { return std::nearbyint(x / f) * f; }
+
+}  // namespace
+
+std::pair<size_t, size_t> lfm2_smart_size(size_t width, size_t height, const Lfm2Config& c) {
+    check_lfm2_config(c, "lfm2_smart_size");
+    if (width == 0 || height == 0) fail("lfm2_smart_size: image %zux%zu", width, height);
+    const double f = double(c.patch * c.downsample), h = double(height), w = double(width);
+    const double min_px = double(c.min_tokens) * f * f, max_px = double(c.max_tokens) * f * f;
+    double h_bar = std::max(f, round_by_factor(h, f)), w_bar = std::max(f, round_by_factor(w, f));
+    if (h_bar * w_bar > max_px) {
+        const double beta = std::sqrt(h * w / max_px);
+        h_bar = std::max(f, std::floor(h / beta / f) * f);
+        w_bar = std::max(f, std::floor(w / beta / f) * f);
+    } else if (h_bar * w_bar < min_px) {
+        const double beta = std::sqrt(min_px / (h * w));
+        h_bar = std::ceil(h * beta / f) * f;
+        w_bar = std::ceil(w * beta / f) * f;
+    }
+    return {size_t(w_bar), size_t(h_bar)};
+}
+
+bool lfm2_needs_tiles(size_t width, size_t height, const Lfm2Config& c) {
+    check_lfm2_config(c, "lfm2_needs_tiles");
+    const double f = double(c.patch * c.downsample), p = double(c.patch);
+    const double h_bar = std::max(p, round_by_factor(double(height), f));
+    const double w_bar = std::max(p, round_by_factor(double(width), f));
+    return h_bar * w_bar > double(c.max_tokens) * f * f * c.max_pixels_tolerance;
+}
+
+std::pair<size_t, size_t> lfm2_grid(size_t width, size_t height, const Lfm2Config& c) {
+    check_lfm2_config(c, "lfm2_grid");
+    if (width == 0 || height == 0) fail("lfm2_grid: image %zux%zu", width, height);
+    // Target grids (w, h) with min_tiles <= w * h <= max_tiles, ordered by tile count.
+    std::vector<std::pair<size_t, size_t>> ratios;
+    for (size_t n = c.min_tiles; n <= c.max_tiles; ++n)
+        for (size_t gw = 1; gw <= n; ++gw)
+            for (size_t gh = 1; gh <= n; ++gh)
+                if (gw * gh == n) ratios.push_back({gw, gh});
+    const double aspect = double(width) / double(height), area = double(width) * double(height);
+    double best_diff = INFINITY;
+    std::pair<size_t, size_t> best = {1, 1};
+    for (const auto& r : ratios) {
+        const double diff = std::fabs(aspect - double(r.first) / double(r.second));
+        if (diff < best_diff) {
+            best_diff = diff;
+            best = r;
+        } else if (diff == best_diff && area > 0.5 * double(c.tile * c.tile * r.first * r.second)) {
+            best = r;  // equally close: the larger grid when the image covers half of it
+        }
+    }
+    return best;
+}
+
+TiledImage lfm2_tiles(const Image& img, const Lfm2Config& c) {
+    const auto thumb = lfm2_smart_size(img.width, img.height, c);
+    TiledImage out;
+    out.overview = resize_image_torch(img, thumb.first, thumb.second, ResizeFilter::BILINEAR);
+    if (!lfm2_needs_tiles(img.width, img.height, c)) return out;
+    const auto grid = lfm2_grid(img.width, img.height, c);
+    out.grid_x = grid.first;
+    out.grid_y = grid.second;
+    // Stretched to the grid (transformers; llama.cpp letterboxes here instead: docs/VISION.md).
+    const Image refined = resize_image_torch(img, out.grid_x * c.tile, out.grid_y * c.tile, ResizeFilter::BILINEAR);
+    for (size_t y = 0; y < out.grid_y; ++y)
+        for (size_t x = 0; x < out.grid_x; ++x)
+            out.tiles.push_back(crop_image(refined, x * c.tile, y * c.tile, c.tile, c.tile));
+    return out;
+}
+
+std::vector<LayoutPiece> lfm2_layout(size_t grid_x, size_t grid_y) {
+    std::vector<LayoutPiece> out = {{"<|image_start|>", -1}};
+    if (grid_x * grid_y > 0) {
+        for (size_t y = 0; y < grid_y; ++y)
+            for (size_t x = 0; x < grid_x; ++x) {
+                out.push_back({"<|img_row_" + std::to_string(y + 1) + "_col_" + std::to_string(x + 1) + "|>", -1});
+                out.push_back({"", int(1 + y * grid_x + x)});
+            }
+        out.push_back({"<|img_thumbnail|>", -1});
+    }
+    out.push_back({"", 0});
+    out.push_back({"<|image_end|>", -1});
+    return out;
 }
 
 std::vector<LayoutPiece> idefics3_layout(size_t grid_x, size_t grid_y) {

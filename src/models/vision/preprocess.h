@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/vision/image.h"
@@ -15,6 +16,11 @@ enum class ResizeFilter { BILINEAR, BICUBIC, LANCZOS };
 
 // Pillow-exact resize of 8-bit RGB (equal to PIL.Image.resize((w, h), filter) on an RGB image).
 Image resize_image(const Image& src, size_t width, size_t height, ResizeFilter filter);
+// torch's antialiased resize of a uint8 image (torchvision.transforms.v2.functional.resize on a uint8
+// tensor with antialias=True, as transformers' torchvision image processors call it): Pillow's
+// windows and weights, but int16 weights with as many fractional bits as fit (< 22) and always the
+// horizontal pass first; differs from Pillow by +-1 level on some pixels.
+Image resize_image_torch(const Image& src, size_t width, size_t height, ResizeFilter filter);
 // Rows [y, y + h) and columns [x, x + w) of src.
 Image crop_image(const Image& src, size_t x, size_t y, size_t w, size_t h);
 
@@ -37,6 +43,32 @@ TiledImage idefics3_tiles(const Image& img, size_t tile, size_t longest_edge);
 // transformers' Gemma3ImageProcessor does (llama.cpp's libmtmd letterboxes instead: docs/VISION.md).
 Image gemma3_image(const Image& img, size_t side);
 
+// LFM2-VL (transformers Lfm2VlImageProcessor; llama.cpp mtmd_image_preprocessor_lfm2): sizes are
+// multiples of unit = patch * downsample pixels. An image that fits (rounded to units, at most
+// max_tokens * unit^2 * 2 pixels) becomes one part, smart-resized (aspect kept, between min_tokens
+// and max_tokens units of area); a larger one is stretched to a grid of 512-px tiles (2..10 tiles,
+// the grid whose aspect ratio is closest) plus the smart-resized thumbnail. Bilinear throughout,
+// torch's uint8 antialiased resize (resize_image_torch: transformers 5 processes LFM2-VL images
+// with torchvision).
+struct Lfm2Config {
+    size_t patch = 16;
+    size_t downsample = 2;
+    size_t min_tokens = 64;
+    size_t max_tokens = 256;
+    size_t tile = 512;
+    size_t min_tiles = 2;
+    size_t max_tiles = 10;
+    double max_pixels_tolerance = 2.0;
+};
+// (width, height) of the single image or thumbnail (smart_resize; Python's round, half to even).
+std::pair<size_t, size_t> lfm2_smart_size(size_t width, size_t height, const Lfm2Config& c);
+// True when the image is split into tiles (_is_image_too_large).
+bool lfm2_needs_tiles(size_t width, size_t height, const Lfm2Config& c);
+// (columns, rows) of the tile grid (find_closest_aspect_ratio over the min..max tile grids).
+std::pair<size_t, size_t> lfm2_grid(size_t width, size_t height, const Lfm2Config& c);
+// overview: the single image or the thumbnail; tiles row-major (grid 0 x 0 for a single image).
+TiledImage lfm2_tiles(const Image& img, const Lfm2Config& c);
+
 // One piece of an image's prompt: marker text (special tokens, parsed as such), or the embeddings
 // of part `part` (0 = the global image, 1 + y * grid_x + x = tile (y, x)).
 struct LayoutPiece {
@@ -48,5 +80,9 @@ struct LayoutPiece {
 //   then "\n\n<fake_token_around_image><global-img>" + global image + "<fake_token_around_image>".
 // A 1x1 grid is no split (transformers): "<fake_token_around_image><global-img>" + global + end.
 std::vector<LayoutPiece> idefics3_layout(size_t grid_x, size_t grid_y);
+// LFM2-VL's prompt (transformers Lfm2VlProcessor and llama.cpp agree): "<|image_start|>", per tile
+// "<|img_row_Y_col_X|>" + tile, then "<|img_thumbnail|>" + thumbnail, "<|image_end|>"; a single image
+// (grid 0 x 0) is "<|image_start|>" + image + "<|image_end|>". No newlines.
+std::vector<LayoutPiece> lfm2_layout(size_t grid_x, size_t grid_y);
 
 }  // namespace cactus

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "models/vision/gemma3_projector.h"
+#include "models/vision/lfm2_projector.h"
 #include "models/weights.h"
 
 namespace cactus {
@@ -52,8 +53,15 @@ VisionHParams read_vision_hparams(const GgufFile& f) {
     if (!f.get_bool("clip.use_gelu", false) || f.get_bool("clip.use_silu", false))
         fail("load mmproj: only GELU vision FFNs (clip.use_gelu) are supported");
     hp.act = Activation::GELU_TANH;
-    if (hp.projector != "idefics3" && hp.projector != "gemma3")
-        fail("load mmproj: projector type '%s' is not supported (idefics3, gemma3)", hp.projector.c_str());
+    if (hp.projector != "idefics3" && hp.projector != "gemma3" && hp.projector != "lfm2")
+        fail("load mmproj: projector type '%s' is not supported (idefics3, gemma3, lfm2)", hp.projector.c_str());
+    if (hp.projector == "lfm2") {
+        // llama.cpp: n_merge from the key (the converter writes downsample_factor, 2), image tokens
+        // 64..256 (LFM2-VL's processor_config.json: min_image_tokens, max_image_tokens).
+        hp.scale_factor = f.get_uint("clip.vision.projector.scale_factor", 2);
+        hp.min_tokens = 64;
+        hp.max_tokens = 256;
+    }
     if (hp.patch_size == 0 || hp.image_size % hp.patch_size != 0 || hp.n_head == 0 || hp.n_embd % hp.n_head != 0)
         fail("load mmproj: image size %zu, patch size %zu, %zu heads over %zu", hp.image_size, hp.patch_size, hp.n_head,
              hp.n_embd);
@@ -85,6 +93,7 @@ void VisionEncoder::load_weights() {
     if (!pe || pe->type != DType::F32 || pe->dims != std::vector<uint64_t>{d, n_pos})
         fail("load mmproj: v.position_embd.weight must be F32 {%zu, %zu}", d, n_pos);
     pos_ = backend_->place_weight(pe->data, pe->type, d, n_pos);
+    pos_host_ = reinterpret_cast<const float*>(pe->data);  // F32, checked above
     for (size_t il = 0; il < hp_.n_layer; ++il) {
         Layer L;
         L.ln1_w = w.vector(vt(il, "ln1.weight"), d);
@@ -110,6 +119,8 @@ void VisionEncoder::load_weights() {
     const size_t s = hp_.scale_factor;
     if (hp_.projector == "gemma3")
         gemma3_ = std::make_unique<Gemma3Projector>(file_, *backend_, w, hp_);
+    else if (hp_.projector == "lfm2")
+        lfm2_ = std::make_unique<Lfm2Projector>(file_, *backend_, w, hp_);
     else
         fc_ = w.matrix("mm.model.fc.weight", d * s * s, hp_.proj_dim);
 }
@@ -136,13 +147,23 @@ void VisionEncoder::pixel_shuffle(const std::vector<float>& x, size_t gw, size_t
 
 void VisionEncoder::encode(const EncoderInput& in, std::vector<float>* out) {
     const size_t p = hp_.patch_size, d = hp_.n_embd, ff = hp_.n_ff;
-    if (in.width != hp_.image_size || in.height != hp_.image_size || in.planes.size() != 3 * in.width * in.height)
+    if (dynamic_size()) {
+        const size_t unit = p * hp_.scale_factor;
+        if (in.width == 0 || in.height == 0 || in.width % unit != 0 || in.height % unit != 0 ||
+            (in.width / p) * (in.height / p) > kMaxDynamicPatches || in.planes.size() != 3 * in.width * in.height)
+            fail(
+                "VisionEncoder::encode: input %zux%zu with %zu values, the encoder takes RGB planes of whole %zu-px "
+                "blocks, at most %zu patches",
+                in.width, in.height, in.planes.size(), unit, kMaxDynamicPatches);
+    } else if (in.width != hp_.image_size || in.height != hp_.image_size ||
+               in.planes.size() != 3 * in.width * in.height) {
         fail("VisionEncoder::encode: input %zux%zu with %zu values, the encoder takes %zux%zu RGB planes", in.width,
              in.height, in.planes.size(), hp_.image_size, hp_.image_size);
+    }
     const size_t gw = in.width / p, gh = in.height / p, n = gw * gh;
     Backend& be = *backend_;
-    // Activations of this image: planes, residual x, cur, q, k, v, attn, ff.
-    const size_t floats = 3 * in.width * in.height + 6 * n * d + n * ff;
+    // Activations of this image: planes, residual x, cur, q, k, v, attn, ff (+ the resized positions).
+    const size_t floats = 3 * in.width * in.height + 6 * n * d + n * ff + (dynamic_size() ? n * d : 0);
     std::unique_ptr<Buffer> buf = be.alloc(floats * sizeof(float));
     size_t off = 0;
     auto take = [&](size_t width, size_t rows) {
@@ -160,7 +181,16 @@ void VisionEncoder::encode(const EncoderInput& in, std::vector<float>* out) {
     conv.height = in.height;
     conv.width = in.width;
     be.conv2d(x, planes, patch_w_, patch_b_, conv);  // [n, d] patch tokens, row-major over (y, x)
-    be.add(x, x, pos_);
+    const size_t side = hp_.image_size / p;
+    if (dynamic_size() && (gw != side || gh != side)) {  // NaFlex: the grid resized to this image's patches
+        std::vector<float> resized;
+        resize_position_grid(pos_host_, side, d, gw, gh, &resized);
+        const Tensor pos = take(d, n);
+        be.upload(pos, resized.data(), resized.size() * sizeof(float));
+        be.add(x, x, pos);
+    } else {
+        be.add(x, x, pos_);
+    }
 
     DenseAttention shape;
     shape.n_head = shape.n_head_kv = hp_.n_head;
@@ -186,6 +216,7 @@ void VisionEncoder::encode(const EncoderInput& in, std::vector<float>* out) {
     std::vector<float> host(n * d), shuffled;
     be.download(host.data(), x, host.size() * sizeof(float));
     if (gemma3_) return gemma3_->project(host, gw, gh, out);
+    if (lfm2_) return lfm2_->project(host, gw, gh, out);
     pixel_shuffle(host, gw, gh, &shuffled);
     const size_t s = hp_.scale_factor, n_tok = (gw / s) * (gh / s);
     std::unique_ptr<Buffer> pbuf = be.alloc((shuffled.size() + n_tok * hp_.proj_dim) * sizeof(float));

@@ -8,6 +8,8 @@
 //  - idefics3 (SmolVLM): SigLIP at image_size, pixel shuffle by scale_factor, linear mm.model.fc.
 //  - gemma3 (Gemma 3): SigLIP at image_size (896), scale_factor x scale_factor average pool (4 by
 //    default), soft-embedding RMS norm, input projection (gemma3_projector.h).
+//  - lfm2 (LFM2-VL): SigLIP2 NaFlex at the image's own size (the position grid resized), pixel
+//    unshuffle, layer norm, 2-layer GELU MLP (lfm2_projector.h).
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -22,6 +24,7 @@ namespace cactus {
 class GgufFile;
 class WeightLoader;
 class Gemma3Projector;
+class Lfm2Projector;
 
 struct VisionHParams {
     std::string projector;  // clip.projector_type
@@ -37,6 +40,8 @@ struct VisionHParams {
     float std[3] = {0.5f, 0.5f, 0.5f};
     size_t scale_factor = 1;  // clip.vision.projector.scale_factor (pixel shuffle / pooling; gemma3: 4 if absent)
     size_t longest_edge = 0;  // clip.vision.preproc_image_size (idefics3)
+    size_t min_tokens = 0;    // lfm2: image tokens of a resized image (64..256, as llama.cpp and the
+    size_t max_tokens = 0;    // processor config of the released models)
     Activation act = Activation::GELU_TANH;
 };
 
@@ -49,11 +54,17 @@ struct EncoderInput {
 
 class VisionEncoder {
 public:
+    // The most patches one dynamic-size input may have (lfm2's preprocessing gives <= 1,024 for the
+    // released limits; extreme aspect ratios a few thousand).
+    static constexpr size_t kMaxDynamicPatches = 16384;
     // `mmproj` must outlive the encoder. Throws cactus::Error naming the key or tensor.
     VisionEncoder(const GgufFile& mmproj, const BackendOptions& options);
     ~VisionEncoder();
 
     const VisionHParams& hparams() const { return hp_; }
+    // True when the encoder takes any size (lfm2: multiples of patch * scale_factor per side) rather
+    // than image_size x image_size.
+    bool dynamic_size() const { return hp_.projector == "lfm2"; }
     // Output embeddings of one input: [tokens(input), proj_dim] row-major into *out.
     void encode(const EncoderInput& input, std::vector<float>* out);
     size_t tokens(const EncoderInput& input) const;
@@ -71,9 +82,12 @@ private:
     std::vector<Layer> layers_;
     Tensor patch_w_, patch_b_;  // [n_embd, 3 * p * p], [n_embd]
     Tensor pos_;                // [n_pos, n_embd] F32
-    Tensor post_w_, post_b_;    // [n_embd]
-    Tensor fc_;                 // idefics3: [proj_dim, n_embd * s * s]
+    // The same grid in the file (lfm2 resizes it per image).
+    const float* pos_host_ = nullptr;
+    Tensor post_w_, post_b_;  // [n_embd]
+    Tensor fc_;               // idefics3: [proj_dim, n_embd * s * s]
     std::unique_ptr<Gemma3Projector> gemma3_;
+    std::unique_ptr<Lfm2Projector> lfm2_;
 };
 
 VisionHParams read_vision_hparams(const GgufFile& mmproj);
