@@ -8,8 +8,13 @@
 //
 // B is packed once per call into panels of 16 columns ([k][16] each, zero-padded past n); the
 // tier's micro-kernel multiplies up to 6 rows of A by one panel in registers (AVX2: 12 ymm
-// accumulators, one broadcast of A per row and k, two panel loads per k).
+// accumulators, one broadcast of A per row and k, two panel loads per k). Long k is cut into
+// blocks of kDenseKBlock that stay in L1 (a block's chains resume from C: same order, same bits).
+//
+// B may be IEEE half (the encoders' F16 weights as B rows: y = x W^T for hundreds of tokens); it is
+// widened to f32 while packing, exactly.
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace cactus {
@@ -18,12 +23,14 @@ class ThreadPool;
 
 constexpr size_t kDensePanel = 16;   // columns of C per packed panel
 constexpr size_t kDenseMaxRows = 6;  // rows of A per micro-kernel call
+constexpr size_t kDenseKBlock = 256; // k per pass: 6 rows of A (6 KiB) + a panel slice (16 KiB) in L1
 
 struct DenseGemmKernels {
     const char* isa_name;
     // c[r * ldc + j] = sum_{kk < k} a[r * lda + kk] * panel[kk * 16 + j], for r < rows (1..6), j < 16:
-    // fused multiply-adds in kk order from 0.
-    void (*panel_rows)(float* c, size_t ldc, const float* a, size_t lda, const float* panel, size_t k, size_t rows);
+    // fused multiply-adds in kk order, starting from 0 or, with `accumulate`, from c's value.
+    void (*panel_rows)(float* c, size_t ldc, const float* a, size_t lda, const float* panel, size_t k, size_t rows,
+                       bool accumulate);
 };
 
 const DenseGemmKernels& dense_gemm_kernels_generic();
@@ -33,12 +40,14 @@ const DenseGemmKernels& dense_gemm_kernels();       // the chosen tier (cpu_disp
 // Every table this CPU can run, generic first (tests; cpu_dispatch.cpp).
 std::vector<const DenseGemmKernels*> dense_gemm_tables();
 
-// B element (j, k) is at b[j * stride + k] (rows of B are the columns of C: keys for scores) or,
-// k_major, at b[k * stride + j] (values for weighted sums: C = P V).
+// B element (j, k) is at b[j * stride + k] (rows of B are the columns of C: keys for scores, weight
+// rows for linears) or, k_major, at b[k * stride + j] (values for weighted sums: C = P V). With
+// `half` set, B is IEEE half at half[...] (same indexing) and b is unused.
 struct DenseB {
     const float* b;
     size_t stride;
     bool k_major;
+    const uint16_t* half = nullptr;
 };
 
 // C [m, n] (row stride ldc) = A [m, k] (row stride lda) times B^T; `packed` is scratch space
