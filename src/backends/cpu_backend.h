@@ -37,6 +37,8 @@ public:
     void rms_norm(const Tensor& y, const Tensor& x, const Tensor& weight, float eps) override;
     void layer_norm(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) override;
     void matmul(const Tensor& y, const Tensor& w, const Tensor& x) override;
+    // F16 / F32 weights and kDenseGemmMinQueries+ rows: dense_gemm (cpu_backend_audio.cpp).
+    void matmul_encoder(const Tensor& y, const Tensor& w, const Tensor& x) override;
     void add(const Tensor& y, const Tensor& a, const Tensor& b) override;
     void scale(const Tensor& y, const Tensor& x, float s) override;
     void softcap(const Tensor& y, const Tensor& x, float cap) override;
@@ -76,6 +78,7 @@ private:
     std::vector<AttentionWorkspace> attn_ws_;       // [n_threads] attention scratch
     RopeAngles rope_angles_;                        // cos/sin of the batch positions per parameter set
     std::vector<float> scratch_;                    // im2col rows of the convolutions
+    std::vector<float> dense_packed_;               // dense_gemm's packed B (encoder matmuls, attention)
     bool force_dense_rows_ = false;
 };
 

@@ -3,15 +3,18 @@
 // over each row (scale, optional mask, causal), O_h = P V_h, the products read straight from the
 // q / k / v rows (no copies). Same result as the row-at-a-time loop of attention_dense up to float
 // summation order; it is chosen by attention_dense for n_q >= kDenseGemmMinQueries
-// (tests/audio: the dense attention test against the row loop).
+// (tests/audio: the dense attention test against the row loop). Also the encoders' linears
+// (matmul_encoder): F16 / F32 weight rows as dense_gemm's B.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "backends/cpu/attention_rows.h"
 #include "backends/cpu/dense_gemm.h"
 #include "backends/cpu_backend.h"
+#include "core/error.h"
 
 namespace cactus {
 
@@ -37,7 +40,35 @@ void softmax_row(float* row, const float* mask_row, size_t n_kv, size_t visible,
     std::fill(row + visible, row + n_kv, 0.0f);
 }
 
+bool host_f32_rows(const Tensor& t) {
+    return !t.empty() && std::strcmp(t.buffer->device(), "cpu") == 0 && t.type == DType::F32 && t.contiguous_rows();
+}
+
+// matmul_encoder's dense_gemm path: F16 / F32 weights on the host, enough rows, f32 rows in and out.
+bool dense_operands(const Tensor& y, const Tensor& w, const Tensor& x) {
+    if (w.empty() || std::strcmp(w.buffer->device(), "cpu") != 0) return false;
+    if (w.type != DType::F16 && w.type != DType::F32) return false;
+    return x.rows() >= CpuBackend::kDenseGemmMinQueries && host_f32_rows(x) && host_f32_rows(y);
+}
+
 }  // namespace
+
+void CpuBackend::matmul_encoder(const Tensor& y, const Tensor& w, const Tensor& x) {
+    if (!dense_operands(y, w, x)) {
+        matmul(y, w, x);  // few rows, another weight type, or operands it refuses with the reason
+        return;
+    }
+    if (x.width() != w.width() || y.width() != w.rows() || y.rows() != x.rows()) {
+        fail("matmul_encoder: y [%zu, %zu] = x [%zu, %zu] W^T with W [%zu, %zu] do not match", y.rows(), y.width(),
+             x.rows(), x.width(), w.rows(), w.width());
+    }
+    // B rows are the weight rows: C [n, n_out] = x [n, n_in] W^T.
+    const size_t elem = w.type == DType::F16 ? sizeof(uint16_t) : sizeof(float);
+    DenseB b{w.type == DType::F32 ? w.as<float>() : nullptr, w.row_bytes() / elem, false};
+    if (w.type == DType::F16) b.half = static_cast<const uint16_t*>(w.data());
+    dense_gemm(y.as<float>(), y.width(), x.as<float>(), x.width(), b, x.rows(), w.rows(), w.width(), dense_packed_,
+               *pool_);
+}
 
 void CpuBackend::attention_dense_gemm(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
                                       const Tensor& mask, const DenseAttention& s) {
@@ -45,7 +76,8 @@ void CpuBackend::attention_dense_gemm(const Tensor& out, const Tensor& q, const 
     const size_t group = s.n_head / s.n_head_kv;
     const size_t shift = n_kv >= n_q ? n_kv - n_q : 0;  // causal: query i sees keys j <= i + shift
     const float* md = mask.empty() ? nullptr : mask.as<float>();
-    std::vector<float> scores(n_q * n_kv), packed;  // scores [n_q, n_kv]
+    std::vector<float> scores(n_q * n_kv);  // scores [n_q, n_kv]
+    std::vector<float>& packed = dense_packed_;
     for (size_t h = 0; h < s.n_head; ++h) {
         const size_t kvh = h / group;
         const float* qh = q.as<float>() + h * hd;     // [n_q, hd], row stride q.width()
