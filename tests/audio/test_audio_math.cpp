@@ -1,4 +1,5 @@
-// Log-mel front end and dense attention through the GEMM kernels, against direct computations.
+// Log-mel front end, dense attention and the encoder matmul through the GEMM kernels, against
+// direct computations.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include "core/error.h"
 #include "models/audio/log_mel.h"
 #include "models/audio/whisper_transcribe.h"
+#include "ops/quant.h"
 
 namespace cactus {
 namespace {
@@ -116,6 +118,53 @@ TEST(DenseAttention, GemmPathMatchesTheRowLoop) {
             ASSERT_NEAR(o1.second.as<float>()[i], o2.second.as<float>()[i], 1e-4f) << i;
         }
     }
+}
+
+// matmul_encoder: from kDenseGemmMinQueries rows, F16 and F32 weights go through dense_gemm (one
+// fma chain per element over the widened weights, bit for bit); fewer rows, or a quantized type,
+// are exactly matmul.
+TEST(MatmulEncoder, DenseForManyRowsMatmulOtherwise) {
+    CpuBackend be(3);
+    std::mt19937 rng(5);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    const size_t n_out = 37;
+    for (const DType type : {DType::F16, DType::F32, DType::Q8_0}) {
+        const size_t n_in = type == DType::Q8_0 ? 96 : 72;  // 72: not a multiple of the 32-wide tile chunks
+        for (const size_t n : {size_t{5}, CpuBackend::kDenseGemmMinQueries, size_t{41}}) {
+            std::vector<float> wf(n_out * n_in), xf(n * n_in);
+            for (float& v : wf) v = g(rng);
+            for (float& v : xf) v = g(rng);
+            const size_t row_bytes = dtype_row_bytes(type, n_in);
+            auto wb = be.alloc(row_bytes * n_out), xb = be.alloc(xf.size() * 4), y1b = be.alloc(n * n_out * 4),
+                 y2b = be.alloc(n * n_out * 4);
+            Tensor w = make_tensor(wb.get(), 0, type, n_in, n_out);
+            for (size_t o = 0; o < n_out; ++o) {
+                quantize_row_ref(type, static_cast<uint8_t*>(w.data()) + o * row_bytes, wf.data() + o * n_in, n_in);
+                dequantize_row_ref(type, wf.data() + o * n_in, static_cast<uint8_t*>(w.data()) + o * row_bytes, n_in);
+            }
+            const Tensor x = make_tensor(xb.get(), 0, DType::F32, n_in, n);
+            std::copy(xf.begin(), xf.end(), x.as<float>());
+            const Tensor y1 = make_tensor(y1b.get(), 0, DType::F32, n_out, n);
+            const Tensor y2 = make_tensor(y2b.get(), 0, DType::F32, n_out, n);
+            be.matmul_encoder(y1, w, x);
+            be.matmul(y2, w, x);
+            const bool dense = n >= CpuBackend::kDenseGemmMinQueries && type != DType::Q8_0;
+            for (size_t t = 0; t < n; ++t) {
+                for (size_t o = 0; o < n_out; ++o) {
+                    float ref = 0.0f;
+                    for (size_t i = 0; i < n_in; ++i) ref = std::fma(xf[t * n_in + i], wf[o * n_in + i], ref);
+                    const float got = y1.as<float>()[t * n_out + o];
+                    ASSERT_EQ(got, dense ? ref : y2.as<float>()[t * n_out + o])
+                        << dtype_name(type) << " n=" << n << " at (" << t << ", " << o << ")";
+                }
+            }
+        }
+    }
+    // Shapes that do not fit are refused like matmul's.
+    auto b = be.alloc(64 * 64 * 4);
+    EXPECT_THROW(be.matmul_encoder(make_tensor(b.get(), 0, DType::F32, 8, 20), make_tensor(b.get(), 0, DType::F32, 16, 8),
+                                   make_tensor(b.get(), 0, DType::F32, 15, 20)),
+                 Error);
 }
 
 }  // namespace
