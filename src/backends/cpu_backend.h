@@ -61,6 +61,10 @@ public:
     void attention_dense_gemm(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                               const DenseAttention& shape);
     static constexpr size_t kDenseGemmMinQueries = 16;
+    // Fewer queries, no mask, not causal (cross-attention of a decode step): per (query, head) the
+    // scores and weighted values straight from the k / v rows (cpu_backend_audio.cpp).
+    void attention_dense_few(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
+                             const DenseAttention& shape);
     // Tests: always the row loop (the reference for attention_dense_gemm).
     void force_dense_rows(bool on) { force_dense_rows_ = on; }
 

@@ -4,7 +4,8 @@
 // q / k / v rows (no copies). Same result as the row-at-a-time loop of attention_dense up to float
 // summation order; it is chosen by attention_dense for n_q >= kDenseGemmMinQueries
 // (tests/audio: the dense attention test against the row loop). Also the encoders' linears
-// (matmul_encoder): F16 / F32 weight rows as dense_gemm's B.
+// (matmul_encoder): F16 / F32 weight rows as dense_gemm's B; and few queries without mask or
+// causality (a decode step's cross-attention): attention_dense_few, straight from the rows.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -93,6 +94,25 @@ void CpuBackend::attention_dense_gemm(const Tensor& out, const Tensor& q, const 
         });
         dense_gemm(oh, out.width(), scores.data(), n_kv, DenseB{vh, v.width(), true}, n_q, hdv, n_kv, packed, *pool_);
     }
+}
+
+void CpuBackend::attention_dense_few(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                     const DenseAttention& s) {
+    const size_t n_q = q.rows(), n_kv = k.rows(), hd = s.head_dim, hdv = s.head_dim_v;
+    const size_t group = s.n_head / s.n_head_kv;
+    const DenseGemmKernels& dk = dense_gemm_kernels();
+    const AttentionRowKernels& rk = attention_row_kernels();
+    pool_->run_chunks(n_q * s.n_head, [&](size_t item) {
+        const size_t i = item / s.n_head, h = item % s.n_head, kvh = h / group;
+        float* oi = out.as<float>() + i * out.width() + h * hdv;  // [hdv]
+        std::fill(oi, oi + hdv, 0.0f);
+        if (n_kv == 0) return;
+        thread_local std::vector<float> p;  // [n_kv] scores, then weights
+        p.resize(n_kv);
+        dk.dot_rows(p.data(), q.as<float>() + i * q.width() + h * hd, k.as<float>() + kvh * hd, k.width(), n_kv, hd);
+        rk.softmax(p.data(), n_kv, s.scale, false);
+        dk.axpy_rows(oi, p.data(), v.as<float>() + kvh * hdv, v.width(), n_kv, hdv);
+    });
 }
 
 }  // namespace cactus

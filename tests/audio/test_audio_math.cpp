@@ -120,6 +120,41 @@ TEST(DenseAttention, GemmPathMatchesTheRowLoop) {
     }
 }
 
+// Few queries without mask or causality (decode's cross-attention) skip the row loop: same result
+// up to summation order.
+TEST(DenseAttention, FewQueriesMatchTheRowLoop) {
+    CpuBackend be(2);
+    std::mt19937 rng(11);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    struct Case {
+        size_t n_q, n_kv, n_head, n_head_kv, hd;
+    };
+    for (const Case c : {Case{1, 1500 / 4, 6, 6, 64}, Case{5, 7, 4, 2, 13}, Case{15, 1, 3, 1, 24},
+                         Case{2, 33, 2, 2, 100}}) {
+        auto make = [&](size_t w, size_t r) {
+            auto buf = be.alloc(w * r * 4);
+            Tensor t = make_tensor(buf.get(), 0, DType::F32, w, r);
+            for (size_t i = 0; i < w * r; ++i) t.as<float>()[i] = g(rng);
+            return std::make_pair(std::move(buf), t);
+        };
+        auto q = make(c.n_head * c.hd, c.n_q), k = make(c.n_head_kv * c.hd, c.n_kv),
+             v = make(c.n_head_kv * c.hd, c.n_kv);
+        auto o1 = make(c.n_head * c.hd, c.n_q), o2 = make(c.n_head * c.hd, c.n_q);
+        DenseAttention s;
+        s.n_head = c.n_head;
+        s.n_head_kv = c.n_head_kv;
+        s.head_dim = s.head_dim_v = c.hd;
+        s.scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+        be.force_dense_rows(true);
+        be.attention_dense(o1.second, q.second, k.second, v.second, Tensor(), s);
+        be.force_dense_rows(false);
+        be.attention_dense(o2.second, q.second, k.second, v.second, Tensor(), s);
+        for (size_t i = 0; i < c.n_q * c.n_head * c.hd; ++i) {
+            ASSERT_NEAR(o1.second.as<float>()[i], o2.second.as<float>()[i], 1e-5f) << i;
+        }
+    }
+}
+
 // matmul_encoder: from kDenseGemmMinQueries rows, F16 and F32 weights go through dense_gemm (one
 // fma chain per element over the widened weights, bit for bit); fewer rows, or a quantized type,
 // are exactly matmul.

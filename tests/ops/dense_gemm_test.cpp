@@ -80,6 +80,38 @@ TEST(DenseGemm, EveryTierEqualsOneFmaChainPerElement) {
     }
 }
 
+// dot_rows / axpy_rows (few queries, straight from strided rows): every tier against double sums,
+// odd widths around the 8-wide vectors and 4-row groups; axpy adds to what out holds.
+TEST(DenseGemm, DotAndAxpyRowsOnEveryTier) {
+    std::mt19937 rng(9);
+    for (const DenseGemmKernels* kernels : dense_gemm_tables()) {
+        for (size_t n_rows : {1, 3, 4, 9, 150}) {
+            for (size_t d : {1, 7, 8, 24, 64, 100}) {
+                const size_t stride = d + 5;
+                const std::vector<float> rows = random_floats(n_rows * stride, rng);
+                const std::vector<float> q = random_floats(d, rng), p = random_floats(n_rows, rng);
+                std::vector<float> s(n_rows + 1, NAN), out = random_floats(d + 1, rng);
+                const std::vector<float> out0 = out;
+                kernels->dot_rows(s.data(), q.data(), rows.data(), stride, n_rows, d);
+                kernels->axpy_rows(out.data(), p.data(), rows.data(), stride, n_rows, d);
+                for (size_t j = 0; j < n_rows; ++j) {
+                    double ref = 0.0;
+                    for (size_t c = 0; c < d; ++c) ref += double(q[c]) * rows[j * stride + c];
+                    ASSERT_NEAR(s[j], ref, 1e-5 * (1.0 + std::sqrt(double(d)))) << kernels->isa_name << " dot " << j;
+                }
+                ASSERT_TRUE(std::isnan(s[n_rows])) << "dot_rows wrote past n_rows";
+                for (size_t c = 0; c < d; ++c) {
+                    double ref = out0[c];
+                    for (size_t j = 0; j < n_rows; ++j) ref += double(p[j]) * rows[j * stride + c];
+                    ASSERT_NEAR(out[c], ref, 1e-5 * (1.0 + std::sqrt(double(n_rows)) * 4))
+                        << kernels->isa_name << " axpy n_rows=" << n_rows << " d=" << d << " c=" << c;
+                }
+                ASSERT_EQ(out[d], out0[d]) << "axpy_rows wrote past d";
+            }
+        }
+    }
+}
+
 TEST(DenseGemm, ShortStridesAreRefused) {
     ThreadPool pool(1);
     std::vector<float> packed, a(64), bm(64), c(64);

@@ -125,8 +125,30 @@ void row_chunk(const DenseJob& g, size_t b0, size_t b1) {
 
 }  // namespace
 
+void dense_dot_rows_generic(float* s, const float* q, const float* rows, size_t stride, size_t n_rows, size_t d) {
+    for (size_t j = 0; j < n_rows; ++j) {
+        const float* r = rows + j * stride;
+        float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // eight partial sums: the compiler vectorises them
+        size_t c = 0;
+        for (; c + 8 <= d; c += 8)
+            for (size_t l = 0; l < 8; ++l) lane[l] += q[c + l] * r[c + l];
+        float dot = ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+        for (; c < d; ++c) dot += q[c] * r[c];
+        s[j] = dot;
+    }
+}
+
+void dense_axpy_rows_generic(float* out, const float* p, const float* rows, size_t stride, size_t n_rows, size_t d) {
+    for (size_t j = 0; j < n_rows; ++j) {
+        const float* r = rows + j * stride;
+        const float w = p[j];
+        for (size_t c = 0; c < d; ++c) out[c] += w * r[c];
+    }
+}
+
 const DenseGemmKernels& dense_gemm_kernels_generic() {
-    static const DenseGemmKernels table = {"generic", panel_rows_generic};
+    static const DenseGemmKernels table = {"generic", panel_rows_generic, dense_dot_rows_generic,
+                                           dense_axpy_rows_generic};
     return table;
 }
 

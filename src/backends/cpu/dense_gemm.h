@@ -31,7 +31,17 @@ struct DenseGemmKernels {
     // fused multiply-adds in kk order, starting from 0 or, with `accumulate`, from c's value.
     void (*panel_rows)(float* c, size_t ldc, const float* a, size_t lda, const float* panel, size_t k, size_t rows,
                        bool accumulate);
+    // Few queries (a decode step's cross-attention over the encoder states), straight from the rows,
+    // no packing; summation order is the tier's own (not bit-exact across tiers):
+    //   dot_rows:  s[j] = sum_{c < d} q[c] * rows[j * stride + c]         for j < n_rows
+    //   axpy_rows: out[c] += sum_{j < n_rows} p[j] * rows[j * stride + c]  for c < d
+    void (*dot_rows)(float* s, const float* q, const float* rows, size_t stride, size_t n_rows, size_t d);
+    void (*axpy_rows)(float* out, const float* p, const float* rows, size_t stride, size_t n_rows, size_t d);
 };
+
+// The generic dot_rows / axpy_rows (also in tables without their own).
+void dense_dot_rows_generic(float* s, const float* q, const float* rows, size_t stride, size_t n_rows, size_t d);
+void dense_axpy_rows_generic(float* out, const float* p, const float* rows, size_t stride, size_t n_rows, size_t d);
 
 const DenseGemmKernels& dense_gemm_kernels_generic();
 const DenseGemmKernels& dense_gemm_kernels_avx2();  // x86-64 only (avx2/dense_gemm_avx2.cpp)

@@ -71,10 +71,71 @@ void panel_rows_avx2(float* c, size_t ldc, const float* a, size_t lda, const flo
     }
 }
 
+float hsum256(__m256 v) {
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
+}
+
+// Four rows at a time: four accumulators, one horizontal reduction for all four.
+void dot4_rows(float* s, const float* q, const float* r, size_t stride, size_t d) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    size_t c = 0;
+    for (; c + 8 <= d; c += 8) {
+        const __m256 qv = _mm256_loadu_ps(q + c);
+        a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(r + c), a0);
+        a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(r + stride + c), a1);
+        a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(r + 2 * stride + c), a2);
+        a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(r + 3 * stride + c), a3);
+    }
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));  // [r0 r1 r2 r3 | same]
+    __m128 sum = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    float out[4];
+    _mm_storeu_ps(out, sum);
+    for (; c < d; ++c)
+        for (size_t i = 0; i < 4; ++i) out[i] += q[c] * r[i * stride + c];
+    for (size_t i = 0; i < 4; ++i) s[i] = out[i];
+}
+
+void dot_rows_avx2(float* s, const float* q, const float* rows, size_t stride, size_t n_rows, size_t d) {
+    size_t j = 0;
+    for (; j + 4 <= n_rows; j += 4) dot4_rows(s + j, q, rows + j * stride, stride, d);
+    for (; j < n_rows; ++j) {
+        const float* r = rows + j * stride;
+        __m256 a = _mm256_setzero_ps();
+        size_t c = 0;
+        for (; c + 8 <= d; c += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), _mm256_loadu_ps(r + c), a);
+        float dot = hsum256(a);
+        for (; c < d; ++c) dot += q[c] * r[c];
+        s[j] = dot;
+    }
+}
+
+// Up to 64 columns in eight accumulators over all rows (W: whole vectors in this block).
+template <int W>
+void axpy_block(float* out, const float* p, const float* rows, size_t stride, size_t n_rows) {
+    __m256 acc[8];
+    for (int i = 0; i < W; ++i) acc[i] = _mm256_loadu_ps(out + 8 * i);
+    for (size_t j = 0; j < n_rows; ++j) {
+        const __m256 w = _mm256_broadcast_ss(p + j);
+        const float* r = rows + j * stride;
+        for (int i = 0; i < W; ++i) acc[i] = _mm256_fmadd_ps(w, _mm256_loadu_ps(r + 8 * i), acc[i]);
+    }
+    for (int i = 0; i < W; ++i) _mm256_storeu_ps(out + 8 * i, acc[i]);
+}
+
+void axpy_rows_avx2(float* out, const float* p, const float* rows, size_t stride, size_t n_rows, size_t d) {
+    size_t c = 0;
+    for (; c + 64 <= d; c += 64) axpy_block<8>(out + c, p, rows + c, stride, n_rows);
+    for (; c + 32 <= d; c += 32) axpy_block<4>(out + c, p, rows + c, stride, n_rows);
+    for (; c + 8 <= d; c += 8) axpy_block<1>(out + c, p, rows + c, stride, n_rows);
+    if (c < d) dense_axpy_rows_generic(out + c, p, rows + c, stride, n_rows, d - c);
+}
+
 }  // namespace
 
 const DenseGemmKernels& dense_gemm_kernels_avx2() {
-    static const DenseGemmKernels table = {"avx2", panel_rows_avx2};
+    static const DenseGemmKernels table = {"avx2", panel_rows_avx2, dot_rows_avx2, axpy_rows_avx2};
     return table;
 }
 

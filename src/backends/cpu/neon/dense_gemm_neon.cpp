@@ -52,7 +52,7 @@ void panel_rows_neon(float* c, size_t ldc, const float* a, size_t lda, const flo
 }  // namespace
 
 const DenseGemmKernels& dense_gemm_kernels_neon() {
-    static const DenseGemmKernels table = {"neon", panel_rows_neon};
+    static const DenseGemmKernels table = {"neon", panel_rows_neon, dense_dot_rows_generic, dense_axpy_rows_generic};
     return table;
 }
 
