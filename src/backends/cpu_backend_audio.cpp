@@ -63,12 +63,9 @@ void CpuBackend::matmul_encoder(const Tensor& y, const Tensor& w, const Tensor& 
         fail("matmul_encoder: y [%zu, %zu] = x [%zu, %zu] W^T with W [%zu, %zu] do not match", y.rows(), y.width(),
              x.rows(), x.width(), w.rows(), w.width());
     }
-    // B rows are the weight rows: C [n, n_out] = x [n, n_in] W^T.
-    const size_t elem = w.type == DType::F16 ? sizeof(uint16_t) : sizeof(float);
-    DenseB b{w.type == DType::F32 ? w.as<float>() : nullptr, w.row_bytes() / elem, false};
-    if (w.type == DType::F16) b.half = static_cast<const uint16_t*>(w.data());
-    dense_gemm(y.as<float>(), y.width(), x.as<float>(), x.width(), b, x.rows(), w.rows(), w.width(), dense_packed_,
-               *pool_);
+    if (w.row_bytes() < dtype_row_bytes(w.type, w.width())) fail("matmul_encoder: weight rows overlap");
+    dense_matmul(y.as<float>(), w.data(), w.type, w.row_bytes(), x.as<float>(), x.rows(), w.width(), w.rows(),
+                 dense_packed_, *pool_);
 }
 
 void CpuBackend::attention_dense_gemm(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,

@@ -155,6 +155,48 @@ TEST(DenseAttention, FewQueriesMatchTheRowLoop) {
     }
 }
 
+// conv1d over many frames (Whisper's stem) takes the dense_gemm path for F16 weights: against a
+// direct sum in double.
+TEST(Conv1d, ManyFramesF16MatchesADirectSum) {
+    CpuBackend be(2);
+    std::mt19937 rng(13);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    const size_t n_t = 51, n_in = 9, n_out = 19, kernel = 3;
+    for (const size_t stride : {size_t{1}, size_t{2}}) {
+        const size_t n_t_out = (n_t + 2 - kernel) / stride + 1;
+        auto xb = be.alloc(n_t * n_in * 4), wb = be.alloc(n_out * n_in * kernel * 2), bb = be.alloc(n_out * 4),
+             yb = be.alloc(n_t_out * n_out * 4);
+        const Tensor x = make_tensor(xb.get(), 0, DType::F32, n_in, n_t);
+        const Tensor w = make_tensor(wb.get(), 0, DType::F16, n_in * kernel, n_out);
+        const Tensor b = make_tensor(bb.get(), 0, DType::F32, n_out, 1);
+        const Tensor y = make_tensor(yb.get(), 0, DType::F32, n_out, n_t_out);
+        std::vector<float> wf(n_out * n_in * kernel);
+        for (float& v : wf) v = fp16_to_fp32(fp32_to_fp16(g(rng)));
+        for (size_t i = 0; i < wf.size(); ++i) static_cast<uint16_t*>(w.data())[i] = fp32_to_fp16(wf[i]);
+        for (size_t i = 0; i < n_t * n_in; ++i) x.as<float>()[i] = g(rng);
+        for (size_t o = 0; o < n_out; ++o) b.as<float>()[o] = g(rng);
+        Conv1d c;
+        c.kernel = kernel;
+        c.stride = stride;
+        c.pad = 1;
+        be.conv1d(y, x, w, b, c);
+        for (size_t t = 0; t < n_t_out; ++t) {
+            for (size_t o = 0; o < n_out; ++o) {
+                double want = b.as<float>()[o];
+                for (size_t ch = 0; ch < n_in; ++ch) {
+                    for (size_t k = 0; k < kernel; ++k) {
+                        const long src = static_cast<long>(t * stride + k) - 1;
+                        if (src < 0 || src >= static_cast<long>(n_t)) continue;
+                        want += double(wf[o * n_in * kernel + ch * kernel + k]) * x.as<float>()[src * n_in + ch];
+                    }
+                }
+                ASSERT_NEAR(y.as<float>()[t * n_out + o], want, 1e-4) << "stride " << stride << " (" << t << ", " << o
+                                                                       << ")";
+            }
+        }
+    }
+}
+
 // matmul_encoder: from kDenseGemmMinQueries rows, F16 and F32 weights go through dense_gemm (one
 // fma chain per element over the widened weights, bit for bit); fewer rows, or a quantized type,
 // are exactly matmul.

@@ -175,4 +175,20 @@ void dense_gemm(float* c, size_t ldc, const float* a, size_t lda, const DenseB& 
     });
 }
 
+bool dense_matmul(float* y, const void* w, DType w_type, size_t w_row_bytes, const float* x, size_t n_tokens,
+                  size_t n_in, size_t n_out, std::vector<float>& packed, ThreadPool& pool) {
+    DenseB b{nullptr, 0, false};
+    if (w_type == DType::F32) {
+        b.b = static_cast<const float*>(w);
+        b.stride = w_row_bytes / sizeof(float);
+    } else if (w_type == DType::F16) {
+        b.half = static_cast<const uint16_t*>(w);
+        b.stride = w_row_bytes / sizeof(uint16_t);
+    } else {
+        return false;
+    }
+    dense_gemm(y, n_out, x, n_in, b, n_tokens, n_out, n_in, packed, pool);
+    return true;
+}
+
 }  // namespace cactus

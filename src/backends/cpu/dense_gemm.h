@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/dtype.h"
+
 namespace cactus {
 
 class ThreadPool;
@@ -64,5 +66,11 @@ struct DenseB {
 // reused between calls. Work is split over the pool by blocks of rows of A.
 void dense_gemm(float* c, size_t ldc, const float* a, size_t lda, const DenseB& b, size_t m, size_t n, size_t k,
                 std::vector<float>& packed, ThreadPool& pool, const DenseGemmKernels& kernels = dense_gemm_kernels());
+
+// y [n_tokens, n_out] = x [n_tokens, n_in] W^T through dense_gemm, W [n_out] rows of F16 or F32
+// (w_row_bytes apart): the encoders' linears and convolutions. Returns false, doing nothing, for
+// other weight types.
+bool dense_matmul(float* y, const void* w, DType w_type, size_t w_row_bytes, const float* x, size_t n_tokens,
+                  size_t n_in, size_t n_out, std::vector<float>& packed, ThreadPool& pool);
 
 }  // namespace cactus
