@@ -175,6 +175,15 @@ void dense_gemm(float* c, size_t ldc, const float* a, size_t lda, const DenseB& 
     });
 }
 
+void dense_pack_panel(float* packed, const DenseB& b, size_t n, size_t k, size_t p) { pack_panels(packed, b, n, k, p); }
+
+void dense_gemm_rows(float* c, size_t ldc, const float* a, size_t lda, const float* packed, size_t m, size_t n,
+                     size_t k, const DenseGemmKernels& kernels) {
+    if (m == 0 || n == 0) return;
+    const DenseJob job = {c, ldc, a, lda, packed, m, n, k, &kernels};
+    row_chunk(job, 0, (m + kDenseMaxRows - 1) / kDenseMaxRows);
+}
+
 bool dense_matmul(float* y, const void* w, DType w_type, size_t w_row_bytes, const float* x, size_t n_tokens,
                   size_t n_in, size_t n_out, std::vector<float>& packed, ThreadPool& pool) {
     DenseB b{nullptr, 0, false};

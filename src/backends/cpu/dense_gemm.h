@@ -67,6 +67,14 @@ struct DenseB {
 void dense_gemm(float* c, size_t ldc, const float* a, size_t lda, const DenseB& b, size_t m, size_t n, size_t k,
                 std::vector<float>& packed, ThreadPool& pool, const DenseGemmKernels& kernels = dense_gemm_kernels());
 
+// The two halves of dense_gemm, for callers that pack B once and multiply row blocks of their
+// own on the pool's threads (the encoders' fused attention): dense_pack_panel packs panel p of B
+// into packed [n_panels][k][16] (sized n_panels * max(k, 1) * 16 by the caller); dense_gemm_rows
+// computes C [m, n] from A [m, k] and that packed B on the calling thread, in the same order.
+void dense_pack_panel(float* packed, const DenseB& b, size_t n, size_t k, size_t p);
+void dense_gemm_rows(float* c, size_t ldc, const float* a, size_t lda, const float* packed, size_t m, size_t n,
+                     size_t k, const DenseGemmKernels& kernels = dense_gemm_kernels());
+
 // y [n_tokens, n_out] = x [n_tokens, n_in] W^T through dense_gemm, W [n_out] rows of F16 or F32
 // (w_row_bytes apart): the encoders' linears and convolutions. Returns false, doing nothing, for
 // other weight types.
