@@ -110,6 +110,10 @@ public:
     virtual void layer_norm(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) = 0;
     // y [n, n_out] = x [n, n_in] W^T, W: [n_out, n_in] of any supported weight type.
     virtual void matmul(const Tensor& y, const Tensor& w, const Tensor& x) = 0;
+    // The same product for encoders (hundreds of rows, results never recomputed by a decode step):
+    // a back end may sum in another order than matmul's (which equals its one-token product bit for
+    // bit) when that is faster. Default: matmul.
+    virtual void matmul_encoder(const Tensor& y, const Tensor& w, const Tensor& x) { matmul(y, w, x); }
     // y [n, w] = a [n, w] + b, b: [n, w] or [1, w] (broadcast over rows: a bias). y may be a.
     virtual void add(const Tensor& y, const Tensor& a, const Tensor& b) = 0;
     // y = x * s elementwise. y may be x.

@@ -37,6 +37,8 @@ public:
     void rms_norm(const Tensor& y, const Tensor& x, const Tensor& weight, float eps) override;
     void layer_norm(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) override;
     void matmul(const Tensor& y, const Tensor& w, const Tensor& x) override;
+    // F16 / F32 weights and kDenseGemmMinQueries+ rows: dense_gemm (cpu_backend_audio.cpp).
+    void matmul_encoder(const Tensor& y, const Tensor& w, const Tensor& x) override;
     void add(const Tensor& y, const Tensor& a, const Tensor& b) override;
     void scale(const Tensor& y, const Tensor& x, float s) override;
     void softcap(const Tensor& y, const Tensor& x, float cap) override;
@@ -59,6 +61,10 @@ public:
     void attention_dense_gemm(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                               const DenseAttention& shape);
     static constexpr size_t kDenseGemmMinQueries = 16;
+    // Fewer queries, no mask, not causal (cross-attention of a decode step): per (query, head) the
+    // scores and weighted values straight from the k / v rows (cpu_backend_audio.cpp).
+    void attention_dense_few(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
+                             const DenseAttention& shape);
     // Tests: always the row loop (the reference for attention_dense_gemm).
     void force_dense_rows(bool on) { force_dense_rows_ = on; }
 
@@ -76,6 +82,7 @@ private:
     std::vector<AttentionWorkspace> attn_ws_;       // [n_threads] attention scratch
     RopeAngles rope_angles_;                        // cos/sin of the batch positions per parameter set
     std::vector<float> scratch_;                    // im2col rows of the convolutions
+    std::vector<float> dense_packed_;               // dense_gemm's packed B (encoder matmuls, attention)
     bool force_dense_rows_ = false;
 };
 

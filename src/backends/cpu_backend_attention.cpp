@@ -97,6 +97,10 @@ void CpuBackend::attention_dense(const Tensor& out, const Tensor& q, const Tenso
         attention_dense_gemm(out, q, k, v, mask, s);
         return;
     }
+    if (mask.empty() && !s.causal && !force_dense_rows_) {
+        attention_dense_few(out, q, k, v, s);
+        return;
+    }
     const float* qd = q.as<float>();
     const float* kd = k.as<float>();
     const float* vd = v.as<float>();

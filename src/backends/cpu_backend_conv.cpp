@@ -1,8 +1,9 @@
 // CpuBackend: convolutions as im2col rows times the weight matrix (the matmul kernels of every
-// weight type), plus the bias.
+// weight type; 1-D over many frames with F16 / F32 weights: dense_gemm), plus the bias.
 #include <cstring>
 
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/dense_gemm.h"
 #include "backends/cpu_backend.h"
 #include "core/error.h"
 
@@ -48,7 +49,14 @@ void CpuBackend::conv1d(const Tensor& y, const Tensor& x, const Tensor& w, const
             }
         }
     });
-    cactus::matmul(y.as<float>(), w.data(), w.type, w.row_bytes(), scratch_.data(), n_t_out, k_width, n_out, *pool_);
+    // Many frames (Whisper's stem): F16 / F32 weights through dense_gemm, as the encoder linears.
+    const bool dense = n_t_out >= kDenseGemmMinQueries &&
+                       dense_matmul(y.as<float>(), w.data(), w.type, w.row_bytes(), scratch_.data(), n_t_out, k_width,
+                                    n_out, dense_packed_, *pool_);
+    if (!dense) {
+        cactus::matmul(y.as<float>(), w.data(), w.type, w.row_bytes(), scratch_.data(), n_t_out, k_width, n_out,
+                       *pool_);
+    }
     add_bias_rows(y.as<float>(), b, n_t_out, n_out);
 }
 

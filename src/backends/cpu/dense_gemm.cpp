@@ -3,20 +3,40 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/cpu_kernels.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "ops/quant.h"
 
 namespace cactus {
 
 namespace {
 
-void panel_rows_generic(float* c, size_t ldc, const float* a, size_t lda, const float* panel, size_t k, size_t rows) {
+void panel_rows_generic(float* c, size_t ldc, const float* a, size_t lda, const float* panel, size_t k, size_t rows,
+                        bool accumulate) {
     for (size_t r = 0; r < rows; ++r) {
         for (size_t j = 0; j < kDensePanel; ++j) {
-            float acc = 0.0f;
+            float acc = accumulate ? c[r * ldc + j] : 0.0f;
             for (size_t kk = 0; kk < k; ++kk) acc = std::fma(a[r * lda + kk], panel[kk * kDensePanel + j], acc);
             c[r * ldc + j] = acc;
         }
+    }
+}
+
+// B element (j, kk) as a float.
+float b_at(const DenseB& b, size_t j, size_t kk) {
+    const size_t i = b.k_major ? kk * b.stride + j : j * b.stride + kk;
+    return b.half != nullptr ? fp16_to_fp32(b.half[i]) : b.b[i];
+}
+
+// Half B rows (weight rows, not k_major): each of the panel's rows widened once (the table's F16C
+// row conversion), then scattered into the panel's [k][16] layout.
+void pack_half_rows(float* out, const DenseB& b, size_t j0, size_t width, size_t k) {
+    thread_local std::vector<float> row;
+    row.resize(k);
+    for (size_t j = 0; j < width; ++j) {
+        dequantize_row_cpu(DType::F16, row.data(), b.half + (j0 + j) * b.stride, k);
+        for (size_t kk = 0; kk < k; ++kk) out[kk * kDensePanel + j] = row[kk];
     }
 }
 
@@ -25,43 +45,110 @@ void pack_panels(float* packed, const DenseB& b, size_t n, size_t k, size_t p) {
     float* out = packed + p * k * kDensePanel;  // [k][16]
     const size_t j0 = p * kDensePanel;
     const size_t width = std::min(kDensePanel, n - j0);
-    for (size_t kk = 0; kk < k; ++kk) {
-        float* dst = out + kk * kDensePanel;
-        if (b.k_major) {
-            std::copy_n(b.b + kk * b.stride + j0, width, dst);
-        } else {
-            for (size_t j = 0; j < width; ++j) dst[j] = b.b[(j0 + j) * b.stride + kk];
+    if (b.half != nullptr && !b.k_major) {
+        pack_half_rows(out, b, j0, width, k);
+    } else {
+        for (size_t kk = 0; kk < k; ++kk) {
+            float* dst = out + kk * kDensePanel;
+            if (b.k_major && b.half == nullptr) {
+                std::copy_n(b.b + kk * b.stride + j0, width, dst);
+            } else {
+                for (size_t j = 0; j < width; ++j) dst[j] = b_at(b, j0 + j, kk);
+            }
         }
-        std::fill(dst + width, dst + kDensePanel, 0.0f);
     }
+    for (size_t kk = 0; kk < k; ++kk) std::fill(out + kk * kDensePanel + width, out + (kk + 1) * kDensePanel, 0.0f);
 }
 
-// Rows [i0, i0 + rows) of C against panels [p0, p1); the last panel goes through a 16-wide tile
-// when n is not a multiple of 16.
-void row_block(float* c, size_t ldc, const float* a, size_t lda, const float* packed, size_t n, size_t k, size_t i0,
-               size_t rows, size_t p0, size_t p1, const DenseGemmKernels& kernels) {
+// The product's operands and how its loops are cut.
+struct DenseJob {
+    float* c;
+    size_t ldc;
+    const float* a;
+    size_t lda;
+    const float* packed;  // [n_panels][k][16]
+    size_t m, n, k;
+    const DenseGemmKernels* kernels;
+};
+
+// Rows [i0, i0 + rows) of C against panels [p0, p1), k in [k0, k0 + kl); the last panel goes
+// through a 16-wide tile when n is not a multiple of 16.
+void row_block(const DenseJob& g, size_t i0, size_t rows, size_t p0, size_t p1, size_t k0, size_t kl) {
     float edge[kDenseMaxRows * kDensePanel];
+    const bool accumulate = k0 > 0;
+    const float* a = g.a + i0 * g.lda + k0;
     for (size_t p = p0; p < p1; ++p) {
-        const float* panel = packed + p * k * kDensePanel;
+        const float* panel = g.packed + (p * g.k + k0) * kDensePanel;
         const size_t j0 = p * kDensePanel;
-        if (j0 + kDensePanel <= n) {
-            kernels.panel_rows(c + i0 * ldc + j0, ldc, a + i0 * lda, lda, panel, k, rows);
+        float* c = g.c + i0 * g.ldc + j0;
+        if (j0 + kDensePanel <= g.n) {
+            g.kernels->panel_rows(c, g.ldc, a, g.lda, panel, kl, rows, accumulate);
             continue;
         }
-        kernels.panel_rows(edge, kDensePanel, a + i0 * lda, lda, panel, k, rows);
-        for (size_t r = 0; r < rows; ++r) std::copy_n(edge + r * kDensePanel, n - j0, c + (i0 + r) * ldc + j0);
+        const size_t width = g.n - j0;
+        for (size_t r = 0; r < rows; ++r) {
+            std::fill(edge + r * kDensePanel, edge + (r + 1) * kDensePanel, 0.0f);
+            if (accumulate) std::copy_n(c + r * g.ldc, width, edge + r * kDensePanel);
+        }
+        g.kernels->panel_rows(edge, kDensePanel, a, g.lda, panel, kl, rows, accumulate);
+        for (size_t r = 0; r < rows; ++r) std::copy_n(edge + r * kDensePanel, width, c + r * g.ldc);
     }
 }
 
-// Packed bytes of B that one sweep over the rows of A keeps in the L2 cache: every block of rows of
-// A then meets panels already in cache (a sweep over all panels of a 1536-wide B per block of 6
+// Packed bytes of B that one sweep over a chunk's rows keeps in the L2 cache: every block of rows
+// of A then meets panels already in cache (a sweep over all panels of a 1536-wide B per block of 6
 // rows would stream 2.4 MB from memory each time).
 constexpr size_t kPanelGroupBytes = 192 * 1024;
+// Row blocks per chunk of work (at most): chunks are claimed dynamically (a busy core takes fewer),
+// and a chunk's 96 rows x kDenseKBlock of A (96 KiB) sit in L2 next to a panel group. Fewer rows
+// are cut into smaller chunks, at least 4 per thread.
+constexpr size_t kBlocksPerChunk = 16;
+
+// Row blocks [b0, b1): k blocks outermost (each resumes the chains the previous one left in C),
+// then groups of panels, then the row blocks against each panel of the group.
+void row_chunk(const DenseJob& g, size_t b0, size_t b1) {
+    const size_t n_panels = (g.n + kDensePanel - 1) / kDensePanel;
+    size_t k0 = 0;
+    do {
+        const size_t kl = std::min(kDenseKBlock, g.k - k0);
+        const size_t group = std::max<size_t>(1, kPanelGroupBytes / (std::max<size_t>(kl, 1) * kDensePanel * 4));
+        for (size_t p0 = 0; p0 < n_panels; p0 += group) {
+            const size_t p1 = std::min(n_panels, p0 + group);
+            for (size_t blk = b0; blk < b1; ++blk) {
+                const size_t i0 = blk * kDenseMaxRows;
+                row_block(g, i0, std::min(kDenseMaxRows, g.m - i0), p0, p1, k0, kl);
+            }
+        }
+        k0 += kl;
+    } while (k0 < g.k);
+}
 
 }  // namespace
 
+void dense_dot_rows_generic(float* s, const float* q, const float* rows, size_t stride, size_t n_rows, size_t d) {
+    for (size_t j = 0; j < n_rows; ++j) {
+        const float* r = rows + j * stride;
+        float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // eight partial sums: the compiler vectorises them
+        size_t c = 0;
+        for (; c + 8 <= d; c += 8)
+            for (size_t l = 0; l < 8; ++l) lane[l] += q[c + l] * r[c + l];
+        float dot = ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+        for (; c < d; ++c) dot += q[c] * r[c];
+        s[j] = dot;
+    }
+}
+
+void dense_axpy_rows_generic(float* out, const float* p, const float* rows, size_t stride, size_t n_rows, size_t d) {
+    for (size_t j = 0; j < n_rows; ++j) {
+        const float* r = rows + j * stride;
+        const float w = p[j];
+        for (size_t c = 0; c < d; ++c) out[c] += w * r[c];
+    }
+}
+
 const DenseGemmKernels& dense_gemm_kernels_generic() {
-    static const DenseGemmKernels table = {"generic", panel_rows_generic};
+    static const DenseGemmKernels table = {"generic", panel_rows_generic, dense_dot_rows_generic,
+                                           dense_axpy_rows_generic};
     return table;
 }
 
@@ -77,17 +164,40 @@ void dense_gemm(float* c, size_t ldc, const float* a, size_t lda, const DenseB& 
     pool.parallel_for(n_panels, [&](size_t begin, size_t end) {
         for (size_t p = begin; p < end; ++p) pack_panels(packed.data(), b, n, k, p);
     });
+    const DenseJob job = {c, ldc, a, lda, packed.data(), m, n, k, &kernels};
     const size_t n_blocks = (m + kDenseMaxRows - 1) / kDenseMaxRows;
-    const size_t group = std::max<size_t>(1, kPanelGroupBytes / (std::max<size_t>(k, 1) * kDensePanel * sizeof(float)));
-    for (size_t p0 = 0; p0 < n_panels; p0 += group) {
-        const size_t p1 = std::min(n_panels, p0 + group);
-        pool.parallel_for(n_blocks, [&](size_t begin, size_t end) {
-            for (size_t blk = begin; blk < end; ++blk) {
-                const size_t i0 = blk * kDenseMaxRows;
-                row_block(c, ldc, a, lda, packed.data(), n, k, i0, std::min(kDenseMaxRows, m - i0), p0, p1, kernels);
-            }
-        });
+    const size_t per_chunk =
+        std::clamp<size_t>(n_blocks / (4 * static_cast<size_t>(std::max(pool.size(), 1))), 1, kBlocksPerChunk);
+    const size_t n_chunks = (n_blocks + per_chunk - 1) / per_chunk;
+    pool.run_chunks(n_chunks, [&](size_t chunk) {
+        const size_t b0 = chunk * per_chunk;
+        row_chunk(job, b0, std::min(n_blocks, b0 + per_chunk));
+    });
+}
+
+void dense_pack_panel(float* packed, const DenseB& b, size_t n, size_t k, size_t p) { pack_panels(packed, b, n, k, p); }
+
+void dense_gemm_rows(float* c, size_t ldc, const float* a, size_t lda, const float* packed, size_t m, size_t n,
+                     size_t k, const DenseGemmKernels& kernels) {
+    if (m == 0 || n == 0) return;
+    const DenseJob job = {c, ldc, a, lda, packed, m, n, k, &kernels};
+    row_chunk(job, 0, (m + kDenseMaxRows - 1) / kDenseMaxRows);
+}
+
+bool dense_matmul(float* y, const void* w, DType w_type, size_t w_row_bytes, const float* x, size_t n_tokens,
+                  size_t n_in, size_t n_out, std::vector<float>& packed, ThreadPool& pool) {
+    DenseB b{nullptr, 0, false};
+    if (w_type == DType::F32) {
+        b.b = static_cast<const float*>(w);
+        b.stride = w_row_bytes / sizeof(float);
+    } else if (w_type == DType::F16) {
+        b.half = static_cast<const uint16_t*>(w);
+        b.stride = w_row_bytes / sizeof(uint16_t);
+    } else {
+        return false;
     }
+    dense_gemm(y, n_out, x, n_in, b, n_tokens, n_out, n_in, packed, pool);
+    return true;
 }
 
 }  // namespace cactus

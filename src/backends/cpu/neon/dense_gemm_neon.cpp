@@ -15,10 +15,10 @@ namespace cactus {
 namespace {
 
 template <int R>
-void panel_rows_t(float* c, size_t ldc, const float* a, size_t lda, const float* panel, size_t k) {
+void panel_rows_t(float* c, size_t ldc, const float* a, size_t lda, const float* panel, size_t k, bool accumulate) {
     float32x4_t acc[R][4];
     for (int r = 0; r < R; ++r)
-        for (int q = 0; q < 4; ++q) acc[r][q] = vdupq_n_f32(0.0f);
+        for (int q = 0; q < 4; ++q) acc[r][q] = accumulate ? vld1q_f32(c + r * ldc + 4 * q) : vdupq_n_f32(0.0f);
     for (size_t kk = 0; kk < k; ++kk) {
         float32x4_t b[4];
         for (int q = 0; q < 4; ++q) b[q] = vld1q_f32(panel + kk * kDensePanel + 4 * q);
@@ -31,27 +31,28 @@ void panel_rows_t(float* c, size_t ldc, const float* a, size_t lda, const float*
         for (int q = 0; q < 4; ++q) vst1q_f32(c + r * ldc + 4 * q, acc[r][q]);
 }
 
-void panel_rows_neon(float* c, size_t ldc, const float* a, size_t lda, const float* panel, size_t k, size_t rows) {
+void panel_rows_neon(float* c, size_t ldc, const float* a, size_t lda, const float* panel, size_t k, size_t rows,
+                     bool accumulate) {
     switch (rows) {
         case 1:
-            return panel_rows_t<1>(c, ldc, a, lda, panel, k);
+            return panel_rows_t<1>(c, ldc, a, lda, panel, k, accumulate);
         case 2:
-            return panel_rows_t<2>(c, ldc, a, lda, panel, k);
+            return panel_rows_t<2>(c, ldc, a, lda, panel, k, accumulate);
         case 3:
-            return panel_rows_t<3>(c, ldc, a, lda, panel, k);
+            return panel_rows_t<3>(c, ldc, a, lda, panel, k, accumulate);
         case 4:
-            return panel_rows_t<4>(c, ldc, a, lda, panel, k);
+            return panel_rows_t<4>(c, ldc, a, lda, panel, k, accumulate);
         case 5:
-            return panel_rows_t<5>(c, ldc, a, lda, panel, k);
+            return panel_rows_t<5>(c, ldc, a, lda, panel, k, accumulate);
         default:
-            return panel_rows_t<6>(c, ldc, a, lda, panel, k);
+            return panel_rows_t<6>(c, ldc, a, lda, panel, k, accumulate);
     }
 }
 
 }  // namespace
 
 const DenseGemmKernels& dense_gemm_kernels_neon() {
-    static const DenseGemmKernels table = {"neon", panel_rows_neon};
+    static const DenseGemmKernels table = {"neon", panel_rows_neon, dense_dot_rows_generic, dense_axpy_rows_generic};
     return table;
 }
 
