@@ -30,6 +30,12 @@ public:
         be_.matmul(y, w, x);
         if (!bias.empty()) be_.add(y, y, bias);
     }
+    // linear for encoders (hundreds of image patches or audio frames, computed once): the back end
+    // may sum in its faster encoder order (Backend::matmul_encoder); no decode step recomputes these.
+    void encoder_linear(const Tensor& y, const Tensor& w, const Tensor& x, const Tensor& bias = Tensor()) const {
+        be_.matmul_encoder(y, w, x);
+        if (!bias.empty()) be_.add(y, y, bias);
+    }
     // Rotates x [n, n_head * head_dim] at positions pos [n].
     void rope(const Tensor& x, size_t n_head, const Tensor& pos, const RopeParams& params) const {
         be_.rope(x, n_head, pos, params);

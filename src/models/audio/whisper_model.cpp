@@ -290,17 +290,6 @@ void WhisperModel::copy_slot(size_t dst, size_t src, size_t n_rows) {
     }
 }
 
-namespace {
-
-// y [n, n_out] = x [n, n_in] W^T + bias, for the encoder's hundreds of frames: the back end may
-// sum in its faster encoder order (Backend::matmul_encoder); no decode step recomputes these.
-void encoder_linear(Backend& be, const Tensor& y, const Tensor& w, const Tensor& x, const Tensor& bias) {
-    be.matmul_encoder(y, w, x);
-    if (!bias.empty()) be.add(y, y, bias);
-}
-
-}  // namespace
-
 void WhisperModel::encoder_block(const EncLayer& l, const Tensor& x, size_t n) {
     const size_t d = hp_.n_embd;
     const Tensor h = eh_.rows_view(0, n), q = eq_.rows_view(0, n), k = ek_.rows_view(0, n);
@@ -310,16 +299,16 @@ void WhisperModel::encoder_block(const EncLayer& l, const Tensor& x, size_t n) {
     shape.head_dim = shape.head_dim_v = d / hp_.n_head;
     shape.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
     blocks_.layer_norm(h, x, l.attn_norm_w, l.attn_norm_b, kNormEps);
-    encoder_linear(be_, q, l.wq, h, l.bq);
-    encoder_linear(be_, k, l.wk, h, l.bk);
-    encoder_linear(be_, v, l.wv, h, l.bv);
+    blocks_.encoder_linear(q, l.wq, h, l.bq);
+    blocks_.encoder_linear(k, l.wk, h, l.bk);
+    blocks_.encoder_linear(v, l.wv, h, l.bv);
     be_.attention_dense(a, q, k, v, Tensor(), shape);  // [n, d]
-    encoder_linear(be_, h, l.wo, a, l.bo);
+    blocks_.encoder_linear(h, l.wo, a, l.bo);
     blocks_.residual(x, h);
     blocks_.layer_norm(h, x, l.ffn_norm_w, l.ffn_norm_b, kNormEps);
-    encoder_linear(be_, f, l.up, h, l.up_b);  // [n, 4 d]
+    blocks_.encoder_linear(f, l.up, h, l.up_b);  // [n, 4 d]
     be_.gelu(f, f, Activation::GELU_ERF);
-    encoder_linear(be_, h, l.down, f, l.down_b);
+    blocks_.encoder_linear(h, l.down, f, l.down_b);
     blocks_.residual(x, h);
 }
 
@@ -339,8 +328,8 @@ void WhisperModel::encode(const float* mel) {
     for (const EncLayer& l : enc_) encoder_block(l, ex_, na);
     blocks_.layer_norm(ex_, ex_, enc_norm_w_, enc_norm_b_, kNormEps);
     for (size_t il = 0; il < hp_.n_dec_layer; ++il) {  // cross-attention K/V, once per window
-        encoder_linear(be_, cross_k_[il], dec_[il].ck, ex_, dec_[il].ck_b);
-        encoder_linear(be_, cross_v_[il], dec_[il].cv, ex_, dec_[il].cv_b);
+        blocks_.encoder_linear(cross_k_[il], dec_[il].ck, ex_, dec_[il].ck_b);
+        blocks_.encoder_linear(cross_v_[il], dec_[il].cv, ex_, dec_[il].cv_b);
     }
     (void)d;
 }

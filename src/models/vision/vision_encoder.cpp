@@ -198,16 +198,16 @@ void VisionEncoder::encode(const EncoderInput& in, std::vector<float>* out) {
     shape.scale = 1.0f / std::sqrt(float(shape.head_dim));
     for (const Layer& L : layers_) {
         nn_.layer_norm(cur, x, L.ln1_w, L.ln1_b, hp_.eps);
-        nn_.linear(q, L.q_w, cur, L.q_b);
-        nn_.linear(k, L.k_w, cur, L.k_b);
-        nn_.linear(v, L.v_w, cur, L.v_b);
+        nn_.encoder_linear(q, L.q_w, cur, L.q_b);
+        nn_.encoder_linear(k, L.k_w, cur, L.k_b);
+        nn_.encoder_linear(v, L.v_w, cur, L.v_b);
         be.attention_dense(attn, q, k, v, Tensor(), shape);
-        nn_.linear(cur, L.o_w, attn, L.o_b);
+        nn_.encoder_linear(cur, L.o_w, attn, L.o_b);
         nn_.residual(x, cur);
         nn_.layer_norm(cur, x, L.ln2_w, L.ln2_b, hp_.eps);
-        nn_.linear(hid, L.up_w, cur, L.up_b);
+        nn_.encoder_linear(hid, L.up_w, cur, L.up_b);
         be.gelu(hid, hid, hp_.act);
-        nn_.linear(cur, L.down_w, hid, L.down_b);
+        nn_.encoder_linear(cur, L.down_w, hid, L.down_b);
         nn_.residual(x, cur);
     }
     nn_.layer_norm(x, x, post_w_, post_b_, hp_.eps);
