@@ -80,7 +80,8 @@ void CpuBackend::attention_dense_gemm(const Tensor& out, const Tensor& q, const 
     const float* md = mask.empty() ? nullptr : mask.as<float>();
     // Every KV head's K (as B rows: scores) and V (k-major: weighted sums) packed once, up front.
     const size_t kp = (n_kv + kDensePanel - 1) / kDensePanel, vp = (hdv + kDensePanel - 1) / kDensePanel;
-    const size_t k_size = kp * std::max<size_t>(hd, 1) * kDensePanel, v_size = vp * std::max<size_t>(n_kv, 1) * kDensePanel;
+    const size_t k_size = kp * std::max<size_t>(hd, 1) * kDensePanel,
+                 v_size = vp * std::max<size_t>(n_kv, 1) * kDensePanel;
     const size_t per_head = k_size + v_size;  // [K panels | V panels] of one KV head
     dense_packed_.resize(s.n_head_kv * per_head);
     float* packed = dense_packed_.data();

@@ -50,9 +50,9 @@ void CpuBackend::conv1d(const Tensor& y, const Tensor& x, const Tensor& w, const
         }
     });
     // Many frames (Whisper's stem): F16 / F32 weights through dense_gemm, as the encoder linears.
-    const bool dense = n_t_out >= kDenseGemmMinQueries &&
-                       dense_matmul(y.as<float>(), w.data(), w.type, w.row_bytes(), scratch_.data(), n_t_out, k_width,
-                                    n_out, dense_packed_, *pool_);
+    const bool dense =
+        n_t_out >= kDenseGemmMinQueries && dense_matmul(y.as<float>(), w.data(), w.type, w.row_bytes(), scratch_.data(),
+                                                        n_t_out, k_width, n_out, dense_packed_, *pool_);
     if (!dense) {
         cactus::matmul(y.as<float>(), w.data(), w.type, w.row_bytes(), scratch_.data(), n_t_out, k_width, n_out,
                        *pool_);

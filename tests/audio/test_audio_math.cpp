@@ -129,8 +129,8 @@ TEST(DenseAttention, FewQueriesMatchTheRowLoop) {
     struct Case {
         size_t n_q, n_kv, n_head, n_head_kv, hd;
     };
-    for (const Case c : {Case{1, 1500 / 4, 6, 6, 64}, Case{5, 7, 4, 2, 13}, Case{15, 1, 3, 1, 24},
-                         Case{2, 33, 2, 2, 100}}) {
+    for (const Case c :
+         {Case{1, 1500 / 4, 6, 6, 64}, Case{5, 7, 4, 2, 13}, Case{15, 1, 3, 1, 24}, Case{2, 33, 2, 2, 100}}) {
         auto make = [&](size_t w, size_t r) {
             auto buf = be.alloc(w * r * 4);
             Tensor t = make_tensor(buf.get(), 0, DType::F32, w, r);
@@ -190,8 +190,8 @@ TEST(Conv1d, ManyFramesF16MatchesADirectSum) {
                         want += double(wf[o * n_in * kernel + ch * kernel + k]) * x.as<float>()[src * n_in + ch];
                     }
                 }
-                ASSERT_NEAR(y.as<float>()[t * n_out + o], want, 1e-4) << "stride " << stride << " (" << t << ", " << o
-                                                                       << ")";
+                ASSERT_NEAR(y.as<float>()[t * n_out + o], want, 1e-4)
+                    << "stride " << stride << " (" << t << ", " << o << ")";
             }
         }
     }
@@ -239,9 +239,10 @@ TEST(MatmulEncoder, DenseForManyRowsMatmulOtherwise) {
     }
     // Shapes that do not fit are refused like matmul's.
     auto b = be.alloc(64 * 64 * 4);
-    EXPECT_THROW(be.matmul_encoder(make_tensor(b.get(), 0, DType::F32, 8, 20), make_tensor(b.get(), 0, DType::F32, 16, 8),
-                                   make_tensor(b.get(), 0, DType::F32, 15, 20)),
-                 Error);
+    EXPECT_THROW(
+        be.matmul_encoder(make_tensor(b.get(), 0, DType::F32, 8, 20), make_tensor(b.get(), 0, DType::F32, 16, 8),
+                          make_tensor(b.get(), 0, DType::F32, 15, 20)),
+        Error);
 }
 
 }  // namespace

@@ -47,7 +47,8 @@ TEST(DenseGemm, EveryTierEqualsOneFmaChainPerElement) {
     for (const DenseGemmKernels* kernels : dense_gemm_tables()) {
         for (size_t m : {1, 5, 6, 7, 13, 40}) {
             for (size_t n : {1, 15, 16, 17, 33, 64}) {
-                for (size_t k : {size_t{1}, size_t{7}, size_t{64}, size_t{129}, kDenseKBlock, kDenseKBlock + 1, size_t{1500}}) {
+                for (size_t k :
+                     {size_t{1}, size_t{7}, size_t{64}, size_t{129}, kDenseKBlock, kDenseKBlock + 1, size_t{1500}}) {
                     for (int layout = 0; layout < 4; ++layout) {
                         const bool k_major = layout & 1, half = layout & 2;
                         const size_t lda = k + 3, ldc = n + 5;
@@ -69,8 +70,7 @@ TEST(DenseGemm, EveryTierEqualsOneFmaChainPerElement) {
                                 }
                                 ASSERT_EQ(got, reference(a.data(), b, i, j, lda, k))
                                     << kernels->isa_name << " m=" << m << " n=" << n << " k=" << k
-                                    << " k_major=" << k_major << " half=" << half << " at (" << i << ", " << j
-                                    << ")";
+                                    << " k_major=" << k_major << " half=" << half << " at (" << i << ", " << j << ")";
                             }
                         }
                     }

@@ -23,9 +23,9 @@ namespace cactus {
 
 class ThreadPool;
 
-constexpr size_t kDensePanel = 16;   // columns of C per packed panel
-constexpr size_t kDenseMaxRows = 6;  // rows of A per micro-kernel call
-constexpr size_t kDenseKBlock = 256; // k per pass: 6 rows of A (6 KiB) + a panel slice (16 KiB) in L1
+constexpr size_t kDensePanel = 16;    // columns of C per packed panel
+constexpr size_t kDenseMaxRows = 6;   // rows of A per micro-kernel call
+constexpr size_t kDenseKBlock = 256;  // k per pass: 6 rows of A (6 KiB) + a panel slice (16 KiB) in L1
 
 struct DenseGemmKernels {
     const char* isa_name;

@@ -20,10 +20,10 @@ void panel_rows_t(float* c, size_t ldc, const float* a, size_t lda, const float*
     const __m256 zero = _mm256_setzero_ps();
     __m256 c00 = zero, c01 = zero, c10 = zero, c11 = zero, c20 = zero, c21 = zero;
     __m256 c30 = zero, c31 = zero, c40 = zero, c41 = zero, c50 = zero, c51 = zero;
-#define CACTUS_DENSE_LOAD(r)                               \
-    if constexpr (R > r) {                                 \
-        c##r##0 = _mm256_loadu_ps(c + (r) * ldc);          \
-        c##r##1 = _mm256_loadu_ps(c + (r) * ldc + 8);      \
+#define CACTUS_DENSE_LOAD(r)                        \
+    if constexpr (R > r) {                          \
+        c##r##0 = _mm256_loadu_ps(c + (r)*ldc);     \
+        c##r##1 = _mm256_loadu_ps(c + (r)*ldc + 8); \
     }
     if (accumulate) {
         CACTUS_DENSE_ROWS(CACTUS_DENSE_LOAD)
@@ -33,19 +33,19 @@ void panel_rows_t(float* c, size_t ldc, const float* a, size_t lda, const float*
         const __m256 b0 = _mm256_loadu_ps(panel + kk * kDensePanel);
         const __m256 b1 = _mm256_loadu_ps(panel + kk * kDensePanel + 8);
         const float* ak = a + kk;
-#define CACTUS_DENSE_FMA(r)                                    \
-    if constexpr (R > r) {                                     \
-        const __m256 x = _mm256_broadcast_ss(ak + (r) * lda);  \
-        c##r##0 = _mm256_fmadd_ps(x, b0, c##r##0);             \
-        c##r##1 = _mm256_fmadd_ps(x, b1, c##r##1);             \
+#define CACTUS_DENSE_FMA(r)                                 \
+    if constexpr (R > r) {                                  \
+        const __m256 x = _mm256_broadcast_ss(ak + (r)*lda); \
+        c##r##0 = _mm256_fmadd_ps(x, b0, c##r##0);          \
+        c##r##1 = _mm256_fmadd_ps(x, b1, c##r##1);          \
     }
         CACTUS_DENSE_ROWS(CACTUS_DENSE_FMA)
 #undef CACTUS_DENSE_FMA
     }
-#define CACTUS_DENSE_STORE(r)                              \
-    if constexpr (R > r) {                                 \
-        _mm256_storeu_ps(c + (r) * ldc, c##r##0);          \
-        _mm256_storeu_ps(c + (r) * ldc + 8, c##r##1);      \
+#define CACTUS_DENSE_STORE(r)                       \
+    if constexpr (R > r) {                          \
+        _mm256_storeu_ps(c + (r)*ldc, c##r##0);     \
+        _mm256_storeu_ps(c + (r)*ldc + 8, c##r##1); \
     }
     CACTUS_DENSE_ROWS(CACTUS_DENSE_STORE)
 #undef CACTUS_DENSE_STORE
