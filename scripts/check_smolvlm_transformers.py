@@ -21,6 +21,9 @@ transformers on the same images:
       vision_probe generate reports, <image> rows filled by transformers' own merger): the full
       Idefics3ForConditionalGeneration forward with input_ids + pixel_values, KL against ours.
 
+Beside them, llama.cpp's libmtmd on the same files (the oracle venv): its embeddings per part and its
+first-token log-probabilities, KL against transformers.
+
 Two processor configurations: the released SmolVLM-256M/500M one (longest_edge 2048, 512-px tiles)
 and longest_edge 512 (a single tile: transformers emits only the global image).
 
@@ -39,12 +42,11 @@ import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "vision"))
-import make_vlm_gguf as mk  # noqa: E402
 import vision_images  # noqa: E402
 
-VOCAB = mk.text_vocab(mk.IDEFICS3_SPECIALS)  # tokens, scores, types
-INDEX = {t: i for i, t in enumerate(VOCAB[0])}
-IMAGE_ID = INDEX["<image>"]
+# The test vocabulary of tests/vision/make_vlm_gguf.py (tokens, scores, types), set by main() once the
+# sdist's gguf-py (the converter needs its own) is first on the path: make_vlm_gguf imports gguf.
+VOCAB, INDEX, IMAGE_ID = None, None, None
 N_EMBD_TEXT = 256
 SIDE = 512
 # (longest_edge, [(w, h), ...]): the released geometry (every image is scaled to 2048 on its long
@@ -72,8 +74,10 @@ def random_idefics3(seed):
                 p.copy_(1.0 + 0.3 * torch.randn_like(p))
             elif name.endswith("bias"):
                 p.copy_(0.05 * torch.randn_like(p))
-            elif "position_embedding" in name or "embed_tokens" in name:
-                p.copy_(0.5 * torch.randn_like(p) if "position" in name else torch.randn_like(p))
+            elif "position_embedding" in name:
+                p.copy_(0.5 * torch.randn_like(p))
+            elif "embed_tokens" in name:
+                p.copy_(torch.randn_like(p))
             elif "lm_head" in name:  # logits spread by ~3 (neither flat nor one-hot)
                 p.copy_(3.0 * torch.randn_like(p) / np.sqrt(p.shape[1]))
             elif p.dim() >= 2:
@@ -208,6 +212,26 @@ def transformers_first_logits(model, ids, processed):
     return log_softmax(logits.double().numpy())
 
 
+def mtmd_run(oracle_python, code, args):
+    """A snippet with mtmd_oracle imported, in the oracle venv (llama-cpp-python 0.3.36's libmtmd)."""
+    prelude = "import sys, numpy as np; sys.path.insert(0, %r); import mtmd_oracle;" % os.path.join(REPO, "tests", "vision")
+    subprocess.run([oracle_python, "-c", prelude + code % args], check=True, capture_output=True)
+
+
+def mtmd_first_logits(oracle_python, text, mmproj, npy, out_npy):
+    mtmd_run(oracle_python, "first, _ = mtmd_oracle.mtmd_generate(%r, %r, np.load(%r), n_gen=1, n_threads=1);"
+             "np.save(%r, first)", (text, mmproj, npy, out_npy))
+    return log_softmax(np.load(out_npy))
+
+
+def mtmd_parts(oracle_python, text, mmproj, npy, out_npz):
+    """libmtmd's image chunks in prompt order (tiles, then the global image)."""
+    mtmd_run(oracle_python, "ref = mtmd_oracle.mtmd_layout(%r, %r, np.load(%r), n_threads=1);"
+             "np.savez(%r, *[v for k, v in ref if k == 'image'])", (text, mmproj, npy, out_npz))
+    z = np.load(out_npz)
+    return [z[f"arr_{i}"].astype(np.float64) for i in range(len(z.files))]
+
+
 def log_softmax(x):
     x = np.asarray(x, np.float64)
     x = x - x.max()
@@ -222,15 +246,19 @@ def top5(x):
     return [int(t) for t in np.argsort(-x)[:5]]
 
 
-def check_image(model, procs, probe, mmproj, text, d, w, h, seed):
+def check_image(model, procs, probe, mmproj, text, d, w, h, seed, oracle_python):
     rgb = vision_images.image(w, h, seed)
     png = os.path.join(d, f"img{seed}.png")
     vision_images.write_png(png, rgb)
+    np.save(png + ".npy", rgb)
+    mtmd = mtmd_parts(oracle_python, text, mmproj, png + ".npy", os.path.join(d, "m.npz")) if oracle_python else []
+    llama = mtmd_first_logits(oracle_python, text, mmproj, png + ".npy", os.path.join(d, "m.npy")) if oracle_python else None
     ours, meta = ours_encode(probe, mmproj, png, os.path.join(d, "o"))
     mine, ids = ours_first_logits(probe, text, mmproj, png, os.path.join(d, "l.f32"))
     n_image = sum(1 for t in ids if t < 0)
     print(f"{w}x{h}: grid {meta['grid_x']}x{meta['grid_y']}, {len(ours)} part(s), {len(ids)} prompt tokens "
-          f"({n_image} image rows)", flush=True)
+          f"({n_image} image rows); libmtmd: {len(mtmd)} part(s)", flush=True)
+    refs = {}
     for backend, proc in procs.items():
         theirs, processed = transformers_parts(model, proc, rgb)
         layout = prompt_string(proc, rgb)
@@ -248,20 +276,37 @@ def check_image(model, procs, probe, mmproj, text, d, w, h, seed):
                 continue
             op, oe = ours[k]
             diff = np.abs(op - tp)
-            print(f"    {name:8s}: pixels max {diff.max():5.2f} levels, mean {diff.mean():.4f}, "
-                  f"{(diff > 0.5).mean() * 100:.2f}% differ; embd {np.abs(oe - te).max() / np.abs(te).max():.2e}")
+            line = (f"    {name:8s}: pixels max {diff.max():5.2f} levels, mean {diff.mean():.4f}, "
+                    f"{(diff > 0.5).mean() * 100:.2f}% differ; embd {np.abs(oe - te).max() / np.abs(te).max():.2e}")
+            if len(mtmd) == len(theirs):
+                line += f" | libmtmd embd {np.abs(mtmd[k] - te).max() / np.abs(te).max():.2e}"
+            print(line)
         if same_layout:
-            ref = transformers_first_logits(model, ids, processed)
-            print(f"    first token: KL(transformers || cactus) {kl(ref, mine):.2e}; top-5 transformers {top5(ref)}, "
-                  f"cactus {top5(mine)}", flush=True)
+            ref = refs[backend] = transformers_first_logits(model, ids, processed)
+            line = (f"    first token: KL(transformers || cactus) {kl(ref, mine):.2e}; top-5 transformers {top5(ref)}, "
+                    f"cactus {top5(mine)}")
+            if llama is not None:
+                line += f"; KL(transformers || llama.cpp) {kl(ref, llama):.2e}, top-5 {top5(llama)}"
+            print(line, flush=True)
+    if len(refs) == 2:
+        print(f"  transformers' backends: KL(pil || torchvision) {kl(refs['pil'], refs['torchvision']):.2e}")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sdist", required=True, help="unpacked llama_cpp_python-0.3.36 sdist")
     ap.add_argument("--build", default=os.path.join(REPO, "build"))
+    ap.add_argument("--llama-python", default=os.path.expanduser("~/.cache/cactus/oracle/venv/bin/python"),
+                    help="the oracle venv's python (libmtmd columns); '' to leave them out")
     args = ap.parse_args()
     probe = os.path.join(args.build, "bin", "vision_probe")
+    converter_on_path(args.sdist)
+    import make_vlm_gguf as mk
+
+    global VOCAB, INDEX, IMAGE_ID
+    VOCAB = mk.text_vocab(mk.IDEFICS3_SPECIALS)
+    INDEX = {t: i for i, t in enumerate(VOCAB[0])}
+    IMAGE_ID = INDEX["<image>"]
     torch.set_num_threads(1)
     model = random_idefics3(7)
     with tempfile.TemporaryDirectory() as d:
@@ -276,7 +321,7 @@ def main():
             shutil.rmtree(hf_dir)
             print(f"== longest_edge {longest_edge}, tiles {SIDE} px ==")
             for seed, (w, h) in enumerate(sizes):
-                check_image(model, procs, probe, mmproj, text, d, w, h, seed)
+                check_image(model, procs, probe, mmproj, text, d, w, h, seed, args.llama_python)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
 # scripts/check_lfm2_transformers.sh (~5.6 GB; never in CI) plus torchvision and Pillow
 # (transformers' Idefics3ImageProcessor resizes with torchvision, Idefics3ImageProcessorPil with
 # Pillow; torchvision installed without dependencies so the venv's torch stays) and the
-# llama-cpp-python 0.3.36 sdist for the converter (CACTUS_LLAMA_SDIST: an unpacked one to use).
+# llama-cpp-python 0.3.36 sdist for the converter (CACTUS_LLAMA_SDIST: an unpacked one to use), and the oracle
+# venv for libmtmd.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv=${CACTUS_TORCH_VENV:-$HOME/.cache/cactus/torch-venv}
