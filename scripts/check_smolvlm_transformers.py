@@ -214,7 +214,8 @@ def transformers_first_logits(model, ids, processed):
 
 def mtmd_run(oracle_python, code, args):
     """A snippet with mtmd_oracle imported, in the oracle venv (llama-cpp-python 0.3.36's libmtmd)."""
-    prelude = "import sys, numpy as np; sys.path.insert(0, %r); import mtmd_oracle;" % os.path.join(REPO, "tests", "vision")
+    vision_tests = os.path.join(REPO, "tests", "vision")
+    prelude = "import sys, numpy as np; sys.path.insert(0, %r); import mtmd_oracle;" % vision_tests
     subprocess.run([oracle_python, "-c", prelude + code % args], check=True, capture_output=True)
 
 
@@ -251,8 +252,10 @@ def check_image(model, procs, probe, mmproj, text, d, w, h, seed, oracle_python)
     png = os.path.join(d, f"img{seed}.png")
     vision_images.write_png(png, rgb)
     np.save(png + ".npy", rgb)
-    mtmd = mtmd_parts(oracle_python, text, mmproj, png + ".npy", os.path.join(d, "m.npz")) if oracle_python else []
-    llama = mtmd_first_logits(oracle_python, text, mmproj, png + ".npy", os.path.join(d, "m.npy")) if oracle_python else None
+    mtmd, llama = [], None
+    if oracle_python:
+        mtmd = mtmd_parts(oracle_python, text, mmproj, png + ".npy", os.path.join(d, "m.npz"))
+        llama = mtmd_first_logits(oracle_python, text, mmproj, png + ".npy", os.path.join(d, "m.npy"))
     ours, meta = ours_encode(probe, mmproj, png, os.path.join(d, "o"))
     mine, ids = ours_first_logits(probe, text, mmproj, png, os.path.join(d, "l.f32"))
     n_image = sum(1 for t in ids if t < 0)
