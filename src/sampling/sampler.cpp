@@ -115,19 +115,6 @@ int32_t argmax(const std::vector<float>& logits) {
     return static_cast<int32_t>(best);
 }
 
-void softmax_candidates(std::vector<TokenCandidate>& c, std::vector<float>& probs) {
-    probs.resize(c.size());
-    if (c.empty()) return;
-    float max_logit = c[0].logit;
-    for (const TokenCandidate& t : c) max_logit = std::max(max_logit, t.logit);
-    double sum = 0.0;
-    for (size_t i = 0; i < c.size(); ++i) {
-        probs[i] = std::exp(c[i].logit - max_logit);
-        sum += probs[i];
-    }
-    for (float& p : probs) p = static_cast<float>(p / sum);
-}
-
 void keep_top_k(std::vector<TokenCandidate>& c, int k) {
     if (k <= 0 || static_cast<size_t>(k) >= c.size()) {
         sort_descending(c);

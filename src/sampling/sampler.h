@@ -62,7 +62,6 @@ private:
 // when k is 0); keep_top_p takes `c` in any order and leaves the kept prefix sorted; keep_min_p
 // takes any order and keeps it.
 int32_t argmax(const std::vector<float>& logits);
-void softmax_candidates(std::vector<TokenCandidate>& c, std::vector<float>& probs);
 void keep_top_k(std::vector<TokenCandidate>& c, int k);
 void keep_top_p(std::vector<TokenCandidate>& c, float p);
 void keep_min_p(std::vector<TokenCandidate>& c, float min_p);

@@ -155,6 +155,11 @@ TEST(Sampler, TopPAndMinPAgreeOnUnsortedInput) {
         keep_min_p(sorted, min_p);
         keep_min_p(shuffled, min_p);
         ASSERT_EQ(sorted.size(), shuffled.size()) << "min_p " << min_p;
+        std::vector<int32_t> a, b;
+        for (const TokenCandidate& t : sorted) a.push_back(t.id);
+        for (const TokenCandidate& t : shuffled) b.push_back(t.id);
+        std::sort(b.begin(), b.end(), [&](int32_t x, int32_t y) { return logits[size_t(x)] > logits[size_t(y)]; });
+        EXPECT_EQ(a, b) << "min_p " << min_p;
     }
 }
 

@@ -57,14 +57,15 @@ std::vector<int32_t> MarkerVocab::ids(const std::string& text) const {
     return out;
 }
 
-void append_idefics3_image(MediaPrompt* prompt, const Image& img, VisionEncoder& enc, const MarkerVocab& vocab) {
+namespace {
+
+// The layout's marker tokens and, for each part it names (0: the overview, k: tile k - 1), the
+// part's encoded rows, in order.
+void append_tiles(MediaPrompt* prompt, const TiledImage& tiled, const std::vector<LayoutPiece>& layout,
+                  VisionEncoder& enc, const MarkerVocab& vocab) {
     const VisionHParams& hp = enc.hparams();
-    if (prompt->n_embd != hp.proj_dim)
-        fail("append_idefics3_image: the projector gives %zu-wide rows, the text model takes %zu", hp.proj_dim,
-             prompt->n_embd);
-    const TiledImage tiled = idefics3_tiles(img, hp.image_size, hp.longest_edge);
     std::vector<float> rows;
-    for (const LayoutPiece& piece : idefics3_layout(tiled.grid_x, tiled.grid_y)) {
+    for (const LayoutPiece& piece : layout) {
         if (piece.part < 0) {
             for (int32_t id : vocab.ids(piece.text)) prompt->push_token(id);
             continue;
@@ -77,6 +78,17 @@ void append_idefics3_image(MediaPrompt* prompt, const Image& img, VisionEncoder&
         enc.encode(in, &rows);
         prompt->push_rows(rows.data(), enc.tokens(in));
     }
+}
+
+}  // namespace
+
+void append_idefics3_image(MediaPrompt* prompt, const Image& img, VisionEncoder& enc, const MarkerVocab& vocab) {
+    const VisionHParams& hp = enc.hparams();
+    if (prompt->n_embd != hp.proj_dim)
+        fail("append_idefics3_image: the projector gives %zu-wide rows, the text model takes %zu", hp.proj_dim,
+             prompt->n_embd);
+    const TiledImage tiled = idefics3_tiles(img, hp.image_size, hp.longest_edge);
+    append_tiles(prompt, tiled, idefics3_layout(tiled.grid_x, tiled.grid_y), enc, vocab);
 }
 
 namespace {
@@ -137,20 +149,7 @@ void append_lfm2_image(MediaPrompt* prompt, const Image& img, VisionEncoder& enc
         fail("append_lfm2_image: the projector gives %zu-wide rows, the text model takes %zu", hp.proj_dim,
              prompt->n_embd);
     const TiledImage tiled = lfm2_tiles(img, lfm2_config(hp));
-    std::vector<float> rows;
-    for (const LayoutPiece& piece : lfm2_layout(tiled.grid_x, tiled.grid_y)) {
-        if (piece.part < 0) {
-            for (int32_t id : vocab.ids(piece.text)) prompt->push_token(id);
-            continue;
-        }
-        const Image& part = piece.part == 0 ? tiled.overview : tiled.tiles[size_t(piece.part - 1)];
-        EncoderInput in;
-        in.width = part.width;
-        in.height = part.height;
-        in.planes = normalize_planes(part, hp.mean, hp.std);
-        enc.encode(in, &rows);
-        prompt->push_rows(rows.data(), enc.tokens(in));
-    }
+    append_tiles(prompt, tiled, lfm2_layout(tiled.grid_x, tiled.grid_y), enc, vocab);
 }
 
 void append_image(MediaPrompt* prompt, const Image& img, VisionEncoder& enc, const MarkerVocab& vocab) {
