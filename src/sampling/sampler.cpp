@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "ops/exp_sum.h"
 #include "sampling/grammar.h"
 
 namespace cactus {
@@ -31,72 +32,6 @@ uint64_t seed_from(const SamplingParams& p) {
 // at temperature 1 and at the sampling temperature, are left out before sorting: they cannot be
 // drawn in practice, and sorting all of a 50k-256k vocabulary cost ~15 ms per token.
 constexpr float kTailLogits = 27.6f;
-
-// std::bit_cast (C++20) through the builtin GCC and Clang share: unlike memcpy, it keeps the loop
-// below vectorisable.
-template <class To, class From>
-inline To bit_cast(From v) {
-    static_assert(sizeof(To) == sizeof(From), "bit_cast: sizes differ");
-    return __builtin_bit_cast(To, v);
-}
-
-// exp(-|x|) within 2.4e-7 relative, for |x| <= 87 (beyond, and for -inf or NaN, e^-87 ~ 1.6e-38):
-// Cody-Waite reduction by ln 2 and a degree-6 Taylor polynomial. Branch-free and without float
-// compares (which block GCC's vectoriser under the default -ftrapping-math), so the map below
-// vectorises on every tier's baseline: 49,152 terms in ~50 us instead of ~1 ms of double std::exp.
-inline float exp_nonpositive(float x) {
-    const int32_t magnitude = std::min(bit_cast<int32_t>(x) & 0x7FFFFFFF, bit_cast<int32_t>(87.0f));
-    x = bit_cast<float>(magnitude | INT32_MIN);                    // -min(|x|, 87)
-    const float shifted = x * 1.44269504088896341f + 12582912.0f;  // + 1.5 * 2^23: rounds to an integer
-    const float fn = shifted - 12582912.0f;
-    const int32_t n = bit_cast<int32_t>(shifted) - 0x4B400000;                       // that integer, in [-126, 0]
-    const float r = (x - fn * 0.693145751953125f) - fn * 1.428606765330187045e-06f;  // |r| <= ln 2 / 2
-    float p = 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    return bit_cast<float>(bit_cast<int32_t>(p) + n * (1 << 23));  // p * 2^n
-}
-
-// y[i] = exp((x[i] - max) * scale) for x[i] <= max, scale > 0 (vectorised; y may be x).
-void exp_map(float* y, const float* x, size_t n, float max, float scale) {
-    for (size_t i = 0; i < n; ++i) y[i] = exp_nonpositive((x[i] - max) * scale);
-}
-
-// sum of x[i] >= 0 in 8 float lanes per chunk of 256, the chunks in double.
-double sum_lanes(const float* x, size_t n) {
-    constexpr size_t kChunk = 256;
-    constexpr size_t kLanes = 8;
-    double total = 0.0;
-    for (size_t i = 0; i < n; i += kChunk) {
-        const size_t end = std::min(n, i + kChunk);
-        float lane[kLanes] = {};
-        size_t k = i;
-        for (; k + kLanes <= end; k += kLanes)
-            for (size_t l = 0; l < kLanes; ++l) lane[l] += x[k + l];
-        float part = 0.0f;
-        for (; k < end; ++k) part += x[k];
-        for (float v : lane) part += v;
-        total += static_cast<double>(part);
-    }
-    return total;
-}
-
-// sum over i of exp(x[i] - max) for x[i] <= max (-inf terms add ~1.6e-38), in chunks of 256.
-double sum_exp_below(const float* x, size_t n, float max) {
-    constexpr size_t kChunk = 256;
-    float e[kChunk];
-    double total = 0.0;
-    for (size_t i = 0; i < n; i += kChunk) {
-        const size_t m = std::min(kChunk, n - i);
-        exp_map(e, x + i, m, max, 1.0f);
-        total += sum_lanes(e, m);
-    }
-    return total;
-}
 
 void sort_descending(std::vector<TokenCandidate>& c) {
     std::sort(c.begin(), c.end(), [](const TokenCandidate& a, const TokenCandidate& b) {

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "models/audio/log_mel.h"
+#include "ops/exp_sum.h"
 
 namespace cactus {
 
@@ -23,13 +24,13 @@ constexpr double kFrameSeconds = 0.01;   // seconds per mel frame
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-// log_softmax in place; returns nothing, leaves -inf where the logit was -inf.
+// log_softmax in place; returns nothing, leaves -inf where the logit was -inf. The sum of exp is
+// the vectorised one of ops/exp_sum.h (2.4e-7 relative per term, summed in double per 256).
 void log_softmax(std::vector<float>& x) {
     float max = kNegInf;
     for (float v : x) max = std::max(max, v);
-    double sum = 0.0;
-    for (float v : x) sum += v == kNegInf ? 0.0 : std::exp(static_cast<double>(v - max));
-    const float log_sum = max + static_cast<float>(std::log(sum));
+    if (max == kNegInf) return;  // every logit -inf: nothing to normalise
+    const float log_sum = max + static_cast<float>(std::log(sum_exp_below(x.data(), x.size(), max)));
     for (float& v : x) v = v == kNegInf ? kNegInf : v - log_sum;
 }
 
@@ -77,8 +78,7 @@ void apply_rules(std::vector<float>& logits, const std::vector<int32_t>& sampled
     float ts_max = kNegInf;
     for (size_t i = tb; i < n; ++i) ts_max = std::max(ts_max, lp[i]);
     if (ts_max != kNegInf) {
-        double s = 0.0;
-        for (size_t i = tb; i < n; ++i) s += lp[i] == kNegInf ? 0.0 : std::exp(static_cast<double>(lp[i] - ts_max));
+        const double s = sum_exp_below(lp.data() + tb, n - tb, ts_max);
         const float ts_lp = ts_max + static_cast<float>(std::log(s));
         if (ts_lp > max_text) std::fill(logits.begin(), logits.begin() + static_cast<long>(tb), kNegInf);
     }

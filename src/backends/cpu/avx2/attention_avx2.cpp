@@ -62,6 +62,9 @@ void round_half_row(float* dst, const float* src, size_t n) {
     if (i < n) store_tail(dst, i, n, round_to_half(load_tail(src, i, n, 0.0f)));
 }
 
+// Three passes over the row (in L1): s * scale and its max, exp(s - max) and its sum, the
+// normalisation. s * scale is stored by the first pass: recomputed in the second, GCC would fuse
+// it with the subtraction, and the rounding would differ from the other tiers'.
 void softmax(float* s, size_t n, float scale, bool round_half) {
     const __m256 vscale = _mm256_set1_ps(scale);
     __m256 vmax = _mm256_set1_ps(-INFINITY);
@@ -81,14 +84,25 @@ void softmax(float* s, size_t n, float scale, bool round_half) {
     float max = lanes[0];
     for (float l : lanes) max = l > max ? l : max;
     const __m256 vm = _mm256_set1_ps(max);
-    __m256 vsum = _mm256_setzero_ps();
-    for (i = 0; i + 8 <= n; i += 8) {
-        const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + i), vm));
+    constexpr int kTogether = 4;  // exps in flight (exp_nonpositive_avx2_n)
+    __m256 sums[kTogether] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (i = 0; i + 8 * kTogether <= n; i += 8 * kTogether) {
+        __m256 e[kTogether];
+        for (int k = 0; k < kTogether; ++k) e[k] = _mm256_sub_ps(_mm256_loadu_ps(s + i + 8 * k), vm);
+        exp_nonpositive_avx2_n<kTogether>(e);
+        for (int k = 0; k < kTogether; ++k) {
+            _mm256_storeu_ps(s + i + 8 * k, e[k]);
+            sums[k] = _mm256_add_ps(sums[k], e[k]);
+        }
+    }
+    __m256 vsum = _mm256_add_ps(_mm256_add_ps(sums[0], sums[1]), _mm256_add_ps(sums[2], sums[3]));
+    for (; i + 8 <= n; i += 8) {
+        const __m256 e = exp_nonpositive_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + i), vm));
         _mm256_storeu_ps(s + i, e);
         vsum = _mm256_add_ps(vsum, e);
     }
     if (i < n) {
-        const __m256 e = exp_avx2(_mm256_sub_ps(load_tail(s, i, n, -INFINITY), vm));
+        const __m256 e = exp_nonpositive_avx2(_mm256_sub_ps(load_tail(s, i, n, -INFINITY), vm));
         store_tail(s, i, n, e);
         vsum = _mm256_add_ps(vsum, e);
     }
