@@ -133,6 +133,57 @@ inline __m256 half_field_of_8_rows(const uint8_t* rows, size_t w_row_bytes, size
                                           static_cast<short>(h[6]), static_cast<short>(h[7])));
 }
 
+// Formats whose 32 quants are 16 bytes of nibbles (Q4_0, Q4_1): two rows share each vector.
+template <class F>
+constexpr bool nibble_quants() {
+    return std::is_same<F, Q4_0Format>::value || std::is_same<F, Q4_1Format>::value;
+}
+
+// Nibble formats: rows r and r + 4 of the 8 share one vector (row r's 16 bytes of nibbles in the
+// low 128 bits, row r + 4's in the high), against the token's quants 0..15 / 16..31 broadcast to
+// both halves: per pair of rows one load, one shift, two masks, two vpmaddubsw whose int16 pair
+// sums are added (at most 2 * 2 * 15 * 127 = 7,620) and one vpmaddwd, where a row alone took a
+// vpmaddubsw and a vpmaddwd (Zen 1 runs one of either per 2 cycles). Three horizontal adds then
+// leave lane r = row r. The int32 block sums are the same integers, so the float work and the
+// results are the row-by-row path's, bit for bit.
+template <class F>
+inline __m256i nibble_rows_block_dots(const uint8_t* rows, size_t w_row_bytes, size_t block_byte, const int8_t* xq) {
+    using Block = typename F::Block;
+    const __m256i x_low = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xq)));
+    const __m256i x_high = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xq + 16)));
+    const __m256i mask = _mm256_set1_epi8(0x0F);
+    __m256i pair[4];  // pair[r]: lanes 0..3 row r, lanes 4..7 row r + 4
+    for (size_t r = 0; r < 4; ++r) {
+        const Block& a = *reinterpret_cast<const Block*>(rows + r * w_row_bytes + block_byte);
+        const Block& b = *reinterpret_cast<const Block*>(rows + (r + 4) * w_row_bytes + block_byte);
+        const __m256i packed = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)),
+                                                _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.qs)));
+        const __m256i low = _mm256_and_si256(packed, mask);                         // quants 0..15
+        const __m256i high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), mask);  // quants 16..31
+        const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(low, x_low), _mm256_maddubs_epi16(high, x_high));
+        pair[r] = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+    }
+    const __m256i h01 = _mm256_hadd_epi32(pair[0], pair[1]);  // [rows 0, 1 | rows 4, 5], two lanes each
+    const __m256i h23 = _mm256_hadd_epi32(pair[2], pair[3]);  // [rows 2, 3 | rows 6, 7]
+    return _mm256_hadd_epi32(h01, h23);                       // [rows 0..3 | rows 4..7]
+}
+
+// The exact int32 block sums of 8 rows (lane r = row r), without the offset.
+template <class F>
+inline __m256i rows_block_dots(const uint8_t* rows, size_t w_row_bytes, size_t block_byte, const int8_t* xq) {
+    if constexpr (nibble_quants<F>()) {
+        return nibble_rows_block_dots<F>(rows, w_row_bytes, block_byte, xq);
+    } else {
+        using Block = typename F::Block;
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
+        __m256i lanes[8];
+        for (size_t r = 0; r < 8; ++r) {
+            lanes[r] = raw_block_dot<F>(*reinterpret_cast<const Block*>(rows + r * w_row_bytes + block_byte), x);
+        }
+        return sum_lanes_of_8(lanes);
+    }
+}
+
 // y[0..8) = vec_dot(row r, x) for 8 rows of w_row_bytes from `rows`. The rows are 8 interleaved
 // streams, which the hardware prefetcher does not follow well from memory: each block step
 // prefetches `prefetch_step` bytes of the next panel instead (one sequential stream, when the rows
@@ -148,12 +199,8 @@ void half_panel_decode(float* y, const uint8_t* rows, size_t w_row_bytes, const 
             _mm_prefetch(reinterpret_cast<const char*>(prefetch + off), _MM_HINT_T0);
         }
         const size_t block_byte = b * sizeof(Block);
-        const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[b].qs));
-        __m256i lanes[8];
-        for (size_t r = 0; r < 8; ++r) {
-            lanes[r] = raw_block_dot<F>(*reinterpret_cast<const Block*>(rows + r * w_row_bytes + block_byte), xq);
-        }
-        const __m256i isum = _mm256_add_epi32(sum_lanes_of_8(lanes), _mm256_set1_epi32(act[b].bias));
+        const __m256i dots = rows_block_dots<F>(rows, w_row_bytes, block_byte, xb[b].qs);
+        const __m256i isum = _mm256_add_epi32(dots, _mm256_set1_epi32(act[b].bias));
         const __m256 dw = half_field_of_8_rows(rows, w_row_bytes, block_byte, offsetof(Block, d));
         acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(act[b].d)), _mm256_cvtepi32_ps(isum), acc);
         if constexpr (F::kHasMin) {
