@@ -423,6 +423,51 @@ inline void sum_halves_of_8(const __m256i* v, __m256i* a, __m256i* b) {
     *b = _mm256_permute2x128_si256(rows0123, rows4567, 0x31);
 }
 
+// Q4_K, rows a and b of one super-block in one vector pair: a's 16-byte halves of each raw vector in
+// the low 128 bits, b's in the high, so that each chunk's two halves of int16 pair sums (at most
+// 2 * 2 * 15 * 127 = 7,620) are added before one vpmaddwd with [a's scale | b's scale]: per pair of
+// rows 16 vpmaddubsw and 8 vpmaddwd, where the row path takes 16 and 16 (Zen 1 runs one of either
+// per 2 cycles). *isum / *mdot: lanes 0..3 row a, 4..7 row b (the same integers as k_row_lanes).
+inline void q4_k_pair_lanes(const BlockQ4_K& a, const BlockQ4_K& b, const KToken& x, __m256i* isum, __m256i* mdot) {
+    const KScaleWords sa(a.scales), sb(b.scales);
+    const __m256i scales = _mm256_permute2x128_si256(sa.words, sb.words, 0x20);  // [a's | b's] int16 scale_0..7
+    const __m256i mask = _mm256_set1_epi8(0x0F);
+    __m256i acc = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {  // raw vector j: chunk 2j (low nibbles) and 2j + 1 (high nibbles)
+        __m256i low_pairs = _mm256_setzero_si256(), high_pairs = _mm256_setzero_si256();
+        for (int half = 0; half < 2; ++half) {  // quants 16 * half .. 16 * half + 15 of both chunks
+            const size_t at = 32 * j + 16 * half;
+            const __m256i packed = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + at)),
+                                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.qs + at)));
+            const __m256i x_low = _mm256_broadcastsi128_si256(
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.b->qs + 64 * j + 16 * half)));
+            const __m256i x_high = _mm256_broadcastsi128_si256(
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.b->qs + 64 * j + 32 + 16 * half)));
+            low_pairs = _mm256_add_epi16(low_pairs, _mm256_maddubs_epi16(_mm256_and_si256(packed, mask), x_low));
+            high_pairs = _mm256_add_epi16(
+                high_pairs, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(packed, 4), mask), x_high));
+        }
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(low_pairs, word_broadcast(scales, 2 * j)));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(high_pairs, word_broadcast(scales, 2 * j + 1)));
+    }
+    *isum = acc;
+    *mdot = _mm256_set_m128i(_mm_madd_epi16(sb.mins, x.pairs), _mm_madd_epi16(sa.mins, x.pairs));
+}
+
+// Q4_K: the exact isum and mdot of 8 rows' super-block (lane r = row r), rows r and r + 4 paired.
+inline void q4_k_rows_sums(const uint8_t* rows, size_t w_row_bytes, size_t block_byte, const KToken& x, __m256i* isum,
+                           __m256i* mdot) {
+    __m256i is[4], md[4];
+    for (size_t r = 0; r < 4; ++r) {
+        q4_k_pair_lanes(*reinterpret_cast<const BlockQ4_K*>(rows + r * w_row_bytes + block_byte),
+                        *reinterpret_cast<const BlockQ4_K*>(rows + (r + 4) * w_row_bytes + block_byte), x, &is[r],
+                        &md[r]);
+    }
+    // pair r: [row r | row r + 4], 4 lanes each -> [rows 0..3 | rows 4..7]
+    *isum = _mm256_hadd_epi32(_mm256_hadd_epi32(is[0], is[1]), _mm256_hadd_epi32(is[2], is[3]));
+    *mdot = _mm256_hadd_epi32(_mm256_hadd_epi32(md[0], md[1]), _mm256_hadd_epi32(md[2], md[3]));
+}
+
 // y[0..8) = vec_dot(row r, x) for 8 rows of w_row_bytes from `rows`; each super-block step
 // prefetches `prefetch_step` bytes of the next panel from `prefetch` on (see half_panel_decode).
 template <class F>
@@ -437,14 +482,20 @@ void k_half_panel_decode(float* y, const uint8_t* rows, size_t w_row_bytes, cons
         const KToken tok(xb + sb);
         const size_t block_byte = sb * sizeof(Block);
         __m256i lanes[kHalfRows];
-        for (size_t r = 0; r < kHalfRows; ++r) {
-            lanes[r] = k_row_lanes<F>(*reinterpret_cast<const Block*>(rows + r * w_row_bytes + block_byte), tok);
+        if constexpr (!std::is_same<F, Q4_KPanels>::value) {
+            for (size_t r = 0; r < kHalfRows; ++r) {
+                lanes[r] = k_row_lanes<F>(*reinterpret_cast<const Block*>(rows + r * w_row_bytes + block_byte), tok);
+            }
         }
         const __m256 dx = _mm256_set1_ps(xb[sb].d);
         const __m256 dw = half_field_of_8_rows(rows, w_row_bytes, block_byte, offsetof(Block, d));
         if constexpr (F::kHasMins) {
             __m256i isum, mdot;
-            sum_halves_of_8(lanes, &isum, &mdot);
+            if constexpr (std::is_same<F, Q4_KPanels>::value) {
+                q4_k_rows_sums(rows, w_row_bytes, block_byte, tok, &isum, &mdot);
+            } else {
+                sum_halves_of_8(lanes, &isum, &mdot);
+            }
             acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum), acc);
             const __m256 dmin = half_field_of_8_rows(rows, w_row_bytes, block_byte, offsetof(Block, dmin));
             acc_min = _mm256_fmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(mdot), acc_min);
