@@ -54,7 +54,8 @@ inline void gelu_erf_n(__m256* x) {
 #define CACTUS_EACH for (int k = 0; k < N; ++k)
     CACTUS_EACH z[k] = _mm256_mul_ps(x[k], _mm256_set1_ps(0.70710678118654752f));
     CACTUS_EACH a[k] = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), z[k]);
-    CACTUS_EACH t[k] = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(_mm256_set1_ps(0.5f), a[k], _mm256_set1_ps(1.0f)));
+    CACTUS_EACH t[k] =
+        _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(_mm256_set1_ps(0.5f), a[k], _mm256_set1_ps(1.0f)));
     CACTUS_EACH p[k] = _mm256_set1_ps(c[9]);
     for (int j = 8; j >= 0; --j) CACTUS_EACH p[k] = _mm256_fmadd_ps(p[k], t[k], _mm256_set1_ps(c[j]));
     CACTUS_EACH p[k] = _mm256_fnmadd_ps(a[k], a[k], p[k]);  // -a^2 + P(t), at most P(1) = 3e-8 (a = 0)

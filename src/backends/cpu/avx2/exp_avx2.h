@@ -43,7 +43,7 @@ inline void exp_nonpositive_avx2_n(__m256* v) {
     CACTUS_EACH below[k] = _mm256_cmp_ps(v[k], _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
     CACTUS_EACH v[k] = _mm256_max_ps(v[k], _mm256_set1_ps(-87.3f));
     CACTUS_EACH n[k] = _mm256_round_ps(_mm256_mul_ps(v[k], _mm256_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     CACTUS_EACH v[k] = _mm256_fnmadd_ps(n[k], _mm256_set1_ps(0.693359375f), v[k]);
     CACTUS_EACH v[k] = _mm256_fnmadd_ps(n[k], _mm256_set1_ps(-2.12194440e-4f), v[k]);
     CACTUS_EACH y[k] = _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), v[k], _mm256_set1_ps(1.3981999507e-3f));
@@ -53,8 +53,7 @@ inline void exp_nonpositive_avx2_n(__m256* v) {
     CACTUS_EACH y[k] = _mm256_fmadd_ps(y[k], v[k], _mm256_set1_ps(5.0000001201e-1f));
     CACTUS_EACH y[k] = _mm256_fmadd_ps(y[k], _mm256_mul_ps(v[k], v[k]), _mm256_add_ps(v[k], _mm256_set1_ps(1.0f)));
     CACTUS_EACH {
-        const __m256i pow2n =
-            _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n[k]), _mm256_set1_epi32(127)), 23);
+        const __m256i pow2n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n[k]), _mm256_set1_epi32(127)), 23);
         v[k] = _mm256_andnot_ps(below[k], _mm256_mul_ps(y[k], _mm256_castsi256_ps(pow2n)));
     }
 #undef CACTUS_EACH
