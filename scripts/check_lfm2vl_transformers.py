@@ -33,6 +33,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "vision"))
 sys.path.insert(0, os.path.join(REPO, "tests", "models"))
 import vision_images  # noqa: E402
+from hf_check_common import converter_on_path, kl, log_softmax, run_converter, save_text_model  # noqa: E402
 from lfm2_synthetic import lfm2_vocab  # noqa: E402
 
 SPECIALS = (["<|image_start|>", "<|image_end|>", "<|img_thumbnail|>", "<image>"] +
@@ -102,17 +103,7 @@ def hub_names(hf_dir):
 
 
 def convert_mmproj(hf_dir, out_path, sdist):
-    llama_dir = os.path.join(sdist, "vendor", "llama.cpp")
-    sys.path.insert(0, os.path.join(llama_dir, "gguf-py"))
-    sys.path.insert(0, llama_dir)
-    import convert_hf_to_gguf as conv
-
-    argv = sys.argv
-    sys.argv = ["convert_hf_to_gguf.py", hf_dir, "--outfile", out_path, "--outtype", "f32", "--mmproj"]
-    try:
-        conv.main()
-    finally:
-        sys.argv = argv
+    run_converter(sdist, [hf_dir, "--outfile", out_path, "--outtype", "f32", "--mmproj"])
 
 
 def convert_text(model, workdir, out_path, sdist):
@@ -120,18 +111,10 @@ def convert_text(model, workdir, out_path, sdist):
     converter with the test vocabulary (markers included)."""
     from transformers import Lfm2ForCausalLM
 
-    lm = Lfm2ForCausalLM(model.config.text_config).float().eval()
-    state = {"model." + k: v for k, v in model.model.language_model.state_dict().items()}
-    state["lm_head.weight"] = model.lm_head.weight
-    missing = lm.load_state_dict(state, strict=False).missing_keys
-    if missing:
-        sys.exit(f"convert_text: weights not copied: {missing}")
     hf_dir = os.path.join(workdir, "text")
-    lm.save_pretrained(hf_dir, safe_serialization=True)
-    llama_dir = os.path.join(sdist, "vendor", "llama.cpp")
-    sys.path.insert(0, os.path.join(llama_dir, "gguf-py"))
-    sys.path.insert(0, llama_dir)
-    import convert_hf_to_gguf as conv
+    save_text_model(Lfm2ForCausalLM, model.config.text_config, model.model.language_model.state_dict(),
+                    model.lm_head.weight, hf_dir)
+    converter_on_path(sdist)
     from conversion import get_model_class
 
     tokens, types, merges = VOCAB
@@ -146,12 +129,7 @@ def convert_text(model, workdir, out_path, sdist):
         self.gguf_writer.add_add_bos_token(False)
 
     get_model_class("Lfm2ForCausalLM").set_vocab = set_vocab
-    argv = sys.argv
-    sys.argv = ["convert_hf_to_gguf.py", hf_dir, "--outfile", out_path, "--outtype", "f32"]
-    try:
-        conv.main()
-    finally:
-        sys.argv = argv
+    run_converter(sdist, [hf_dir, "--outfile", out_path, "--outtype", "f32"])
 
 
 def transformers_first_logits(model, layout, parts):
@@ -177,16 +155,6 @@ def transformers_first_logits(model, layout, parts):
         h = model.model.language_model(inputs_embeds=x).last_hidden_state
         logits = model.lm_head(h)[0, -1].double().numpy()
     return log_softmax(logits)
-
-
-def log_softmax(x):
-    x = np.asarray(x, np.float64)
-    x = x - x.max()
-    return x - np.log(np.exp(x).sum())
-
-
-def kl(p, q):
-    return float(np.sum(np.exp(p) * (p - q)))
 
 
 def transformers_parts(model, rgb):

@@ -43,6 +43,7 @@ import torch
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "vision"))
 import vision_images  # noqa: E402
+from hf_check_common import converter_on_path, kl, log_softmax, run_converter, save_text_model  # noqa: E402
 
 # The test vocabulary of tests/vision/make_vlm_gguf.py (tokens, scores, types), set by main() once the
 # sdist's gguf-py (the converter needs its own) is first on the path: make_vlm_gguf imports gguf.
@@ -111,38 +112,14 @@ def save_hf(model, image_proc, hf_dir):
     image_proc.save_pretrained(hf_dir)
 
 
-def converter_on_path(sdist):
-    llama_dir = os.path.join(sdist, "vendor", "llama.cpp")
-    for p in (os.path.join(llama_dir, "gguf-py"), llama_dir):
-        if p not in sys.path:
-            sys.path.insert(0, p)
-
-
-def run_converter(sdist, argv):
-    converter_on_path(sdist)
-    import convert_hf_to_gguf as conv
-
-    saved = sys.argv
-    sys.argv = ["convert_hf_to_gguf.py"] + argv
-    try:
-        conv.main()
-    finally:
-        sys.argv = saved
-
-
 def convert_text(model, workdir, out_path, sdist):
     """The language model alone as a LlamaForCausalLM (untied head), through the converter with the
     test vocabulary (SPM, markers included) in place of a tokenizer file."""
     from transformers import LlamaForCausalLM
 
-    lm = LlamaForCausalLM(model.config.text_config).float().eval()
-    state = {"model." + k: v for k, v in model.model.text_model.state_dict().items()}
-    state["lm_head.weight"] = model.lm_head.weight
-    missing = lm.load_state_dict(state, strict=False).missing_keys
-    if missing:
-        sys.exit(f"convert_text: weights not copied: {missing}")
     hf_dir = os.path.join(workdir, "text")
-    lm.save_pretrained(hf_dir, safe_serialization=True)
+    save_text_model(LlamaForCausalLM, model.config.text_config, model.model.text_model.state_dict(),
+                    model.lm_head.weight, hf_dir)
     converter_on_path(sdist)
     from conversion import get_model_class
 
@@ -231,16 +208,6 @@ def mtmd_parts(oracle_python, text, mmproj, npy, out_npz):
              "np.savez(%r, *[v for k, v in ref if k == 'image'])", (text, mmproj, npy, out_npz))
     z = np.load(out_npz)
     return [z[f"arr_{i}"].astype(np.float64) for i in range(len(z.files))]
-
-
-def log_softmax(x):
-    x = np.asarray(x, np.float64)
-    x = x - x.max()
-    return x - np.log(np.exp(x).sum())
-
-
-def kl(p, q):
-    return float(np.sum(np.exp(p) * (p - q)))
 
 
 def top5(x):

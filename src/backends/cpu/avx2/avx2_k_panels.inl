@@ -468,6 +468,27 @@ inline void q4_k_rows_sums(const uint8_t* rows, size_t w_row_bytes, size_t block
     *mdot = _mm256_hadd_epi32(_mm256_hadd_epi32(md[0], md[1]), _mm256_hadd_epi32(md[2], md[3]));
 }
 
+// The exact int32 isum and (Q4_K/Q5_K) mdot of 8 rows' super-block, lane r = row r: Q4_K with rows
+// paired, the others row by row (Q6_K: mdot left unset).
+template <class F>
+inline void k_rows_sums(const uint8_t* rows, size_t w_row_bytes, size_t block_byte, const KToken& tok, __m256i* isum,
+                        __m256i* mdot) {
+    if constexpr (std::is_same<F, Q4_KPanels>::value) {
+        q4_k_rows_sums(rows, w_row_bytes, block_byte, tok, isum, mdot);
+    } else {
+        using Block = typename F::Block;
+        __m256i lanes[kHalfRows];
+        for (size_t r = 0; r < kHalfRows; ++r) {
+            lanes[r] = k_row_lanes<F>(*reinterpret_cast<const Block*>(rows + r * w_row_bytes + block_byte), tok);
+        }
+        if constexpr (F::kHasMins) {
+            sum_halves_of_8(lanes, isum, mdot);
+        } else {
+            *isum = sum_lanes_of_8(lanes);
+        }
+    }
+}
+
 // y[0..8) = vec_dot(row r, x) for 8 rows of w_row_bytes from `rows`; each super-block step
 // prefetches `prefetch_step` bytes of the next panel from `prefetch` on (see half_panel_decode).
 template <class F>
@@ -481,26 +502,14 @@ void k_half_panel_decode(float* y, const uint8_t* rows, size_t w_row_bytes, cons
         }
         const KToken tok(xb + sb);
         const size_t block_byte = sb * sizeof(Block);
-        __m256i lanes[kHalfRows];
-        if constexpr (!std::is_same<F, Q4_KPanels>::value) {
-            for (size_t r = 0; r < kHalfRows; ++r) {
-                lanes[r] = k_row_lanes<F>(*reinterpret_cast<const Block*>(rows + r * w_row_bytes + block_byte), tok);
-            }
-        }
+        __m256i isum, mdot;
+        k_rows_sums<F>(rows, w_row_bytes, block_byte, tok, &isum, &mdot);
         const __m256 dx = _mm256_set1_ps(xb[sb].d);
         const __m256 dw = half_field_of_8_rows(rows, w_row_bytes, block_byte, offsetof(Block, d));
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum), acc);
         if constexpr (F::kHasMins) {
-            __m256i isum, mdot;
-            if constexpr (std::is_same<F, Q4_KPanels>::value) {
-                q4_k_rows_sums(rows, w_row_bytes, block_byte, tok, &isum, &mdot);
-            } else {
-                sum_halves_of_8(lanes, &isum, &mdot);
-            }
-            acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum), acc);
             const __m256 dmin = half_field_of_8_rows(rows, w_row_bytes, block_byte, offsetof(Block, dmin));
             acc_min = _mm256_fmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(mdot), acc_min);
-        } else {
-            acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(sum_lanes_of_8(lanes)), acc);
         }
     }
     _mm256_storeu_ps(y, F::kHasMins ? _mm256_sub_ps(acc, acc_min) : acc);
