@@ -133,17 +133,41 @@ inline __m256 half_field_of_8_rows(const uint8_t* rows, size_t w_row_bytes, size
                                           static_cast<short>(h[6]), static_cast<short>(h[7])));
 }
 
-// Formats whose 32 quants are 16 bytes of nibbles (Q4_0, Q4_1): two rows share each vector.
+// Formats whose 32 quants are 16 bytes of nibbles (Q4_0, Q4_1; Q5_0 plus a fifth bit from its
+// 32-bit qh): two rows share each vector.
 template <class F>
 constexpr bool nibble_quants() {
-    return std::is_same<F, Q4_0Format>::value || std::is_same<F, Q4_1Format>::value;
+    return std::is_same<F, Q4_0Format>::value || std::is_same<F, Q4_1Format>::value ||
+           std::is_same<F, Q5_0Format>::value;
+}
+
+// Q5_0's fifth bits of two rows as 0x10 bytes laid out like their nibbles: `low` holds quants 0..15
+// (qh bits 0..15) of row a in its low 128 bits and of row b in its high 128 bits, `high` quants
+// 16..31 (qh bits 16..31). Byte j of a half takes qh byte j / 8 (plus 2 for `high`) and tests bit
+// j % 8.
+inline void fifth_bits_of_pair(const BlockQ5_0& a, const BlockQ5_0& b, __m256i* low, __m256i* high) {
+    uint32_t qh_a, qh_b;
+    std::memcpy(&qh_a, a.qh, 4);
+    std::memcpy(&qh_b, b.qh, 4);
+    const __m256i qh =
+        _mm256_set_m128i(_mm_cvtsi32_si128(static_cast<int>(qh_b)), _mm_cvtsi32_si128(static_cast<int>(qh_a)));
+    const __m256i pick_low = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                              0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m256i pick_high = _mm256_add_epi8(pick_low, _mm256_set1_epi8(2));
+    const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
+    const __m256i fifth = _mm256_set1_epi8(0x10);
+    const __m256i set_low = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(qh, pick_low), bit), bit);
+    const __m256i set_high = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(qh, pick_high), bit), bit);
+    *low = _mm256_and_si256(set_low, fifth);
+    *high = _mm256_and_si256(set_high, fifth);
 }
 
 // Nibble formats: rows r and r + 4 of the 8 share one vector (row r's 16 bytes of nibbles in the
 // low 128 bits, row r + 4's in the high), against the token's quants 0..15 / 16..31 broadcast to
 // both halves: per pair of rows one load, one shift, two masks, two vpmaddubsw whose int16 pair
 // sums are added (at most 2 * 2 * 15 * 127 = 7,620) and one vpmaddwd, where a row alone took a
-// vpmaddubsw and a vpmaddwd (Zen 1 runs one of either per 2 cycles). Three horizontal adds then
+// vpmaddubsw and a vpmaddwd (Zen 1 runs one of either per 2 cycles); Q5_0's pair sums stay below
+// 2 * 2 * 31 * 127 = 15,748. Three horizontal adds then
 // leave lane r = row r. The int32 block sums are the same integers, so the float work and the
 // results are the row-by-row path's, bit for bit.
 template <class F>
@@ -158,8 +182,14 @@ inline __m256i nibble_rows_block_dots(const uint8_t* rows, size_t w_row_bytes, s
         const Block& b = *reinterpret_cast<const Block*>(rows + (r + 4) * w_row_bytes + block_byte);
         const __m256i packed = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)),
                                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.qs)));
-        const __m256i low = _mm256_and_si256(packed, mask);                         // quants 0..15
-        const __m256i high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), mask);  // quants 16..31
+        __m256i low = _mm256_and_si256(packed, mask);                         // quants 0..15
+        __m256i high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), mask);  // quants 16..31
+        if constexpr (std::is_same<F, Q5_0Format>::value) {
+            __m256i fifth_low, fifth_high;
+            fifth_bits_of_pair(a, b, &fifth_low, &fifth_high);
+            low = _mm256_or_si256(low, fifth_low);
+            high = _mm256_or_si256(high, fifth_high);
+        }
         const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(low, x_low), _mm256_maddubs_epi16(high, x_high));
         pair[r] = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
     }
