@@ -61,7 +61,7 @@ TEST(CpuPanelDecode, EqualsVecDotForEveryTail) {
         for (DType type : kDecodeTypes) {
             const size_t ti = static_cast<size_t>(type);
             if (k->panel_decode[ti] == nullptr) continue;
-            ASSERT_NE(k->panel_act[ti], nullptr) << k->isa_name;
+            ASSERT_NE(k->decode_act[ti], nullptr) << k->isa_name;
             ++tables_with_decode;
             for (size_t n_blocks : block_counts(type)) {
                 const size_t n_in = dtype_traits(type).block_size * n_blocks;
@@ -73,7 +73,7 @@ TEST(CpuPanelDecode, EqualsVecDotForEveryTail) {
                     std::vector<float> x = test::random_floats(n_in, rng);
                     const GuardedBytes xq(test::quantized_activations(vec_dot_type(type), x));
                     std::vector<PanelActBlock> act(n_in / 32);
-                    k->panel_act[ti](act.data(), xq.data(), n_in);
+                    k->decode_act[ti](act.data(), xq.data(), n_in);
                     std::vector<float> y(kPanelRows, NAN);
                     k->panel_decode[ti](y.data(), w.data(), stride, xq.data(), act.data(), n_in);
                     for (size_t r = 0; r < kPanelRows; ++r) {

@@ -263,6 +263,7 @@ void register_panel8(CpuKernels& t, DType type) {
     t.panel_act[i] = panel_act<F>;
     t.panel_gemm[i] = panel8_gemm<F>;
     t.panel_decode[i] = panel8_decode<F>;
+    t.decode_act[i] = panel_act<F>;
 }
 
 void register_panels(CpuKernels& t) {

@@ -1,7 +1,7 @@
 // AVX-512 VNNI kernels: the x86 kernels with the u8 x s8 dot product done by vpdpbusd (one
 // instruction, no int16 saturation), mostly on 256-bit vectors (AVX512VL); the 32-element formats
 // multiply 16-row panels on 512-bit vectors, one row per 32-bit lane (avx512_panels.inl; one token
-// straight from the GGUF rows: avx512_decode.inl).
+// goes through the AVX2 table's paired-row kernels, see register_avx512_kernels).
 // GCC 12's AVX-512 headers seed some intrinsics with _mm512_undefined_*() and then warn about it.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -34,16 +34,17 @@ constexpr size_t kMaxTileTokens = 4;
 
 #include "backends/cpu/avx2/x86_panels.inl"
 #include "backends/cpu/avx512/avx512_panels.inl"
-#include "backends/cpu/avx512/avx512_decode.inl"
 
 }  // namespace
 
 void register_avx512_kernels(CpuKernels& t) {
     t.isa_name = "avx512_vnni";
     register_legacy_tiles(t);
-    register_panels(t);         // replaces the legacy entries: another accumulation order, see there
-    register_decode_panels(t);  // one token, in the panels' order
-    register_k_tiles_zmm(t);    // and drops the AVX2 K panels (another accumulation order)
+    register_panels(t);       // replaces the legacy entries: another accumulation order, see there
+    register_k_tiles_zmm(t);  // and drops the AVX2 K panels (another accumulation order)
+    // One token of Q4_0/Q4_1/Q5_0/Q8_0 keeps the AVX2 table's panel_decode and decode_act: the same
+    // accumulation order as these panels, and faster than 512-bit row panels on Zen 4 and on a
+    // Sapphire Rapids Xeon (docs/PERFORMANCE.md, session 10).
     register_float_tiles(t);
     t.quantize_row[static_cast<size_t>(DType::Q8_0)] = quantize_row_q8_0;
     t.quantize_row[static_cast<size_t>(DType::Q8_1)] = quantize_row_q8_1;
