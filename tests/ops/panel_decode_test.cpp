@@ -61,7 +61,6 @@ TEST(CpuPanelDecode, EqualsVecDotForEveryTail) {
         for (DType type : kDecodeTypes) {
             const size_t ti = static_cast<size_t>(type);
             if (k->panel_decode[ti] == nullptr) continue;
-            ASSERT_NE(k->decode_act[ti], nullptr) << k->isa_name;
             ++tables_with_decode;
             for (size_t n_blocks : block_counts(type)) {
                 const size_t n_in = dtype_traits(type).block_size * n_blocks;
@@ -72,10 +71,11 @@ TEST(CpuPanelDecode, EqualsVecDotForEveryTail) {
                     const GuardedBytes w(rows);  // nothing readable after the last row
                     std::vector<float> x = test::random_floats(n_in, rng);
                     const GuardedBytes xq(test::quantized_activations(vec_dot_type(type), x));
-                    std::vector<PanelActBlock> act(n_in / 32);
-                    k->decode_act[ti](act.data(), xq.data(), n_in);
+                    std::vector<PanelActBlock> act(n_in / 32);  // read only where decode_act is set
+                    if (k->decode_act[ti] != nullptr) k->decode_act[ti](act.data(), xq.data(), n_in);
+                    const PanelActBlock* act_in = k->decode_act[ti] != nullptr ? act.data() : nullptr;
                     std::vector<float> y(kPanelRows, NAN);
-                    k->panel_decode[ti](y.data(), w.data(), stride, xq.data(), act.data(), n_in);
+                    k->panel_decode[ti](y.data(), w.data(), stride, xq.data(), act_in, n_in);
                     for (size_t r = 0; r < kPanelRows; ++r) {
                         const float want = k->vec_dot[ti](w.data() + r * stride, xq.data(), n_in);
                         const float ref = cpu_kernels_generic().vec_dot[ti](w.data() + r * stride, xq.data(), n_in);

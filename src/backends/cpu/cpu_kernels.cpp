@@ -288,10 +288,10 @@ void matmul_with(const CpuKernels& k, float* y, const void* w, DType w_type, siz
     const PanelDecodeFn decode = k.panel_decode[slot];
     const PanelActFn decode_act = k.decode_act[slot];
     const bool few_tokens = n_tokens <= decode_max_tokens(k.pack_panel[slot] != nullptr);
-    if (few_tokens && decode != nullptr && decode_act != nullptr) {
+    if (few_tokens && decode != nullptr) {
         CACTUS_ASSERT(traits->block_size % 32 == 0);  // act: [n_in / 32] per token
         a.decode = decode;
-        a.act = panel_activations(decode_act, a.xq, a.xq_row_bytes, n_tokens, n_in);
+        if (decode_act != nullptr) a.act = panel_activations(decode_act, a.xq, a.xq_row_bytes, n_tokens, n_in);
     } else if (n_tokens >= 2 && panel_act != nullptr && k.pack_panel[slot] != nullptr &&
                k.panel_gemm[slot] != nullptr) {
         // Unpacking a panel pays once enough tokens share it.

@@ -56,7 +56,8 @@ using PanelGemmFn = void (*)(float* y, size_t y_stride, const uint8_t* panel, co
 
 // One token (decode) over kPanelRows rows read straight from the GGUF rows (no unpacked panel):
 //   y[r] = vec_dot(w + r * w_row_bytes, x, n) bit for bit, r < kPanelRows
-// act: [n / 32] from the table's decode_act of the same type. Reads nothing past row 15's n elements.
+// act: [n / 32] from the table's decode_act of the same type (null where that is null). Reads nothing
+// past row 15's n elements.
 using PanelDecodeFn = void (*)(float* y /* [kPanelRows] */, const void* w, size_t w_row_bytes, const void* x,
                                const PanelActBlock* act, size_t n);
 
@@ -74,7 +75,8 @@ struct CpuKernels {
     PanelActFn panel_act[32] = {};
     PanelGemmFn panel_gemm[32] = {};
     // One-token products of kPanelRows rows, indexed by weight DType, and the activation facts they
-    // read (the AVX-512 table keeps the AVX2 table's pair: docs/PERFORMANCE.md, session 10).
+    // read (null: none, the K-quants; the AVX-512 table keeps the AVX2 table's pair for the
+    // 32-element formats: docs/PERFORMANCE.md, session 10).
     PanelDecodeFn panel_decode[32] = {};
     PanelActFn decode_act[32] = {};
 };

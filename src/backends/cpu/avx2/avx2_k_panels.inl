@@ -538,7 +538,7 @@ void register_k_panel8(CpuKernels& t, DType type) {
     t.panel_act[i] = k_panel_act<F>;
     t.panel_gemm[i] = k_panel8_gemm<F>;
     t.panel_decode[i] = k_panel8_decode<F>;
-    t.decode_act[i] = k_panel_act<F>;
+    t.decode_act[i] = nullptr;  // the decode reads the Q8_K blocks only
 }
 
 void register_k_panels(CpuKernels& t) {

@@ -288,8 +288,7 @@ void register_k_tiles_zmm(CpuKernels& t) {
         t.pack_panel[i] = nullptr;
         t.panel_act[i] = nullptr;
         t.panel_gemm[i] = nullptr;
-        t.panel_decode[i] = nullptr;
-        t.decode_act[i] = nullptr;
+        t.panel_decode[i] = nullptr;  // one token goes row by row through vec_dot (see matmul_rows)
     }
     t.vec_dot[static_cast<size_t>(DType::Q4_K)] = k_vec_dot_zmm<Q4_KZmm>;
     t.vec_dot[static_cast<size_t>(DType::Q5_K)] = k_vec_dot_zmm<Q5_KZmm>;
