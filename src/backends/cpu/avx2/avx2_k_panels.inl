@@ -498,7 +498,7 @@ void k_half_panel_decode(float* y, const uint8_t* rows, size_t w_row_bytes, cons
     __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
     for (size_t sb = 0; sb < n_sb; ++sb, prefetch += prefetch_step) {
         for (size_t off = 0; off < prefetch_step; off += 64) {
-            _mm_prefetch(reinterpret_cast<const char*>(prefetch + off), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(prefetch + off), _MM_HINT_T1);
         }
         const KToken tok(xb + sb);
         const size_t block_byte = sb * sizeof(Block);

@@ -226,7 +226,7 @@ void half_panel_decode(float* y, const uint8_t* rows, size_t w_row_bytes, const 
     __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
     for (size_t b = 0; b < n_blocks; ++b, prefetch += prefetch_step) {
         for (size_t off = 0; off < prefetch_step; off += 64) {
-            _mm_prefetch(reinterpret_cast<const char*>(prefetch + off), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(prefetch + off), _MM_HINT_T1);
         }
         const size_t block_byte = b * sizeof(Block);
         const __m256i dots = rows_block_dots<F>(rows, w_row_bytes, block_byte, xb[b].qs);
