@@ -217,7 +217,8 @@ inline __m256i rows_block_dots(const uint8_t* rows, size_t w_row_bytes, size_t b
 // y[0..8) = vec_dot(row r, x) for 8 rows of w_row_bytes from `rows`. The rows are 8 interleaved
 // streams, which the hardware prefetcher does not follow well from memory: each block step
 // prefetches `prefetch_step` bytes of the next panel instead (one sequential stream, when the rows
-// are contiguous), from `prefetch` on.
+// are contiguous), from `prefetch` on, into L2: into L1 (T0) its few miss buffers held the stream
+// back (Zen 4: Q8_0 from memory 22 -> 38 GFLOP/s with T1, docs/PERFORMANCE.md session 10).
 template <class F>
 void half_panel_decode(float* y, const uint8_t* rows, size_t w_row_bytes, const void* x, const PanelActBlock* act,
                        size_t n_blocks, const uint8_t* prefetch, size_t prefetch_step) {
