@@ -4,6 +4,8 @@ import glob
 import json
 import os
 import struct
+import subprocess
+import sys
 import zipfile
 
 import numpy as np
@@ -11,10 +13,20 @@ import numpy as np
 DL_DIR = os.path.expanduser("~/.cache/cactus/dl/whisper")
 
 
+def wheel():
+    """The silero-vad 6.2.3 wheel, downloaded once into DL_DIR (`cactus pull` keeps only the GGUF)."""
+    pattern = os.path.join(DL_DIR, "silero_vad-6.2.3-*.whl")
+    if not glob.glob(pattern):
+        os.makedirs(DL_DIR, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q", "--no-deps",
+                        "--only-binary", ":all:", "-d", DL_DIR, "silero-vad==6.2.3"], check=True)
+    found = glob.glob(pattern)
+    assert found, f"silero_vad wheel missing in {DL_DIR} after pip download"
+    return found[0]
+
+
 def weights():
-    wheel = glob.glob(os.path.join(DL_DIR, "silero_vad-6.2.3-*.whl"))
-    assert wheel, f"silero_vad wheel missing in {DL_DIR} (cactus pull silero-vad fetches it)"
-    blob = zipfile.ZipFile(wheel[0]).read("silero_vad/data/silero_vad_16k.safetensors")
+    blob = zipfile.ZipFile(wheel()).read("silero_vad/data/silero_vad_16k.safetensors")
     n = struct.unpack_from("<Q", blob, 0)[0]
     header = json.loads(blob[8:8 + n])
     out = {}
