@@ -110,8 +110,8 @@ void matmul_rows_decode(const MatmulArgs& a, size_t row_begin, size_t row_end) {
     for (; o + kPanelRows <= row_end; o += kPanelRows) {
         const uint8_t* rows = a.w + o * a.w_row_bytes;
         for (size_t t = 0; t < a.n_tokens; ++t) {
-            a.decode(a.y + t * a.n_out + o, rows, a.w_row_bytes, a.xq + t * a.xq_row_bytes, a.act + t * act_row_blocks,
-                     a.n_in);
+            const PanelActBlock* act = a.act == nullptr ? nullptr : a.act + t * act_row_blocks;  // null: none read
+            a.decode(a.y + t * a.n_out + o, rows, a.w_row_bytes, a.xq + t * a.xq_row_bytes, act, a.n_in);
         }
     }
     if (o < row_end) matmul_rows_dot(a, o, row_end);
