@@ -16,7 +16,14 @@ VERSION=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
 CACHE_DIR=${CACTUS_LLAMA_TOOLS_DIR:-$HOME/.cache/cactus/llama-tools}
 ISA=${LLAMA_BENCH_ISA:-native}
 case "$ISA" in
-  native) ISA_FLAGS=(-DGGML_NATIVE=ON); SUFFIX="" ;;
+  # native on x86-64 without AMX: llama.cpp's AMX matmul built by GCC 12 dies of SIGILL (its tile
+  # configuration is compiled away; scripts/setup_oracle.sh).
+  native) ISA_FLAGS=(-DGGML_NATIVE=ON)
+          if [ "$(uname -m)" = x86_64 ]; then
+            ISA_FLAGS+=("-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+                        "-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16")
+          fi
+          SUFFIX="" ;;
   avx2) ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
                    -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF); SUFFIX="-avx2" ;;
   *) echo "build_llama_tool: unknown LLAMA_BENCH_ISA '$ISA' (native, avx2)" >&2; exit 2 ;;

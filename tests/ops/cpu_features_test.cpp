@@ -20,7 +20,7 @@ TEST(CpuFeatures, UnknownCapIsAClearError) {
 TEST(CpuFeatures, CapsNeverAddFeatures) {
     const CpuFeatures all = cpu_features_capped(nullptr);
     int known = 0;
-    for (const char* cap : {"", "generic", "avx2", "avx512", "neon", "neon_dotprod"}) {
+    for (const char* cap : {"", "generic", "avx2", "avx512", "amx", "neon", "neon_dotprod"}) {
         CpuFeatures f;
         try {
             f = cpu_features_capped(cap);
@@ -30,6 +30,7 @@ TEST(CpuFeatures, CapsNeverAddFeatures) {
         ++known;
         EXPECT_LE(f.avx2, all.avx2) << cap;
         EXPECT_LE(f.avx512_vnni, all.avx512_vnni) << cap;
+        EXPECT_LE(f.amx_int8, all.amx_int8) << cap;
         EXPECT_LE(f.neon_dotprod, all.neon_dotprod) << cap;
     }
     EXPECT_GE(known, 2);
@@ -42,4 +43,14 @@ TEST(CpuFeatures, Avx2CapKeepsAvx2AndDropsAvx512) {
     EXPECT_TRUE(f.avx2);
     EXPECT_FALSE(f.avx512_vnni);
     EXPECT_FALSE(cpu_features_capped("generic").avx2);
+}
+
+TEST(CpuFeatures, Avx512CapDropsAmx) {
+    const CpuFeatures all = cpu_features_capped(nullptr);
+    if (!all.avx512_vnni) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+    const CpuFeatures f = cpu_features_capped("avx512");
+    EXPECT_TRUE(f.avx512_vnni);
+    EXPECT_FALSE(f.amx_int8);
+    EXPECT_EQ(cpu_features_capped("amx").amx_int8, all.amx_int8);
+    EXPECT_FALSE(cpu_features_capped("avx2").amx_int8);
 }

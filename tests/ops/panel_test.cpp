@@ -47,7 +47,7 @@ void expect_panels_equal_vec_dot(bool raw, unsigned seed) {
             const size_t n_out = 3 * kPanelRows + 5;
             const size_t stride = dtype_row_bytes(type, n_in) + 6;
             const std::vector<uint8_t> w = panel_rows(type, n_in, n_out, stride, raw, rng);
-            for (size_t n_tokens : {2, 3, 9, 19}) {
+            for (size_t n_tokens : {2, 3, 9, 19, 35}) {  // AMX: groups of 16 and the rest
                 std::vector<float> x = test::random_floats(n_tokens * n_in, rng, raw ? 50.0f : 1.0f);
                 std::vector<float> y(n_tokens * n_out, NAN);
                 matmul_with(*k, y.data(), w.data(), type, stride, x.data(), n_tokens, n_in, n_out, pool);
@@ -74,7 +74,7 @@ void expect_panels_equal_vec_dot(bool raw, unsigned seed) {
 TEST(CpuPanels, MatmulThroughPanelsEqualsVecDot) {
     expect_panels_equal_vec_dot(false, 29);
     const std::string isa = cpu_kernels().isa_name;
-    if (isa == "avx512_vnni") {
+    if (isa == "avx512_vnni" || isa == "avx512_amx") {
         EXPECT_NE(cpu_kernels().panel_gemm[static_cast<size_t>(DType::Q4_0)], nullptr);
     }
     if (isa == "avx2") {

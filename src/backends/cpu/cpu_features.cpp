@@ -8,10 +8,26 @@
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 #endif
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace cactus {
 
 namespace {
+
+#if defined(__x86_64__) && defined(__linux__)
+// Linux hands out the 8 KiB AMX tile state only to processes that ask for it (once, for every
+// thread); without it the first tile instruction raises SIGILL. False where the kernel refuses.
+bool linux_grants_amx_tiles() {
+    constexpr long kArchReqXcompPerm = 0x1023;  // arch_prctl ARCH_REQ_XCOMP_PERM
+    constexpr long kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
+#elif defined(__x86_64__) || defined(__i386__)
+bool linux_grants_amx_tiles() { return false; }
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 CpuFeatures detect() {
@@ -21,6 +37,8 @@ CpuFeatures detect() {
     f.avx512_vnni = f.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                     __builtin_cpu_supports("avx512vnni");
+    f.amx_int8 = f.avx512_vnni && __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-int8") &&
+                 linux_grants_amx_tiles();
     return f;
 }
 #elif defined(__aarch64__) && defined(__linux__)
@@ -39,13 +57,17 @@ CpuFeatures detect() { return CpuFeatures{}; }
 CpuFeatures apply_cap(CpuFeatures f, const char* cap) {
     if (cap == nullptr || *cap == '\0') return f;
 #if defined(__x86_64__) || defined(__i386__)
-    if (std::strcmp(cap, "avx512") == 0) return f;
+    if (std::strcmp(cap, "amx") == 0) return f;
+    if (std::strcmp(cap, "avx512") == 0) {
+        f.amx_int8 = false;
+        return f;
+    }
     if (std::strcmp(cap, "avx2") == 0) {
-        f.avx512_vnni = false;
+        f.avx512_vnni = f.amx_int8 = false;
         return f;
     }
     if (std::strcmp(cap, "generic") == 0) return CpuFeatures{};
-    fail("CACTUS_CPU_ISA: unknown value '%s' (on x86-64: generic, avx2, avx512)", cap);
+    fail("CACTUS_CPU_ISA: unknown value '%s' (on x86-64: generic, avx2, avx512, amx)", cap);
 #elif defined(__aarch64__)
     if (std::strcmp(cap, "neon_dotprod") == 0) return f;
     if (std::strcmp(cap, "neon") == 0) {

@@ -12,6 +12,7 @@
 #include "ops/quant.h"
 
 #if defined(__x86_64__)
+#include "backends/cpu/amx/amx_kernels.h"
 #include "backends/cpu/avx2/avx2_kernels.h"
 #include "backends/cpu/avx512/avx512_kernels.h"
 #endif
@@ -25,7 +26,7 @@ namespace {
 
 // Each table is the previous tier plus the entries its ISA accelerates.
 struct KernelTables {
-    CpuKernels tiers[3];
+    CpuKernels tiers[4];
     size_t count = 0;
 };
 
@@ -37,6 +38,9 @@ void add_isa_tiers(KernelTables& t, const CpuFeatures& f) {
     if (!f.avx512_vnni) return;
     t.tiers[t.count] = t.tiers[t.count - 1];
     register_avx512_kernels(t.tiers[t.count++]);
+    if (!f.amx_int8) return;
+    t.tiers[t.count] = t.tiers[t.count - 1];
+    register_amx_kernels(t.tiers[t.count++]);
 }
 #elif defined(__aarch64__)
 // ASIMD is part of every aarch64 CPU, so the plain NEON tier is always there; sdot is optional.

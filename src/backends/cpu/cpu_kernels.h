@@ -1,6 +1,6 @@
 #pragma once
 // The CPU kernel table: one entry per op and type, filled once at start-up from the CPU's features
-// (generic scalar, AVX2, AVX-512 VNNI, NEON dotprod). Callers never test for an ISA themselves.
+// (generic scalar, AVX2, AVX-512 VNNI, AVX-512 with AMX tiles, NEON dotprod). Callers never test for an ISA themselves.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -37,7 +37,10 @@ using GemmTileFn = void (*)(float* y, size_t y_stride, const void* w, size_t w_r
 // K-quant panels (AVX2 table) use the same scratch, 8 panel blocks per super-block of 256, in their
 // own layout (avx2/avx2_k_panels.inl); their PanelActBlocks are per chunk of 32 as well.
 constexpr size_t kPanelRows = 16;
-constexpr size_t kPanelBlockBytes = 8 * kPanelRows * 4 + 2 * kPanelRows * 4;
+constexpr size_t kPanelGroupBytes = kPanelRows * 4;         // one group of 4 quants of every row
+constexpr size_t kPanelScaleOffset = 8 * kPanelGroupBytes;  // f32 d[kPanelRows]
+constexpr size_t kPanelMinOffset = kPanelScaleOffset + kPanelRows * sizeof(float);
+constexpr size_t kPanelBlockBytes = kPanelMinOffset + kPanelRows * sizeof(float);
 // Per (token, block) facts the panel product needs from a quantized activation row.
 struct PanelActBlock {
     float d;        // activation scale

@@ -9,10 +9,6 @@
 // and the result acc (+ acc_min). In a panel the lanes are rows, so no lane ever sums partial
 // products of another row: the int32 dot of a block is exact however it is computed.
 
-constexpr size_t kPanelGroupBytes = kPanelRows * 4;         // one group of 4 quants of every row
-constexpr size_t kPanelScaleOffset = 8 * kPanelGroupBytes;  // f32 d[kPanelRows]
-constexpr size_t kPanelMinOffset = kPanelScaleOffset + kPanelRows * sizeof(float);
-
 // 8 int32 lanes summing to the exact dot of one weight block with one activation block.
 template <class F>
 inline __m256i block_dot_lanes(const typename F::Block& wb, const typename F::ActBlock& xb) {
