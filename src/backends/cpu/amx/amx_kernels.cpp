@@ -81,7 +81,8 @@ void add_minimums(float* y, size_t y_stride, const uint8_t* panel, const PanelAc
     for (size_t t = 0; t < kTileTokens; ++t) {
         __m512 acc_min = _mm512_setzero_ps();
         for (size_t b = 0; b < n_blocks; ++b) {
-            const __m512 m = _mm512_loadu_ps(reinterpret_cast<const float*>(panel + b * kPanelBlockBytes + kPanelMinOffset));
+            const __m512 m =
+                _mm512_loadu_ps(reinterpret_cast<const float*>(panel + b * kPanelBlockBytes + kPanelMinOffset));
             acc_min = _mm512_fmadd_ps(m, _mm512_set1_ps(act[t * act_row_blocks + b].s), acc_min);
         }
         float* yt = y + t * y_stride;

@@ -21,19 +21,7 @@
 // everywhere (the Q8_K quantizer gives |x| <= 127: 32,512). The int16 adds wrap, so only the final
 // value has to fit, not the partial sums.
 
-// Panel of kPanelRows rows, per super-block (kKPanelBytes, 8 * kPanelBlockBytes: the 32-element
-// formats' scratch of the same n holds it); every field is 16 lanes of 4 bytes, lane r = row r, so a
-// half of 8 rows is the field's offset + 32 * h:
-//   u8  quants[64][16][4]   group g: quants 4g..4g+3 of each row (chunk g / 8)
-//   i16 scale words[8][16][2]  Q4_K/Q5_K: (scale_c, scale_c); Q6_K: (scale_2c, scale_2c+1)
-//   i16 min words[4][16][2]    Q4_K/Q5_K: (min_2k, min_2k+1); Q6_K: unused
-//   f32 d[16], dmin[16]        (Q6_K: dmin 0)
-constexpr size_t kKPanelBytes = 8 * kPanelBlockBytes;
-constexpr size_t kKScaleOffset = 64 * kPanelGroupBytes;
-constexpr size_t kKMinOffset = kKScaleOffset + 8 * kPanelGroupBytes;
-constexpr size_t kKDOffset = kKMinOffset + 4 * kPanelGroupBytes;
-constexpr size_t kKDminOffset = kKDOffset + kPanelGroupBytes;
-static_assert(kKDminOffset + kPanelGroupBytes <= kKPanelBytes, "K panel layout");
+// Panel layout: x86_k_panel_layout.h.
 
 // Token facts per super-block (PanelActBlock c of the 8 per super-block): d = d_x, and two int16
 // packed in an int32: Q4_K/Q5_K bias (c < 4) = the bsums pair sums (P_2c, P_2c+1) with
@@ -99,10 +87,8 @@ inline void pack_k_scale_words(const uint8_t* packed, uint32_t* words /* [8] */,
     for (int k = 0; k < 4; ++k) mins[k] = static_cast<uint32_t>(two_i16(s[8 + 2 * k], s[9 + 2 * k]));
 }
 
-struct Q4_KPanels {
+struct Q4_KPanels : Q4_KPanelFacts {
     using Block = BlockQ4_K;
-    static constexpr bool kHasMins = true;
-    static constexpr int kGroupsPerSum = 8;
     static constexpr int kRaw = 4;  // qs
     using Scales = KScaleWords;
     static Scales scales(const Block& b) { return Scales(b.scales); }
@@ -114,10 +100,8 @@ struct Q4_KPanels {
     static float dmin(const Block& b) { return h2f(b.dmin); }
 };
 
-struct Q5_KPanels {
+struct Q5_KPanels : Q5_KPanelFacts {
     using Block = BlockQ5_K;
-    static constexpr bool kHasMins = true;
-    static constexpr int kGroupsPerSum = 4;
     static constexpr int kRaw = 5;  // qs, qh
     using Scales = KScaleWords;
     static Scales scales(const Block& b) { return Scales(b.scales); }
@@ -133,10 +117,8 @@ struct Q5_KPanels {
     static float dmin(const Block& b) { return h2f(b.dmin); }
 };
 
-struct Q6_KPanels {
+struct Q6_KPanels : Q6_KPanelFacts {
     using Block = BlockQ6_K;
-    static constexpr bool kHasMins = false;
-    static constexpr int kGroupsPerSum = 4;  // with the offset subtracted in int16, see above
     // int16 scales; chunk(c): scale 2c in the low 128-bit half, 2c + 1 in the high half (the chunk's
     // two sub-blocks of 16, as maddubs pairs lie in the vector)
     struct Scales {

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "backends/cpu/avx2/avx2_kernels.h"
+#include "backends/cpu/avx2/x86_k_panel_layout.h"
 #include "ops/quant.h"
 #include "ops/quant_blocks.h"
 

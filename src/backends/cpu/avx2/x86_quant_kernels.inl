@@ -88,7 +88,7 @@ inline __m128i unpack_k_scales_sse(const uint8_t* packed) {
     return _mm_blend_epi32(even, odd, 0b1010);
 }
 
-// (Q4_K, Q5_K, Q6_K: avx2_k_panels.inl for AVX2, avx512_k_tiles.inl for AVX-512)
+// (Q4_K, Q5_K, Q6_K: avx2_k_panels.inl, for the AVX2 and AVX-512 tables)
 
 // ---- float weights: x86_float_tiles.inl ---------------------------------------------------------
 

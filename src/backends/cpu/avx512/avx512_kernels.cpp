@@ -13,7 +13,9 @@
 #include <cstring>
 #include <type_traits>
 
+#include "backends/cpu/avx2/x86_k_panel_layout.h"
 #include "backends/cpu/avx512/avx512_kernels.h"
+#include "core/error.h"
 #include "ops/quant.h"
 #include "ops/quant_blocks.h"
 
@@ -30,18 +32,21 @@ constexpr size_t kMaxTileTokens = 4;
 
 #include "backends/cpu/avx2/x86_gemm_tiles.inl"
 #include "backends/cpu/avx2/x86_float_tiles.inl"
-#include "backends/cpu/avx512/avx512_k_tiles.inl"
 
 #include "backends/cpu/avx2/x86_panels.inl"
 #include "backends/cpu/avx512/avx512_panels.inl"
+#include "backends/cpu/avx512/avx512_k_panels.inl"
 
 }  // namespace
 
 void register_avx512_kernels(CpuKernels& t) {
     t.isa_name = "avx512_vnni";
     register_legacy_tiles(t);
-    register_panels(t);       // replaces the legacy entries: another accumulation order, see there
-    register_k_tiles_zmm(t);  // and drops the AVX2 K panels (another accumulation order)
+    register_panels(t);  // replaces the legacy entries: another accumulation order, see there
+    // Q4_K, Q5_K and Q6_K keep the AVX2 table's K panels, vec_dot and decode (faster than the 512-bit
+    // K tiles this table had, above all for one token: docs/PERFORMANCE.md, session 11), and
+    // multiply the panels 16 rows per zmm:
+    register_k_panels_zmm(t);
     // One token of Q4_0/Q4_1/Q5_0/Q8_0 keeps the AVX2 table's panel_decode and decode_act: the same
     // accumulation order as these panels, and faster than 512-bit row panels on Zen 4 and on a
     // Sapphire Rapids Xeon (docs/PERFORMANCE.md, session 10).
