@@ -21,7 +21,8 @@ inline __m512i k_panel_scale_zmm(const uint8_t* sb, int c, int g0) {
 inline __m512i k_panel_mins_dot_zmm(const uint8_t* field, const PanelActBlock* a) {
     __m512i sum = _mm512_setzero_si512();
     for (int k = 0; k < 4; ++k) {
-        sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_loadu_si512(field + 64 * k), _mm512_set1_epi32(a[k].bias)));
+        sum =
+            _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_loadu_si512(field + 64 * k), _mm512_set1_epi32(a[k].bias)));
     }
     return sum;
 }
