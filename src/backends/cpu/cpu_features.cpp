@@ -8,6 +8,9 @@
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 #endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #if defined(__x86_64__) && defined(__linux__)
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -16,6 +19,16 @@
 namespace cactus {
 
 namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+// AMX-TILE and AMX-INT8 (cpuid leaf 7, EDX bits 24 and 25), read directly: clang 14's
+// __builtin_cpu_supports does not know them.
+bool cpu_has_amx_int8() {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+    return (d & (1u << 24)) != 0 && (d & (1u << 25)) != 0;
+}
+#endif
 
 #if defined(__x86_64__) && defined(__linux__)
 // Linux hands out the 8 KiB AMX tile state only to processes that ask for it (once, for every
@@ -37,8 +50,7 @@ CpuFeatures detect() {
     f.avx512_vnni = f.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                     __builtin_cpu_supports("avx512vnni");
-    f.amx_int8 = f.avx512_vnni && __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-int8") &&
-                 linux_grants_amx_tiles();
+    f.amx_int8 = f.avx512_vnni && cpu_has_amx_int8() && linux_grants_amx_tiles();
     return f;
 }
 #elif defined(__aarch64__) && defined(__linux__)
