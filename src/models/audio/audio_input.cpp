@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 
 #include "core/error.h"
@@ -47,6 +49,55 @@ struct SndfileCloser {
     void operator()(SNDFILE* f) const { sf_close(f); }
 };
 using SndfilePtr = std::unique_ptr<SNDFILE, SndfileCloser>;
+
+// read_at(offset, dst, n): n bytes at offset into dst; false where fewer are there.
+using ReadAt = std::function<bool(uint64_t, uint8_t*, size_t)>;
+
+constexpr int kMaxRiffChunks = 4096;  // real WAV files hold a handful
+
+// The chunk headers of a RIFF/WAVE file, checked before libsndfile parses them: every chunk must fit
+// in the bytes that follow it, except a 'data' chunk that is cut short (a truncated recording, read
+// as far as it goes). libsndfile 1.2 spent minutes walking a LIST chunk that claimed 1.6 GB of a
+// 360-byte buffer (found by fuzz_wav). Other containers (RF64, not RIFF at all) are left to it.
+void check_riff_chunks(uint64_t total, const ReadAt& read_at, const std::string& what) {
+    uint8_t head[12];
+    if (total < sizeof head || !read_at(0, head, sizeof head)) return;
+    if (std::memcmp(head, "RIFF", 4) != 0 || std::memcmp(head + 8, "WAVE", 4) != 0) return;
+    uint64_t at = sizeof head;
+    for (int n = 0; at + 8 <= total; ++n) {
+        if (n == kMaxRiffChunks) fail("read audio: %s holds more than %d RIFF chunks", what.c_str(), kMaxRiffChunks);
+        uint8_t chunk[8];
+        if (!read_at(at, chunk, sizeof chunk)) return;
+        const uint64_t size = static_cast<uint64_t>(chunk[4]) | (static_cast<uint64_t>(chunk[5]) << 8) |
+                              (static_cast<uint64_t>(chunk[6]) << 16) | (static_cast<uint64_t>(chunk[7]) << 24);
+        const uint64_t left = total - at - 8;
+        const bool data = std::memcmp(chunk, "data", 4) == 0;
+        if (size > left) {
+            if (data) return;  // truncated samples: nothing follows them
+            char id[5];
+            for (int i = 0; i < 4; ++i) id[i] = chunk[i] >= 32 && chunk[i] < 127 ? static_cast<char>(chunk[i]) : '?';
+            id[4] = '\0';
+            fail("read audio: %s: chunk '%s' at byte %llu claims %llu bytes, only %llu follow", what.c_str(), id,
+                 static_cast<unsigned long long>(at), static_cast<unsigned long long>(size),
+                 static_cast<unsigned long long>(left));
+        }
+        at += 8 + size + (size & 1);  // chunks are padded to even sizes
+    }
+}
+
+// check_riff_chunks over a file on disk (its chunk headers only).
+void check_riff_file(const std::string& path) {
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), std::fclose);
+    if (!f || fseeko(f.get(), 0, SEEK_END) != 0) return;  // sf_open reports what is wrong with it
+    const off_t total = ftello(f.get());
+    if (total <= 0) return;
+    check_riff_chunks(
+        static_cast<uint64_t>(total),
+        [&](uint64_t offset, uint8_t* dst, size_t n) {
+            return fseeko(f.get(), static_cast<off_t>(offset), SEEK_SET) == 0 && std::fread(dst, 1, n, f.get()) == n;
+        },
+        "'" + path + "'");
+}
 
 void check_header(const SF_INFO& info, const AudioLimits& limits, const std::string& what) {
     const int major = info.format & SF_FORMAT_TYPEMASK;
@@ -117,6 +168,7 @@ std::vector<float> resample_to_16k(const std::vector<float>& mono, int rate) {
 }
 
 std::vector<float> read_wav_file(const std::string& path, const AudioLimits& limits) {
+    check_riff_file(path);
     SF_INFO info;
     std::memset(&info, 0, sizeof info);
     SndfilePtr file(sf_open(path.c_str(), SFM_READ, &info));
@@ -127,6 +179,14 @@ std::vector<float> read_wav_file(const std::string& path, const AudioLimits& lim
 
 std::vector<float> decode_wav(const uint8_t* data, size_t size, const AudioLimits& limits) {
     if (data == nullptr || size == 0) fail("read audio: empty WAV buffer");
+    check_riff_chunks(
+        size,
+        [&](uint64_t offset, uint8_t* dst, size_t n) {
+            if (offset > size || n > size - offset) return false;
+            std::memcpy(dst, data + offset, n);
+            return true;
+        },
+        "the WAV buffer");
     MemoryFile mem{data, static_cast<sf_count_t>(size), 0};
     SF_VIRTUAL_IO io{mem_length, mem_seek, mem_read, mem_write, mem_tell};
     SF_INFO info;
