@@ -1,6 +1,7 @@
 #pragma once
 // The CPU kernel table: one entry per op and type, filled once at start-up from the CPU's features
-// (generic scalar, AVX2, AVX-512 VNNI, AVX-512 with AMX tiles, NEON dotprod). Callers never test for an ISA themselves.
+// (generic scalar, AVX2, AVX-512 VNNI, AVX-512 with AMX tiles, NEON dotprod). Callers never test for
+// an ISA themselves.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -34,8 +35,8 @@ using GemmTileFn = void (*)(float* y, size_t y_stride, const void* w, size_t w_r
 //   u8  quants[8][kPanelRows][4]  group g: quants 4g..4g+3 of each row
 //   f32 d[kPanelRows]             row scales
 //   f32 m[kPanelRows]             row minimums (Q4_1; zero otherwise)
-// K-quant panels (AVX2 table) use the same scratch, 8 panel blocks per super-block of 256, in their
-// own layout (avx2/avx2_k_panels.inl); their PanelActBlocks are per chunk of 32 as well.
+// K-quant panels (AVX2 and AVX-512 tables) use the same scratch, 8 panel blocks per super-block of
+// 256, in their own layout (avx2/x86_k_panel_layout.h); their PanelActBlocks are per chunk of 32.
 constexpr size_t kPanelRows = 16;
 constexpr size_t kPanelGroupBytes = kPanelRows * 4;         // one group of 4 quants of every row
 constexpr size_t kPanelScaleOffset = 8 * kPanelGroupBytes;  // f32 d[kPanelRows]
