@@ -1,6 +1,6 @@
 // Row panels and one-token decode of the K-quant formats (Q4_K, Q5_K, Q6_K, Q8_K activations) for
 // the AVX2 table. Included inside the anonymous namespace of avx2_kernels.cpp after avx2_panels.inl
-// (transpose_8x8_dwords, sum_lanes_of_8, half_field_of_8_rows, kHalfRows, kPanel8MaxTokens).
+// (transpose_8x8_dwords, kHalfRows, kPanel8MaxTokens; the 8-row reductions are in x86_quant_kernels.inl).
 //
 // A super-block of 256 is 8 chunks c of 32 quants (Q6_K: 16 sub-blocks i of 16, chunk c = sub-blocks
 // 2c and 2c + 1). Accumulation order, shared by vec_dot, the panels and the decode kernel so that
@@ -392,18 +392,6 @@ void k_panel8_gemm(float* y, size_t y_stride, const uint8_t* panel, const void* 
 }
 
 // ---- decode: one token straight from the GGUF rows -------------------------------------------------
-
-// v[r] = (4 lanes of A_r | 4 lanes of B_r)  ->  *a: lane r = sum of A_r, *b: lane r = sum of B_r.
-inline void sum_halves_of_8(const __m256i* v, __m256i* a, __m256i* b) {
-    const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]);
-    const __m256i h23 = _mm256_hadd_epi32(v[2], v[3]);
-    const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]);
-    const __m256i h67 = _mm256_hadd_epi32(v[6], v[7]);
-    const __m256i rows0123 = _mm256_hadd_epi32(h01, h23);  // [A of rows 0..3 | B of rows 0..3]
-    const __m256i rows4567 = _mm256_hadd_epi32(h45, h67);
-    *a = _mm256_permute2x128_si256(rows0123, rows4567, 0x20);
-    *b = _mm256_permute2x128_si256(rows0123, rows4567, 0x31);
-}
 
 // Q4_K, rows a and b of one super-block in one vector pair: a's 16-byte halves of each raw vector in
 // the low 128 bits, b's in the high, so that each chunk's two halves of int16 pair sums (at most

@@ -102,18 +102,6 @@ void panel8_gemm(float* y, size_t y_stride, const uint8_t* panel, const void* x,
 // turns the 8 rows' vectors into one vector of 8 exact block sums (lane r = row r), so the float
 // work is the panels' (same order, bit for bit) at one instruction per 8 rows.
 
-// v[r]: 8 int32 lanes of row r  ->  lane r = the sum of v[r]'s lanes.
-inline __m256i sum_lanes_of_8(const __m256i* v) {
-    const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]);
-    const __m256i h23 = _mm256_hadd_epi32(v[2], v[3]);
-    const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]);
-    const __m256i h67 = _mm256_hadd_epi32(v[6], v[7]);
-    const __m256i rows0123 = _mm256_hadd_epi32(h01, h23);  // [rows 0..3: lanes 0..3 | rows 0..3: lanes 4..7]
-    const __m256i rows4567 = _mm256_hadd_epi32(h45, h67);
-    return _mm256_add_epi32(_mm256_permute2x128_si256(rows0123, rows4567, 0x20),
-                            _mm256_permute2x128_si256(rows0123, rows4567, 0x31));
-}
-
 // Int32 lanes of one weight block's dot with the activations, without the offset (added per block
 // from the activation facts, once for the 8 rows).
 template <class F>
@@ -122,15 +110,6 @@ inline __m256i raw_block_dot(const typename F::Block& wb, __m256i xq) {
         return dot_s8_s8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qs)), xq);
     }
     return dot_u8_s8(_mm256_setzero_si256(), F::quants(wb), xq);
-}
-
-// The f16 field at byte `offset` of block b of 8 rows, as 8 floats (lane r = row r).
-inline __m256 half_field_of_8_rows(const uint8_t* rows, size_t w_row_bytes, size_t block_byte, size_t offset) {
-    uint16_t h[8];
-    for (size_t r = 0; r < 8; ++r) std::memcpy(&h[r], rows + r * w_row_bytes + block_byte + offset, 2);
-    return _mm256_cvtph_ps(_mm_setr_epi16(static_cast<short>(h[0]), static_cast<short>(h[1]), static_cast<short>(h[2]),
-                                          static_cast<short>(h[3]), static_cast<short>(h[4]), static_cast<short>(h[5]),
-                                          static_cast<short>(h[6]), static_cast<short>(h[7])));
 }
 
 // Formats whose 32 quants are 16 bytes of nibbles (Q4_0, Q4_1; Q5_0 plus a fifth bit from its

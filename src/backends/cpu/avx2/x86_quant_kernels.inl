@@ -88,6 +88,41 @@ inline __m128i unpack_k_scales_sse(const uint8_t* packed) {
     return _mm_blend_epi32(even, odd, 0b1010);
 }
 
+// ---- 8 rows at a time (the one-token decode kernels of both tables) -----------------------------
+
+// v[r]: 8 int32 lanes of row r  ->  lane r = the sum of v[r]'s lanes.
+inline __m256i sum_lanes_of_8(const __m256i* v) {
+    const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]);
+    const __m256i h23 = _mm256_hadd_epi32(v[2], v[3]);
+    const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]);
+    const __m256i h67 = _mm256_hadd_epi32(v[6], v[7]);
+    const __m256i rows0123 = _mm256_hadd_epi32(h01, h23);  // [rows 0..3: lanes 0..3 | rows 0..3: lanes 4..7]
+    const __m256i rows4567 = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(rows0123, rows4567, 0x20),
+                            _mm256_permute2x128_si256(rows0123, rows4567, 0x31));
+}
+
+// v[r] = (4 lanes of A_r | 4 lanes of B_r)  ->  *a: lane r = sum of A_r, *b: lane r = sum of B_r.
+inline void sum_halves_of_8(const __m256i* v, __m256i* a, __m256i* b) {
+    const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]);
+    const __m256i h23 = _mm256_hadd_epi32(v[2], v[3]);
+    const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]);
+    const __m256i h67 = _mm256_hadd_epi32(v[6], v[7]);
+    const __m256i rows0123 = _mm256_hadd_epi32(h01, h23);  // [A of rows 0..3 | B of rows 0..3]
+    const __m256i rows4567 = _mm256_hadd_epi32(h45, h67);
+    *a = _mm256_permute2x128_si256(rows0123, rows4567, 0x20);
+    *b = _mm256_permute2x128_si256(rows0123, rows4567, 0x31);
+}
+
+// The f16 field at byte `offset` of block b of 8 rows, as 8 floats (lane r = row r).
+inline __m256 half_field_of_8_rows(const uint8_t* rows, size_t w_row_bytes, size_t block_byte, size_t offset) {
+    uint16_t h[8];
+    for (size_t r = 0; r < 8; ++r) std::memcpy(&h[r], rows + r * w_row_bytes + block_byte + offset, 2);
+    return _mm256_cvtph_ps(_mm_setr_epi16(static_cast<short>(h[0]), static_cast<short>(h[1]), static_cast<short>(h[2]),
+                                          static_cast<short>(h[3]), static_cast<short>(h[4]), static_cast<short>(h[5]),
+                                          static_cast<short>(h[6]), static_cast<short>(h[7])));
+}
+
 // (Q4_K, Q5_K, Q6_K: avx2_k_panels.inl, for the AVX2 and AVX-512 tables)
 
 // ---- float weights: x86_float_tiles.inl ---------------------------------------------------------
