@@ -54,3 +54,19 @@ TEST(CpuFeatures, Avx512CapDropsAmx) {
     EXPECT_EQ(cpu_features_capped("amx").amx_int8, all.amx_int8);
     EXPECT_FALSE(cpu_features_capped("avx2").amx_int8);
 }
+
+TEST(CpuFeatures, DecodePrefetchChoiceOverridesTheDefaultAndRejectsUnknownValues) {
+    const CpuFeatures detected = cpu_features_for(nullptr, nullptr);
+    EXPECT_EQ(cpu_features_for(nullptr, "").decode_prefetch_l1, detected.decode_prefetch_l1);
+    EXPECT_TRUE(cpu_features_for(nullptr, "l1").decode_prefetch_l1);
+    EXPECT_FALSE(cpu_features_for(nullptr, "l2").decode_prefetch_l1);
+    EXPECT_EQ(cpu_features_for(nullptr, "l1").avx2, detected.avx2);  // the ISA is not touched
+    for (const char* bad : {"L1", "l3", "t0", "1"}) {
+        try {
+            cpu_features_for(nullptr, bad);
+            ADD_FAILURE() << "accepted CACTUS_DECODE_PREFETCH=" << bad;
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("CACTUS_DECODE_PREFETCH"), std::string::npos) << e.what();
+        }
+    }
+}

@@ -30,6 +30,19 @@ bool cpu_has_amx_int8() {
 }
 #endif
 
+#if defined(__x86_64__) || defined(__i386__)
+// The CPU family of an AMD CPU (base + extended family of cpuid leaf 1; Zen 5 is 0x1A), 0 for other
+// vendors.
+unsigned amd_family() {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(0, &a, &b, &c, &d) == 0) return 0;
+    const bool amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;  // "Auth" "enti" "cAMD"
+    if (!amd || __get_cpuid(1, &a, &b, &c, &d) == 0) return 0;
+    const unsigned base = (a >> 8) & 0xF;
+    return base == 0xF ? base + ((a >> 20) & 0xFF) : base;
+}
+#endif
+
 #if defined(__x86_64__) && defined(__linux__)
 // Linux hands out the 8 KiB AMX tile state only to processes that ask for it (once, for every
 // thread); without it the first tile instruction raises SIGILL. False where the kernel refuses.
@@ -51,6 +64,7 @@ CpuFeatures detect() {
                     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                     __builtin_cpu_supports("avx512vnni");
     f.amx_int8 = f.avx512_vnni && cpu_has_amx_int8() && linux_grants_amx_tiles();
+    f.decode_prefetch_l1 = amd_family() >= 0x1A;
     return f;
 }
 #elif defined(__aarch64__) && defined(__linux__)
@@ -93,12 +107,26 @@ CpuFeatures apply_cap(CpuFeatures f, const char* cap) {
 #endif
 }
 
+CpuFeatures apply_decode_prefetch(CpuFeatures f, const char* choice) {
+    if (choice == nullptr || *choice == '\0') return f;
+    if (std::strcmp(choice, "l1") == 0 || std::strcmp(choice, "l2") == 0) {
+        f.decode_prefetch_l1 = choice[1] == '1';
+        return f;
+    }
+    fail("CACTUS_DECODE_PREFETCH: unknown value '%s' (l1, l2)", choice);
+}
+
 }  // namespace
 
 CpuFeatures cpu_features_capped(const char* cap) { return apply_cap(detect(), cap); }
 
+CpuFeatures cpu_features_for(const char* cap, const char* decode_prefetch) {
+    return apply_decode_prefetch(apply_cap(detect(), cap), decode_prefetch);
+}
+
 const CpuFeatures& cpu_features() {
-    static const CpuFeatures features = apply_cap(detect(), std::getenv("CACTUS_CPU_ISA"));
+    static const CpuFeatures features =
+        cpu_features_for(std::getenv("CACTUS_CPU_ISA"), std::getenv("CACTUS_DECODE_PREFETCH"));
     return features;
 }
 

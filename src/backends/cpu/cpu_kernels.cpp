@@ -34,10 +34,10 @@ struct KernelTables {
 void add_isa_tiers(KernelTables& t, const CpuFeatures& f) {
     if (!f.avx2) return;
     t.tiers[t.count] = t.tiers[t.count - 1];
-    register_avx2_kernels(t.tiers[t.count++]);
+    register_avx2_kernels(t.tiers[t.count++], f.decode_prefetch_l1);
     if (!f.avx512_vnni) return;
     t.tiers[t.count] = t.tiers[t.count - 1];
-    register_avx512_kernels(t.tiers[t.count++]);
+    register_avx512_kernels(t.tiers[t.count++], f.decode_prefetch_l1);
     if (!f.amx_int8) return;
     t.tiers[t.count] = t.tiers[t.count - 1];
     register_amx_kernels(t.tiers[t.count++]);

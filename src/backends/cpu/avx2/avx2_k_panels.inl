@@ -461,15 +461,13 @@ inline void k_rows_sums(const uint8_t* rows, size_t w_row_bytes, size_t block_by
 
 // y[0..8) = vec_dot(row r, x) for 8 rows of w_row_bytes from `rows`; each super-block step
 // prefetches `prefetch_step` bytes of the next panel from `prefetch` on (see half_panel_decode).
-template <class F>
+template <class F, bool kL1>
 void k_half_panel_decode(float* y, const uint8_t* rows, size_t w_row_bytes, const BlockQ8_K* xb, size_t n_sb,
                          const uint8_t* prefetch, size_t prefetch_step) {
     using Block = typename F::Block;
     __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
     for (size_t sb = 0; sb < n_sb; ++sb, prefetch += prefetch_step) {
-        for (size_t off = 0; off < prefetch_step; off += 64) {
-            _mm_prefetch(reinterpret_cast<const char*>(prefetch + off), _MM_HINT_T1);
-        }
+        prefetch_bytes<kL1>(prefetch, prefetch_step);
         const KToken tok(xb + sb);
         const size_t block_byte = sb * sizeof(Block);
         __m256i isum, mdot;
@@ -485,7 +483,7 @@ void k_half_panel_decode(float* y, const uint8_t* rows, size_t w_row_bytes, cons
     _mm256_storeu_ps(y, F::kHasMins ? _mm256_sub_ps(acc, acc_min) : acc);
 }
 
-template <class F>
+template <class F, bool kL1>
 void k_panel8_decode(float* y, const void* w, size_t w_row_bytes, const void* x, const PanelActBlock*, size_t n) {
     const uint8_t* rows = static_cast<const uint8_t*>(w);
     const size_t n_sb = n / kQKK;
@@ -493,26 +491,26 @@ void k_panel8_decode(float* y, const void* w, size_t w_row_bytes, const void* x,
     const size_t prefetch_step = ((kPanelRows * w_row_bytes + steps - 1) / steps + 63) / 64 * 64;
     const uint8_t* next_panel = rows + kPanelRows * w_row_bytes;
     for (size_t h = 0; h < kPanelRows / kHalfRows; ++h) {
-        k_half_panel_decode<F>(y + kHalfRows * h, rows + kHalfRows * h * w_row_bytes, w_row_bytes,
-                               static_cast<const BlockQ8_K*>(x), n_sb, next_panel + h * n_sb * prefetch_step,
-                               prefetch_step);
+        k_half_panel_decode<F, kL1>(y + kHalfRows * h, rows + kHalfRows * h * w_row_bytes, w_row_bytes,
+                                    static_cast<const BlockQ8_K*>(x), n_sb, next_panel + h * n_sb * prefetch_step,
+                                    prefetch_step);
     }
 }
 
 template <class F>
-void register_k_panel8(CpuKernels& t, DType type) {
+void register_k_panel8(CpuKernels& t, DType type, bool decode_prefetch_l1) {
     const size_t i = static_cast<size_t>(type);
     t.vec_dot[i] = k_panel_vec_dot<F>;
     t.gemm_tile[i] = nullptr;  // the register tiles accumulate in another order
     t.pack_panel[i] = pack_k_panel<F>;
     t.panel_act[i] = k_panel_act<F>;
     t.panel_gemm[i] = k_panel8_gemm<F>;
-    t.panel_decode[i] = k_panel8_decode<F>;
+    t.panel_decode[i] = decode_prefetch_l1 ? k_panel8_decode<F, true> : k_panel8_decode<F, false>;
     t.decode_act[i] = nullptr;  // the decode reads the Q8_K blocks only
 }
 
-void register_k_panels(CpuKernels& t) {
-    register_k_panel8<Q4_KPanels>(t, DType::Q4_K);
-    register_k_panel8<Q5_KPanels>(t, DType::Q5_K);
-    register_k_panel8<Q6_KPanels>(t, DType::Q6_K);
+void register_k_panels(CpuKernels& t, bool decode_prefetch_l1) {
+    register_k_panel8<Q4_KPanels>(t, DType::Q4_K, decode_prefetch_l1);
+    register_k_panel8<Q5_KPanels>(t, DType::Q5_K, decode_prefetch_l1);
+    register_k_panel8<Q6_KPanels>(t, DType::Q6_K, decode_prefetch_l1);
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -36,11 +37,11 @@ constexpr size_t kMaxTileTokens = 2;
 
 }  // namespace
 
-void register_avx2_kernels(CpuKernels& t) {
+void register_avx2_kernels(CpuKernels& t, bool decode_prefetch_l1) {
     t.isa_name = "avx2";
     register_legacy_tiles(t);
-    register_panels(t);    // replaces the legacy entries: another accumulation order, see there
-    register_k_panels(t);  // Q4_K, Q5_K, Q6_K: vec_dot in the panels' order, panels, decode
+    register_panels(t, decode_prefetch_l1);    // replaces the legacy entries: another accumulation order, see there
+    register_k_panels(t, decode_prefetch_l1);  // Q4_K, Q5_K, Q6_K: vec_dot in the panels' order, panels, decode
     register_float_tiles(t);
     t.quantize_row[static_cast<size_t>(DType::Q8_0)] = quantize_row_q8_0;
     t.quantize_row[static_cast<size_t>(DType::Q8_1)] = quantize_row_q8_1;

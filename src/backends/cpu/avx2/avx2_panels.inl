@@ -196,18 +196,17 @@ inline __m256i rows_block_dots(const uint8_t* rows, size_t w_row_bytes, size_t b
 // y[0..8) = vec_dot(row r, x) for 8 rows of w_row_bytes from `rows`. The rows are 8 interleaved
 // streams, which the hardware prefetcher does not follow well from memory: each block step
 // prefetches `prefetch_step` bytes of the next panel instead (one sequential stream, when the rows
-// are contiguous), from `prefetch` on, into L2: into L1 (T0) its few miss buffers held the stream
-// back (Zen 4: Q8_0 from memory 22 -> 38 GFLOP/s with T1, docs/PERFORMANCE.md session 10).
-template <class F>
+// are contiguous), from `prefetch` on, into L1 or L2 (prefetch_bytes): on Zen 4 L1's few miss
+// buffers held the stream back (Q8_0 from memory 22 -> 38 GFLOP/s into L2, docs/PERFORMANCE.md
+// session 10); on Zen 5 L2 was the slower one (session 12).
+template <class F, bool kL1>
 void half_panel_decode(float* y, const uint8_t* rows, size_t w_row_bytes, const void* x, const PanelActBlock* act,
                        size_t n_blocks, const uint8_t* prefetch, size_t prefetch_step) {
     using Block = typename F::Block;
     const typename F::ActBlock* xb = static_cast<const typename F::ActBlock*>(x);
     __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
     for (size_t b = 0; b < n_blocks; ++b, prefetch += prefetch_step) {
-        for (size_t off = 0; off < prefetch_step; off += 64) {
-            _mm_prefetch(reinterpret_cast<const char*>(prefetch + off), _MM_HINT_T1);
-        }
+        prefetch_bytes<kL1>(prefetch, prefetch_step);
         const size_t block_byte = b * sizeof(Block);
         const __m256i dots = rows_block_dots<F>(rows, w_row_bytes, block_byte, xb[b].qs);
         const __m256i isum = _mm256_add_epi32(dots, _mm256_set1_epi32(act[b].bias));
@@ -221,7 +220,7 @@ void half_panel_decode(float* y, const uint8_t* rows, size_t w_row_bytes, const 
     _mm256_storeu_ps(y, F::kHasMin ? _mm256_add_ps(acc, acc_min) : acc);
 }
 
-template <class F>
+template <class F, bool kL1>
 void panel8_decode(float* y, const void* w, size_t w_row_bytes, const void* x, const PanelActBlock* act, size_t n) {
     const uint8_t* rows = static_cast<const uint8_t*>(w);
     const size_t n_blocks = n / kQK32;
@@ -229,26 +228,26 @@ void panel8_decode(float* y, const void* w, size_t w_row_bytes, const void* x, c
     const size_t prefetch_step = ((kPanelRows * w_row_bytes + steps - 1) / steps + 63) / 64 * 64;
     const uint8_t* next_panel = rows + kPanelRows * w_row_bytes;
     for (size_t h = 0; h < kPanelRows / kHalfRows; ++h) {
-        half_panel_decode<F>(y + kHalfRows * h, rows + kHalfRows * h * w_row_bytes, w_row_bytes, x, act, n_blocks,
-                             next_panel + h * n_blocks * prefetch_step, prefetch_step);
+        half_panel_decode<F, kL1>(y + kHalfRows * h, rows + kHalfRows * h * w_row_bytes, w_row_bytes, x, act, n_blocks,
+                                  next_panel + h * n_blocks * prefetch_step, prefetch_step);
     }
 }
 
 template <class F>
-void register_panel8(CpuKernels& t, DType type) {
+void register_panel8(CpuKernels& t, DType type, bool decode_prefetch_l1) {
     const size_t i = static_cast<size_t>(type);
     t.vec_dot[i] = panel_vec_dot<F>;
     t.gemm_tile[i] = nullptr;  // the 4-row tiles accumulate in another order than panel_vec_dot
     t.pack_panel[i] = pack_panel<F>;
     t.panel_act[i] = panel_act<F>;
     t.panel_gemm[i] = panel8_gemm<F>;
-    t.panel_decode[i] = panel8_decode<F>;
+    t.panel_decode[i] = decode_prefetch_l1 ? panel8_decode<F, true> : panel8_decode<F, false>;
     t.decode_act[i] = panel_act<F>;
 }
 
-void register_panels(CpuKernels& t) {
-    register_panel8<Q4_0Format>(t, DType::Q4_0);
-    register_panel8<Q4_1Format>(t, DType::Q4_1);
-    register_panel8<Q5_0Format>(t, DType::Q5_0);
-    register_panel8<Q8_0Format>(t, DType::Q8_0);
+void register_panels(CpuKernels& t, bool decode_prefetch_l1) {
+    register_panel8<Q4_0Format>(t, DType::Q4_0, decode_prefetch_l1);
+    register_panel8<Q4_1Format>(t, DType::Q4_1, decode_prefetch_l1);
+    register_panel8<Q5_0Format>(t, DType::Q5_0, decode_prefetch_l1);
+    register_panel8<Q8_0Format>(t, DType::Q8_0, decode_prefetch_l1);
 }

@@ -123,6 +123,20 @@ inline __m256 half_field_of_8_rows(const uint8_t* rows, size_t w_row_bytes, size
                                           static_cast<short>(h[6]), static_cast<short>(h[7])));
 }
 
+// The decode kernels prefetch the next panel of rows while they multiply the current one: into L1
+// (_MM_HINT_T0) or into L2 (_MM_HINT_T1), whichever CpuFeatures::decode_prefetch_l1 says is faster
+// on this CPU (Zen 4 and Sapphire Rapids: L2; Zen 5: L1; docs/PERFORMANCE.md, session 12).
+template <bool kIntoL1>
+inline void prefetch_bytes(const uint8_t* p, size_t bytes) {
+    for (size_t off = 0; off < bytes; off += 64) {
+        if constexpr (kIntoL1) {
+            _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+        } else {
+            _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T1);
+        }
+    }
+}
+
 // (Q4_K, Q5_K, Q6_K: avx2_k_panels.inl, for the AVX2 and AVX-512 tables)
 
 // ---- float weights: x86_float_tiles.inl ---------------------------------------------------------

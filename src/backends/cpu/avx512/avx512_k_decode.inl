@@ -28,7 +28,7 @@ struct Q4_KDecode {
     static KDecodeToken token(const BlockQ8_K& b) {
         KDecodeToken t;
         for (int m = 0; m < 2; ++m) {
-            const __m512i first = _mm512_loadu_si512(b.qs + 128 * m);  // chunks 4m, 4m + 1
+            const __m512i first = _mm512_loadu_si512(b.qs + 128 * m);        // chunks 4m, 4m + 1
             const __m512i second = _mm512_loadu_si512(b.qs + 128 * m + 64);  // chunks 4m + 2, 4m + 3
             t.x[2 * m] = _mm512_shuffle_i64x2(first, second, _MM_SHUFFLE(1, 0, 1, 0));
             t.x[2 * m + 1] = _mm512_shuffle_i64x2(first, second, _MM_SHUFFLE(3, 2, 3, 2));
@@ -94,10 +94,10 @@ struct Q6_KDecode {
         __m512i acc = _mm512_setzero_si512();
         for (int n = 0; n < 2; ++n) {
             const __m512i ql = _mm512_loadu_si512(b.ql + 64 * n);
-            const __m512i qh = _mm512_shuffle_i64x2(qh_all, qh_all, n == 0 ? _MM_SHUFFLE(1, 0, 1, 0)
-                                                                            : _MM_SHUFFLE(3, 2, 3, 2));
-            const __m512i low = _mm512_or_si512(_mm512_and_si512(ql, mask),
-                                                _mm512_and_si512(_mm512_sllv_epi16(qh, up), bits45));
+            const __m512i qh =
+                _mm512_shuffle_i64x2(qh_all, qh_all, n == 0 ? _MM_SHUFFLE(1, 0, 1, 0) : _MM_SHUFFLE(3, 2, 3, 2));
+            const __m512i low =
+                _mm512_or_si512(_mm512_and_si512(ql, mask), _mm512_and_si512(_mm512_sllv_epi16(qh, up), bits45));
             const __m512i high = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), mask),
                                                  _mm512_and_si512(_mm512_srlv_epi16(qh, down), bits45));
             acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(low, t.x[2 * n]),
@@ -112,11 +112,10 @@ struct Q6_KDecode {
 
     // vpermw index: word s in 128-bit lane 0, s + 1 in lane 1, s + 2, s + 3
     static __m512i sub_block_pick(int s) {
-        return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(_mm_set1_epi16(static_cast<short>(s + 1)),
-                                                                          _mm_set1_epi16(static_cast<short>(s)))),
-                                  _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(s + 3)),
-                                                   _mm_set1_epi16(static_cast<short>(s + 2))),
-                                  1);
+        return _mm512_inserti64x4(
+            _mm512_castsi256_si512(
+                _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(s + 1)), _mm_set1_epi16(static_cast<short>(s)))),
+            _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(s + 3)), _mm_set1_epi16(static_cast<short>(s + 2))), 1);
     }
 };
 
@@ -127,22 +126,20 @@ inline __m128i fold_to_4(__m512i v) {
 }
 
 // y[0..8) = vec_dot(row r, x) for 8 rows, prefetching the next panel as the AVX2 k_half_panel_decode.
-template <class D>
+template <class D, bool kL1>
 void k_half_panel_decode_zmm(float* y, const uint8_t* rows, size_t w_row_bytes, const BlockQ8_K* xb, size_t n_sb,
                              const uint8_t* prefetch, size_t prefetch_step) {
     using Block = typename D::Block;
     __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
     for (size_t sb = 0; sb < n_sb; ++sb, prefetch += prefetch_step) {
-        for (size_t off = 0; off < prefetch_step; off += 64) {
-            _mm_prefetch(reinterpret_cast<const char*>(prefetch + off), _MM_HINT_T1);
-        }
+        prefetch_bytes<kL1>(prefetch, prefetch_step);
         const KDecodeToken tok = D::token(xb[sb]);
         const size_t block_byte = sb * sizeof(Block);
         __m256i lanes[kDecodeRows];  // row r: [4 lanes of isum | 4 lanes of mdot]
         for (size_t r = 0; r < kDecodeRows; ++r) {
             __m128i mdot;
-            const __m128i isum = fold_to_4(
-                D::lanes(*reinterpret_cast<const Block*>(rows + r * w_row_bytes + block_byte), tok, &mdot));
+            const __m128i isum =
+                fold_to_4(D::lanes(*reinterpret_cast<const Block*>(rows + r * w_row_bytes + block_byte), tok, &mdot));
             lanes[r] = _mm256_set_m128i(mdot, isum);
         }
         __m256i isum, mdot;
@@ -158,7 +155,7 @@ void k_half_panel_decode_zmm(float* y, const uint8_t* rows, size_t w_row_bytes, 
     _mm256_storeu_ps(y, D::kHasMins ? _mm256_sub_ps(acc, acc_min) : acc);
 }
 
-template <class D>
+template <class D, bool kL1>
 void k_panel_decode_zmm(float* y, const void* w, size_t w_row_bytes, const void* x, const PanelActBlock*, size_t n) {
     const uint8_t* rows = static_cast<const uint8_t*>(w);
     const size_t n_sb = n / kQKK;
@@ -166,14 +163,16 @@ void k_panel_decode_zmm(float* y, const void* w, size_t w_row_bytes, const void*
     const size_t prefetch_step = ((kPanelRows * w_row_bytes + steps - 1) / steps + 63) / 64 * 64;
     const uint8_t* next_panel = rows + kPanelRows * w_row_bytes;
     for (size_t h = 0; h < kPanelRows / kDecodeRows; ++h) {
-        k_half_panel_decode_zmm<D>(y + kDecodeRows * h, rows + kDecodeRows * h * w_row_bytes, w_row_bytes,
-                                   static_cast<const BlockQ8_K*>(x), n_sb, next_panel + h * n_sb * prefetch_step,
-                                   prefetch_step);
+        k_half_panel_decode_zmm<D, kL1>(y + kDecodeRows * h, rows + kDecodeRows * h * w_row_bytes, w_row_bytes,
+                                        static_cast<const BlockQ8_K*>(x), n_sb, next_panel + h * n_sb * prefetch_step,
+                                        prefetch_step);
     }
 }
 
 // Replaces the one-token decode of Q4_K and Q6_K inherited from the AVX2 table (Q5_K keeps it).
-void register_k_decode_zmm(CpuKernels& t) {
-    t.panel_decode[static_cast<size_t>(DType::Q4_K)] = k_panel_decode_zmm<Q4_KDecode>;
-    t.panel_decode[static_cast<size_t>(DType::Q6_K)] = k_panel_decode_zmm<Q6_KDecode>;
+void register_k_decode_zmm(CpuKernels& t, bool decode_prefetch_l1) {
+    t.panel_decode[static_cast<size_t>(DType::Q4_K)] =
+        decode_prefetch_l1 ? k_panel_decode_zmm<Q4_KDecode, true> : k_panel_decode_zmm<Q4_KDecode, false>;
+    t.panel_decode[static_cast<size_t>(DType::Q6_K)] =
+        decode_prefetch_l1 ? k_panel_decode_zmm<Q6_KDecode, true> : k_panel_decode_zmm<Q6_KDecode, false>;
 }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -40,7 +41,7 @@ constexpr size_t kMaxTileTokens = 4;
 
 }  // namespace
 
-void register_avx512_kernels(CpuKernels& t) {
+void register_avx512_kernels(CpuKernels& t, bool decode_prefetch_l1) {
     t.isa_name = "avx512_vnni";
     register_legacy_tiles(t);
     register_panels(t);  // replaces the legacy entries: another accumulation order, see there
@@ -48,7 +49,7 @@ void register_avx512_kernels(CpuKernels& t) {
     // K tiles this table had, above all for one token: docs/PERFORMANCE.md, session 11), and
     // multiply the panels 16 rows per zmm:
     register_k_panels_zmm(t);
-    register_k_decode_zmm(t);  // one token of Q4_K and Q6_K on 512-bit vectors (session 12, Zen 5)
+    register_k_decode_zmm(t, decode_prefetch_l1);  // one token of Q4_K and Q6_K on 512-bit vectors (session 12, Zen 5)
     // One token of Q4_0/Q4_1/Q5_0/Q8_0 keeps the AVX2 table's panel_decode and decode_act: the same
     // accumulation order as these panels, and faster than 512-bit row panels on Zen 4 and on a
     // Sapphire Rapids Xeon (docs/PERFORMANCE.md, session 10).

@@ -4,7 +4,7 @@
 namespace cactus {
 
 // Replaces the entries this ISA accelerates (compiled only where the ISA exists; call only when
-// cpu_features() says the CPU has it).
-void register_avx512_kernels(CpuKernels& table);
+// cpu_features() says the CPU has it). decode_prefetch_l1: CpuFeatures::decode_prefetch_l1.
+void register_avx512_kernels(CpuKernels& table, bool decode_prefetch_l1);
 
 }  // namespace cactus
