@@ -43,6 +43,23 @@ inline __m256i half_block_dot(const uint8_t* wq, const int8_t* xq, __m256i acc) 
     return acc;
 }
 
+// Signed quants (Q8_0): the int32 dots of one block of 8 rows with T tokens, seeded with acc[t]. Each
+// group is loaded and made absolute once for the T tokens; per token the sign trick then costs one
+// vpsignb (the activation takes the weight's sign) before vpmaddubsw and the per-group vpmaddwd.
+template <int T>
+inline void half_block_dots_signed(const uint8_t* wq, const int8_t* const* xq, __m256i* acc /* [T] */) {
+    for (int g = 0; g < 8; ++g) {
+        const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + g * kPanelGroupBytes));
+        const __m256i w_abs = _mm256_sign_epi8(w, w);
+        for (int t = 0; t < T; ++t) {
+            int32_t x4;
+            std::memcpy(&x4, xq[t] + 4 * g, 4);
+            const __m256i pairs = _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(_mm256_set1_epi32(x4), w));
+            acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+        }
+    }
+}
+
 // y: [T] rows of y_stride, 8 outputs each  <-  one panel half [n_blocks] x T activation rows.
 // half: the panel's first byte plus 32 * h (groups, scales and minimums all shift by 32 per half).
 template <class F, int T>
@@ -52,10 +69,20 @@ void half_panel_tile(float* y, size_t y_stride, const uint8_t* half, const uint8
     for (int t = 0; t < T; ++t) acc[t] = acc_min[t] = _mm256_setzero_ps();
     for (size_t b = 0; b < n_blocks; ++b, half += kPanelBlockBytes) {
         const __m256 dw = _mm256_loadu_ps(reinterpret_cast<const float*>(half + kPanelScaleOffset));
+        __m256i isums[T];
+        if constexpr (signed_quants<F>()) {
+            const int8_t* xq[T];
+            for (int t = 0; t < T; ++t) {
+                xq[t] = reinterpret_cast<const typename F::ActBlock*>(x + t * x_row_bytes)[b].qs;
+                isums[t] = _mm256_set1_epi32(act[t * act_row_blocks + b].bias);
+            }
+            half_block_dots_signed<T>(half, xq, isums);
+        }
         for (int t = 0; t < T; ++t) {
             const typename F::ActBlock& xb = reinterpret_cast<const typename F::ActBlock*>(x + t * x_row_bytes)[b];
             const PanelActBlock& a = act[t * act_row_blocks + b];
-            const __m256i isum = half_block_dot<F>(half, xb.qs, _mm256_set1_epi32(a.bias));
+            const __m256i isum =
+                signed_quants<F>() ? isums[t] : half_block_dot<F>(half, xb.qs, _mm256_set1_epi32(a.bias));
             acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a.d)), _mm256_cvtepi32_ps(isum), acc[t]);
             if constexpr (F::kHasMin) {
                 const __m256 m = _mm256_loadu_ps(reinterpret_cast<const float*>(half + kPanelMinOffset));
