@@ -91,11 +91,12 @@ struct Q6_KDecode {
         // (2-3 / 6-7) to bits 4-5
         const __m512i up = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
         const __m512i down = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+        const __m512i qh_of_half[2] = {_mm512_shuffle_i64x2(qh_all, qh_all, _MM_SHUFFLE(1, 0, 1, 0)),
+                                       _mm512_shuffle_i64x2(qh_all, qh_all, _MM_SHUFFLE(3, 2, 3, 2))};
         __m512i acc = _mm512_setzero_si512();
         for (int n = 0; n < 2; ++n) {
             const __m512i ql = _mm512_loadu_si512(b.ql + 64 * n);
-            const __m512i qh =
-                _mm512_shuffle_i64x2(qh_all, qh_all, n == 0 ? _MM_SHUFFLE(1, 0, 1, 0) : _MM_SHUFFLE(3, 2, 3, 2));
+            const __m512i qh = qh_of_half[n];
             const __m512i low =
                 _mm512_or_si512(_mm512_and_si512(ql, mask), _mm512_and_si512(_mm512_sllv_epi16(qh, up), bits45));
             const __m512i high = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), mask),
