@@ -11,17 +11,15 @@ constexpr size_t kPanel8MaxTokens = 4;  // accumulators per call: 4 (+ 4 minimum
 
 // Groups of 4 quants whose maddubs pair sums may be added in int16 without reaching 2^15, with
 // activations in [-127, 127]: 16 products of 4-bit quants (16 * 15 * 127 = 30,480), 8 of 5-bit
-// quants (8 * 31 * 127 = 31,496); signed Q8_0 through the sign trick (|q| <= 128: one group's pair
-// sums reach 32,512) is widened group by group.
+// quants (8 * 31 * 127 = 31,496). (Signed Q8_0 goes through half_block_dots_signed.)
 template <class F>
 constexpr int groups_per_i16_sum() {
-    if constexpr (signed_quants<F>()) return 1;
     if constexpr (std::is_same<F, Q5_0Format>::value) return 4;
     return 8;
 }
 
-// Int32 dot of one block of 8 rows (groups at stride kPanelGroupBytes) with one token's 32 quants,
-// seeded with the token's offset bias: lane r = row r.
+// Unsigned quants: the int32 dot of one block of 8 rows (groups at stride kPanelGroupBytes) with one
+// token's 32 quants, seeded with the token's offset bias: lane r = row r.
 template <class F>
 inline __m256i half_block_dot(const uint8_t* wq, const int8_t* xq, __m256i acc) {
     constexpr int kGroups = groups_per_i16_sum<F>();
@@ -32,11 +30,7 @@ inline __m256i half_block_dot(const uint8_t* wq, const int8_t* xq, __m256i acc) 
             std::memcpy(&x4, xq + 4 * g, 4);
             const __m256i x = _mm256_set1_epi32(x4);
             const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + g * kPanelGroupBytes));
-            if constexpr (signed_quants<F>()) {
-                pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w)));
-            } else {
-                pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w, x));
-            }
+            pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w, x));
         }
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
     }
@@ -45,7 +39,8 @@ inline __m256i half_block_dot(const uint8_t* wq, const int8_t* xq, __m256i acc) 
 
 // Signed quants (Q8_0): the int32 dots of one block of 8 rows with T tokens, seeded with acc[t]. Each
 // group is loaded and made absolute once for the T tokens; per token the sign trick then costs one
-// vpsignb (the activation takes the weight's sign) before vpmaddubsw and the per-group vpmaddwd.
+// vpsignb (the activation takes the weight's sign) before vpmaddubsw and a vpmaddwd per group (|q| <=
+// 128: one group's pair sums reach 32,512, so no two groups share an int16 sum).
 template <int T>
 inline void half_block_dots_signed(const uint8_t* wq, const int8_t* const* xq, __m256i* acc /* [T] */) {
     for (int g = 0; g < 8; ++g) {
@@ -81,8 +76,12 @@ void half_panel_tile(float* y, size_t y_stride, const uint8_t* half, const uint8
         for (int t = 0; t < T; ++t) {
             const typename F::ActBlock& xb = reinterpret_cast<const typename F::ActBlock*>(x + t * x_row_bytes)[b];
             const PanelActBlock& a = act[t * act_row_blocks + b];
-            const __m256i isum =
-                signed_quants<F>() ? isums[t] : half_block_dot<F>(half, xb.qs, _mm256_set1_epi32(a.bias));
+            __m256i isum;
+            if constexpr (signed_quants<F>()) {
+                isum = isums[t];
+            } else {
+                isum = half_block_dot<F>(half, xb.qs, _mm256_set1_epi32(a.bias));
+            }
             acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a.d)), _mm256_cvtepi32_ps(isum), acc[t]);
             if constexpr (F::kHasMin) {
                 const __m256 m = _mm256_loadu_ps(reinterpret_cast<const float*>(half + kPanelMinOffset));
