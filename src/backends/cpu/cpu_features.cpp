@@ -118,7 +118,7 @@ CpuFeatures apply_decode_prefetch(CpuFeatures f, const char* choice) {
 
 }  // namespace
 
-CpuFeatures cpu_features_capped(const char* cap) { return apply_cap(detect(), cap); }
+CpuFeatures cpu_features_capped(const char* cap) { return cpu_features_for(cap, nullptr); }
 
 CpuFeatures cpu_features_for(const char* cap, const char* decode_prefetch) {
     return apply_decode_prefetch(apply_cap(detect(), cap), decode_prefetch);

@@ -90,18 +90,6 @@ inline __m128i unpack_k_scales_sse(const uint8_t* packed) {
 
 // ---- 8 rows at a time (the one-token decode kernels of both tables) -----------------------------
 
-// v[r]: 8 int32 lanes of row r  ->  lane r = the sum of v[r]'s lanes.
-inline __m256i sum_lanes_of_8(const __m256i* v) {
-    const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]);
-    const __m256i h23 = _mm256_hadd_epi32(v[2], v[3]);
-    const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]);
-    const __m256i h67 = _mm256_hadd_epi32(v[6], v[7]);
-    const __m256i rows0123 = _mm256_hadd_epi32(h01, h23);  // [rows 0..3: lanes 0..3 | rows 0..3: lanes 4..7]
-    const __m256i rows4567 = _mm256_hadd_epi32(h45, h67);
-    return _mm256_add_epi32(_mm256_permute2x128_si256(rows0123, rows4567, 0x20),
-                            _mm256_permute2x128_si256(rows0123, rows4567, 0x31));
-}
-
 // v[r] = (4 lanes of A_r | 4 lanes of B_r)  ->  *a: lane r = sum of A_r, *b: lane r = sum of B_r.
 inline void sum_halves_of_8(const __m256i* v, __m256i* a, __m256i* b) {
     const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]);
@@ -112,6 +100,13 @@ inline void sum_halves_of_8(const __m256i* v, __m256i* a, __m256i* b) {
     const __m256i rows4567 = _mm256_hadd_epi32(h45, h67);
     *a = _mm256_permute2x128_si256(rows0123, rows4567, 0x20);
     *b = _mm256_permute2x128_si256(rows0123, rows4567, 0x31);
+}
+
+// v[r]: 8 int32 lanes of row r  ->  lane r = the sum of v[r]'s lanes (the sum of both halves).
+inline __m256i sum_lanes_of_8(const __m256i* v) {
+    __m256i a, b;
+    sum_halves_of_8(v, &a, &b);
+    return _mm256_add_epi32(a, b);
 }
 
 // The f16 field at byte `offset` of block b of 8 rows, as 8 floats (lane r = row r).
