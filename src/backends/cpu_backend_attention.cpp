@@ -1,6 +1,7 @@
 // CpuBackend: KV store, attention over the KV cache (f16 / int8 rows, causal, sliding rings with
 // sinks) and dense attention over given keys and values.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -9,6 +10,11 @@
 #include "core/error.h"
 
 namespace cactus {
+
+namespace {
+// Chunks of attention items per thread, claimed dynamically (attention_kv).
+constexpr size_t kAttentionChunksPerThread = 16;
+}  // namespace
 
 void CpuBackend::kv_store(size_t il, const KvBatch& batch, const Tensor& k, const Tensor& v) {
     CACTUS_ASSERT(k.type == DType::F32 && v.type == DType::F32 && k.rows() == batch.n && v.rows() == batch.n);
@@ -38,15 +44,21 @@ void CpuBackend::attention_kv(const Tensor& out, size_t il, const KvBatch& batch
     const size_t n_items = batch.n * items_per_token;
     const float* qd = q.as<float>();
     float* od = out.as<float>();
-    pool_->run([&](int index, int count) {
-        const size_t per = (n_items + static_cast<size_t>(count) - 1) / static_cast<size_t>(count);
-        const size_t begin = std::min(n_items, per * static_cast<size_t>(index));
-        const size_t end = std::min(n_items, begin + per);
+    // Threads claim chunks of items, the last chunk first: a causal prefill's later tokens see more
+    // rows (the second half of 512 tokens holds three quarters of the work), so an even split of
+    // the items left one thread waiting on the other; the cheap first chunks go last and even out.
+    const size_t n_chunks = std::min(n_items, kAttentionChunksPerThread * static_cast<size_t>(pool_->size()));
+    std::atomic<size_t> next_chunk{0};
+    pool_->run([&](int index, int) {
         AttentionWorkspace& ws = attn_ws_[static_cast<size_t>(index)];
-        for (size_t item = begin; item < end; ++item) {
-            const size_t t = item / items_per_token;
-            const size_t h = item % items_per_token * n_q;  // first query head of the item
-            attend_heads(il, batch, t, qd + t * q.width(), od + t * out.width(), n_head, h, n_q, scale, ws);
+        for (size_t c = next_chunk.fetch_add(1); c < n_chunks; c = next_chunk.fetch_add(1)) {
+            const size_t chunk = n_chunks - 1 - c;
+            const size_t begin = chunk * n_items / n_chunks, end = (chunk + 1) * n_items / n_chunks;
+            for (size_t item = begin; item < end; ++item) {
+                const size_t t = item / items_per_token;
+                const size_t h = item % items_per_token * n_q;  // first query head of the item
+                attend_heads(il, batch, t, qd + t * q.width(), od + t * out.width(), n_head, h, n_q, scale, ws);
+            }
         }
     });
 }
