@@ -121,10 +121,10 @@ void softmax(float* s, size_t n, float scale, bool round_half) {
 
 // ---- scores -------------------------------------------------------------------------------------
 
-// R rows x NQ queries of q . k over f16 keys: two accumulators per pair (even / odd 8-lane chunks of
-// each 16), a last 8-lane chunk into the first, then the scalar tail.
+// R rows x NQ queries of q . k over f16 keys, before the horizontal sum: two accumulators per pair
+// (even / odd 8-lane chunks of each 16) added, a last 8-lane chunk into the first; out[j * 8 + r].
 template <int NQ, int R>
-void dots_f16_tile(float* scores, size_t ld, const QueryBlock& qb, const uint16_t* const* k, size_t n) {
+void dots_f16_lanes(__m256* out, const QueryBlock& qb, const uint16_t* const* k, size_t n) {
     __m256 acc0[NQ][R], acc1[NQ][R];
     for (int j = 0; j < NQ; ++j) {
         for (int r = 0; r < R; ++r) acc0[j][r] = acc1[j][r] = _mm256_setzero_ps();
@@ -144,10 +144,22 @@ void dots_f16_tile(float* scores, size_t ld, const QueryBlock& qb, const uint16_
     for (int r = 0; r < R; ++r) {
         const __m256 ka = chunk8 ? load_f16(k[r] + d) : _mm256_setzero_ps();
         for (int j = 0; j < NQ; ++j) {
+            if (chunk8) acc0[j][r] = _mm256_fmadd_ps(_mm256_loadu_ps(qb.q + j * qb.q_stride + d), ka, acc0[j][r]);
+            out[j * 8 + r] = _mm256_add_ps(acc0[j][r], acc1[j][r]);
+        }
+    }
+}
+
+// The pairs' sums, then the scalar tail of lengths that are not whole 8-lane chunks.
+template <int NQ, int R>
+void dots_f16_tile(float* scores, size_t ld, const QueryBlock& qb, const uint16_t* const* k, size_t n) {
+    __m256 lanes[NQ * 8];
+    dots_f16_lanes<NQ, R>(lanes, qb, k, n);
+    for (int r = 0; r < R; ++r) {
+        for (int j = 0; j < NQ; ++j) {
             const float* q = qb.q + j * qb.q_stride;
-            if (chunk8) acc0[j][r] = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), ka, acc0[j][r]);
-            float sum = hsum(_mm256_add_ps(acc0[j][r], acc1[j][r]));
-            for (size_t i = chunk8 ? d + 8 : d; i < n; ++i) sum = std::fma(q[i], half_to_float(k[r][i]), sum);
+            float sum = hsum(lanes[j * 8 + r]);
+            for (size_t i = n / 8 * 8; i < n; ++i) sum = std::fma(q[i], half_to_float(k[r][i]), sum);
             scores[j * ld + r] = sum;
         }
     }
@@ -196,12 +208,20 @@ constexpr int rows_per_tile() {
 template <int NQ>
 void dots_f16_rows(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride,
                    const RowList& rows, size_t n) {
-    for_row_tiles<rows_per_tile<NQ>()>(rows, [&](size_t i, auto tile_rows) {
-        constexpr int R = decltype(tile_rows)::value;
-        const uint16_t* kr[R];
-        for (int r = 0; r < R; ++r) kr[r] = k + rows.rows[i + r] * k_stride;
-        dots_f16_tile<NQ, R>(scores + i, ld, q, kr, n);
-    });
+    constexpr int kRows = rows_per_tile<NQ>();
+    dots_in_blocks_of_8<NQ, kRows>(
+        scores, ld, rows, n,
+        [&](size_t i, __m256* out) {
+            const uint16_t* kr[kRows];
+            for (int r = 0; r < kRows; ++r) kr[r] = k + rows.rows[i + r] * k_stride;
+            dots_f16_lanes<NQ, kRows>(out, q, kr, n);
+        },
+        [&](size_t i, auto tile_rows) {
+            constexpr int R = decltype(tile_rows)::value;
+            const uint16_t* kr[R];
+            for (int r = 0; r < R; ++r) kr[r] = k + rows.rows[i + r] * k_stride;
+            dots_f16_tile<NQ, R>(scores + i, ld, q, kr, n);
+        });
 }
 
 template <int NQ>

@@ -14,6 +14,43 @@ inline float hsum(__m256 v) {
     return _mm_cvtss_f32(lo);
 }
 
+// Lane r = hsum(v[r]) for 8 vectors, by hsum's additions (bit for bit) at a third of its
+// instructions: rows r and r + 4 share a register through the three steps.
+inline __m256 hsum_8(const __m256* v) {
+    __m256 halves[4];  // halves[p] = [row p: lanes l + (l + 4), l < 4 | row p + 4: the same]
+    for (int p = 0; p < 4; ++p) {
+        halves[p] =
+            _mm256_add_ps(_mm256_permute2f128_ps(v[p], v[p + 4], 0x20), _mm256_permute2f128_ps(v[p], v[p + 4], 0x31));
+    }
+    // pairs: [rows p, p + 1: (0 + 2), (1 + 3) each | rows p + 4, p + 5: the same]
+    const __m256 pairs01 = _mm256_add_ps(_mm256_shuffle_ps(halves[0], halves[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                         _mm256_shuffle_ps(halves[0], halves[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m256 pairs23 = _mm256_add_ps(_mm256_shuffle_ps(halves[2], halves[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                         _mm256_shuffle_ps(halves[2], halves[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm256_add_ps(_mm256_shuffle_ps(pairs01, pairs23, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm256_shuffle_ps(pairs01, pairs23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// Scores of NQ queries over the listed rows. When the rows' length is whole 8-lane chunks, rows go
+// in blocks of 8: lanes(i, out) leaves the R pairs' 8-lane sums of rows i .. i + R as out[j * 8 + r]
+// and one hsum_8 per query and block gives 8 scores (a vector store). The other rows, and every
+// row of other lengths, go through tile(i, integral_constant<int, R or 1>): one horizontal sum per
+// pair. Both give every pair the same additions.
+template <int NQ, int R, class Lanes, class Tile>
+void dots_in_blocks_of_8(float* scores, size_t ld, const RowList& rows, size_t n, Lanes lanes, Tile tile) {
+    static_assert(8 % R == 0, "tiles fill a block of 8 rows");
+    size_t i = 0;
+    if (n % 8 == 0) {
+        for (; i + 8 <= rows.n_rows; i += 8) {
+            __m256 sums[NQ * 8];
+            for (int r = 0; r < 8; r += R) lanes(i + r, sums + r);
+            for (int j = 0; j < NQ; ++j) _mm256_storeu_ps(scores + j * ld + i, hsum_8(sums + j * 8));
+        }
+    }
+    for (; i + R <= rows.n_rows; i += R) tile(i, std::integral_constant<int, R>());
+    for (; i < rows.n_rows; ++i) tile(i, std::integral_constant<int, 1>());
+}
+
 inline __m256 load_f16(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }

@@ -23,8 +23,11 @@ inline __m512 load_f16x16(const uint16_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
+// R rows x NQ queries of q . k over f16 keys, before the horizontal sum: the 16-lane accumulator's
+// halves (the AVX2 kernel's even and odd chunks) added, a last 8-lane chunk into the first;
+// out[j * 8 + r].
 template <int NQ, int R>
-void dots_f16_tile(float* scores, size_t ld, const QueryBlock& qb, const uint16_t* const* k, size_t n) {
+void dots_f16_lanes(__m256* out, const QueryBlock& qb, const uint16_t* const* k, size_t n) {
     __m512 acc[NQ][R];
     for (int j = 0; j < NQ; ++j) {
         for (int r = 0; r < R; ++r) acc[j][r] = _mm512_setzero_ps();
@@ -37,16 +40,32 @@ void dots_f16_tile(float* scores, size_t ld, const QueryBlock& qb, const uint16_
                 acc[j][r] = _mm512_fmadd_ps(_mm512_loadu_ps(qb.q + j * qb.q_stride + d), kk, acc[j][r]);
         }
     }
-    const bool chunk8 = d + 8 <= n;
+    if (d + 8 <= n) {  // a last 8-lane chunk: into the low half (the AVX2 kernel's even accumulator)
+        for (int r = 0; r < R; ++r) {
+            const __m512 kk = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(0xFF, k[r] + d));
+            for (int j = 0; j < NQ; ++j) {
+                const __m512 q = _mm512_maskz_loadu_ps(0xFF, qb.q + j * qb.q_stride + d);
+                acc[j][r] = _mm512_mask3_fmadd_ps(q, kk, acc[j][r], 0xFF);
+            }
+        }
+    }
     for (int r = 0; r < R; ++r) {
-        const __m256 ka = chunk8 ? load_f16(k[r] + d) : _mm256_setzero_ps();
+        for (int j = 0; j < NQ; ++j) {
+            out[j * 8 + r] = _mm256_add_ps(_mm512_castps512_ps256(acc[j][r]), _mm512_extractf32x8_ps(acc[j][r], 1));
+        }
+    }
+}
+
+// The pairs' sums, then the scalar tail of lengths that are not whole 8-lane chunks.
+template <int NQ, int R>
+void dots_f16_tile(float* scores, size_t ld, const QueryBlock& qb, const uint16_t* const* k, size_t n) {
+    __m256 lanes[NQ * 8];
+    dots_f16_lanes<NQ, R>(lanes, qb, k, n);
+    for (int r = 0; r < R; ++r) {
         for (int j = 0; j < NQ; ++j) {
             const float* q = qb.q + j * qb.q_stride;
-            __m256 even = _mm512_castps512_ps256(acc[j][r]);
-            const __m256 odd = _mm512_extractf32x8_ps(acc[j][r], 1);
-            if (chunk8) even = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), ka, even);
-            float sum = hsum(_mm256_add_ps(even, odd));
-            for (size_t i = chunk8 ? d + 8 : d; i < n; ++i) sum = std::fma(q[i], half_to_float(k[r][i]), sum);
+            float sum = hsum(lanes[j * 8 + r]);
+            for (size_t i = n / 8 * 8; i < n; ++i) sum = std::fma(q[i], half_to_float(k[r][i]), sum);
             scores[j * ld + r] = sum;
         }
     }
@@ -54,18 +73,26 @@ void dots_f16_tile(float* scores, size_t ld, const QueryBlock& qb, const uint16_
 
 template <int NQ>
 constexpr int rows_per_tile() {
-    return NQ == 1 ? 8 : (NQ == 2 ? 4 : 2);
+    return NQ <= 3 ? 8 : 4;  // up to 24 accumulators of the 32 registers
 }
 
 template <int NQ>
 void dots_f16_rows(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride,
                    const RowList& rows, size_t n) {
-    for_row_tiles<rows_per_tile<NQ>()>(rows, [&](size_t i, auto tile_rows) {
-        constexpr int R = decltype(tile_rows)::value;
-        const uint16_t* kr[R];
-        for (int r = 0; r < R; ++r) kr[r] = k + rows.rows[i + r] * k_stride;
-        dots_f16_tile<NQ, R>(scores + i, ld, q, kr, n);
-    });
+    constexpr int kRows = rows_per_tile<NQ>();
+    dots_in_blocks_of_8<NQ, kRows>(
+        scores, ld, rows, n,
+        [&](size_t i, __m256* out) {
+            const uint16_t* kr[kRows];
+            for (int r = 0; r < kRows; ++r) kr[r] = k + rows.rows[i + r] * k_stride;
+            dots_f16_lanes<NQ, kRows>(out, q, kr, n);
+        },
+        [&](size_t i, auto tile_rows) {
+            constexpr int R = decltype(tile_rows)::value;
+            const uint16_t* kr[R];
+            for (int r = 0; r < R; ++r) kr[r] = k + rows.rows[i + r] * k_stride;
+            dots_f16_tile<NQ, R>(scores + i, ld, q, kr, n);
+        });
 }
 
 void dots_f16(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride, const RowList& rows,
@@ -100,7 +127,7 @@ void accumulate_slice(const OutputBlock& ob, const WeightBlock& pb, const uint16
 template <int NQ>
 void accumulate_f16_n(const OutputBlock& ob, const WeightBlock& pb, const uint16_t* v, size_t v_stride,
                       const RowList& rows, size_t n) {
-    constexpr int C = NQ == 1 ? 8 : (NQ == 2 ? 4 : 2);
+    constexpr int C = NQ <= 2 ? 8 : 4;  // up to 16 accumulators
     for (size_t i0 = 0; i0 < rows.n_rows; i0 += kRowBlock) {
         const size_t i1 = std::min(rows.n_rows, i0 + kRowBlock);
         size_t d = 0;
