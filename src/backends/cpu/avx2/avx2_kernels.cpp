@@ -30,6 +30,7 @@ constexpr size_t kMaxTileTokens = 2;
 
 #include "backends/cpu/avx2/x86_gemm_tiles.inl"
 #include "backends/cpu/avx2/x86_panels.inl"
+#include "backends/cpu/avx2/x86_decode.inl"
 #include "backends/cpu/avx2/avx2_panels.inl"
 #include "backends/cpu/avx2/avx2_k_panels.inl"
 #include "backends/cpu/avx2/x86_float_tiles.inl"
@@ -39,7 +40,8 @@ constexpr size_t kMaxTileTokens = 2;
 void register_avx2_kernels(CpuKernels& t, bool decode_prefetch_l1) {
     t.isa_name = "avx2";
     register_legacy_tiles(t);
-    register_panels(t, decode_prefetch_l1);    // replaces the legacy entries: another accumulation order, see there
+    register_panels(t);  // replaces the legacy entries: another accumulation order, see there
+    register_panel_decodes(t, decode_prefetch_l1);
     register_k_panels(t, decode_prefetch_l1);  // Q4_K, Q5_K, Q6_K: vec_dot in the panels' order, panels, decode
     register_float_tiles(t);
     t.quantize_row[static_cast<size_t>(DType::Q8_0)] = quantize_row_q8_0;

@@ -34,6 +34,7 @@ constexpr size_t kMaxTileTokens = 4;
 #include "backends/cpu/avx2/x86_float_tiles.inl"
 
 #include "backends/cpu/avx2/x86_panels.inl"
+#include "backends/cpu/avx2/x86_decode.inl"
 #include "backends/cpu/avx512/avx512_panels.inl"
 #include "backends/cpu/avx512/avx512_k_panels.inl"
 #include "backends/cpu/avx512/avx512_k_decode.inl"
@@ -49,9 +50,10 @@ void register_avx512_kernels(CpuKernels& t, bool decode_prefetch_l1) {
     // multiply the panels 16 rows per zmm:
     register_k_panels_zmm(t);
     register_k_decode_zmm(t, decode_prefetch_l1);  // one token of Q4_K and Q6_K on 512-bit vectors (session 12, Zen 5)
-    // One token of Q4_0/Q4_1/Q5_0/Q8_0 keeps the AVX2 table's panel_decode and decode_act: the same
-    // accumulation order as these panels, and faster than 512-bit row panels on Zen 4 and on a
-    // Sapphire Rapids Xeon (docs/PERFORMANCE.md, session 10).
+    // One token of Q4_0/Q4_1/Q5_0/Q8_0: the AVX2 table's 8-row decode (the same accumulation order
+    // as these panels, and faster than 512-bit row panels on Zen 4 and on a Sapphire Rapids Xeon,
+    // docs/PERFORMANCE.md, session 10), compiled here with vpdpbusd for the nibble formats' dots.
+    register_panel_decodes(t, decode_prefetch_l1);
     register_float_tiles(t);
     t.quantize_row[static_cast<size_t>(DType::Q8_0)] = quantize_row_q8_0;
     t.quantize_row[static_cast<size_t>(DType::Q8_1)] = quantize_row_q8_1;
