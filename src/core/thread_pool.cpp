@@ -8,10 +8,6 @@ namespace cactus {
 
 namespace {
 constexpr int kSpinIterations = 20000;
-// parallel_for granularity. Every claim and completion moves a cache line between cores (~0.1 us),
-// a real cost for the ~10 us loops of decode, so one chunk per thread; a thread that is not
-// running still never holds a loop up, since any thread may claim any chunk.
-constexpr size_t kChunksPerThread = 1;
 constexpr int kCountBits = 20;
 constexpr uint64_t kCountMask = (uint64_t(1) << kCountBits) - 1;
 
@@ -54,9 +50,9 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
     run_chunks(static_cast<size_t>(count), [&](size_t index) { fn(static_cast<int>(index), count); });
 }
 
-void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn) {
+void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t chunks_per_thread) {
     if (n == 0) return;
-    const size_t n_chunks = std::min(n, static_cast<size_t>(n_threads_) * kChunksPerThread);
+    const size_t n_chunks = std::min(n, static_cast<size_t>(n_threads_) * std::max<size_t>(1, chunks_per_thread));
     const size_t per = (n + n_chunks - 1) / n_chunks;
     run_chunks(n_chunks, [&](size_t chunk) {
         const size_t begin = std::min(n, chunk * per);

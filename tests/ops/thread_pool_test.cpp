@@ -3,6 +3,7 @@
 // cores (workers that are not scheduled must not stall the loop or lose work).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -44,6 +45,33 @@ TEST(ThreadPool, ParallelForCoversRangeExactlyOnce) {
                 for (size_t i = begin; i < end; ++i) hits[i].fetch_add(1);
             });
             for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "n=" << n << " i=" << i;
+        }
+    }
+}
+
+TEST(ThreadPool, ParallelForInSeveralChunksPerThreadCoversRangeOnce) {
+    for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        for (size_t chunks_per_thread : {0, 1, 4, 8}) {
+            for (size_t n : {1, 5, 16, 17, 100, 561}) {
+                std::vector<std::atomic<int>> hits(n);
+                for (auto& h : hits) h = 0;
+                std::atomic<size_t> calls{0};
+                pool.parallel_for(
+                    n,
+                    [&](size_t begin, size_t end) {
+                        ASSERT_LT(begin, end);
+                        ASSERT_LE(end, n);
+                        calls.fetch_add(1);
+                        for (size_t i = begin; i < end; ++i) hits[i].fetch_add(1);
+                    },
+                    chunks_per_thread);
+                for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "n=" << n << " i=" << i;
+                const size_t most = static_cast<size_t>(threads) * std::max<size_t>(1, chunks_per_thread);
+                EXPECT_LE(calls.load(), std::min(n, most)) << "n=" << n << " chunks_per_thread=" << chunks_per_thread;
+                // Enough work is cut into the asked number of ranges (the last ones may be empty).
+                if (n >= most * most) EXPECT_EQ(calls.load(), most) << "n=" << n;
+            }
         }
     }
 }

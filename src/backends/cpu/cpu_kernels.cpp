@@ -75,6 +75,10 @@ constexpr size_t kWidenMaxIn = 1024;
 // Up to this many tokens (decode steps of several sequences) go through panel_decode; more share
 // unpacked panels (docs/PERFORMANCE.md, "Decode steps of several sequences").
 constexpr size_t kDecodeMaxTokens = 2;
+// Row ranges per thread of a matmul of more tokens than that: claimed as threads come free, so a
+// slowed thread (a busy host, a smaller core) does not hold the others up. Zen 5 VM, qwen2.5-coder
+// pp512 at 2 threads, AVX2 table: one range 96-100 tok/s, 8 ranges 104-106 (docs/PERFORMANCE.md).
+constexpr size_t kPrefillChunksPerThread = 8;
 
 struct MatmulArgs {
     float* y;          // [n_tokens, n_out]
@@ -307,16 +311,19 @@ void matmul_with(const CpuKernels& k, float* y, const void* w, DType w_type, siz
     // Contiguous row ranges per thread, in whole tiles so no tile straddles two threads.
     static_assert(kRowTile % kPanelRows == 0, "a row tile holds whole panels");
     const size_t n_tiles = (n_out + kRowTile - 1) / kRowTile;
-    pool.parallel_for(n_tiles, [&](size_t tile_begin, size_t tile_end) {
-        const size_t begin = tile_begin * kRowTile, end = std::min(n_out, tile_end * kRowTile);
-        if (a.decode != nullptr) {
-            matmul_rows_decode(a, begin, end);
-        } else if (a.panel_gemm != nullptr) {
-            matmul_rows_panel(a, begin, end);
-        } else {
-            matmul_rows(a, begin, end);
-        }
-    });
+    pool.parallel_for(
+        n_tiles,
+        [&](size_t tile_begin, size_t tile_end) {
+            const size_t begin = tile_begin * kRowTile, end = std::min(n_out, tile_end * kRowTile);
+            if (a.decode != nullptr) {
+                matmul_rows_decode(a, begin, end);
+            } else if (a.panel_gemm != nullptr) {
+                matmul_rows_panel(a, begin, end);
+            } else {
+                matmul_rows(a, begin, end);
+            }
+        },
+        n_tokens > kDecodeMaxTokens ? kPrefillChunksPerThread : 1);
 }
 
 }  // namespace cactus

@@ -140,8 +140,8 @@ void panel8_decode(float* y, const void* w, size_t w_row_bytes, const void* x, c
     const size_t prefetch_step = ((kPanelRows * w_row_bytes + steps - 1) / steps + 63) / 64 * 64;
     const uint8_t* next_panel = rows + kPanelRows * w_row_bytes;
     for (size_t h = 0; h < kPanelRows / kDecodeHalfRows; ++h) {
-        half_panel_decode<F, kL1>(y + kDecodeHalfRows * h, rows + kDecodeHalfRows * h * w_row_bytes, w_row_bytes, x, act, n_blocks,
-                                  next_panel + h * n_blocks * prefetch_step, prefetch_step);
+        half_panel_decode<F, kL1>(y + kDecodeHalfRows * h, rows + kDecodeHalfRows * h * w_row_bytes, w_row_bytes, x,
+                                  act, n_blocks, next_panel + h * n_blocks * prefetch_step, prefetch_step);
     }
 }
 
