@@ -1,7 +1,7 @@
 // AVX-512 VNNI kernels: the x86 kernels with the u8 x s8 dot product done by vpdpbusd (one
 // instruction, no int16 saturation), mostly on 256-bit vectors (AVX512VL); the 32-element formats
 // multiply 16-row panels on 512-bit vectors, one row per 32-bit lane (avx512_panels.inl; one token
-// goes through the AVX2 table's paired-row kernels, see register_avx512_kernels).
+// goes through the x86 paired-row decode, x86_decode.inl, see register_avx512_kernels).
 // GCC 12's AVX-512 headers seed some intrinsics with _mm512_undefined_*() and then warn about it.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
