@@ -150,21 +150,6 @@ void dots_f16_lanes(__m256* out, const QueryBlock& qb, const uint16_t* const* k,
     }
 }
 
-// The pairs' sums, then the scalar tail of lengths that are not whole 8-lane chunks.
-template <int NQ, int R>
-void dots_f16_tile(float* scores, size_t ld, const QueryBlock& qb, const uint16_t* const* k, size_t n) {
-    __m256 lanes[NQ * 8];
-    dots_f16_lanes<NQ, R>(lanes, qb, k, n);
-    for (int r = 0; r < R; ++r) {
-        for (int j = 0; j < NQ; ++j) {
-            const float* q = qb.q + j * qb.q_stride;
-            float sum = hsum(lanes[j * 8 + r]);
-            for (size_t i = n / 8 * 8; i < n; ++i) sum = std::fma(q[i], half_to_float(k[r][i]), sum);
-            scores[j * ld + r] = sum;
-        }
-    }
-}
-
 // Groups of 32: each group's 8-lane products summed, scaled by the group's scale, added in order.
 template <int NQ, int R>
 void dots_q8_tile(float* scores, size_t ld, const QueryBlock& qb, const int8_t* const* k, const float* const* k_scale,
@@ -208,20 +193,10 @@ constexpr int rows_per_tile() {
 template <int NQ>
 void dots_f16_rows(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride,
                    const RowList& rows, size_t n) {
-    constexpr int kRows = rows_per_tile<NQ>();
-    dots_in_blocks_of_8<NQ, kRows>(
-        scores, ld, rows, n,
-        [&](size_t i, __m256* out) {
-            const uint16_t* kr[kRows];
-            for (int r = 0; r < kRows; ++r) kr[r] = k + rows.rows[i + r] * k_stride;
-            dots_f16_lanes<NQ, kRows>(out, q, kr, n);
-        },
-        [&](size_t i, auto tile_rows) {
-            constexpr int R = decltype(tile_rows)::value;
-            const uint16_t* kr[R];
-            for (int r = 0; r < R; ++r) kr[r] = k + rows.rows[i + r] * k_stride;
-            dots_f16_tile<NQ, R>(scores + i, ld, q, kr, n);
-        });
+    f16_dots_by_row_blocks<NQ, rows_per_tile<NQ>()>(scores, ld, q, k, k_stride, rows, n,
+                                                    [&](auto count, __m256* out, const uint16_t* const* kr) {
+                                                        dots_f16_lanes<NQ, decltype(count)::value>(out, q, kr, n);
+                                                    });
 }
 
 template <int NQ>
