@@ -447,8 +447,8 @@ inline void k_rows_sums(const uint8_t* rows, size_t w_row_bytes, size_t block_by
         q4_k_rows_sums(rows, w_row_bytes, block_byte, tok, isum, mdot);
     } else {
         using Block = typename F::Block;
-        __m256i lanes[kHalfRows];
-        for (size_t r = 0; r < kHalfRows; ++r) {
+        __m256i lanes[kDecodeRows];
+        for (size_t r = 0; r < kDecodeRows; ++r) {
             lanes[r] = k_row_lanes<F>(*reinterpret_cast<const Block*>(rows + r * w_row_bytes + block_byte), tok);
         }
         if constexpr (F::kHasMins) {
@@ -485,16 +485,12 @@ void k_half_panel_decode(float* y, const uint8_t* rows, size_t w_row_bytes, cons
 
 template <class F, bool kL1>
 void k_panel8_decode(float* y, const void* w, size_t w_row_bytes, const void* x, const PanelActBlock*, size_t n) {
-    const uint8_t* rows = static_cast<const uint8_t*>(w);
     const size_t n_sb = n / kQKK;
-    const size_t steps = (kPanelRows / kHalfRows) * n_sb;
-    const size_t prefetch_step = ((kPanelRows * w_row_bytes + steps - 1) / steps + 63) / 64 * 64;
-    const uint8_t* next_panel = rows + kPanelRows * w_row_bytes;
-    for (size_t h = 0; h < kPanelRows / kHalfRows; ++h) {
-        k_half_panel_decode<F, kL1>(y + kHalfRows * h, rows + kHalfRows * h * w_row_bytes, w_row_bytes,
-                                    static_cast<const BlockQ8_K*>(x), n_sb, next_panel + h * n_sb * prefetch_step,
-                                    prefetch_step);
-    }
+    decode_panel_in_passes(y, static_cast<const uint8_t*>(w), w_row_bytes, n_sb,
+                           [&](float* y_pass, const uint8_t* rows, const uint8_t* prefetch, size_t prefetch_step) {
+                               k_half_panel_decode<F, kL1>(y_pass, rows, w_row_bytes, static_cast<const BlockQ8_K*>(x),
+                                                           n_sb, prefetch, prefetch_step);
+                           });
 }
 
 template <class F>

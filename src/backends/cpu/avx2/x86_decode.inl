@@ -3,8 +3,6 @@
 // namespace of each kernel file after x86_panels.inl (activation facts, the shared accumulation
 // order), so each table compiles it with its own dot_u8_s8 (vpdpbusd where kExactU8Dot).
 
-constexpr size_t kDecodeHalfRows = 8;  // rows per pass (one row per 32-bit lane of a ymm)
-
 // Block by block over 8 rows: each row's block dot as 8 int32 lanes, then one transposing reduction
 // turns the 8 rows' vectors into one vector of 8 exact block sums (lane r = row r), so the float
 // work is the panels' (same order, bit for bit) at one instruction per 8 rows.
@@ -105,12 +103,11 @@ inline __m256i rows_block_dots(const uint8_t* rows, size_t w_row_bytes, size_t b
     }
 }
 
-// y[0..8) = vec_dot(row r, x) for 8 rows of w_row_bytes from `rows`. The rows are 8 interleaved
-// streams, which the hardware prefetcher does not follow well from memory: each block step
-// prefetches `prefetch_step` bytes of the next panel instead (one sequential stream, when the rows
-// are contiguous), from `prefetch` on, into L1 or L2 (prefetch_bytes): on Zen 4 L1's few miss
-// buffers held the stream back (Q8_0 from memory 22 -> 38 GFLOP/s into L2, docs/PERFORMANCE.md
-// session 10); on Zen 5 L2 was the slower one (session 12).
+// y[0..8) = vec_dot(row r, x) for 8 rows of w_row_bytes from `rows`; each block step prefetches
+// `prefetch_step` bytes of the next panel from `prefetch` on (decode_panel_in_passes), into L1 or
+// L2 (prefetch_bytes): on Zen 4 L1's few miss buffers held the stream back (Q8_0 from memory
+// 22 -> 38 GFLOP/s into L2, docs/PERFORMANCE.md session 10); on Zen 5 L2 was the slower one
+// (session 12).
 template <class F, bool kL1>
 void half_panel_decode(float* y, const uint8_t* rows, size_t w_row_bytes, const void* x, const PanelActBlock* act,
                        size_t n_blocks, const uint8_t* prefetch, size_t prefetch_step) {
@@ -134,15 +131,12 @@ void half_panel_decode(float* y, const uint8_t* rows, size_t w_row_bytes, const 
 
 template <class F, bool kL1>
 void panel8_decode(float* y, const void* w, size_t w_row_bytes, const void* x, const PanelActBlock* act, size_t n) {
-    const uint8_t* rows = static_cast<const uint8_t*>(w);
     const size_t n_blocks = n / kQK32;
-    const size_t steps = (kPanelRows / kDecodeHalfRows) * n_blocks;
-    const size_t prefetch_step = ((kPanelRows * w_row_bytes + steps - 1) / steps + 63) / 64 * 64;
-    const uint8_t* next_panel = rows + kPanelRows * w_row_bytes;
-    for (size_t h = 0; h < kPanelRows / kDecodeHalfRows; ++h) {
-        half_panel_decode<F, kL1>(y + kDecodeHalfRows * h, rows + kDecodeHalfRows * h * w_row_bytes, w_row_bytes, x,
-                                  act, n_blocks, next_panel + h * n_blocks * prefetch_step, prefetch_step);
-    }
+    decode_panel_in_passes(y, static_cast<const uint8_t*>(w), w_row_bytes, n_blocks,
+                           [&](float* y_pass, const uint8_t* rows, const uint8_t* prefetch, size_t prefetch_step) {
+                               half_panel_decode<F, kL1>(y_pass, rows, w_row_bytes, x, act, n_blocks, prefetch,
+                                                         prefetch_step);
+                           });
 }
 
 // The decode entries of one format: panel_decode with the CPU's prefetch hint (into L1 or L2, see

@@ -90,6 +90,8 @@ inline __m128i unpack_k_scales_sse(const uint8_t* packed) {
 
 // ---- 8 rows at a time (the one-token decode kernels of both tables) -----------------------------
 
+constexpr size_t kDecodeRows = 8;  // rows per pass of a decode kernel (lane r of a ymm = row r)
+
 // v[r] = (4 lanes of A_r | 4 lanes of B_r)  ->  *a: lane r = sum of A_r, *b: lane r = sum of B_r.
 inline void sum_halves_of_8(const __m256i* v, __m256i* a, __m256i* b) {
     const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]);
@@ -129,6 +131,22 @@ inline void prefetch_bytes(const uint8_t* p, size_t bytes) {
         } else {
             _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T1);
         }
+    }
+}
+
+// One token times a panel of kPanelRows rows, in passes of kDecodeRows rows over its n_steps block
+// steps: pass(y, first row, prefetch, prefetch_step). The rows are 8 interleaved streams, which the
+// hardware prefetcher does not follow well from memory, so each step of a pass prefetches
+// prefetch_step bytes of the next panel from `prefetch` on: over all the passes' steps, the next
+// panel once, as one sequential stream when the rows are contiguous.
+template <class Pass>
+void decode_panel_in_passes(float* y, const uint8_t* rows, size_t w_row_bytes, size_t n_steps, Pass pass) {
+    const size_t steps = (kPanelRows / kDecodeRows) * n_steps;
+    const size_t prefetch_step = ((kPanelRows * w_row_bytes + steps - 1) / steps + 63) / 64 * 64;
+    const uint8_t* next_panel = rows + kPanelRows * w_row_bytes;
+    for (size_t h = 0; h < kPanelRows / kDecodeRows; ++h) {
+        pass(y + kDecodeRows * h, rows + kDecodeRows * h * w_row_bytes, next_panel + h * n_steps * prefetch_step,
+             prefetch_step);
     }
 }
 

@@ -8,8 +8,6 @@
 // equals the table's vec_dot bit for bit (tests/ops/panel_decode_test.cpp). Included inside the
 // anonymous namespace of avx512_kernels.cpp, after x86_quant_kernels.inl.
 
-constexpr size_t kDecodeRows = 8;  // rows per pass over the super-blocks (8 streams, as the AVX2 kernel)
-
 // One Q8_K super-block of the token, in the order of the rows' 512-bit quant vectors (shared by 8 rows).
 struct KDecodeToken {
     __m512i x[4];
@@ -158,16 +156,13 @@ void k_half_panel_decode_zmm(float* y, const uint8_t* rows, size_t w_row_bytes, 
 
 template <class D, bool kL1>
 void k_panel_decode_zmm(float* y, const void* w, size_t w_row_bytes, const void* x, const PanelActBlock*, size_t n) {
-    const uint8_t* rows = static_cast<const uint8_t*>(w);
     const size_t n_sb = n / kQKK;
-    const size_t steps = (kPanelRows / kDecodeRows) * n_sb;
-    const size_t prefetch_step = ((kPanelRows * w_row_bytes + steps - 1) / steps + 63) / 64 * 64;
-    const uint8_t* next_panel = rows + kPanelRows * w_row_bytes;
-    for (size_t h = 0; h < kPanelRows / kDecodeRows; ++h) {
-        k_half_panel_decode_zmm<D, kL1>(y + kDecodeRows * h, rows + kDecodeRows * h * w_row_bytes, w_row_bytes,
-                                        static_cast<const BlockQ8_K*>(x), n_sb, next_panel + h * n_sb * prefetch_step,
-                                        prefetch_step);
-    }
+    decode_panel_in_passes(y, static_cast<const uint8_t*>(w), w_row_bytes, n_sb,
+                           [&](float* y_pass, const uint8_t* rows, const uint8_t* prefetch, size_t prefetch_step) {
+                               k_half_panel_decode_zmm<D, kL1>(y_pass, rows, w_row_bytes,
+                                                               static_cast<const BlockQ8_K*>(x), n_sb, prefetch,
+                                                               prefetch_step);
+                           });
 }
 
 // Replaces the one-token decode of Q4_K and Q6_K inherited from the AVX2 table (Q5_K keeps it).
