@@ -94,12 +94,14 @@ public:
     const std::vector<GgufTensor>& tensors() const { return tensors_; }
     const GgufTensor* find_tensor(const std::string& name) const;  // nullptr when absent
 
-    // Advises the kernel to keep pages resident (mlock) or copies weights to anonymous memory.
+    // Copies the weights into anonymous memory (huge pages where allowed) and mlocks the copy;
+    // if mlock is refused the copy stays, unlocked.
     void lock_in_memory();
     // Copies the tensor data section into anonymous memory and repoints every tensor's `data`
-    // there (the fallback of lock_in_memory; also usable on its own). Idempotent.
+    // there, dropping the copied pages of the file mapping. Idempotent.
     void copy_into_anonymous_memory();
-    // Where the tensor data lives now: "mapped", "locked" (mlock succeeded) or "anonymous".
+    // Where the tensor data lives now: "mapped" (the file), "anonymous" (a copy) or "locked" (a
+    // copy that mlock succeeded on).
     const char* residency() const;
 
 private:
@@ -116,7 +118,7 @@ private:
     uint64_t alignment_ = 32;
     uint64_t data_offset_ = 0;
     size_t mapped_size_ = 0;        // length passed to mmap (0 when not mapped)
-    bool locked_ = false;           // mlock succeeded on the data section
+    bool locked_ = false;           // mlock succeeded on the data section (the anonymous copy)
     uint8_t* anonymous_ = nullptr;  // anonymous copy of the data section (mmap'ed), or nullptr
     size_t anonymous_size_ = 0;
     std::map<std::string, GgufValue> metadata_;

@@ -73,9 +73,14 @@ TEST(GgufRealModels, LockAndCopyKeepTheBytes) {
     f->lock_in_memory();
     EXPECT_NE(std::string(f->residency()), "mapped");
     EXPECT_EQ(0, std::memcmp(before.data(), t->data, before.size()));
-    f->copy_into_anonymous_memory();
-    EXPECT_EQ(std::string(f->residency()), "anonymous");
+    f->copy_into_anonymous_memory();  // already a copy: nothing moves
+    EXPECT_NE(std::string(f->residency()), "mapped");
     EXPECT_EQ(0, std::memcmp(before.data(), t->data, before.size()));
+    auto g = cactus::GgufFile::open(model_path("smollm2-135m.gguf"));
+    EXPECT_EQ(std::string(g->residency()), "mapped");
+    g->copy_into_anonymous_memory();
+    EXPECT_EQ(std::string(g->residency()), "anonymous");
+    EXPECT_EQ(0, std::memcmp(before.data(), g->find_tensor("blk.0.attn_q.weight")->data, before.size()));
 }
 
 TEST(GgufRealModels, MissingFileIsAnError) {

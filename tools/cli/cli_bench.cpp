@@ -10,7 +10,7 @@
 //   tgN: after a short untimed prompt, N forward calls of one token each (pseudo-random ids);
 //        tok/s = N / time of the N calls.
 //   One warm-up run of each, then `reps` timed repetitions; median, min, max and stddev.
-// Weights are locked (mlock) or copied into anonymous memory unless --no-mlock: mapped weights can
+// Weights are copied into anonymous memory and locked there unless --no-mlock: mapped weights can
 // be paged out mid-run by the machine's reclaimer (see docs/DESIGN.md "Memory").
 #include <sys/resource.h>
 

@@ -41,11 +41,13 @@ inline __m256i word_broadcast(__m256i words, int w) {
 // One token's super-block, as the row kernels want it.
 struct KToken {
     const BlockQ8_K* b;
-    __m128i pairs;  // int16 P_0..P_7 (Q4_K/Q5_K mins)
-    __m256i bsums;  // int16 bsums_0..15 (Q6_K offset)
+    __m128i pairs;        // int16 P_0..P_7 (Q4_K/Q5_K mins)
+    __m256i pairs_twice;  // pairs in both 128-bit halves (Q4_K rows in pairs)
+    __m256i bsums;        // int16 bsums_0..15 (Q6_K offset)
     explicit KToken(const BlockQ8_K* block) : b(block) {
         bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block->bsums));
         pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+        pairs_twice = _mm256_broadcastsi128_si256(pairs);
     }
     __m256i chunk(int c) const { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs + 32 * c)); }
 };
@@ -399,8 +401,9 @@ void k_panel8_gemm(float* y, size_t y_stride, const uint8_t* panel, const void* 
 // rows 16 vpmaddubsw and 8 vpmaddwd, where the row path takes 16 and 16 (Zen 1 runs one of either
 // per 2 cycles). *isum / *mdot: lanes 0..3 row a, 4..7 row b (the same integers as k_row_lanes).
 inline void q4_k_pair_lanes(const BlockQ4_K& a, const BlockQ4_K& b, const KToken& x, __m256i* isum, __m256i* mdot) {
-    const KScaleWords sa(a.scales), sb(b.scales);
-    const __m256i scales = _mm256_permute2x128_si256(sa.words, sb.words, 0x20);  // [a's | b's] int16 scale_0..7
+    const __m256i packed_scales = unpack_k_scales_pair(a.scales, b.scales);  // [a's | b's] scale_0..7, min_0..7
+    const __m256i scales = _mm256_unpacklo_epi8(packed_scales, _mm256_setzero_si256());  // [a's | b's] int16
+    const __m256i mins = _mm256_unpackhi_epi8(packed_scales, _mm256_setzero_si256());
     const __m256i mask = _mm256_set1_epi8(0x0F);
     __m256i acc = _mm256_setzero_si256();
     for (int j = 0; j < 4; ++j) {  // raw vector j: chunk 2j (low nibbles) and 2j + 1 (high nibbles)
@@ -421,7 +424,7 @@ inline void q4_k_pair_lanes(const BlockQ4_K& a, const BlockQ4_K& b, const KToken
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(high_pairs, word_broadcast(scales, 2 * j + 1)));
     }
     *isum = acc;
-    *mdot = _mm256_set_m128i(_mm_madd_epi16(sb.mins, x.pairs), _mm_madd_epi16(sa.mins, x.pairs));
+    *mdot = _mm256_madd_epi16(mins, x.pairs_twice);
 }
 
 // Q4_K: the exact isum and mdot of 8 rows' super-block (lane r = row r), rows r and r + 4 paired.

@@ -88,6 +88,20 @@ inline __m128i unpack_k_scales_sse(const uint8_t* packed) {
     return _mm_blend_epi32(even, odd, 0b1010);
 }
 
+// unpack_k_scales_sse of two super-blocks at once: a's 16 bytes in the low 128 bits, b's in the high.
+inline __m256i unpack_k_scales_pair(const uint8_t* packed_a, const uint8_t* packed_b) {
+    const __m256i words = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed_b)),
+                                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed_a)));
+    const __m256i low = _mm256_shuffle_epi32(words, _MM_SHUFFLE(1, 1, 0, 0));
+    const __m256i high = _mm256_srlv_epi32(_mm256_shuffle_epi32(words, _MM_SHUFFLE(2, 2, 2, 2)),
+                                           _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4));
+    const __m256i even = _mm256_and_si256(low, _mm256_set1_epi8(0x3f));
+    const __m256i odd =
+        _mm256_or_si256(_mm256_and_si256(high, _mm256_set1_epi8(0x0f)),
+                        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(low, 6), _mm256_set1_epi8(0x03)), 4));
+    return _mm256_blend_epi32(even, odd, 0b10101010);
+}
+
 // ---- 8 rows at a time (the one-token decode kernels of both tables) -----------------------------
 
 constexpr size_t kDecodeRows = 8;  // rows per pass of a decode kernel (lane r of a ymm = row r)
