@@ -119,11 +119,15 @@ void half_panel_decode(float* y, const uint8_t* rows, size_t w_row_bytes, const 
         const size_t block_byte = b * sizeof(Block);
         const __m256i dots = rows_block_dots<F>(rows, w_row_bytes, block_byte, xb[b].qs);
         const __m256i isum = _mm256_add_epi32(dots, _mm256_set1_epi32(act[b].bias));
-        const __m256 dw = half_field_of_8_rows(rows, w_row_bytes, block_byte, offsetof(Block, d));
-        acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(act[b].d)), _mm256_cvtepi32_ps(isum), acc);
         if constexpr (F::kHasMin) {
-            const __m256 m = half_field_of_8_rows(rows, w_row_bytes, block_byte, offsetof(Block, m));
+            static_assert(offsetof(Block, m) == offsetof(Block, d) + 2, "d and m adjacent");
+            __m256 dw, m;
+            half_field_pair_of_8_rows(rows, w_row_bytes, block_byte, offsetof(Block, d), &dw, &m);
+            acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(act[b].d)), _mm256_cvtepi32_ps(isum), acc);
             acc_min = _mm256_fmadd_ps(m, _mm256_set1_ps(act[b].s), acc_min);
+        } else {
+            const __m256 dw = half_field_of_8_rows(rows, w_row_bytes, block_byte, offsetof(Block, d));
+            acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(act[b].d)), _mm256_cvtepi32_ps(isum), acc);
         }
     }
     _mm256_storeu_ps(y, F::kHasMin ? _mm256_add_ps(acc, acc_min) : acc);

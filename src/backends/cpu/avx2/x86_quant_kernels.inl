@@ -134,6 +134,23 @@ inline __m256 half_field_of_8_rows(const uint8_t* rows, size_t w_row_bytes, size
                                           static_cast<short>(h[6]), static_cast<short>(h[7])));
 }
 
+// The two adjacent f16 fields at bytes `offset` and offset + 2 of block b of 8 rows (Q4_K d and
+// dmin, Q4_1 d and m), lane r = row r: one 32-bit load per row instead of two 16-bit ones, and one
+// shuffle to part them.
+inline void half_field_pair_of_8_rows(const uint8_t* rows, size_t w_row_bytes, size_t block_byte, size_t offset,
+                                      __m256* first, __m256* second) {
+    int32_t w[8];
+    for (size_t r = 0; r < 8; ++r) std::memcpy(&w[r], rows + r * w_row_bytes + block_byte + offset, 4);
+    const __m256i both = _mm256_setr_epi32(w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]);
+    // per 128-bit half: the 4 first fields, then the 4 second fields
+    const __m256i parted =
+        _mm256_shuffle_epi8(both, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8,
+                                                   9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+    const __m256i ordered = _mm256_permute4x64_epi64(parted, _MM_SHUFFLE(3, 1, 2, 0));  // [firsts | seconds]
+    *first = _mm256_cvtph_ps(_mm256_castsi256_si128(ordered));
+    *second = _mm256_cvtph_ps(_mm256_extracti128_si256(ordered, 1));
+}
+
 // The decode kernels prefetch the next panel of rows while they multiply the current one: into L1
 // (_MM_HINT_T0) or into L2 (_MM_HINT_T1), whichever CpuFeatures::decode_prefetch_l1 says is faster
 // on this CPU (Zen 4 and Sapphire Rapids: L2; Zen 5: L1; docs/PERFORMANCE.md, session 12).
