@@ -142,8 +142,11 @@ const char* GgufFile::residency() const {
 // unlocked (RLIMIT_MEMLOCK): resident unless the system swaps.
 void GgufFile::lock_in_memory() {
     if (locked_ || tensors_.empty()) return;
-    copy_into_anonymous_memory();
-    locked_ = ::mlock(anonymous_, anonymous_size_) == 0;
+    if (anonymous_ != nullptr || try_copy_into_anonymous_memory()) {
+        locked_ = ::mlock(anonymous_, anonymous_size_) == 0;
+    } else {  // no memory for a copy: lock the file's pages where they are
+        locked_ = ::mlock(base_ + data_offset_, size_ - static_cast<size_t>(data_offset_)) == 0;
+    }
 }
 
 namespace {
@@ -161,12 +164,16 @@ void drop_mapped_pages(const uint8_t* begin, const uint8_t* end) {
 
 void GgufFile::copy_into_anonymous_memory() {
     if (anonymous_ != nullptr || tensors_.empty()) return;
+    if (!try_copy_into_anonymous_memory()) {
+        fail("gguf: cannot allocate %zu bytes of anonymous memory for '%s': %s",
+             size_ - static_cast<size_t>(data_offset_), path_.c_str(), std::strerror(errno));
+    }
+}
+
+bool GgufFile::try_copy_into_anonymous_memory() {
     size_t length = size_ - static_cast<size_t>(data_offset_);
     void* copy = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (copy == MAP_FAILED) {
-        fail("gguf: cannot allocate %zu bytes of anonymous memory for '%s': %s", length, path_.c_str(),
-             std::strerror(errno));
-    }
+    if (copy == MAP_FAILED) return false;
     ::madvise(copy, length, MADV_HUGEPAGE);  // a hint: ignored where THP is off
     if (locked_) ::munlock(base_ + data_offset_, length);
     locked_ = false;
@@ -181,6 +188,7 @@ void GgufFile::copy_into_anonymous_memory() {
     anonymous_ = static_cast<uint8_t*>(copy);
     anonymous_size_ = length;
     for (GgufTensor& t : tensors_) t.data = anonymous_ + t.offset;
+    return true;
 }
 
 // ---- metadata access ----------------------------------------------------------------------------

@@ -95,7 +95,8 @@ public:
     const GgufTensor* find_tensor(const std::string& name) const;  // nullptr when absent
 
     // Copies the weights into anonymous memory (huge pages where allowed) and mlocks the copy;
-    // if mlock is refused the copy stays, unlocked.
+    // if mlock is refused the copy stays, unlocked; with no memory for a copy, mlocks the file's
+    // pages instead.
     void lock_in_memory();
     // Copies the tensor data section into anonymous memory and repoints every tensor's `data`
     // there, dropping the copied pages of the file mapping. Idempotent.
@@ -108,6 +109,7 @@ private:
     GgufFile() = default;
     void parse();
     void release();
+    bool try_copy_into_anonymous_memory();  // false (nothing changed) when the memory is refused
 
     std::string path_;
     const uint8_t* base_ = nullptr;
