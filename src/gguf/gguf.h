@@ -101,8 +101,8 @@ public:
     // Copies the tensor data section into anonymous memory and repoints every tensor's `data`
     // there, dropping the copied pages of the file mapping. Idempotent.
     void copy_into_anonymous_memory();
-    // Where the tensor data lives now: "mapped" (the file), "anonymous" (a copy) or "locked" (a
-    // copy that mlock succeeded on).
+    // Where the tensor data lives now: "mapped" (the file), "anonymous" (a copy) or "locked"
+    // (mlock succeeded: on the copy, or on the file's pages when no copy could be made).
     const char* residency() const;
 
 private:
@@ -120,7 +120,7 @@ private:
     uint64_t alignment_ = 32;
     uint64_t data_offset_ = 0;
     size_t mapped_size_ = 0;        // length passed to mmap (0 when not mapped)
-    bool locked_ = false;           // mlock succeeded on the data section (the anonymous copy)
+    bool locked_ = false;           // mlock succeeded on the data section (copy or file pages)
     uint8_t* anonymous_ = nullptr;  // anonymous copy of the data section (mmap'ed), or nullptr
     size_t anonymous_size_ = 0;
     std::map<std::string, GgufValue> metadata_;

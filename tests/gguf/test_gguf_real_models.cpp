@@ -70,10 +70,14 @@ TEST(GgufRealModels, LockAndCopyKeepTheBytes) {
     const cactus::GgufTensor* t = f->find_tensor("blk.0.attn_q.weight");
     ASSERT_NE(t, nullptr);
     std::vector<uint8_t> before(t->data, t->data + t->n_bytes);
+    const uint8_t* mapped = t->data;
     f->lock_in_memory();
     EXPECT_NE(std::string(f->residency()), "mapped");
+    EXPECT_NE(t->data, mapped);  // locking copies the weights (huge pages), memory permitting
     EXPECT_EQ(0, std::memcmp(before.data(), t->data, before.size()));
+    const uint8_t* copied = t->data;
     f->copy_into_anonymous_memory();  // already a copy: nothing moves
+    EXPECT_EQ(t->data, copied);
     EXPECT_NE(std::string(f->residency()), "mapped");
     EXPECT_EQ(0, std::memcmp(before.data(), t->data, before.size()));
     auto g = cactus::GgufFile::open(model_path("smollm2-135m.gguf"));

@@ -473,19 +473,10 @@ void k_half_panel_decode(float* y, const uint8_t* rows, size_t w_row_bytes, cons
         prefetch_bytes<kL1>(prefetch, prefetch_step);
         const KToken tok(xb + sb);
         const size_t block_byte = sb * sizeof(Block);
-        __m256i isum, mdot;
+        __m256i isum, mdot = _mm256_setzero_si256();  // Q6_K leaves mdot unset
         k_rows_sums<F>(rows, w_row_bytes, block_byte, tok, &isum, &mdot);
-        const __m256 dx = _mm256_set1_ps(xb[sb].d);
-        if constexpr (F::kHasMins) {
-            static_assert(offsetof(Block, dmin) == offsetof(Block, d) + 2, "d and dmin adjacent");
-            __m256 dw, dmin;
-            half_field_pair_of_8_rows(rows, w_row_bytes, block_byte, offsetof(Block, d), &dw, &dmin);
-            acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum), acc);
-            acc_min = _mm256_fmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(mdot), acc_min);
-        } else {
-            const __m256 dw = half_field_of_8_rows(rows, w_row_bytes, block_byte, offsetof(Block, d));
-            acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum), acc);
-        }
+        k_decode_scale_step<Block, F::kHasMins>(rows, w_row_bytes, block_byte, _mm256_set1_ps(xb[sb].d), isum, mdot,
+                                                &acc, &acc_min);
     }
     _mm256_storeu_ps(y, F::kHasMins ? _mm256_sub_ps(acc, acc_min) : acc);
 }

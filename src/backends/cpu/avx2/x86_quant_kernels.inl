@@ -151,6 +151,23 @@ inline void half_field_pair_of_8_rows(const uint8_t* rows, size_t w_row_bytes, s
     *second = _mm256_cvtph_ps(_mm256_extracti128_si256(ordered, 1));
 }
 
+// The float step of the K-quant decodes (both tables) for one super-block of 8 rows:
+// acc += d_w * d_x * isum and, with mins, acc_min += dmin_w * d_x * mdot.
+template <class Block, bool kHasMins>
+inline void k_decode_scale_step(const uint8_t* rows, size_t w_row_bytes, size_t block_byte, __m256 dx, __m256i isum,
+                                __m256i mdot, __m256* acc, __m256* acc_min) {
+    if constexpr (kHasMins) {
+        static_assert(offsetof(Block, dmin) == offsetof(Block, d) + 2, "d and dmin adjacent");
+        __m256 dw, dmin;
+        half_field_pair_of_8_rows(rows, w_row_bytes, block_byte, offsetof(Block, d), &dw, &dmin);
+        *acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum), *acc);
+        *acc_min = _mm256_fmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(mdot), *acc_min);
+    } else {
+        const __m256 dw = half_field_of_8_rows(rows, w_row_bytes, block_byte, offsetof(Block, d));
+        *acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum), *acc);
+    }
+}
+
 // The decode kernels prefetch the next panel of rows while they multiply the current one: into L1
 // (_MM_HINT_T0) or into L2 (_MM_HINT_T1), whichever CpuFeatures::decode_prefetch_l1 says is faster
 // on this CPU (Zen 4 and Sapphire Rapids: L2; Zen 5: L1; docs/PERFORMANCE.md, session 12).

@@ -143,17 +143,8 @@ void k_half_panel_decode_zmm(float* y, const uint8_t* rows, size_t w_row_bytes, 
         }
         __m256i isum, mdot;
         sum_halves_of_8(lanes, &isum, &mdot);
-        const __m256 dx = _mm256_set1_ps(xb[sb].d);
-        if constexpr (D::kHasMins) {
-            static_assert(offsetof(Block, dmin) == offsetof(Block, d) + 2, "d and dmin adjacent");
-            __m256 dw, dmin;
-            half_field_pair_of_8_rows(rows, w_row_bytes, block_byte, offsetof(Block, d), &dw, &dmin);
-            acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum), acc);
-            acc_min = _mm256_fmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(mdot), acc_min);
-        } else {
-            const __m256 dw = half_field_of_8_rows(rows, w_row_bytes, block_byte, offsetof(Block, d));
-            acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum), acc);
-        }
+        k_decode_scale_step<Block, D::kHasMins>(rows, w_row_bytes, block_byte, _mm256_set1_ps(xb[sb].d), isum, mdot,
+                                                &acc, &acc_min);
     }
     _mm256_storeu_ps(y, D::kHasMins ? _mm256_sub_ps(acc, acc_min) : acc);
 }
