@@ -6,13 +6,14 @@ oracle venv's Python (scripts/setup_oracle.sh):
   ~/.cache/cactus/oracle/venv/bin/python bench/requantize.py ~/.cache/cactus/models/gemma3-270m.gguf Q8_0 \
       ~/.cache/cactus/requant/gemma3-270m-Q8_0.gguf
 
-Formats: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K_M, Q5_K_M, Q6_K. Requantizing from an already quantized file
+Formats: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K_M, Q5_K_M, Q6_K (F32: the exact dequantized
+weights, for measurements that leave out the activation quantization, docs/LONG_CONTEXT.md). Requantizing from an already quantized file
 goes through f32, as llama-quantize --allow-requantize does."""
 import ctypes
 import os
 import sys
 
-FTYPES = {"Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9, "Q6_K": 18, "Q4_K_M": 15, "Q5_K_M": 17}
+FTYPES = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9, "Q6_K": 18, "Q4_K_M": 15, "Q5_K_M": 17}
 
 
 def main():

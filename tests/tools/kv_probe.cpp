@@ -10,11 +10,13 @@
 // With "compare OPTIONS_JSON_B", a second model with options B reads the same tokens in the same
 // chunks; for every scored token the probe prints the true KL divergence KL(P_A || P_B) of the two
 // next-token distributions over the full vocabulary ("kl"), both NLLs ("nll", "nll_b"), both
-// top-1 ids, and the KV bytes and compactions of both.
+// top-1 ids, and the KV bytes and compactions of both. OPTIONS_JSON_B may name another file of the
+// same model with "model" (e.g. its F32 dequantization, bench/requantize.py): B then reads that file.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -134,7 +136,10 @@ int main(int argc, char** argv) {
         const size_t eval_from = o.value("eval_from", 1);
         const size_t chunk = mo.n_batch;
         if (argc >= 6 && std::string(argv[4]) == "compare") {
-            auto other = Model::load(*file, model_options(json::parse(argv[5])));
+            const json ob = json::parse(argv[5]);
+            std::unique_ptr<GgufFile> other_file;
+            if (ob.contains("model")) other_file = GgufFile::open(ob["model"].get<std::string>());
+            auto other = Model::load(other_file ? *other_file : *file, model_options(ob));
             const json out = compare_models(*model, *other, ids, chunk, eval_from);
             std::printf("%s\n", out.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
             return 0;
