@@ -50,6 +50,16 @@ struct KToken {
         pairs_twice = _mm256_broadcastsi128_si256(pairs);
     }
     __m256i chunk(int c) const { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs + 32 * c)); }
+    // The same token, for a row loop: its quants are then read per row from L1 (vpmaddubsw's memory
+    // operand). Left to itself GCC 12 hoists the 8 invariant chunk loads out of the decode's row loop
+    // into 8 of AVX2's 16 registers and spills the rows' partial sums instead: Q6_K decode 60 -> 88
+    // GFLOP/s, Q4_K 110 -> 117 (docs/PERFORMANCE.md, session 15). The empty asm hides the pointer's
+    // value from the optimizer; it emits no instruction.
+    KToken read_from_l1() const {
+        KToken t = *this;
+        asm("" : "+r"(t.b));
+        return t;
+    }
 };
 
 // ---- formats -------------------------------------------------------------------------------------
@@ -433,8 +443,8 @@ inline void q4_k_rows_sums(const uint8_t* rows, size_t w_row_bytes, size_t block
     __m256i is[4], md[4];
     for (size_t r = 0; r < 4; ++r) {
         q4_k_pair_lanes(*reinterpret_cast<const BlockQ4_K*>(rows + r * w_row_bytes + block_byte),
-                        *reinterpret_cast<const BlockQ4_K*>(rows + (r + 4) * w_row_bytes + block_byte), x, &is[r],
-                        &md[r]);
+                        *reinterpret_cast<const BlockQ4_K*>(rows + (r + 4) * w_row_bytes + block_byte),
+                        x.read_from_l1(), &is[r], &md[r]);
     }
     // pair r: [row r | row r + 4], 4 lanes each -> [rows 0..3 | rows 4..7]
     *isum = _mm256_hadd_epi32(_mm256_hadd_epi32(is[0], is[1]), _mm256_hadd_epi32(is[2], is[3]));
@@ -452,7 +462,8 @@ inline void k_rows_sums(const uint8_t* rows, size_t w_row_bytes, size_t block_by
         using Block = typename F::Block;
         __m256i lanes[kDecodeRows];
         for (size_t r = 0; r < kDecodeRows; ++r) {
-            lanes[r] = k_row_lanes<F>(*reinterpret_cast<const Block*>(rows + r * w_row_bytes + block_byte), tok);
+            lanes[r] = k_row_lanes<F>(*reinterpret_cast<const Block*>(rows + r * w_row_bytes + block_byte),
+                                      tok.read_from_l1());
         }
         if constexpr (F::kHasMins) {
             sum_halves_of_8(lanes, isum, mdot);
