@@ -163,7 +163,8 @@ TEST(CpuKernels, MatmulEqualsRowDotProducts) {
     ThreadPool pools[] = {ThreadPool(1), ThreadPool(3)};
     std::mt19937 rng(17);
     for (const CpuKernels* k : cpu_kernel_tables()) {
-        for (DType type : {DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q6_K, DType::Q4_K, DType::F16, DType::Q4_0}) {
+        for (DType type :
+             {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q6_K, DType::Q4_K, DType::F16, DType::Q4_0}) {
             const size_t n_in = 512;
             const size_t stride = dtype_row_bytes(type, n_in) + 8;  // padded rows
             for (size_t n_tokens : {1, 5, 17}) {

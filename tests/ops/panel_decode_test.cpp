@@ -21,8 +21,8 @@
 namespace cactus {
 namespace {
 
-const DType kDecodeTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0,
-                              DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kDecodeTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                              DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 // Block counts with every step tail of the 32-element kernels; K-quants: super-block counts.
 std::vector<size_t> block_counts(DType type) {

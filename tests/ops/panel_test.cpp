@@ -21,7 +21,8 @@
 namespace cactus {
 namespace {
 
-const DType kPanelTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kPanelTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                             DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 bool is_k_quant(DType type) { return type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K; }
 

@@ -94,7 +94,8 @@ TEST(QuantThroughput, PrintMatmulSpeed) {
     std::printf("%-6s", "type");
     for (const CpuKernels* k : tables) std::printf(" %9s GB/s %9s GOPS", k->isa_name, "");
     std::printf("   (1 thread, %zu x %zu; 1 token / %zu tokens)\n", n_out, n_in, n_tokens);
-    for (DType type : {DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q4_0}) {
+    for (DType type :
+         {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q4_0}) {
         std::vector<uint8_t> w;
         for (size_t o = 0; o < n_out; ++o) {
             std::vector<uint8_t> row = test::quantized_row(type, n_in, rng);
@@ -118,7 +119,7 @@ TEST(QuantThroughput, PrintMatmulSpeed) {
 TEST(QuantThroughput, PrintMatvecFromMemory) {
     ThreadPool pool(1);
     std::mt19937 rng(9);
-    for (DType type : {DType::Q8_0, DType::Q4_1, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    for (DType type : {DType::Q8_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
         // 26-60 MB of weights: far beyond the last-level cache
         const size_t n_in = dtype_traits(type).block_size == 32 ? 640 : 1536, n_out = 65536;
         const size_t row_bytes = dtype_row_bytes(type, n_in);

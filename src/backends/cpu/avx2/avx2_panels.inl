@@ -14,7 +14,7 @@ constexpr size_t kPanel8MaxTokens = 4;  // accumulators per call: 4 (+ 4 minimum
 // quants (8 * 31 * 127 = 31,496). (Signed Q8_0 goes through half_block_dots_signed.)
 template <class F>
 constexpr int groups_per_i16_sum() {
-    if constexpr (std::is_same<F, Q5_0Format>::value) return 4;
+    if constexpr (five_bit_format<F>()) return 4;
     return 8;
 }
 
@@ -137,5 +137,6 @@ void register_panels(CpuKernels& t) {
     register_panel8<Q4_0Format>(t, DType::Q4_0);
     register_panel8<Q4_1Format>(t, DType::Q4_1);
     register_panel8<Q5_0Format>(t, DType::Q5_0);
+    register_panel8<Q5_1Format>(t, DType::Q5_1);
     register_panel8<Q8_0Format>(t, DType::Q8_0);
 }

@@ -1,4 +1,4 @@
-// One-token products (decode) of the 32-element formats (Q4_0, Q4_1, Q5_0, Q8_0) straight from the
+// One-token products (decode) of the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) straight from the
 // GGUF rows, 8 rows per pass, for the AVX2 and AVX-512 tables. Included inside the anonymous
 // namespace of each kernel file after x86_panels.inl (activation facts, the shared accumulation
 // order), so each table compiles it with its own dot_u8_s8 (vpdpbusd where kExactU8Dot).
@@ -17,19 +17,19 @@ inline __m256i raw_block_dot(const typename F::Block& wb, __m256i xq) {
     return dot_u8_s8(_mm256_setzero_si256(), F::quants(wb), xq);
 }
 
-// Formats whose 32 quants are 16 bytes of nibbles (Q4_0, Q4_1; Q5_0 plus a fifth bit from its
-// 32-bit qh): two rows share each vector.
+// Formats whose 32 quants are 16 bytes of nibbles (Q4_0, Q4_1; Q5_0 and Q5_1 plus a fifth bit from
+// their 32-bit qh): two rows share each vector.
 template <class F>
 constexpr bool nibble_quants() {
-    return std::is_same<F, Q4_0Format>::value || std::is_same<F, Q4_1Format>::value ||
-           std::is_same<F, Q5_0Format>::value;
+    return std::is_same<F, Q4_0Format>::value || std::is_same<F, Q4_1Format>::value || five_bit_format<F>();
 }
 
-// Q5_0's fifth bits of two rows as 0x10 bytes laid out like their nibbles: `low` holds quants 0..15
-// (qh bits 0..15) of row a in its low 128 bits and of row b in its high 128 bits, `high` quants
-// 16..31 (qh bits 16..31). Byte j of a half takes qh byte j / 8 (plus 2 for `high`) and tests bit
-// j % 8.
-inline void fifth_bits_of_pair(const BlockQ5_0& a, const BlockQ5_0& b, __m256i* low, __m256i* high) {
+// Q5_0's (Q5_1's) fifth bits of two rows as 0x10 bytes laid out like their nibbles: `low` holds
+// quants 0..15 (qh bits 0..15) of row a in its low 128 bits and of row b in its high 128 bits,
+// `high` quants 16..31 (qh bits 16..31). Byte j of a half takes qh byte j / 8 (plus 2 for `high`)
+// and tests bit j % 8.
+template <class Block>
+inline void fifth_bits_of_pair(const Block& a, const Block& b, __m256i* low, __m256i* high) {
     uint32_t qh_a, qh_b;
     std::memcpy(&qh_a, a.qh, 4);
     std::memcpy(&qh_b, b.qh, 4);
@@ -50,7 +50,7 @@ inline void fifth_bits_of_pair(const BlockQ5_0& a, const BlockQ5_0& b, __m256i* 
 // low 128 bits, row r + 4's in the high), against the token's quants 0..15 / 16..31 broadcast to
 // both halves: per pair of rows one load, one shift, two masks, two vpmaddubsw whose int16 pair
 // sums are added (at most 2 * 2 * 15 * 127 = 7,620) and one vpmaddwd, where a row alone took a
-// vpmaddubsw and a vpmaddwd (Zen 1 runs one of either per 2 cycles); Q5_0's pair sums stay below
+// vpmaddubsw and a vpmaddwd (Zen 1 runs one of either per 2 cycles); Q5_0's and Q5_1's pair sums stay below
 // 2 * 2 * 31 * 127 = 15,748. Three horizontal adds then
 // leave lane r = row r. The int32 block sums are the same integers, so the float work and the
 // results are the row-by-row path's, bit for bit.
@@ -68,7 +68,7 @@ inline __m256i nibble_rows_block_dots(const uint8_t* rows, size_t w_row_bytes, s
                                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.qs)));
         __m256i low = _mm256_and_si256(packed, mask);                         // quants 0..15
         __m256i high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), mask);  // quants 16..31
-        if constexpr (std::is_same<F, Q5_0Format>::value) {
+        if constexpr (five_bit_format<F>()) {
             __m256i fifth_low, fifth_high;
             fifth_bits_of_pair(a, b, &fifth_low, &fifth_high);
             low = _mm256_or_si256(low, fifth_low);
@@ -156,5 +156,6 @@ void register_panel_decodes(CpuKernels& t, bool decode_prefetch_l1) {
     register_panel8_decode<Q4_0Format>(t, DType::Q4_0, decode_prefetch_l1);
     register_panel8_decode<Q4_1Format>(t, DType::Q4_1, decode_prefetch_l1);
     register_panel8_decode<Q5_0Format>(t, DType::Q5_0, decode_prefetch_l1);
+    register_panel8_decode<Q5_1Format>(t, DType::Q5_1, decode_prefetch_l1);
     register_panel8_decode<Q8_0Format>(t, DType::Q8_0, decode_prefetch_l1);
 }

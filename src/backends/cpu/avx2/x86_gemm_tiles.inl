@@ -1,4 +1,4 @@
-// Register-tiled dot products of the 32-element weight formats (Q4_0, Q4_1, Q5_0, Q8_0) with Q8
+// Register-tiled dot products of the 32-element weight formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) with Q8
 // activations, shared by the AVX2 and AVX-512 VNNI tables. Included inside the anonymous namespace
 // of avx2_kernels.cpp / avx512_kernels.cpp after x86_quant_kernels.inl and after these constants:
 //   kExactU8Dot     dot_u8_s8 never saturates (vpdpbusd), so u8 operands may reach 255
@@ -27,16 +27,34 @@ struct Q4_1Format {
     static __m256i quants(const Block& b) { return nibbles_to_bytes(b.qs); }
 };
 
+// The 32 five-bit quants of a Q5_0 or Q5_1 block: nibbles plus bit j of qh as bit 4 of quant j.
+template <class Block>
+inline __m256i five_bit_quants(const Block& b) {
+    const __m256i fifth = _mm256_and_si256(bits_to_bytes(b.qh), _mm256_set1_epi8(0x10));
+    return _mm256_or_si256(nibbles_to_bytes(b.qs), fifth);
+}
+
 struct Q5_0Format {
     using Block = BlockQ5_0;
     using ActBlock = BlockQ8_0;
     static constexpr int kOffset = 16;
     static constexpr bool kHasMin = false;
-    static __m256i quants(const Block& b) {
-        const __m256i fifth = _mm256_and_si256(bits_to_bytes(b.qh), _mm256_set1_epi8(0x10));
-        return _mm256_or_si256(nibbles_to_bytes(b.qs), fifth);
-    }
+    static __m256i quants(const Block& b) { return five_bit_quants(b); }
 };
+
+struct Q5_1Format {
+    using Block = BlockQ5_1;
+    using ActBlock = BlockQ8_1;
+    static constexpr int kOffset = 0;
+    static constexpr bool kHasMin = true;
+    static __m256i quants(const Block& b) { return five_bit_quants(b); }
+};
+
+// Formats of five-bit quants (their int16 pair sums are twice those of four-bit quants).
+template <class F>
+constexpr bool five_bit_format() {
+    return std::is_same<F, Q5_0Format>::value || std::is_same<F, Q5_1Format>::value;
+}
 
 // Signed bytes seen as u = q + 128 where the u8 dot product is exact; otherwise the sign trick.
 struct Q8_0Format {
@@ -166,9 +184,11 @@ void register_legacy_tiles(CpuKernels& t) {
     t.vec_dot[static_cast<size_t>(DType::Q4_0)] = legacy_vec_dot<Q4_0Format>;
     t.vec_dot[static_cast<size_t>(DType::Q4_1)] = legacy_vec_dot<Q4_1Format>;
     t.vec_dot[static_cast<size_t>(DType::Q5_0)] = legacy_vec_dot<Q5_0Format>;
+    t.vec_dot[static_cast<size_t>(DType::Q5_1)] = legacy_vec_dot<Q5_1Format>;
     t.vec_dot[static_cast<size_t>(DType::Q8_0)] = legacy_vec_dot<Q8_0Format>;
     t.gemm_tile[static_cast<size_t>(DType::Q4_0)] = legacy_gemm_tile<Q4_0Format>;
     t.gemm_tile[static_cast<size_t>(DType::Q4_1)] = legacy_gemm_tile<Q4_1Format>;
     t.gemm_tile[static_cast<size_t>(DType::Q5_0)] = legacy_gemm_tile<Q5_0Format>;
+    t.gemm_tile[static_cast<size_t>(DType::Q5_1)] = legacy_gemm_tile<Q5_1Format>;
     t.gemm_tile[static_cast<size_t>(DType::Q8_0)] = legacy_gemm_tile<Q8_0Format>;
 }

@@ -1,11 +1,11 @@
-// Row panels of the 32-element formats (Q4_0, Q4_1, Q5_0, Q8_0), shared by the AVX2 and AVX-512
+// Row panels of the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), shared by the AVX2 and AVX-512
 // VNNI tables: the panel layout (PackPanelFn in cpu_kernels.h), the per-token activation facts and
 // the one-row dot product in the panels' order. Included inside the anonymous namespace of
 // avx2_kernels.cpp / avx512_kernels.cpp after x86_gemm_tiles.inl (the Q*Format unpackers).
 //
 // Accumulation order, shared by vec_dot and the panel product so they agree bit for bit: per block
 // the exact int32 dot isum_b = sum_k q_k * x_k, then in block order
-//   acc = fma(d_w * d_x, float(isum_b), acc)      acc_min = fma(m_w, s_x, acc_min)   (Q4_1)
+//   acc = fma(d_w * d_x, float(isum_b), acc)      acc_min = fma(m_w, s_x, acc_min)   (Q4_1, Q5_1)
 // and the result acc (+ acc_min). In a panel the lanes are rows, so no lane ever sums partial
 // products of another row: the int32 dot of a block is exact however it is computed.
 

@@ -95,5 +95,6 @@ void register_panels(CpuKernels& t) {
     register_panel<Q4_0Format>(t, DType::Q4_0);
     register_panel<Q4_1Format>(t, DType::Q4_1);
     register_panel<Q5_0Format>(t, DType::Q5_0);
+    register_panel<Q5_1Format>(t, DType::Q5_1);
     register_panel<Q8_0Format>(t, DType::Q8_0);
 }

@@ -88,6 +88,24 @@ float vec_dot_q5_0(const void* w, const void* x, size_t n) {
     return vaddvq_f32(acc);
 }
 
+float vec_dot_q5_1(const void* w, const void* x, size_t n) {
+    const BlockQ5_1* a = static_cast<const BlockQ5_1*>(w);
+    const BlockQ8_1* b = static_cast<const BlockQ8_1*>(x);
+    const uint8x16_t low4 = vdupq_n_u8(0x0F), fifth = vdupq_n_u8(0x10);
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    float offsets = 0.0f;  // sum of m * s: the mins times the activation sums
+    for (size_t i = 0; i < n / kQK32; ++i) {
+        offsets += h2f(a[i].m) * h2f(b[i].s);
+        // value 0..31: nibble plus 16 where the fifth bit is set
+        const uint8x16_t bits = vld1q_u8(a[i].qs);
+        const uint8x16_t lo = vorrq_u8(vandq_u8(bits, low4), vandq_u8(fifth, bits_to_bytes(a[i].qh)));
+        const uint8x16_t hi = vorrq_u8(vshrq_n_u8(bits, 4), vandq_u8(fifth, bits_to_bytes(a[i].qh + 2)));
+        const int32x4_t dot = dot32(vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi), b[i].qs);
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(dot), h2f(a[i].d) * h2f(b[i].d));
+    }
+    return vaddvq_f32(acc) + offsets;
+}
+
 float vec_dot_q8_0(const void* w, const void* x, size_t n) {
     const BlockQ8_0* a = static_cast<const BlockQ8_0*>(w);
     const BlockQ8_0* b = static_cast<const BlockQ8_0*>(x);
@@ -359,6 +377,7 @@ void set_neon_entries(CpuKernels& t) {
     t.vec_dot[static_cast<size_t>(DType::Q4_0)] = vec_dot_q4_0;
     t.vec_dot[static_cast<size_t>(DType::Q4_1)] = vec_dot_q4_1;
     t.vec_dot[static_cast<size_t>(DType::Q5_0)] = vec_dot_q5_0;
+    t.vec_dot[static_cast<size_t>(DType::Q5_1)] = vec_dot_q5_1;
     t.vec_dot[static_cast<size_t>(DType::Q8_0)] = vec_dot_q8_0;
     t.vec_dot[static_cast<size_t>(DType::Q4_K)] = vec_dot_q4_k;
     t.vec_dot[static_cast<size_t>(DType::Q5_K)] = vec_dot_q5_k;
