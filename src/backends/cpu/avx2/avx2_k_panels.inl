@@ -118,10 +118,12 @@ struct Q5_KPanels : Q5_KPanelFacts {
     using Scales = KScaleWords;
     static Scales scales(const Block& b) { return Scales(b.scales); }
     static __m256i raw(const Block& b, int i) { return i < 4 ? load32(b.qs + 32 * i) : load32(b.qh); }
-    // chunk c takes bit c of each qh byte as its bit 4
+    // chunk c takes bit c of each qh byte as its bit 4: masked first, then moved by 4 - c (the
+    // 16-bit shifts move only the masked bit, which stays inside its byte)
     static __m256i chunk_of(const __m256i* raw, int c) {
-        const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(raw[4], c), _mm256_set1_epi8(1));
-        return _mm256_or_si256(k_nibbles(raw, c), _mm256_slli_epi16(bit, 4));
+        const __m256i bit = _mm256_and_si256(raw[4], _mm256_set1_epi8(static_cast<char>(1 << c)));
+        const __m256i fifth = c < 4 ? _mm256_slli_epi16(bit, 4 - c) : c > 4 ? _mm256_srli_epi16(bit, c - 4) : bit;
+        return _mm256_or_si256(k_nibbles(raw, c), fifth);
     }
     static void pack_scales(const Block& b, uint32_t* words, uint32_t* mins) {
         pack_k_scale_words(b.scales, words, mins);
