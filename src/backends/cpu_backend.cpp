@@ -1,7 +1,10 @@
 #include "backends/cpu_backend.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "backends/cpu/cpu_dispatch.h"
@@ -83,6 +86,59 @@ Tensor CpuBackend::place_weight(const void* host, DType type, size_t width, size
     const size_t bytes = dtype_row_bytes(type, width) * n_rows;
     weights_.push_back(std::make_unique<ExternalHostBuffer>(host, bytes));
     return make_tensor(weights_.back().get(), 0, type, width, n_rows);
+}
+
+namespace {
+
+// Anonymous memory for repacked weights, 2 MiB-aligned so that transparent huge pages can back it
+// where the kernel allows (as the GGUF copy of GgufFile::lock_in_memory: the decode reads it from
+// end to end every token); the tail is whole 4 KiB pages, so no huge page is half empty.
+class RepackedWeightBuffer final : public Buffer {
+public:
+    explicit RepackedWeightBuffer(size_t bytes) : size_(bytes), mapped_(round_up(bytes, kPage)) {
+        const size_t reserve = mapped_ + kHugePage;
+        void* p = ::mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) fail("cpu: cannot allocate %zu bytes for a repacked weight", bytes);
+        const uintptr_t start = reinterpret_cast<uintptr_t>(p);
+        const uintptr_t aligned = round_up(start, kHugePage);
+        if (aligned > start) ::munmap(p, aligned - start);
+        const uintptr_t end = start + reserve;
+        if (end > aligned + mapped_) ::munmap(reinterpret_cast<void*>(aligned + mapped_), end - (aligned + mapped_));
+        data_ = reinterpret_cast<void*>(aligned);
+        ::madvise(data_, mapped_, MADV_HUGEPAGE);  // a hint: ignored where THP is off
+    }
+    ~RepackedWeightBuffer() override { ::munmap(data_, mapped_); }
+    void* base() const override { return data_; }
+    size_t size() const override { return size_; }
+    const char* device() const override { return "cpu"; }
+
+private:
+    static constexpr size_t kPage = 4096, kHugePage = size_t{2} << 20;
+    static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+    void* data_ = nullptr;
+    size_t size_, mapped_;
+};
+
+bool repack_enabled() {
+    const char* v = std::getenv("CACTUS_CPU_REPACK");
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "1") == 0) return true;
+    if (std::strcmp(v, "0") == 0) return false;
+    fail("CACTUS_CPU_REPACK: unknown value '%s' (0 or 1)", v);
+}
+
+}  // namespace
+
+Tensor CpuBackend::pack_for_products(const Tensor& w) {
+    check_host(w, "pack_for_products", "the weight");
+    const CpuKernels& k = *cpu_kernel_set().matmul;
+    const size_t slot = kernel_slot(w.type, "pack_for_products");
+    if (k.repack[slot] == nullptr || !repack_enabled()) return w;
+    if (!w.contiguous_rows() || w.rows() % kPanelRows != 0) return w;  // matmul takes whole panels of them
+    const DType to = k.repack_type[slot];
+    const size_t bytes = dtype_row_bytes(to, w.width()) * w.rows();
+    weights_.push_back(std::make_unique<RepackedWeightBuffer>(bytes));
+    k.repack[slot](static_cast<uint8_t*>(weights_.back()->base()), w.as<uint8_t>(), w.row_bytes(), w.rows(), w.width());
+    return make_tensor(weights_.back().get(), 0, to, w.width(), w.rows());
 }
 
 bool CpuBackend::supports_weight(DType type) const {

@@ -1,5 +1,6 @@
 #pragma once
-// The CPU backend: host memory, the mapped GGUF bytes as weights (no copy), the thread pool, and
+// The CPU backend: host memory, the mapped GGUF bytes as weights (no copy; Q4_K matrices repacked
+// for the AVX2 table, pack_for_products), the thread pool, and
 // the kernel tables of src/backends/cpu/ (chosen once: cpu_dispatch.h). Every op runs at once on
 // the calling thread and the pool; synchronize() has nothing to wait for.
 //
@@ -29,6 +30,9 @@ public:
     void upload(const Tensor& dst, const void* src, size_t bytes) override;
     void download(void* dst, const Tensor& src, size_t bytes) override;
     Tensor place_weight(const void* host, DType type, size_t width, size_t n_rows) override;
+    // Repacks when the kernel table has a layout for the type (repack) and the rows are whole
+    // panels, unless $CACTUS_CPU_REPACK is 0 (docs/ARCHITECTURE.md).
+    Tensor pack_for_products(const Tensor& w) override;
     bool supports_weight(DType type) const override;
     std::unique_ptr<KvStorage> make_kv_storage(const std::vector<KvLayerLayout>& layers, KvType type) override;
     void synchronize(std::chrono::milliseconds deadline) override {}
@@ -78,7 +82,7 @@ private:
                       size_t n_q, float scale, AttentionWorkspace& ws) const;
 
     std::unique_ptr<ThreadPool> pool_;
-    std::vector<std::unique_ptr<Buffer>> weights_;  // views of the mapped file
+    std::vector<std::unique_ptr<Buffer>> weights_;  // views of the mapped file, and repacked copies
     std::vector<AttentionWorkspace> attn_ws_;       // [n_threads] attention scratch
     RopeAngles rope_angles_;                        // cos/sin of the batch positions per parameter set
     std::vector<float> scratch_;                    // im2col rows of the convolutions

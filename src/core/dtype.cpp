@@ -19,6 +19,11 @@ constexpr Entry kTypes[] = {
     {26, {"I32", 1, 4}},      {27, {"I64", 1, 8}},      {28, {"F64", 1, 8}},      {30, {"BF16", 1, 2}},
 };
 
+// Layouts the backends make at load (DType comments); a file's type id never maps to them.
+constexpr Entry kInternalTypes[] = {
+    {31, {"Q4_K_X8", 256, 148}},
+};
+
 }  // namespace
 
 const DTypeTraits* dtype_traits(uint32_t type_id) {
@@ -29,9 +34,20 @@ const DTypeTraits* dtype_traits(uint32_t type_id) {
 }
 
 const DTypeTraits& dtype_traits(DType type) {
-    const DTypeTraits* t = dtype_traits(static_cast<uint32_t>(type));
+    const uint32_t id = static_cast<uint32_t>(type);
+    const DTypeTraits* t = dtype_traits(id);
+    for (const Entry& e : kInternalTypes) {
+        if (e.id == id) t = &e.traits;
+    }
     CACTUS_ASSERT(t != nullptr);
     return *t;
+}
+
+bool dtype_is_internal(DType type) {
+    for (const Entry& e : kInternalTypes) {
+        if (e.id == static_cast<uint32_t>(type)) return true;
+    }
+    return false;
 }
 
 const char* dtype_name(DType type) { return dtype_traits(type).name; }

@@ -26,6 +26,9 @@ enum class DType : uint32_t {
     I64 = 27,
     F64 = 28,
     BF16 = 30,
+    // Internal layouts (never read from or written to a file): weights repacked at load by a
+    // backend (ops/q4_k_x8.h).
+    Q4_K_X8 = 31,
 };
 
 struct DTypeTraits {
@@ -34,9 +37,13 @@ struct DTypeTraits {
     uint32_t block_bytes;  // bytes per block
 };
 
-// Returns nullptr for ids that are not a known type (hostile files use them).
+// The traits of a type a file may hold; nullptr for ids that are not one (hostile files use them),
+// the internal layouts included.
 const DTypeTraits* dtype_traits(uint32_t type_id);
+// Any type, the internal layouts included (asserts on an unknown id).
 const DTypeTraits& dtype_traits(DType type);
+// True for the internal layouts (DType comments).
+bool dtype_is_internal(DType type);
 const char* dtype_name(DType type);
 
 // Bytes of one row of n elements; n must be a multiple of the block size (checked by callers).

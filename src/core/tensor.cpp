@@ -30,6 +30,8 @@ void* Tensor::data() const {
 
 Tensor Tensor::rows_view(size_t first, size_t n) const {
     CACTUS_ASSERT(ne[2] == 1 && ne[3] == 1 && first + n <= ne[1]);
+    // an internal layout (DType) interleaves groups of 8 rows: views of whole groups only
+    CACTUS_ASSERT(!dtype_is_internal(type) || (first % 8 == 0 && n % 8 == 0));
     Tensor v = *this;
     v.offset = offset + first * nb[1];
     v.ne[1] = n;

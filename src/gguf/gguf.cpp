@@ -162,6 +162,36 @@ void drop_mapped_pages(const uint8_t* begin, const uint8_t* end) {
 
 }  // namespace
 
+void GgufFile::release_tensor_bytes(const std::string& name) const {
+    auto it = tensor_index_.find(name);
+    if (it == tensor_index_.end()) fail("gguf: release_tensor_bytes: no tensor %s", name.c_str());
+    if (used_in_place_.size() > it->second && used_in_place_[it->second]) return;
+    GgufTensor& t = tensors_[it->second];
+    const uint8_t* begin = t.data;
+    const uint8_t* end = begin + t.n_bytes;
+    const bool in_copy = anonymous_ != nullptr && begin >= anonymous_ && end <= anonymous_ + anonymous_size_;
+    if (!owns_mapping_) return;  // an image in memory (tests): the caller's buffer
+    if (!in_copy) {
+        drop_mapped_pages(begin, end);
+        return;
+    }
+    t.data = base_ + data_offset_ + t.offset;  // the same bytes, in the file mapping
+    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+    const uintptr_t last = reinterpret_cast<uintptr_t>(end) / page * page;
+    if (last <= first) return;
+    void* pages = reinterpret_cast<void*>(first);
+    if (locked_) ::munlock(pages, last - first);
+    ::madvise(pages, last - first, MADV_DONTNEED);  // anonymous: freed (zero if touched again)
+}
+
+void GgufFile::note_direct_use(const std::string& name) const {
+    auto it = tensor_index_.find(name);
+    if (it == tensor_index_.end()) fail("gguf: note_direct_use: no tensor %s", name.c_str());
+    if (used_in_place_.size() < tensors_.size()) used_in_place_.resize(tensors_.size(), false);
+    used_in_place_[it->second] = true;
+}
+
 void GgufFile::copy_into_anonymous_memory() {
     if (anonymous_ != nullptr || tensors_.empty()) return;
     if (!try_copy_into_anonymous_memory()) {

@@ -101,6 +101,15 @@ public:
     // Copies the tensor data section into anonymous memory and repoints every tensor's `data`
     // there, dropping the copied pages of the file mapping. Idempotent.
     void copy_into_anonymous_memory();
+    // A backend keeps its own copy of tensor `name` (a repacked layout, CpuBackend::pack_for_products):
+    // its bytes here leave memory. In the anonymous copy, the tensor's `data` moves back to the file
+    // mapping (a later reader still gets its bytes, from the file) and the copy's whole pages of it
+    // are freed; in the file mapping its whole pages are dropped (they come back if touched).
+    // Nothing happens for a tensor whose bytes a consumer reads in place (note_direct_use). Logically
+    // const: the tensor's bytes stay the same, only where they live changes.
+    void release_tensor_bytes(const std::string& name) const;
+    // A consumer keeps a pointer to tensor `name`'s bytes (a weight placed as it is, a get_rows table).
+    void note_direct_use(const std::string& name) const;
     // Where the tensor data lives now: "mapped" (the file), "anonymous" (a copy) or "locked"
     // (mlock succeeded: on the copy, or on the file's pages when no copy could be made).
     const char* residency() const;
@@ -124,7 +133,8 @@ private:
     uint8_t* anonymous_ = nullptr;  // anonymous copy of the data section (mmap'ed), or nullptr
     size_t anonymous_size_ = 0;
     std::map<std::string, GgufValue> metadata_;
-    std::vector<GgufTensor> tensors_;
+    mutable std::vector<GgufTensor> tensors_;  // data: moved by release_tensor_bytes
+    mutable std::vector<bool> used_in_place_;  // per tensor: note_direct_use was called
     std::map<std::string, size_t> tensor_index_;
 };
 

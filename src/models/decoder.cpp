@@ -46,7 +46,7 @@ DecoderModel::DecoderModel(const GgufFile& file, const ModelOptions& options, co
     info_.n_seq = options.n_seq;
     memory_budget_ = options.memory_budget;
     n_batch_ = std::min(options.n_batch, info_.n_ctx * options.n_seq);
-    token_embd_ = weights_.matrix("token_embd.weight", hp_.n_embd, hp_.n_vocab);
+    token_embd_ = weights_.table("token_embd.weight", hp_.n_embd, hp_.n_vocab);
 }
 
 DecoderModel::~DecoderModel() = default;

@@ -45,12 +45,29 @@ void dequantize_to_f32(DType type, float* dst, const void* src, size_t n) {
 }  // namespace
 
 Tensor WeightLoader::matrix(const std::string& name, size_t n_in, size_t n_out) {
-    const GgufTensor& t = require_tensor(file_, name, {n_in, n_out});
+    const Tensor placed = place(name, n_in, n_out);
+    const Tensor packed = backend_.pack_for_products(placed);
+    if (packed.buffer == placed.buffer) {
+        file_.note_direct_use(name);
+    } else {
+        file_.release_tensor_bytes(name);
+    }
+    return packed;
+}
+
+Tensor WeightLoader::table(const std::string& name, size_t width, size_t n_rows) {
+    const Tensor placed = place(name, width, n_rows);
+    file_.note_direct_use(name);
+    return placed;
+}
+
+Tensor WeightLoader::place(const std::string& name, size_t width, size_t n_rows) {
+    const GgufTensor& t = require_tensor(file_, name, {width, n_rows});
     if (!backend_.supports_weight(t.type)) {
         fail("load model: tensor %s is %s, which the %s backend cannot multiply by", name.c_str(), dtype_name(t.type),
              backend_.name());
     }
-    return backend_.place_weight(t.data, t.type, n_in, n_out);
+    return backend_.place_weight(t.data, t.type, width, n_rows);
 }
 
 Tensor WeightLoader::vector(const std::string& name, size_t n) { return f32_rows(name, n, 1); }

@@ -54,7 +54,8 @@ const TypeKernels& kernels_for(DType type, const char* caller) {
     for (const TypeKernels& k : kKernels) {
         if (k.type == type) return k;
     }
-    const DTypeTraits* traits = dtype_traits(static_cast<uint32_t>(type));
+    const DTypeTraits* traits =
+        dtype_is_internal(type) ? &dtype_traits(type) : dtype_traits(static_cast<uint32_t>(type));
     fail("%s: unsupported type %s (id %u)", caller, traits ? traits->name : "unknown", static_cast<unsigned>(type));
 }
 
@@ -71,6 +72,7 @@ void check_row_length(DType type, size_t n, const char* caller) {
 // ---- dispatch ------------------------------------------------------------------------------------
 
 DType vec_dot_type(DType weight_type) {
+    if (weight_type == DType::Q4_K_X8) return DType::Q8_K;  // Q4_K repacked: the same activations
     const TypeKernels& k = kernels_for(weight_type, "vec_dot_type");
     if (k.vec_dot == nullptr) fail("vec_dot_type: %s is not a weight type", dtype_name(weight_type));
     return k.dot_type;

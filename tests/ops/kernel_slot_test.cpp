@@ -21,7 +21,7 @@ TEST(KernelSlot, UnknownTypeIdsAreErrorsNeverAliases) {
     int unknown = 0;
     for (uint32_t id = 0; id < 300; ++id) {
         const DType type = static_cast<DType>(id);
-        if (dtype_traits(id) != nullptr) {
+        if (dtype_traits(id) != nullptr || dtype_is_internal(type)) {
             EXPECT_EQ(kernel_slot(type, "test"), id);
             continue;
         }
@@ -37,6 +37,13 @@ TEST(KernelSlot, UnknownTypeIdsAreErrorsNeverAliases) {
         EXPECT_THROW(matmul(y.data(), src.data(), type, 64, x.data(), 1, 32, 1, pool), Error) << "id " << id;
     }
     EXPECT_GT(unknown, 250);
+    // An internal layout (rows interleaved in groups) has no row kernels: a clear error, not a row.
+    try {
+        dequantize_row_cpu(DType::Q4_K_X8, dst.data(), src.data(), 256);
+        ADD_FAILURE() << "Q4_K_X8 dequantized by row";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("unsupported type Q4_K_X8"), std::string::npos) << e.what();
+    }
     // Known types still dequantize: an F16 row of zeros.
     dequantize_row_cpu(DType::F16, dst.data(), src.data(), 32);
     EXPECT_EQ(dst[0], 0.0f);

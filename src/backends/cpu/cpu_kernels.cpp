@@ -99,6 +99,7 @@ struct MatmulArgs {
 
 // Row-at-a-time fallback: each tile of rows stays hot in L1 while every token passes over it.
 void matmul_rows_dot(const MatmulArgs& a, size_t row_begin, size_t row_end) {
+    CACTUS_ASSERT(a.dot != nullptr);  // a layout without rows (Q4_K_X8) never gets here: whole panels
     for (size_t tile = row_begin; tile < row_end; tile += kRowTile) {
         const size_t tile_end = std::min(row_end, tile + kRowTile);
         for (size_t t = 0; t < a.n_tokens; ++t) {
@@ -229,7 +230,7 @@ const uint8_t* quantize_activations(const CpuKernels& k, DType dot_type, const f
 
 size_t kernel_slot(DType type, const char* caller) {
     const uint32_t id = static_cast<uint32_t>(type);
-    if (dtype_traits(id) == nullptr || id >= 32)
+    if ((dtype_traits(id) == nullptr && !dtype_is_internal(type)) || id >= 32)
         fail("%s: unknown tensor type id %u", caller, static_cast<unsigned>(id));
     return id;
 }
@@ -261,7 +262,12 @@ void matmul_with(const CpuKernels& k, float* y, const void* w, DType w_type, siz
     const size_t slot = kernel_slot(w_type, "matmul");
     const DTypeTraits* traits = &dtype_traits(w_type);
     VecDotFn dot = k.vec_dot[slot];
-    if (dot == nullptr) fail("matmul: no %s dot product in the %s table", traits->name, k.isa_name);
+    // A layout without row access (Q4_K_X8) has panels and panel_decode instead
+    const bool whole_panels = dot == nullptr && k.panel_decode[slot] != nullptr && k.pack_panel[slot] != nullptr;
+    if (dot == nullptr && !whole_panels) fail("matmul: no %s dot product in the %s table", traits->name, k.isa_name);
+    if (whole_panels && n_out % kPanelRows != 0) {
+        fail("matmul: %zu rows of %s are not whole panels of %zu", n_out, traits->name, kPanelRows);
+    }
     if (n_in % traits->block_size != 0) {
         fail("matmul: n_in %zu is not a multiple of the %s block size %u", n_in, traits->name,
              static_cast<unsigned>(traits->block_size));

@@ -65,6 +65,11 @@ using PanelGemmFn = void (*)(float* y, size_t y_stride, const uint8_t* panel, co
 using PanelDecodeFn = void (*)(float* y /* [kPanelRows] */, const void* w, size_t w_row_bytes, const void* x,
                                const PanelActBlock* act, size_t n);
 
+// Load-time repacking of a weight that is only multiplied by (CpuBackend::pack_for_products):
+// dst <- n_rows rows of n elements from src (row stride src_row_bytes), n_rows a multiple of
+// kPanelRows, in the table's own layout (repack_type) whose panels and panel_decode it has.
+using RepackFn = void (*)(uint8_t* dst, const uint8_t* src, size_t src_row_bytes, size_t n_rows, size_t n);
+
 struct CpuKernels {
     const char* isa_name = "generic";
     VecDotFn vec_dot[32] = {};            // indexed by weight DType
@@ -83,6 +88,9 @@ struct CpuKernels {
     // 32-element formats: docs/PERFORMANCE.md, session 10).
     PanelDecodeFn panel_decode[32] = {};
     PanelActFn decode_act[32] = {};
+    // Indexed by the file's weight DType (AVX2 table: Q4_K -> Q4_K_X8, ops/q4_k_x8.h); null: kept.
+    RepackFn repack[32] = {};
+    DType repack_type[32] = {};
 };
 
 // The table for this machine (chosen once, thread-safe).

@@ -174,7 +174,7 @@ void WhisperModel::load(WeightLoader& w, const GgufFile& f) {
     enc_norm_b_ = w.vector("enc.norm.bias", d);
     dec_norm_w_ = w.vector("dec.norm.weight", d);
     dec_norm_b_ = w.vector("dec.norm.bias", d);
-    token_embd_ = w.matrix("dec.token_embd", d, hp_.n_vocab);
+    token_embd_ = w.table("dec.token_embd", d, hp_.n_vocab);  // get_rows and the output product
 
     auto load_common = [&](EncLayer& l, const std::string& p) {
         l.attn_norm_w = w.vector(p + "attn_norm.weight", d);

@@ -38,6 +38,36 @@ inline __m256i word_broadcast(__m256i words, int w) {
     return _mm256_shuffle_epi8(words, _mm256_set1_epi16(static_cast<short>((2 * w) | ((2 * w + 1) << 8))));
 }
 
+// Dword d of each 128-bit half of `v` -> all four dwords of that half.
+inline __m256i dword_broadcast(__m256i v, int d) {
+    switch (d) {
+        case 0:
+            return _mm256_shuffle_epi32(v, 0x00);
+        case 1:
+            return _mm256_shuffle_epi32(v, 0x55);
+        case 2:
+            return _mm256_shuffle_epi32(v, 0xAA);
+        default:
+            return _mm256_shuffle_epi32(v, 0xFF);
+    }
+}
+
+// The scales of two rows' Q4_K super-blocks for the paired-row kernels, from their bytes [row a's
+// scale_0..7 min_0..7 | row b's]: int16 pairs (scale_c, scale_c) as dwords, c < 4 in `low`, c >= 4
+// in `high`, so that chunk(c), the int16 vector [a's scale_c x 8 | b's scale_c x 8], is one vpshufd
+// (which issues on all four vector ALU pipes of Zen 5; vpshufb, the word broadcast it replaces, on
+// two: +2-4% Q4_K decode, docs/PERFORMANCE.md, session 16).
+struct KScalePairs {
+    __m256i low, high;
+    explicit KScalePairs(__m256i bytes) {
+        low = _mm256_shuffle_epi8(bytes, _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1, 0, -1,
+                                                          0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1));
+        high = _mm256_shuffle_epi8(bytes, _mm256_setr_epi8(4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1, 4,
+                                                           -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1));
+    }
+    __m256i chunk(int c) const { return dword_broadcast(c < 4 ? low : high, c % 4); }
+};
+
 // One token's super-block, as the row kernels want it.
 struct KToken {
     const BlockQ8_K* b;
@@ -136,19 +166,27 @@ struct Q6_KPanels : Q6_KPanelFacts {
     // int16 scales; chunk(c): scale 2c in the low 128-bit half, 2c + 1 in the high half (the chunk's
     // two sub-blocks of 16, as maddubs pairs lie in the vector)
     struct Scales {
-        __m256i all;        // int16 scale_0..15
-        __m256i low, high;  // scale_0..7 / scale_8..15 in both halves
+        __m256i all;  // int16 scale_0..15
+        // int16 (scale_i, scale_i) in dword k of the low half for i = 2k (+ 8), of the high half for
+        // i = 2k + 1 (+ 8): chunk c's scales are then one vpshufd away (it issues on all four
+        // vector ALU pipes; vpshufb and the lane-crossing shuffles on two)
+        __m256i even_odd_low, even_odd_high;
         explicit Scales(const int8_t* s) {
-            all = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
-            low = _mm256_permute2x128_si256(all, all, 0x00);
-            high = _mm256_permute2x128_si256(all, all, 0x11);
+            const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+            all = _mm256_cvtepi8_epi16(bytes);
+            const __m256i both = _mm256_broadcastsi128_si256(bytes);
+            // each scale byte into the high byte of an int16, then an arithmetic shift sign-extends it
+            even_odd_low = _mm256_srai_epi16(
+                _mm256_shuffle_epi8(both, _mm256_setr_epi8(-1, 0, -1, 0, -1, 2, -1, 2, -1, 4, -1, 4, -1, 6, -1, 6, -1,
+                                                           1, -1, 1, -1, 3, -1, 3, -1, 5, -1, 5, -1, 7, -1, 7)),
+                8);
+            even_odd_high =
+                _mm256_srai_epi16(_mm256_shuffle_epi8(both, _mm256_setr_epi8(-1, 8, -1, 8, -1, 10, -1, 10, -1, 12, -1,
+                                                                             12, -1, 14, -1, 14, -1, 9, -1, 9, -1, 11,
+                                                                             -1, 11, -1, 13, -1, 13, -1, 15, -1, 15)),
+                                  8);
         }
-        __m256i chunk(int c) const {
-            const int w = (2 * c) % 8;
-            const __m128i lo = _mm_set1_epi16(static_cast<short>((2 * w) | ((2 * w + 1) << 8)));
-            const __m128i hi = _mm_set1_epi16(static_cast<short>((2 * w + 2) | ((2 * w + 3) << 8)));
-            return _mm256_shuffle_epi8(c < 4 ? low : high, _mm256_set_m128i(hi, lo));
-        }
+        __m256i chunk(int c) const { return dword_broadcast(c < 4 ? even_odd_low : even_odd_high, c % 4); }
     };
     static Scales scales(const Block& b) { return Scales(b.scales); }
     static constexpr int kRaw = 6;  // ql[0..128), qh[0..64)
@@ -414,7 +452,7 @@ void k_panel8_gemm(float* y, size_t y_stride, const uint8_t* panel, const void* 
 // per 2 cycles). *isum / *mdot: lanes 0..3 row a, 4..7 row b (the same integers as k_row_lanes).
 inline void q4_k_pair_lanes(const BlockQ4_K& a, const BlockQ4_K& b, const KToken& x, __m256i* isum, __m256i* mdot) {
     const __m256i packed_scales = unpack_k_scales_pair(a.scales, b.scales);  // [a's | b's] scale_0..7, min_0..7
-    const __m256i scales = _mm256_unpacklo_epi8(packed_scales, _mm256_setzero_si256());  // [a's | b's] int16
+    const KScalePairs scales(packed_scales);
     const __m256i mins = _mm256_unpackhi_epi8(packed_scales, _mm256_setzero_si256());
     const __m256i mask = _mm256_set1_epi8(0x0F);
     __m256i acc = _mm256_setzero_si256();
@@ -432,8 +470,8 @@ inline void q4_k_pair_lanes(const BlockQ4_K& a, const BlockQ4_K& b, const KToken
             high_pairs = _mm256_add_epi16(
                 high_pairs, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(packed, 4), mask), x_high));
         }
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(low_pairs, word_broadcast(scales, 2 * j)));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(high_pairs, word_broadcast(scales, 2 * j + 1)));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(low_pairs, scales.chunk(2 * j)));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(high_pairs, scales.chunk(2 * j + 1)));
     }
     *isum = acc;
     *mdot = _mm256_madd_epi16(mins, x.pairs_twice);

@@ -75,31 +75,37 @@ inline void unpack_k_scales(const uint8_t* packed, uint32_t* out /* [4] */) {
     out[0] &= kLow6;
 }
 
-// unpack_k_scales in one xmm (no round trip through memory): 12 packed bytes = words u0, u1, u2 ->
-// words (u0 & 0x3f.., (u2 & 0x0f..) | ((u0 >> 6) & 0x03..) << 4, u1 & 0x3f.., ((u2 >> 4) & 0x0f..) | ((u1 >> 6) & 0x03..) << 4)
-// Reads 16 bytes: the 12 scale bytes of a Q4_K / Q5_K block are followed by the block's quants.
+// unpack_k_scales in vector registers (no round trip through memory): 12 packed bytes = words u0, u1,
+// u2 -> words (u0 & 0x3f.., (u2 & 0x0f..) | ((u0 >> 6) & 0x03..) << 4, u1 & 0x3f..,
+// ((u2 >> 4) & 0x0f..) | ((u1 >> 6) & 0x03..) << 4), per 128-bit lane: one vpshufb gathers the low
+// parts (u0, u2, u1, u2), another the sources of the high bits (0, u0, 0, u1), whose bits 6 and 7
+// a 2-bit shift of the dword moves to 4 and 5 (the bits it moves in from the next byte are masked
+// off): 7 instructions per lane.
+inline __m256i unpack_k_scale_words(__m256i words) {
+    const __m256i low_parts =
+        _mm256_shuffle_epi8(words, _mm256_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11, 0, 1, 2, 3, 8,
+                                                    9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    const __m256i high_sources =
+        _mm256_shuffle_epi8(words, _mm256_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1,
+                                                    -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+    const __m256i low = _mm256_and_si256(_mm256_srlv_epi32(low_parts, _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4)),
+                                         _mm256_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f,
+                                                           0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    const __m256i high = _mm256_and_si256(_mm256_srli_epi32(high_sources, 2), _mm256_set1_epi8(0x30));
+    return _mm256_or_si256(low, high);
+}
+
+// Bytes 0..7 scale_0..7, bytes 8..15 min_0..7 of a Q4_K / Q5_K super-block. Reads 16 bytes: the 12
+// scale bytes of a block are followed by the block's quants.
 inline __m128i unpack_k_scales_sse(const uint8_t* packed) {
     const __m128i words = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
-    const __m128i low = _mm_shuffle_epi32(words, _MM_SHUFFLE(1, 1, 0, 0));  // u0 u0 u1 u1
-    const __m128i high = _mm_srlv_epi32(_mm_shuffle_epi32(words, _MM_SHUFFLE(2, 2, 2, 2)), _mm_setr_epi32(0, 0, 0, 4));
-    const __m128i even = _mm_and_si128(low, _mm_set1_epi8(0x3f));
-    const __m128i odd = _mm_or_si128(_mm_and_si128(high, _mm_set1_epi8(0x0f)),
-                                     _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(low, 6), _mm_set1_epi8(0x03)), 4));
-    return _mm_blend_epi32(even, odd, 0b1010);
+    return _mm256_castsi256_si128(unpack_k_scale_words(_mm256_castsi128_si256(words)));
 }
 
 // unpack_k_scales_sse of two super-blocks at once: a's 16 bytes in the low 128 bits, b's in the high.
 inline __m256i unpack_k_scales_pair(const uint8_t* packed_a, const uint8_t* packed_b) {
-    const __m256i words = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed_b)),
-                                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed_a)));
-    const __m256i low = _mm256_shuffle_epi32(words, _MM_SHUFFLE(1, 1, 0, 0));
-    const __m256i high = _mm256_srlv_epi32(_mm256_shuffle_epi32(words, _MM_SHUFFLE(2, 2, 2, 2)),
-                                           _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4));
-    const __m256i even = _mm256_and_si256(low, _mm256_set1_epi8(0x3f));
-    const __m256i odd =
-        _mm256_or_si256(_mm256_and_si256(high, _mm256_set1_epi8(0x0f)),
-                        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(low, 6), _mm256_set1_epi8(0x03)), 4));
-    return _mm256_blend_epi32(even, odd, 0b10101010);
+    return unpack_k_scale_words(_mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed_b)),
+                                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed_a))));
 }
 
 // ---- 8 rows at a time (the one-token decode kernels of both tables) -----------------------------

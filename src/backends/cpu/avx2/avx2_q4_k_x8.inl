@@ -1,0 +1,92 @@
+// Q4_K_X8 (ops/q4_k_x8.h) in the AVX2 table: the one-token product straight from the repacked
+// groups, and the panels of prefill (the GGUF blocks rebuilt, then Q4_K's panels). Included inside
+// the anonymous namespace of avx2_kernels.cpp after avx2_k_panels.inl. Results equal Q4_K's decode,
+// panels and vec_dot bit for bit: the same exact int32 sums per super-block, the same float order.
+
+// A pair's lanes (rows p and p + 4 of a group: lanes 0..3 row p, 4..7 row p + 4) as q4_k_pair_lanes
+// makes them, from the pair's 256 quant bytes and its 32 scale bytes.
+inline __m256i q4_k_x8_pair_lanes(const uint8_t* quants, __m256i scale_bytes, const KToken& x) {
+    const KScalePairs scales(scale_bytes);
+    const __m256i mask = _mm256_set1_epi8(0x0F);
+    __m256i acc = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {  // chunk 2j (low nibbles) and 2j + 1 (high nibbles)
+        __m256i low_pairs = _mm256_setzero_si256(), high_pairs = _mm256_setzero_si256();
+        for (int half = 0; half < 2; ++half) {  // quants 16 * half .. 16 * half + 15 of both chunks
+            const __m256i packed = load32(quants + 32 * (2 * j + half));
+            const __m256i x_low = _mm256_broadcastsi128_si256(
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.b->qs + 64 * j + 16 * half)));
+            const __m256i x_high = _mm256_broadcastsi128_si256(
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.b->qs + 64 * j + 32 + 16 * half)));
+            low_pairs = _mm256_add_epi16(low_pairs, _mm256_maddubs_epi16(_mm256_and_si256(packed, mask), x_low));
+            high_pairs = _mm256_add_epi16(
+                high_pairs, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(packed, 4), mask), x_high));
+        }
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(low_pairs, scales.chunk(2 * j)));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(high_pairs, scales.chunk(2 * j + 1)));
+    }
+    return acc;
+}
+
+// y[0..8) for the 8 rows of the group at `group` (n_sb super-blocks of kQ4KX8GroupBytes); each
+// super-block step prefetches `prefetch_step` bytes from `prefetch` on (see half_panel_decode).
+template <bool kL1>
+void q4_k_x8_group_decode(float* y, const uint8_t* group, const BlockQ8_K* xb, size_t n_sb, const uint8_t* prefetch,
+                          size_t prefetch_step) {
+    __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
+    for (size_t sb = 0; sb < n_sb; ++sb, group += kQ4KX8GroupBytes, prefetch += prefetch_step) {
+        prefetch_bytes<kL1>(prefetch, prefetch_step);
+        const KToken tok(xb + sb);
+        __m256i is[4], md[4];
+        for (size_t p = 0; p < 4; ++p) {
+            const __m256i scale_bytes = load32(group + kQ4KX8ScaleOffset + 32 * p);  // [row p | row p + 4]
+            md[p] = _mm256_madd_epi16(_mm256_unpackhi_epi8(scale_bytes, _mm256_setzero_si256()), tok.pairs_twice);
+            is[p] = q4_k_x8_pair_lanes(group + 256 * p, scale_bytes, tok.read_from_l1());
+        }
+        // pair p: [row p | row p + 4], 4 lanes each -> [rows 0..3 | rows 4..7]
+        const __m256i isum = _mm256_hadd_epi32(_mm256_hadd_epi32(is[0], is[1]), _mm256_hadd_epi32(is[2], is[3]));
+        const __m256i mdot = _mm256_hadd_epi32(_mm256_hadd_epi32(md[0], md[1]), _mm256_hadd_epi32(md[2], md[3]));
+        const __m256 dx = _mm256_set1_ps(xb[sb].d);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group + kQ4KX8DOffset)));
+        const __m256 dmin =
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group + kQ4KX8DminOffset)));
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum), acc);
+        acc_min = _mm256_fmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(mdot), acc_min);
+    }
+    _mm256_storeu_ps(y, _mm256_sub_ps(acc, acc_min));
+}
+
+// A panel of kPanelRows rows = two groups, the second at 8 * w_row_bytes.
+template <bool kL1>
+void q4_k_x8_panel_decode(float* y, const void* w, size_t w_row_bytes, const void* x, const PanelActBlock*, size_t n) {
+    static_assert(kPanelRows == 2 * kQ4KX8Rows && kDecodeRows == kQ4KX8Rows, "a panel is two groups");
+    const size_t n_sb = n / kQKK;
+    decode_panel_in_passes(y, static_cast<const uint8_t*>(w), w_row_bytes, n_sb,
+                           [&](float* y_pass, const uint8_t* group, const uint8_t* prefetch, size_t prefetch_step) {
+                               q4_k_x8_group_decode<kL1>(y_pass, group, static_cast<const BlockQ8_K*>(x), n_sb,
+                                                         prefetch, prefetch_step);
+                           });
+}
+
+// Prefill: the panel's 16 rows as GGUF blocks again (thread-local scratch), then Q4_K's packer. The
+// rebuild is one pass over bytes the packer reads anyway, once per panel and matmul call.
+void pack_q4_k_x8_panel(uint8_t* panel, const void* w, size_t w_row_bytes, size_t n) {
+    const size_t n_sb = n / kQKK;
+    thread_local std::vector<BlockQ4_K> rows;
+    if (rows.size() < kPanelRows * n_sb) rows.resize(kPanelRows * n_sb);
+    for (size_t r = 0; r < kPanelRows; ++r) {
+        const uint8_t* group = static_cast<const uint8_t*>(w) + (r / kQ4KX8Rows) * kQ4KX8Rows * w_row_bytes;
+        q4_k_x8_row_blocks(rows.data() + r * n_sb, group, r % kQ4KX8Rows, n);
+    }
+    pack_k_panel<Q4_KPanels>(panel, rows.data(), n_sb * sizeof(BlockQ4_K), n);
+}
+
+// No vec_dot: the rows are interleaved (matmul takes whole panels of a Q4_K_X8 matrix).
+void register_q4_k_x8(CpuKernels& t, bool decode_prefetch_l1) {
+    const size_t q4_k = static_cast<size_t>(DType::Q4_K), x8 = static_cast<size_t>(DType::Q4_K_X8);
+    t.repack[q4_k] = repack_q4_k_x8;
+    t.repack_type[q4_k] = DType::Q4_K_X8;
+    t.pack_panel[x8] = pack_q4_k_x8_panel;
+    t.panel_act[x8] = k_panel_act<Q4_KPanels>;
+    t.panel_gemm[x8] = k_panel8_gemm<Q4_KPanels>;
+    t.panel_decode[x8] = decode_prefetch_l1 ? q4_k_x8_panel_decode<true> : q4_k_x8_panel_decode<false>;
+}

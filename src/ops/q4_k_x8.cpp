@@ -1,0 +1,75 @@
+#include "ops/q4_k_x8.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace cactus {
+
+namespace {
+
+static_assert(kQ4KX8GroupBytes == 4 * 256 + 4 * 32 + 2 * 16, "Q4_K_X8 group layout");
+static_assert(kQ4KX8DminOffset == kQ4KX8DOffset + 16 && kQ4KX8DOffset == kQ4KX8ScaleOffset + 128, "offsets");
+
+// Where row r's 16-byte part (j, h) sits in a group's super-block.
+size_t quant_part_offset(size_t row, int j, int h) {
+    return 256 * (row % 4) + 32 * static_cast<size_t>(2 * j + h) + 16 * (row / 4);
+}
+
+size_t scale_offset(size_t row) { return kQ4KX8ScaleOffset + 32 * (row % 4) + 16 * (row / 4); }
+
+// The 6-bit packing of Q4_K (8 scales, 8 mins in 12 bytes) -> bytes 0..7 scales, 8..15 mins.
+void unpack_scales(const uint8_t* packed, uint8_t* out) {
+    for (int i = 0; i < 4; ++i) {
+        out[i] = packed[i] & 63;
+        out[8 + i] = packed[4 + i] & 63;
+        out[4 + i] = static_cast<uint8_t>((packed[8 + i] & 0x0F) | ((packed[i] >> 6) << 4));
+        out[12 + i] = static_cast<uint8_t>((packed[8 + i] >> 4) | ((packed[4 + i] >> 6) << 4));
+    }
+}
+
+// The inverse: every bit of the 12 bytes is used, so the bytes come back exactly.
+void pack_scales(const uint8_t* bytes, uint8_t* packed) {
+    for (int i = 0; i < 4; ++i) {
+        packed[i] = static_cast<uint8_t>((bytes[i] & 63) | ((bytes[4 + i] >> 4) << 6));
+        packed[4 + i] = static_cast<uint8_t>((bytes[8 + i] & 63) | ((bytes[12 + i] >> 4) << 6));
+        packed[8 + i] = static_cast<uint8_t>((bytes[4 + i] & 0x0F) | ((bytes[12 + i] & 0x0F) << 4));
+    }
+}
+
+}  // namespace
+
+void repack_q4_k_x8(uint8_t* dst, const uint8_t* src, size_t src_row_bytes, size_t n_rows, size_t n) {
+    if (n_rows % kQ4KX8Rows != 0 || n % kQKK != 0) {
+        fail("repack_q4_k_x8: %zu rows of %zu is not whole groups of 8 rows of super-blocks", n_rows, n);
+    }
+    const size_t n_sb = n / kQKK;
+    for (size_t g = 0; g < n_rows / kQ4KX8Rows; ++g) {
+        for (size_t sb = 0; sb < n_sb; ++sb, dst += kQ4KX8GroupBytes) {
+            for (size_t r = 0; r < kQ4KX8Rows; ++r) {
+                const BlockQ4_K& b = reinterpret_cast<const BlockQ4_K*>(src + (8 * g + r) * src_row_bytes)[sb];
+                for (int j = 0; j < 4; ++j) {
+                    for (int h = 0; h < 2; ++h) std::memcpy(dst + quant_part_offset(r, j, h), b.qs + 32 * j + 16 * h, 16);
+                }
+                unpack_scales(b.scales, dst + scale_offset(r));
+                std::memcpy(dst + kQ4KX8DOffset + 2 * r, &b.d, 2);
+                std::memcpy(dst + kQ4KX8DminOffset + 2 * r, &b.dmin, 2);
+            }
+        }
+    }
+}
+
+void q4_k_x8_row_blocks(BlockQ4_K* dst, const uint8_t* group, size_t row, size_t n) {
+    CACTUS_ASSERT(row < kQ4KX8Rows && n % kQKK == 0);
+    for (size_t sb = 0; sb < n / kQKK; ++sb, group += kQ4KX8GroupBytes) {
+        BlockQ4_K& b = dst[sb];
+        for (int j = 0; j < 4; ++j) {
+            for (int h = 0; h < 2; ++h) std::memcpy(b.qs + 32 * j + 16 * h, group + quant_part_offset(row, j, h), 16);
+        }
+        pack_scales(group + scale_offset(row), b.scales);
+        std::memcpy(&b.d, group + kQ4KX8DOffset + 2 * row, 2);
+        std::memcpy(&b.dmin, group + kQ4KX8DminOffset + 2 * row, 2);
+    }
+}
+
+}  // namespace cactus

@@ -1,0 +1,72 @@
+// Weights repacked at load (CpuBackend::pack_for_products; the AVX2 table repacks Q4_K, and ctest
+// also runs this under CACTUS_CPU_ISA=avx2): gemma3-270m (Q4_K_M) gives the same logits, bit for
+// bit, with and without repacking, from a file copied into anonymous memory, where the repacked
+// tensors' bytes leave the copy (GgufFile::release_tensor_bytes): a model loaded afterwards from the
+// same file, and one loaded before that still reads its tensors, see the same bytes.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_dispatch.h"
+#include "gguf/gguf.h"
+#include "models/model.h"
+
+namespace cactus {
+namespace {
+
+std::string model_path(const char* name) {
+    const char* dir = std::getenv("CACTUS_MODELS");
+    const char* home = std::getenv("HOME");
+    std::string base = dir ? dir : std::string(home ? home : "") + "/.cache/cactus/models";
+    return base + "/" + name;
+}
+
+std::unique_ptr<Model> load(const GgufFile& file, bool repack) {
+    setenv("CACTUS_CPU_REPACK", repack ? "1" : "0", 1);
+    ModelOptions o;
+    o.n_ctx = 128;
+    o.n_threads = 2;
+    std::unique_ptr<Model> m = Model::load(file, o);
+    unsetenv("CACTUS_CPU_REPACK");
+    return m;
+}
+
+// The last token's logits of a 40-token prefill, then of 3 decode steps.
+std::vector<float> logits(Model& m) {
+    std::vector<int32_t> tokens(43);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(100 + 37 * i);
+    std::vector<float> out, step;
+    m.forward(tokens.data(), 40, &step);
+    out = step;
+    for (size_t i = 40; i < tokens.size(); ++i) {
+        m.forward(&tokens[i], 1, &step);
+        out.insert(out.end(), step.begin(), step.end());
+    }
+    return out;
+}
+
+TEST(ModelRepack, SameLogitsWithAndWithoutRepackingFromOneCopiedFile) {
+    std::unique_ptr<GgufFile> file = GgufFile::open(model_path("gemma3-270m.gguf"));
+    file->copy_into_anonymous_memory();
+    auto before = load(*file, false);  // reads its weights in the copy
+    auto packed = load(*file, true);   // repacks; the copy keeps what `before` reads
+    auto after = load(*file, false);   // reads the released tensors from the file mapping
+    const std::vector<float> want = logits(*before);
+    EXPECT_EQ(logits(*packed), want);
+    EXPECT_EQ(logits(*after), want);
+    // and the same with nothing read in place first: the repacked tensors leave the copy
+    std::unique_ptr<GgufFile> file2 = GgufFile::open(model_path("gemma3-270m.gguf"));
+    file2->copy_into_anonymous_memory();
+    auto packed2 = load(*file2, true);
+    auto after2 = load(*file2, false);
+    EXPECT_EQ(logits(*packed2), want);
+    EXPECT_EQ(logits(*after2), want);
+    if (cpu_kernel_set().matmul->repack[static_cast<size_t>(DType::Q4_K)] == nullptr) {
+        GTEST_SKIP() << "the " << cpu_kernel_set().isa_name << " table repacks nothing (ctest runs this under avx2)";
+    }
+}
+
+}  // namespace
+}  // namespace cactus
