@@ -49,7 +49,8 @@ void repack_q4_k_x8(uint8_t* dst, const uint8_t* src, size_t src_row_bytes, size
             for (size_t r = 0; r < kQ4KX8Rows; ++r) {
                 const BlockQ4_K& b = reinterpret_cast<const BlockQ4_K*>(src + (8 * g + r) * src_row_bytes)[sb];
                 for (int j = 0; j < 4; ++j) {
-                    for (int h = 0; h < 2; ++h) std::memcpy(dst + quant_part_offset(r, j, h), b.qs + 32 * j + 16 * h, 16);
+                    for (int h = 0; h < 2; ++h)
+                        std::memcpy(dst + quant_part_offset(r, j, h), b.qs + 32 * j + 16 * h, 16);
                 }
                 unpack_scales(b.scales, dst + scale_offset(r));
                 std::memcpy(dst + kQ4KX8DOffset + 2 * r, &b.d, 2);

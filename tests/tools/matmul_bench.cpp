@@ -4,6 +4,7 @@
 //
 //   matmul_bench TYPE N_IN N_OUT TOKENS[,TOKENS...] THREADS [SECONDS]
 //   e.g. matmul_bench F16 384 1536 1,5,64,1500 1 0.5
+// TYPE/R (e.g. Q4_K/R) times the table's load-time repacked layout of TYPE (CpuKernels::repack).
 //
 // Each token count is timed for SECONDS (default 0.5) after one warm-up call; weights larger than
 // the caches (e.g. 51864 x 384 F16) measure the one-token path from memory.
@@ -106,18 +107,31 @@ int main(int argc, char** argv) {
     }
     try {
         const bool dense = std::strcmp(argv[1], "DENSE") == 0;
-        const DType type = parse_type(dense ? "F32" : argv[1]);
+        const std::string name = argv[1];
+        const bool repacked = name.size() > 2 && name.compare(name.size() - 2, 2, "/R") == 0;
+        const DType type = parse_type(dense ? "F32" : repacked ? name.substr(0, name.size() - 2).c_str() : argv[1]);
         const size_t n_in = std::strtoull(argv[2], nullptr, 10), n_out = std::strtoull(argv[3], nullptr, 10);
         const std::vector<size_t> tokens = parse_list(argv[4]);
         const int threads = std::atoi(argv[5]);
         const double seconds = argc > 6 ? std::atof(argv[6]) : 0.5;
         if (n_in == 0 || n_out == 0 || threads <= 0) cactus::fail("matmul_bench: bad shape or thread count");
         std::mt19937 rng(1);
-        const std::vector<uint8_t> w = random_weights(type, n_in, n_out, rng);
+        std::vector<uint8_t> w = random_weights(type, n_in, n_out, rng);
+        DType run_type = type;
+        if (repacked) {  // the table's load-time layout of the type, as CpuBackend::pack_for_products makes it
+            const cactus::CpuKernels& k = cactus::cpu_kernels();
+            const size_t slot = static_cast<size_t>(type);
+            if (k.repack[slot] == nullptr)
+                cactus::fail("matmul_bench: the %s table repacks no %s", k.isa_name, argv[1]);
+            run_type = k.repack_type[slot];
+            std::vector<uint8_t> packed(cactus::dtype_row_bytes(run_type, n_in) * n_out);
+            k.repack[slot](packed.data(), w.data(), cactus::dtype_row_bytes(type, n_in), n_out, n_in);
+            w.swap(packed);
+        }
         cactus::ThreadPool pool(threads);
         for (size_t t : tokens) {
             const double s = dense ? time_dense(n_in, n_out, t, pool, seconds, rng)
-                                   : time_matmul(w, type, n_in, n_out, t, pool, seconds, rng);
+                                   : time_matmul(w, run_type, n_in, n_out, t, pool, seconds, rng);
             std::printf("%s %s n_in=%zu n_out=%zu tokens=%zu threads=%d  %.4f ms  %.2f GFLOP/s\n",
                         cactus::cpu_kernels().isa_name, argv[1], n_in, n_out, t, threads, s * 1e3,
                         2.0 * n_in * n_out * t / s / 1e9);
