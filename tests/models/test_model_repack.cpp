@@ -10,18 +10,12 @@
 #include <vector>
 
 #include "backends/cpu/cpu_dispatch.h"
+#include "common/test_models.h"
 #include "gguf/gguf.h"
 #include "models/model.h"
 
 namespace cactus {
 namespace {
-
-std::string model_path(const char* name) {
-    const char* dir = std::getenv("CACTUS_MODELS");
-    const char* home = std::getenv("HOME");
-    std::string base = dir ? dir : std::string(home ? home : "") + "/.cache/cactus/models";
-    return base + "/" + name;
-}
 
 std::unique_ptr<Model> load(const GgufFile& file, bool repack) {
     setenv("CACTUS_CPU_REPACK", repack ? "1" : "0", 1);
@@ -48,7 +42,7 @@ std::vector<float> logits(Model& m) {
 }
 
 TEST(ModelRepack, SameLogitsWithAndWithoutRepackingFromOneCopiedFile) {
-    std::unique_ptr<GgufFile> file = GgufFile::open(model_path("gemma3-270m.gguf"));
+    std::unique_ptr<GgufFile> file = GgufFile::open(testing::test_model_path("gemma3-270m"));
     file->copy_into_anonymous_memory();
     auto before = load(*file, false);  // reads its weights in the copy
     auto packed = load(*file, true);   // repacks; the copy keeps what `before` reads
@@ -57,7 +51,7 @@ TEST(ModelRepack, SameLogitsWithAndWithoutRepackingFromOneCopiedFile) {
     EXPECT_EQ(logits(*packed), want);
     EXPECT_EQ(logits(*after), want);
     // and the same with nothing read in place first: the repacked tensors leave the copy
-    std::unique_ptr<GgufFile> file2 = GgufFile::open(model_path("gemma3-270m.gguf"));
+    std::unique_ptr<GgufFile> file2 = GgufFile::open(testing::test_model_path("gemma3-270m"));
     file2->copy_into_anonymous_memory();
     auto packed2 = load(*file2, true);
     auto after2 = load(*file2, false);
