@@ -165,12 +165,11 @@ void drop_mapped_pages(const uint8_t* begin, const uint8_t* end) {
 void GgufFile::release_tensor_bytes(const std::string& name) const {
     auto it = tensor_index_.find(name);
     if (it == tensor_index_.end()) fail("gguf: release_tensor_bytes: no tensor %s", name.c_str());
-    if (used_in_place_.size() > it->second && used_in_place_[it->second]) return;
+    if (used_in_place_[it->second] || !owns_mapping_) return;  // !owns_mapping_: an image in memory (tests)
     GgufTensor& t = tensors_[it->second];
     const uint8_t* begin = t.data;
     const uint8_t* end = begin + t.n_bytes;
     const bool in_copy = anonymous_ != nullptr && begin >= anonymous_ && end <= anonymous_ + anonymous_size_;
-    if (!owns_mapping_) return;  // an image in memory (tests): the caller's buffer
     if (!in_copy) {
         drop_mapped_pages(begin, end);
         return;
@@ -188,7 +187,6 @@ void GgufFile::release_tensor_bytes(const std::string& name) const {
 void GgufFile::note_direct_use(const std::string& name) const {
     auto it = tensor_index_.find(name);
     if (it == tensor_index_.end()) fail("gguf: note_direct_use: no tensor %s", name.c_str());
-    if (used_in_place_.size() < tensors_.size()) used_in_place_.resize(tensors_.size(), false);
     used_in_place_[it->second] = true;
 }
 

@@ -134,7 +134,7 @@ private:
     size_t anonymous_size_ = 0;
     std::map<std::string, GgufValue> metadata_;
     mutable std::vector<GgufTensor> tensors_;  // data: moved by release_tensor_bytes
-    mutable std::vector<bool> used_in_place_;  // per tensor: note_direct_use was called
+    mutable std::vector<bool> used_in_place_;  // per tensor (parse): note_direct_use was called
     std::map<std::string, size_t> tensor_index_;
 };
 

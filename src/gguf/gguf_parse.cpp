@@ -312,6 +312,7 @@ void GgufFile::parse() {
     }
     data_offset_ = align_up(in.pos(), alignment_);
     place_tensors(tensors_, base_, size_, data_offset_, alignment_);
+    used_in_place_.assign(tensors_.size(), false);
 }
 
 }  // namespace cactus

@@ -42,22 +42,30 @@ std::vector<float> logits(Model& m) {
 }
 
 TEST(ModelRepack, SameLogitsWithAndWithoutRepackingFromOneCopiedFile) {
+    const bool repacks = cpu_kernel_set().matmul->repack[static_cast<size_t>(DType::Q4_K)] != nullptr;
+    const char* q4_k_matrix = "blk.0.attn_output.weight";  // Q4_K in gemma3-270m's Q4_K_M mix
     std::unique_ptr<GgufFile> file = GgufFile::open(testing::test_model_path("gemma3-270m"));
     file->copy_into_anonymous_memory();
+    ASSERT_EQ(file->find_tensor(q4_k_matrix)->type, DType::Q4_K);
+    const uint8_t* in_copy = file->find_tensor(q4_k_matrix)->data;
     auto before = load(*file, false);  // reads its weights in the copy
     auto packed = load(*file, true);   // repacks; the copy keeps what `before` reads
-    auto after = load(*file, false);   // reads the released tensors from the file mapping
+    EXPECT_EQ(file->find_tensor(q4_k_matrix)->data, in_copy);
+    auto after = load(*file, false);
     const std::vector<float> want = logits(*before);
     EXPECT_EQ(logits(*packed), want);
     EXPECT_EQ(logits(*after), want);
-    // and the same with nothing read in place first: the repacked tensors leave the copy
+    // and the same with nothing read in place first: the repacked tensors leave the copy, and a model
+    // loaded afterwards reads them from the file mapping
     std::unique_ptr<GgufFile> file2 = GgufFile::open(testing::test_model_path("gemma3-270m"));
     file2->copy_into_anonymous_memory();
+    const uint8_t* in_copy2 = file2->find_tensor(q4_k_matrix)->data;
     auto packed2 = load(*file2, true);
+    EXPECT_EQ(file2->find_tensor(q4_k_matrix)->data != in_copy2, repacks);
     auto after2 = load(*file2, false);
     EXPECT_EQ(logits(*packed2), want);
     EXPECT_EQ(logits(*after2), want);
-    if (cpu_kernel_set().matmul->repack[static_cast<size_t>(DType::Q4_K)] == nullptr) {
+    if (!repacks) {
         GTEST_SKIP() << "the " << cpu_kernel_set().isa_name << " table repacks nothing (ctest runs this under avx2)";
     }
 }

@@ -449,19 +449,16 @@ void k_panel8_gemm(float* y, size_t y_stride, const uint8_t* panel, const void* 
 // the low 128 bits, b's in the high, so that each chunk's two halves of int16 pair sums (at most
 // 2 * 2 * 15 * 127 = 7,620) are added before one vpmaddwd with [a's scale | b's scale]: per pair of
 // rows 16 vpmaddubsw and 8 vpmaddwd, where the row path takes 16 and 16 (Zen 1 runs one of either
-// per 2 cycles). *isum / *mdot: lanes 0..3 row a, 4..7 row b (the same integers as k_row_lanes).
-inline void q4_k_pair_lanes(const BlockQ4_K& a, const BlockQ4_K& b, const KToken& x, __m256i* isum, __m256i* mdot) {
-    const __m256i packed_scales = unpack_k_scales_pair(a.scales, b.scales);  // [a's | b's] scale_0..7, min_0..7
-    const KScalePairs scales(packed_scales);
-    const __m256i mins = _mm256_unpackhi_epi8(packed_scales, _mm256_setzero_si256());
+// per 2 cycles). part(j, half) gives [a's | b's] 16 bytes 32 j + 16 half of qs (from the GGUF rows,
+// or one load from Q4_K_X8's groups). Returns isum's lanes: 0..3 row a, 4..7 row b.
+template <class Part>
+inline __m256i q4_k_pair_isum(const Part& part, const KScalePairs& scales, const KToken& x) {
     const __m256i mask = _mm256_set1_epi8(0x0F);
     __m256i acc = _mm256_setzero_si256();
     for (int j = 0; j < 4; ++j) {  // raw vector j: chunk 2j (low nibbles) and 2j + 1 (high nibbles)
         __m256i low_pairs = _mm256_setzero_si256(), high_pairs = _mm256_setzero_si256();
         for (int half = 0; half < 2; ++half) {  // quants 16 * half .. 16 * half + 15 of both chunks
-            const size_t at = 32 * j + 16 * half;
-            const __m256i packed = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + at)),
-                                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.qs + at)));
+            const __m256i packed = part(j, half);
             const __m256i x_low = _mm256_broadcastsi128_si256(
                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.b->qs + 64 * j + 16 * half)));
             const __m256i x_high = _mm256_broadcastsi128_si256(
@@ -473,8 +470,19 @@ inline void q4_k_pair_lanes(const BlockQ4_K& a, const BlockQ4_K& b, const KToken
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(low_pairs, scales.chunk(2 * j)));
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(high_pairs, scales.chunk(2 * j + 1)));
     }
-    *isum = acc;
-    *mdot = _mm256_madd_epi16(mins, x.pairs_twice);
+    return acc;
+}
+
+// *isum / *mdot of GGUF rows a and b: lanes 0..3 row a, 4..7 row b (the same integers as k_row_lanes).
+inline void q4_k_pair_lanes(const BlockQ4_K& a, const BlockQ4_K& b, const KToken& x, __m256i* isum, __m256i* mdot) {
+    const __m256i packed_scales = unpack_k_scales_pair(a.scales, b.scales);  // [a's | b's] scale_0..7, min_0..7
+    const auto part = [&](int j, int half) {
+        const size_t at = 32 * j + 16 * half;
+        return _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + at)),
+                                _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.qs + at)));
+    };
+    *isum = q4_k_pair_isum(part, KScalePairs(packed_scales), x);
+    *mdot = _mm256_madd_epi16(_mm256_unpackhi_epi8(packed_scales, _mm256_setzero_si256()), x.pairs_twice);
 }
 
 // Q4_K: the exact isum and mdot of 8 rows' super-block (lane r = row r), rows r and r + 4 paired.

@@ -3,30 +3,6 @@
 // the anonymous namespace of avx2_kernels.cpp after avx2_k_panels.inl. Results equal Q4_K's decode,
 // panels and vec_dot bit for bit: the same exact int32 sums per super-block, the same float order.
 
-// A pair's lanes (rows p and p + 4 of a group: lanes 0..3 row p, 4..7 row p + 4) as q4_k_pair_lanes
-// makes them, from the pair's 256 quant bytes and its 32 scale bytes.
-inline __m256i q4_k_x8_pair_lanes(const uint8_t* quants, __m256i scale_bytes, const KToken& x) {
-    const KScalePairs scales(scale_bytes);
-    const __m256i mask = _mm256_set1_epi8(0x0F);
-    __m256i acc = _mm256_setzero_si256();
-    for (int j = 0; j < 4; ++j) {  // chunk 2j (low nibbles) and 2j + 1 (high nibbles)
-        __m256i low_pairs = _mm256_setzero_si256(), high_pairs = _mm256_setzero_si256();
-        for (int half = 0; half < 2; ++half) {  // quants 16 * half .. 16 * half + 15 of both chunks
-            const __m256i packed = load32(quants + 32 * (2 * j + half));
-            const __m256i x_low = _mm256_broadcastsi128_si256(
-                _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.b->qs + 64 * j + 16 * half)));
-            const __m256i x_high = _mm256_broadcastsi128_si256(
-                _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.b->qs + 64 * j + 32 + 16 * half)));
-            low_pairs = _mm256_add_epi16(low_pairs, _mm256_maddubs_epi16(_mm256_and_si256(packed, mask), x_low));
-            high_pairs = _mm256_add_epi16(
-                high_pairs, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(packed, 4), mask), x_high));
-        }
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(low_pairs, scales.chunk(2 * j)));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(high_pairs, scales.chunk(2 * j + 1)));
-    }
-    return acc;
-}
-
 // y[0..8) for the 8 rows of the group at `group` (n_sb super-blocks of kQ4KX8GroupBytes); each
 // super-block step prefetches `prefetch_step` bytes from `prefetch` on (see half_panel_decode).
 template <bool kL1>
@@ -40,7 +16,9 @@ void q4_k_x8_group_decode(float* y, const uint8_t* group, const BlockQ8_K* xb, s
         for (size_t p = 0; p < 4; ++p) {
             const __m256i scale_bytes = load32(group + kQ4KX8ScaleOffset + 32 * p);  // [row p | row p + 4]
             md[p] = _mm256_madd_epi16(_mm256_unpackhi_epi8(scale_bytes, _mm256_setzero_si256()), tok.pairs_twice);
-            is[p] = q4_k_x8_pair_lanes(group + 256 * p, scale_bytes, tok.read_from_l1());
+            const uint8_t* quants = group + 256 * p;
+            const auto part = [quants](int j, int half) { return load32(quants + 32 * (2 * j + half)); };
+            is[p] = q4_k_pair_isum(part, KScalePairs(scale_bytes), tok.read_from_l1());
         }
         // pair p: [row p | row p + 4], 4 lanes each -> [rows 0..3 | rows 4..7]
         const __m256i isum = _mm256_hadd_epi32(_mm256_hadd_epi32(is[0], is[1]), _mm256_hadd_epi32(is[2], is[3]));
