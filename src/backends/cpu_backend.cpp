@@ -143,7 +143,7 @@ Tensor CpuBackend::pack_for_products(const Tensor& w) {
 
 bool CpuBackend::supports_weight(DType type) const {
     const DTypeTraits* traits = dtype_traits(static_cast<uint32_t>(type));
-    if (traits == nullptr || static_cast<uint32_t>(type) >= 32) return false;
+    if (traits == nullptr || static_cast<uint32_t>(type) >= kDTypeSlots) return false;
     return type == DType::F32 || cpu_kernels().vec_dot[static_cast<uint32_t>(type)] != nullptr;
 }
 

@@ -11,6 +11,12 @@ struct Entry {
     DTypeTraits traits;
 };
 
+struct InternalEntry {
+    uint32_t id;
+    DTypeTraits traits;
+    DType repacked_from;
+};
+
 constexpr Entry kTypes[] = {
     {0, {"F32", 1, 4}},       {1, {"F16", 1, 2}},       {2, {"Q4_0", 32, 18}},    {3, {"Q4_1", 32, 20}},
     {6, {"Q5_0", 32, 22}},    {7, {"Q5_1", 32, 24}},    {8, {"Q8_0", 32, 34}},    {9, {"Q8_1", 32, 36}},
@@ -20,8 +26,9 @@ constexpr Entry kTypes[] = {
 };
 
 // Layouts the backends make at load (DType comments); a file's type id never maps to them.
-constexpr Entry kInternalTypes[] = {
-    {31, {"Q4_K_X8", 256, 148}},
+constexpr InternalEntry kInternalTypes[] = {
+    {31, {"Q4_K_X8", 256, 148}, DType::Q4_K},
+    {32, {"Q6_K_X8", 256, 210}, DType::Q6_K},
 };
 
 }  // namespace
@@ -36,7 +43,7 @@ const DTypeTraits* dtype_traits(uint32_t type_id) {
 const DTypeTraits& dtype_traits(DType type) {
     const uint32_t id = static_cast<uint32_t>(type);
     const DTypeTraits* t = dtype_traits(id);
-    for (const Entry& e : kInternalTypes) {
+    for (const InternalEntry& e : kInternalTypes) {
         if (e.id == id) t = &e.traits;
     }
     CACTUS_ASSERT(t != nullptr);
@@ -44,10 +51,17 @@ const DTypeTraits& dtype_traits(DType type) {
 }
 
 bool dtype_is_internal(DType type) {
-    for (const Entry& e : kInternalTypes) {
+    for (const InternalEntry& e : kInternalTypes) {
         if (e.id == static_cast<uint32_t>(type)) return true;
     }
     return false;
+}
+
+DType dtype_repacked_from(DType type) {
+    for (const InternalEntry& e : kInternalTypes) {
+        if (e.id == static_cast<uint32_t>(type)) return e.repacked_from;
+    }
+    return type;
 }
 
 const char* dtype_name(DType type) { return dtype_traits(type).name; }

@@ -27,9 +27,13 @@ enum class DType : uint32_t {
     F64 = 28,
     BF16 = 30,
     // Internal layouts (never read from or written to a file): weights repacked at load by a
-    // backend (ops/q4_k_x8.h).
+    // backend (ops/q4_k_x8.h, ops/q6_k_x8.h).
     Q4_K_X8 = 31,
+    Q6_K_X8 = 32,
 };
+
+// Type ids are below this (the internal layouts included): the size of tables indexed by type.
+constexpr size_t kDTypeSlots = 33;
 
 struct DTypeTraits {
     const char* name;
@@ -44,6 +48,8 @@ const DTypeTraits* dtype_traits(uint32_t type_id);
 const DTypeTraits& dtype_traits(DType type);
 // True for the internal layouts (DType comments).
 bool dtype_is_internal(DType type);
+// The file type an internal layout was repacked from (Q4_K_X8 -> Q4_K); any other type itself.
+DType dtype_repacked_from(DType type);
 const char* dtype_name(DType type);
 
 // Bytes of one row of n elements; n must be a multiple of the block size (checked by callers).

@@ -72,7 +72,7 @@ void check_row_length(DType type, size_t n, const char* caller) {
 // ---- dispatch ------------------------------------------------------------------------------------
 
 DType vec_dot_type(DType weight_type) {
-    if (weight_type == DType::Q4_K_X8) return DType::Q8_K;  // Q4_K repacked: the same activations
+    weight_type = dtype_repacked_from(weight_type);  // a repacked layout takes its file type's activations
     const TypeKernels& k = kernels_for(weight_type, "vec_dot_type");
     if (k.vec_dot == nullptr) fail("vec_dot_type: %s is not a weight type", dtype_name(weight_type));
     return k.dot_type;

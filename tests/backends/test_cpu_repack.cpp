@@ -1,7 +1,7 @@
-// CpuBackend::pack_for_products: with a kernel table that repacks Q4_K (the AVX2 table; ctest also
-// runs these under CACTUS_CPU_ISA=avx2, tests/CMakeLists.txt), a Q4_K weight of whole panels comes
-// back as Q4_K_X8 whose products equal the placed weight's bit for bit; anything else comes back as
-// it was; CACTUS_CPU_REPACK=0 turns it off and other values are errors.
+// CpuBackend::pack_for_products: with a kernel table that repacks Q4_K and Q6_K (the AVX2 table;
+// ctest also runs these under CACTUS_CPU_ISA=avx2, tests/CMakeLists.txt), a weight of whole panels
+// comes back as Q4_K_X8 / Q6_K_X8 whose products equal the placed weight's bit for bit; anything
+// else comes back as it was; CACTUS_CPU_REPACK=0 turns it off and other values are errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,15 +18,15 @@
 namespace cactus {
 namespace {
 
-std::vector<uint8_t> q4_k_rows(size_t width, size_t rows, uint32_t seed) {
+std::vector<uint8_t> quantized_rows(DType type, size_t width, size_t rows, uint32_t seed) {
     std::mt19937 rng(seed);
     std::normal_distribution<float> dist(0.0f, 1.0f);
     std::vector<float> row(width);
-    const size_t row_bytes = dtype_row_bytes(DType::Q4_K, width);
+    const size_t row_bytes = dtype_row_bytes(type, width);
     std::vector<uint8_t> bytes(row_bytes * rows);
     for (size_t r = 0; r < rows; ++r) {
         for (float& v : row) v = dist(rng);
-        quantize_row_ref(DType::Q4_K, bytes.data() + r * row_bytes, row.data(), width);
+        quantize_row_ref(type, bytes.data() + r * row_bytes, row.data(), width);
     }
     return bytes;
 }
@@ -49,29 +49,37 @@ public:
     ~ScopedRepackEnv() { unsetenv("CACTUS_CPU_REPACK"); }
 };
 
-TEST(CpuRepack, Q4KWholePanelsRepackedWithTheSameProducts) {
+TEST(CpuRepack, KWholePanelsRepackedWithTheSameProducts) {
     CpuBackend be(2);
-    const bool repacks = cpu_kernel_set().matmul->repack[static_cast<size_t>(DType::Q4_K)] != nullptr;
-    const size_t width = 768, rows = 48;
-    const std::vector<uint8_t> bytes = q4_k_rows(width, rows, 5);
-    const Tensor placed = be.place_weight(bytes.data(), DType::Q4_K, width, rows);
-    const Tensor packed = be.pack_for_products(placed);
-    EXPECT_EQ(packed.type, repacks ? DType::Q4_K_X8 : DType::Q4_K) << cpu_kernel_set().isa_name;
-    EXPECT_EQ(packed.buffer != placed.buffer, repacks);
-    std::mt19937 rng(9);
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    for (size_t n : {1, 4, 40}) {  // decode, decode steps, prefill panels
-        std::vector<float> x(n * width);
-        for (float& v : x) v = dist(rng);
-        const std::vector<float> want = product(be, placed, x, n), got = product(be, packed, x, n);
-        for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "tokens " << n << " i " << i;
+    const CpuKernels& k = *cpu_kernel_set().matmul;
+    size_t repacked = 0;
+    for (const DType type : {DType::Q4_K, DType::Q6_K}) {
+        const bool repacks = k.repack[static_cast<size_t>(type)] != nullptr;
+        repacked += repacks;
+        const size_t width = 768, rows = 48;
+        const std::vector<uint8_t> bytes = quantized_rows(type, width, rows, 5);
+        const Tensor placed = be.place_weight(bytes.data(), type, width, rows);
+        const Tensor packed = be.pack_for_products(placed);
+        EXPECT_EQ(packed.type, repacks ? k.repack_type[static_cast<size_t>(type)] : type) << k.isa_name;
+        EXPECT_EQ(packed.type == type, !repacks);
+        EXPECT_EQ(packed.buffer != placed.buffer, repacks);
+        std::mt19937 rng(9);
+        std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+        for (size_t n : {1, 4, 40}) {  // decode, decode steps, prefill panels
+            std::vector<float> x(n * width);
+            for (float& v : x) v = dist(rng);
+            const std::vector<float> want = product(be, placed, x, n), got = product(be, packed, x, n);
+            for (size_t i = 0; i < want.size(); ++i) {
+                ASSERT_EQ(got[i], want[i]) << dtype_name(type) << " tokens " << n << " i " << i;
+            }
+        }
     }
-    if (!repacks) GTEST_SKIP() << "the " << cpu_kernel_set().isa_name << " table keeps Q4_K as it is";
+    if (repacked == 0) GTEST_SKIP() << "the " << k.isa_name << " table keeps Q4_K and Q6_K as they are";
 }
 
 TEST(CpuRepack, OtherWeightsComeBackAsTheyWere) {
     CpuBackend be(1);
-    const std::vector<uint8_t> q4_k = q4_k_rows(512, 40, 6);  // 40 rows: not whole panels of 16
+    const std::vector<uint8_t> q4_k = quantized_rows(DType::Q4_K, 512, 40, 6);  // 40 rows: not whole panels of 16
     const Tensor ragged = be.place_weight(q4_k.data(), DType::Q4_K, 512, 40);
     EXPECT_EQ(be.pack_for_products(ragged).buffer, ragged.buffer);
     std::vector<uint8_t> f16(2 * 64 * 32);

@@ -230,7 +230,7 @@ const uint8_t* quantize_activations(const CpuKernels& k, DType dot_type, const f
 
 size_t kernel_slot(DType type, const char* caller) {
     const uint32_t id = static_cast<uint32_t>(type);
-    if ((dtype_traits(id) == nullptr && !dtype_is_internal(type)) || id >= 32)
+    if ((dtype_traits(id) == nullptr && !dtype_is_internal(type)) || id >= kDTypeSlots)
         fail("%s: unknown tensor type id %u", caller, static_cast<unsigned>(id));
     return id;
 }

@@ -72,25 +72,25 @@ using RepackFn = void (*)(uint8_t* dst, const uint8_t* src, size_t src_row_bytes
 
 struct CpuKernels {
     const char* isa_name = "generic";
-    VecDotFn vec_dot[32] = {};            // indexed by weight DType
-    QuantizeRowFn quantize_row[32] = {};  // indexed by activation DType
-    DequantizeRowFn dequantize_row[32] = {};
-    GemmTileFn gemm_tile[32] = {};  // indexed by weight DType; null: matmul uses vec_dot
+    VecDotFn vec_dot[kDTypeSlots] = {};            // indexed by weight DType
+    QuantizeRowFn quantize_row[kDTypeSlots] = {};  // indexed by activation DType
+    DequantizeRowFn dequantize_row[kDTypeSlots] = {};
+    GemmTileFn gemm_tile[kDTypeSlots] = {};  // indexed by weight DType; null: matmul uses vec_dot
     // Float weight types whose gemm_tile equals, bit for bit, the F32 gemm_tile on the rows widened
     // by dequantize_row: matmul then widens each tile of rows once per block of tokens.
-    bool tile_on_f32_rows[32] = {};
+    bool tile_on_f32_rows[kDTypeSlots] = {};
     // Row panels, indexed by weight DType; all three or none. Used for 2+ tokens before gemm_tile.
-    PackPanelFn pack_panel[32] = {};
-    PanelActFn panel_act[32] = {};
-    PanelGemmFn panel_gemm[32] = {};
+    PackPanelFn pack_panel[kDTypeSlots] = {};
+    PanelActFn panel_act[kDTypeSlots] = {};
+    PanelGemmFn panel_gemm[kDTypeSlots] = {};
     // One-token products of kPanelRows rows, indexed by weight DType, and the activation facts they
     // read (null: none, the K-quants; the AVX-512 table keeps the AVX2 table's pair for the
     // 32-element formats: docs/PERFORMANCE.md, session 10).
-    PanelDecodeFn panel_decode[32] = {};
-    PanelActFn decode_act[32] = {};
-    // Indexed by the file's weight DType (AVX2 table: Q4_K -> Q4_K_X8, ops/q4_k_x8.h); null: kept.
-    RepackFn repack[32] = {};
-    DType repack_type[32] = {};
+    PanelDecodeFn panel_decode[kDTypeSlots] = {};
+    PanelActFn decode_act[kDTypeSlots] = {};
+    // Indexed by the file's weight DType (AVX2 table: Q4_K -> Q4_K_X8, Q6_K -> Q6_K_X8); null: kept.
+    RepackFn repack[kDTypeSlots] = {};
+    DType repack_type[kDTypeSlots] = {};
 };
 
 // The table for this machine (chosen once, thread-safe).

@@ -31,7 +31,7 @@ constexpr size_t kTileTokens = 16;  // rows of the A and C tiles
 constexpr size_t kBlockQuants = 32;
 
 // The AVX-512 table's panel product of each type, for the tokens left over from groups of 16.
-PanelGemmFn g_avx512_panel_gemm[32] = {};
+PanelGemmFn g_avx512_panel_gemm[kDTypeSlots] = {};
 
 // The 64-byte operand of LDTILECFG, palette 1.
 struct alignas(64) TileConfig {

@@ -265,16 +265,24 @@ float k_panel_vec_dot(const void* w, const void* x, size_t n) {
 
 // ---- prefill: panels ------------------------------------------------------------------------------
 
-template <class F>
-void pack_k_panel(uint8_t* panel, const void* w, size_t w_row_bytes, size_t n) {
+// The panel's rows as the GGUF file has them: row r's super-block sb and its d.
+template <class Block>
+struct GgufKRows {
+    const uint8_t* rows;
+    size_t row_bytes;
+    const Block& block(size_t r, size_t sb) const { return reinterpret_cast<const Block*>(rows + r * row_bytes)[sb]; }
+    float d(size_t r, size_t sb) const { return h2f(block(r, sb).d); }
+};
+
+// Packs the kPanelRows rows that `rows` gives (block(r, sb), d(r, sb); GgufKRows or a repacked
+// layout's) into n / 256 panel super-blocks.
+template <class F, class Rows>
+void pack_k_panel_rows(uint8_t* panel, const Rows& rows, size_t n) {
     using Block = typename F::Block;
-    const uint8_t* rows = static_cast<const uint8_t*>(w);
     for (size_t sb = 0; sb < n / kQKK; ++sb, panel += kKPanelBytes) {
         for (size_t half = 0; half < kPanelRows / kHalfRows; ++half) {
             const Block* b[kHalfRows];
-            for (size_t r = 0; r < kHalfRows; ++r) {
-                b[r] = reinterpret_cast<const Block*>(rows + (kHalfRows * half + r) * w_row_bytes) + sb;
-            }
+            for (size_t r = 0; r < kHalfRows; ++r) b[r] = &rows.block(kHalfRows * half + r, sb);
             __m256i t[F::kRaw][8];  // t[i][g]: dword g of raw vector i of the 8 rows (lane r = row r)
             for (int i = 0; i < F::kRaw; ++i) {
                 __m256i u[kHalfRows];
@@ -293,12 +301,12 @@ void pack_k_panel(uint8_t* panel, const void* w, size_t w_row_bytes, size_t n) {
         alignas(32) uint32_t words[8][kPanelRows], mins[4][kPanelRows] = {};
         alignas(32) float d[kPanelRows], dmin[kPanelRows];
         for (size_t r = 0; r < kPanelRows; ++r) {
-            const Block& b = reinterpret_cast<const Block*>(rows + r * w_row_bytes)[sb];
+            const Block& b = rows.block(r, sb);
             uint32_t wr[8], mr[4] = {};
             F::pack_scales(b, wr, mr);
             for (int e = 0; e < 8; ++e) words[e][r] = wr[e];
             for (int e = 0; e < 4; ++e) mins[e][r] = mr[e];
-            d[r] = h2f(b.d);
+            d[r] = rows.d(r, sb);
             dmin[r] = F::dmin(b);
         }
         std::memcpy(panel + kKScaleOffset, words, sizeof(words));
@@ -306,6 +314,11 @@ void pack_k_panel(uint8_t* panel, const void* w, size_t w_row_bytes, size_t n) {
         std::memcpy(panel + kKDOffset, d, sizeof(d));
         std::memcpy(panel + kKDminOffset, dmin, sizeof(dmin));
     }
+}
+
+template <class F>
+void pack_k_panel(uint8_t* panel, const void* w, size_t w_row_bytes, size_t n) {
+    pack_k_panel_rows<F>(panel, GgufKRows<typename F::Block>{static_cast<const uint8_t*>(w), w_row_bytes}, n);
 }
 
 // Q6_K: 32 * (x_j summed over j % 4 in {0, 1}, and over j % 4 in {2, 3}) of 16 quants, as int16.

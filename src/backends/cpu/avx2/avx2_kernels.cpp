@@ -11,6 +11,7 @@
 #include "backends/cpu/avx2/avx2_kernels.h"
 #include "backends/cpu/avx2/x86_k_panel_layout.h"
 #include "ops/q4_k_x8.h"
+#include "ops/q6_k_x8.h"
 #include "ops/quant.h"
 #include "ops/quant_blocks.h"
 
@@ -36,6 +37,7 @@ constexpr size_t kMaxTileTokens = 2;
 #include "backends/cpu/avx2/avx2_panels.inl"
 #include "backends/cpu/avx2/avx2_k_panels.inl"
 #include "backends/cpu/avx2/avx2_q4_k_x8.inl"
+#include "backends/cpu/avx2/avx2_q6_k_x8.inl"
 #include "backends/cpu/avx2/x86_float_tiles.inl"
 
 }  // namespace
@@ -47,6 +49,7 @@ void register_avx2_kernels(CpuKernels& t, bool decode_prefetch_l1) {
     register_panel_decodes(t, decode_prefetch_l1);
     register_k_panels(t, decode_prefetch_l1);  // Q4_K, Q5_K, Q6_K: vec_dot in the panels' order, panels, decode
     register_q4_k_x8(t, decode_prefetch_l1);   // Q4_K repacked at load for the decode (session 16)
+    register_q6_k_x8(t, decode_prefetch_l1);   // Q6_K likewise (session 17)
     register_float_tiles(t);
     t.quantize_row[static_cast<size_t>(DType::Q8_0)] = quantize_row_q8_0;
     t.quantize_row[static_cast<size_t>(DType::Q8_1)] = quantize_row_q8_1;

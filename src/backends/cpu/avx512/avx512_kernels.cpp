@@ -39,16 +39,21 @@ constexpr size_t kMaxTileTokens = 4;
 #include "backends/cpu/avx512/avx512_k_panels.inl"
 #include "backends/cpu/avx512/avx512_k_decode.inl"
 
-// Q4_K stays as the file has it here: the 512-bit K decode reads it at the bandwidth bound already
-// (qwen2.5-coder-1.5b tg64 at 1 thread 33.7 tok/s either way, Zen 5), while the AVX2 table's
-// Q4_K_X8 would take prefill to its 256-bit panels (pp128 162 -> 72 tok/s; session 16).
-void drop_q4_k_x8(CpuKernels& t) {
-    const size_t x8 = static_cast<size_t>(DType::Q4_K_X8);
-    t.repack[static_cast<size_t>(DType::Q4_K)] = nullptr;
-    t.pack_panel[x8] = nullptr;
-    t.panel_act[x8] = nullptr;
-    t.panel_gemm[x8] = nullptr;
-    t.panel_decode[x8] = nullptr;
+// Q4_K and Q6_K stay as the file has them here: the 512-bit K decode reads them at the bandwidth
+// bound already (qwen2.5-coder-1.5b tg64 at 1 thread 33.7 tok/s either way with Q4_K_X8, session
+// 16; 29-31 either way with Q6_K_X8, session 17), while the AVX2 table's repacked layouts would
+// take prefill to its 256-bit panels (Q4_K_X8: pp128 162 -> 72 tok/s) or pay their packer
+// (Q6_K_X8 with the 512-bit panels: pp128 -4%).
+void drop_k_x8(CpuKernels& t) {
+    const DType files[] = {DType::Q4_K, DType::Q6_K}, layouts[] = {DType::Q4_K_X8, DType::Q6_K_X8};
+    for (size_t k = 0; k < 2; ++k) {
+        const size_t x8 = static_cast<size_t>(layouts[k]);
+        t.repack[static_cast<size_t>(files[k])] = nullptr;
+        t.pack_panel[x8] = nullptr;
+        t.panel_act[x8] = nullptr;
+        t.panel_gemm[x8] = nullptr;
+        t.panel_decode[x8] = nullptr;
+    }
 }
 
 }  // namespace
@@ -62,7 +67,7 @@ void register_avx512_kernels(CpuKernels& t, bool decode_prefetch_l1) {
     // multiply the panels 16 rows per zmm:
     register_k_panels_zmm(t);
     register_k_decode_zmm(t, decode_prefetch_l1);  // one token of Q4_K and Q6_K on 512-bit vectors (session 12, Zen 5)
-    drop_q4_k_x8(t);
+    drop_k_x8(t);
     // One token of Q4_0/Q4_1/Q5_0/Q8_0: the AVX2 table's 8-row decode (the same accumulation order
     // as these panels, and faster than 512-bit row panels on Zen 4 and on a Sapphire Rapids Xeon,
     // docs/PERFORMANCE.md, session 10), compiled here with vpdpbusd for the nibble formats' dots.
