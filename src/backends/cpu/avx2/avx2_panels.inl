@@ -40,7 +40,10 @@ inline __m256i half_block_dot(const uint8_t* wq, const int8_t* xq, __m256i acc) 
 // Signed quants (Q8_0): the int32 dots of one block of 8 rows with T tokens, seeded with acc[t]. Each
 // group is loaded and made absolute once for the T tokens; per token the sign trick then costs one
 // vpsignb (the activation takes the weight's sign) before vpmaddubsw and a vpmaddwd per group (|q| <=
-// 128: one group's pair sums reach 32,512, so no two groups share an int16 sum).
+// 128: one group's pair sums reach 32,512, so no two groups share an int16 sum). Each acc[t] is
+// added to in order: left alone GCC 12 computed the 32 products of a block first, spilled them and
+// summed them as a tree; the empty asm (no instruction) keeps each sum in its register (Q8_0 at 512
+// tokens 125-146 -> 151-163 GFLOP/s, docs/PERFORMANCE.md, session 17).
 template <int T>
 inline void half_block_dots_signed(const uint8_t* wq, const int8_t* const* xq, __m256i* acc /* [T] */) {
     for (int g = 0; g < 8; ++g) {
@@ -51,6 +54,7 @@ inline void half_block_dots_signed(const uint8_t* wq, const int8_t* const* xq, _
             std::memcpy(&x4, xq[t] + 4 * g, 4);
             const __m256i pairs = _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(_mm256_set1_epi32(x4), w));
             acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+            asm("" : "+x"(acc[t]));
         }
     }
 }
@@ -80,7 +84,12 @@ void half_panel_tile(float* y, size_t y_stride, const uint8_t* half, const uint8
             if constexpr (signed_quants<F>()) {
                 isum = isums[t];
             } else {
-                isum = half_block_dot<F>(half, xb.qs, _mm256_set1_epi32(a.bias));
+                // groups reloaded from L1 per token (an empty asm hides that they are the same): GCC
+                // 12 otherwise keeps the 8 groups in registers across the T tokens and spills the
+                // accumulators (Q5_0 / Q5_1 at 512 tokens +5-8%, Q4_0 +1-2%; session 17)
+                const uint8_t* groups = half;
+                asm("" : "+r"(groups));
+                isum = half_block_dot<F>(groups, xb.qs, _mm256_set1_epi32(a.bias));
             }
             acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(a.d)), _mm256_cvtepi32_ps(isum), acc[t]);
             if constexpr (F::kHasMin) {
