@@ -29,6 +29,7 @@ constexpr Entry kTypes[] = {
 constexpr InternalEntry kInternalTypes[] = {
     {31, {"Q4_K_X8", 256, 148}, DType::Q4_K},
     {32, {"Q6_K_X8", 256, 210}, DType::Q6_K},
+    {33, {"Q4_0_X8", 32, 18}, DType::Q4_0},
 };
 
 }  // namespace

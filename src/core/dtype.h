@@ -27,13 +27,14 @@ enum class DType : uint32_t {
     F64 = 28,
     BF16 = 30,
     // Internal layouts (never read from or written to a file): weights repacked at load by a
-    // backend (ops/q4_k_x8.h, ops/q6_k_x8.h).
+    // backend (ops/q4_k_x8.h, ops/q6_k_x8.h, ops/q4_0_x8.h).
     Q4_K_X8 = 31,
     Q6_K_X8 = 32,
+    Q4_0_X8 = 33,
 };
 
 // Type ids are below this (the internal layouts included): the size of tables indexed by type.
-constexpr size_t kDTypeSlots = 33;
+constexpr size_t kDTypeSlots = 34;
 
 struct DTypeTraits {
     const char* name;

@@ -1,6 +1,6 @@
-// CpuBackend::pack_for_products: with a kernel table that repacks Q4_K and Q6_K (the AVX2 table;
-// ctest also runs these under CACTUS_CPU_ISA=avx2, tests/CMakeLists.txt), a weight of whole panels
-// comes back as Q4_K_X8 / Q6_K_X8 whose products equal the placed weight's bit for bit; anything
+// CpuBackend::pack_for_products: with a kernel table that repacks Q4_K, Q6_K (the AVX2 table; ctest
+// also runs these under CACTUS_CPU_ISA=avx2, tests/CMakeLists.txt) or Q4_0 (the x86 tables), a
+// weight of whole panels comes back as Q4_K_X8 / Q6_K_X8 / Q4_0_X8 whose products equal the placed weight's bit for bit; anything
 // else comes back as it was; CACTUS_CPU_REPACK=0 turns it off and other values are errors.
 #include <gtest/gtest.h>
 
@@ -53,7 +53,7 @@ TEST(CpuRepack, KWholePanelsRepackedWithTheSameProducts) {
     CpuBackend be(2);
     const CpuKernels& k = *cpu_kernel_set().matmul;
     size_t repacked = 0;
-    for (const DType type : {DType::Q4_K, DType::Q6_K}) {
+    for (const DType type : {DType::Q4_K, DType::Q6_K, DType::Q4_0}) {
         const bool repacks = k.repack[static_cast<size_t>(type)] != nullptr;
         repacked += repacks;
         const size_t width = 768, rows = 48;
@@ -74,7 +74,7 @@ TEST(CpuRepack, KWholePanelsRepackedWithTheSameProducts) {
             }
         }
     }
-    if (repacked == 0) GTEST_SKIP() << "the " << k.isa_name << " table keeps Q4_K and Q6_K as they are";
+    if (repacked == 0) GTEST_SKIP() << "the " << k.isa_name << " table keeps Q4_K, Q6_K and Q4_0 as they are";
 }
 
 TEST(CpuRepack, OtherWeightsComeBackAsTheyWere) {

@@ -1,4 +1,4 @@
-// The load-time K layouts Q4_K_X8 (ops/q4_k_x8.h) and Q6_K_X8 (ops/q6_k_x8.h): the repack keeps
+// The load-time layouts Q4_K_X8, Q6_K_X8 and Q4_0_X8 (ops/q4_k_x8.h, q6_k_x8.h, q4_0_x8.h): the repack keeps
 // every byte (each row's GGUF blocks come back exactly, for random bytes: every bit pattern of
 // scales and quants), and in every table that repacks the file type the products of the repacked
 // matrix equal the file type's bit for bit: the one-token decode, decode steps of a few sequences
@@ -13,6 +13,7 @@
 #include "backends/cpu/cpu_kernels.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "ops/q4_0_x8.h"
 #include "ops/q4_k_x8.h"
 #include "ops/q6_k_x8.h"
 #include "quant_test_util.h"
@@ -32,6 +33,18 @@ struct Q4KX8 {
     }
 };
 
+struct Q40X8 {
+    static constexpr DType kFile = DType::Q4_0, kPacked = DType::Q4_0_X8;
+    static constexpr size_t kGroupBytes = kQ4_0X8GroupBytes;
+    using Block = BlockQ4_0;
+    static void repack(uint8_t* dst, const uint8_t* src, size_t stride, size_t n_rows, size_t n) {
+        repack_q4_0_x8(dst, src, stride, n_rows, n);
+    }
+    static void row_blocks(Block* dst, const uint8_t* group, size_t row, size_t n) {
+        q4_0_x8_row_blocks(dst, group, row, n);
+    }
+};
+
 struct Q6KX8 {
     static constexpr DType kFile = DType::Q6_K, kPacked = DType::Q6_K_X8;
     static constexpr size_t kGroupBytes = kQ6KX8GroupBytes;
@@ -46,7 +59,7 @@ struct Q6KX8 {
 
 template <class L>
 class KX8 : public ::testing::Test {};
-using Layouts = ::testing::Types<Q4KX8, Q6KX8>;
+using Layouts = ::testing::Types<Q4KX8, Q6KX8, Q40X8>;
 TYPED_TEST_SUITE(KX8, Layouts);
 
 // n_rows random raw rows of `type` of n elements, `stride` bytes apart (padding 0xA5).
@@ -66,14 +79,15 @@ TYPED_TEST(KX8, RepackKeepsEveryByteOfEveryRow) {
         const size_t n = 256 * n_sb, n_rows = 24, stride = dtype_row_bytes(L::kFile, n) + 16;
         const std::vector<uint8_t> w = raw_rows(L::kFile, n, n_rows, stride, rng);
         const size_t x8_row_bytes = dtype_row_bytes(L::kPacked, n);
-        ASSERT_EQ(8 * x8_row_bytes, n_sb * L::kGroupBytes);
+        const size_t n_blocks = n / dtype_traits(L::kPacked).block_size;
+        ASSERT_EQ(8 * x8_row_bytes, n_blocks * L::kGroupBytes);
         std::vector<uint8_t> packed(x8_row_bytes * n_rows);
         L::repack(packed.data(), w.data(), stride, n_rows, n);
-        std::vector<typename L::Block> blocks(n_sb);
+        std::vector<typename L::Block> blocks(n_blocks);
         for (size_t r = 0; r < n_rows; ++r) {
             L::row_blocks(blocks.data(), packed.data() + (r / 8) * 8 * x8_row_bytes, r % 8, n);
-            ASSERT_EQ(std::memcmp(blocks.data(), w.data() + r * stride, n_sb * sizeof(typename L::Block)), 0)
-                << "row " << r << " of " << n_sb << " super-blocks";
+            ASSERT_EQ(std::memcmp(blocks.data(), w.data() + r * stride, n_blocks * sizeof(typename L::Block)), 0)
+                << "row " << r << " of " << n << " elements";
         }
     }
     const size_t row_bytes = dtype_row_bytes(L::kFile, 256), x8_row_bytes = dtype_row_bytes(L::kPacked, 256);

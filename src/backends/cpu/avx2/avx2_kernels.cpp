@@ -12,6 +12,7 @@
 #include "backends/cpu/avx2/x86_k_panel_layout.h"
 #include "ops/q4_k_x8.h"
 #include "ops/q6_k_x8.h"
+#include "ops/q4_0_x8.h"
 #include "ops/quant.h"
 #include "ops/quant_blocks.h"
 
@@ -47,6 +48,7 @@ void register_avx2_kernels(CpuKernels& t, bool decode_prefetch_l1) {
     register_legacy_tiles(t);
     register_panels(t);  // replaces the legacy entries: another accumulation order, see there
     register_panel_decodes(t, decode_prefetch_l1);
+    register_q4_0_x8(t, decode_prefetch_l1);   // Q4_0 repacked at load for the decode (session 17)
     register_k_panels(t, decode_prefetch_l1);  // Q4_K, Q5_K, Q6_K: vec_dot in the panels' order, panels, decode
     register_q4_k_x8(t, decode_prefetch_l1);   // Q4_K repacked at load for the decode (session 16)
     register_q6_k_x8(t, decode_prefetch_l1);   // Q6_K likewise (session 17)

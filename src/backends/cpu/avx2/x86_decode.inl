@@ -54,26 +54,16 @@ inline void fifth_bits_of_pair(const Block& a, const Block& b, __m256i* low, __m
 // 2 * 2 * 31 * 127 = 15,748. Three horizontal adds then
 // leave lane r = row r. The int32 block sums are the same integers, so the float work and the
 // results are the row-by-row path's, bit for bit.
-template <class F>
-inline __m256i nibble_rows_block_dots(const uint8_t* rows, size_t w_row_bytes, size_t block_byte, const int8_t* xq) {
-    using Block = typename F::Block;
+// The block dots of 4 row pairs: quants(p, &low, &high) gives pair p's quants 0..15 / 16..31 as
+// bytes [row p | row p + 4] (from the GGUF rows, or one load from Q4_0_X8's groups).
+template <class Quants>
+inline __m256i nibble_pairs_block_dots(const Quants& quants, const int8_t* xq) {
     const __m256i x_low = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xq)));
     const __m256i x_high = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xq + 16)));
-    const __m256i mask = _mm256_set1_epi8(0x0F);
     __m256i pair[4];  // pair[r]: lanes 0..3 row r, lanes 4..7 row r + 4
     for (size_t r = 0; r < 4; ++r) {
-        const Block& a = *reinterpret_cast<const Block*>(rows + r * w_row_bytes + block_byte);
-        const Block& b = *reinterpret_cast<const Block*>(rows + (r + 4) * w_row_bytes + block_byte);
-        const __m256i packed = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)),
-                                                _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.qs)));
-        __m256i low = _mm256_and_si256(packed, mask);                         // quants 0..15
-        __m256i high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), mask);  // quants 16..31
-        if constexpr (five_bit_format<F>()) {
-            __m256i fifth_low, fifth_high;
-            fifth_bits_of_pair(a, b, &fifth_low, &fifth_high);
-            low = _mm256_or_si256(low, fifth_low);
-            high = _mm256_or_si256(high, fifth_high);
-        }
+        __m256i low, high;
+        quants(r, &low, &high);
         if constexpr (kExactU8Dot) {  // vpdpbusd: the same int32 lanes in two instructions
             pair[r] = dot_u8_s8(dot_u8_s8(_mm256_setzero_si256(), low, x_low), high, x_high);
         } else {
@@ -85,6 +75,27 @@ inline __m256i nibble_rows_block_dots(const uint8_t* rows, size_t w_row_bytes, s
     const __m256i h01 = _mm256_hadd_epi32(pair[0], pair[1]);  // [rows 0, 1 | rows 4, 5], two lanes each
     const __m256i h23 = _mm256_hadd_epi32(pair[2], pair[3]);  // [rows 2, 3 | rows 6, 7]
     return _mm256_hadd_epi32(h01, h23);                       // [rows 0..3 | rows 4..7]
+}
+
+template <class F>
+inline __m256i nibble_rows_block_dots(const uint8_t* rows, size_t w_row_bytes, size_t block_byte, const int8_t* xq) {
+    using Block = typename F::Block;
+    const auto quants = [&](size_t r, __m256i* low, __m256i* high) {
+        const __m256i mask = _mm256_set1_epi8(0x0F);
+        const Block& a = *reinterpret_cast<const Block*>(rows + r * w_row_bytes + block_byte);
+        const Block& b = *reinterpret_cast<const Block*>(rows + (r + 4) * w_row_bytes + block_byte);
+        const __m256i packed = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)),
+                                                _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.qs)));
+        *low = _mm256_and_si256(packed, mask);                         // quants 0..15
+        *high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), mask);  // quants 16..31
+        if constexpr (five_bit_format<F>()) {
+            __m256i fifth_low, fifth_high;
+            fifth_bits_of_pair(a, b, &fifth_low, &fifth_high);
+            *low = _mm256_or_si256(*low, fifth_low);
+            *high = _mm256_or_si256(*high, fifth_high);
+        }
+    };
+    return nibble_pairs_block_dots(quants, xq);
 }
 
 // The exact int32 block sums of 8 rows (lane r = row r), without the offset.
@@ -158,4 +169,72 @@ void register_panel_decodes(CpuKernels& t, bool decode_prefetch_l1) {
     register_panel8_decode<Q5_0Format>(t, DType::Q5_0, decode_prefetch_l1);
     register_panel8_decode<Q5_1Format>(t, DType::Q5_1, decode_prefetch_l1);
     register_panel8_decode<Q8_0Format>(t, DType::Q8_0, decode_prefetch_l1);
+}
+
+// ---- Q4_0_X8 (ops/q4_0_x8.h): Q4_0 repacked at load --------------------------------------------
+// The same int32 block sums and float order as Q4_0's decode and panels, bit for bit.
+
+// y[0..8) for the 8 rows of the group at `group` (n_blocks blocks of kQ4_0X8GroupBytes); prefetch
+// as in half_panel_decode.
+template <bool kL1>
+void q4_0_x8_group_decode(float* y, const uint8_t* group, const void* x, const PanelActBlock* act, size_t n_blocks,
+                          const uint8_t* prefetch, size_t prefetch_step) {
+    const Q4_0Format::ActBlock* xb = static_cast<const Q4_0Format::ActBlock*>(x);
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t b = 0; b < n_blocks; ++b, group += kQ4_0X8GroupBytes, prefetch += prefetch_step) {
+        prefetch_bytes<kL1>(prefetch, prefetch_step);
+        const auto quants = [group](size_t p, __m256i* low, __m256i* high) {
+            const __m256i mask = _mm256_set1_epi8(0x0F);
+            const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group + 32 * p));
+            *low = _mm256_and_si256(packed, mask);
+            *high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), mask);
+        };
+        const __m256i isum =
+            _mm256_add_epi32(nibble_pairs_block_dots(quants, xb[b].qs), _mm256_set1_epi32(act[b].bias));
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group + kQ4_0X8DOffset)));
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(act[b].d)), _mm256_cvtepi32_ps(isum), acc);
+    }
+    _mm256_storeu_ps(y, acc);
+}
+
+// A panel of kPanelRows rows = two groups, the second at 8 * w_row_bytes.
+template <bool kL1>
+void q4_0_x8_panel_decode(float* y, const void* w, size_t w_row_bytes, const void* x, const PanelActBlock* act,
+                          size_t n) {
+    static_assert(kPanelRows == 2 * kQ4_0X8Rows, "a panel is two groups");
+    const size_t n_blocks = n / kQK32;
+    decode_panel_in_passes(y, static_cast<const uint8_t*>(w), w_row_bytes, n_blocks,
+                           [&](float* y_pass, const uint8_t* group, const uint8_t* prefetch, size_t prefetch_step) {
+                               q4_0_x8_group_decode<kL1>(y_pass, group, x, act, n_blocks, prefetch, prefetch_step);
+                           });
+}
+
+// Prefill: the panel's 16 rows as GGUF blocks again, 16 blocks at a time on the stack (4.5 KiB; see
+// pack_q4_k_x8_panel for why not a thread-local buffer), then Q4_0's packer.
+void pack_q4_0_x8_panel(uint8_t* panel, const void* w, size_t w_row_bytes, size_t n) {
+    constexpr size_t kChunk = 16;
+    const size_t n_blocks = n / kQK32;
+    const uint8_t* groups = static_cast<const uint8_t*>(w);
+    BlockQ4_0 rows[kPanelRows * kChunk];
+    for (size_t b0 = 0; b0 < n_blocks; b0 += kChunk) {
+        const size_t m = std::min(kChunk, n_blocks - b0);
+        for (size_t r = 0; r < kPanelRows; ++r) {
+            const uint8_t* group = groups + (r / kQ4_0X8Rows) * kQ4_0X8Rows * w_row_bytes + b0 * kQ4_0X8GroupBytes;
+            q4_0_x8_row_blocks(rows + r * m, group, r % kQ4_0X8Rows, m * kQK32);
+        }
+        pack_panel<Q4_0Format>(panel + b0 * kPanelBlockBytes, rows, m * sizeof(BlockQ4_0), m * kQK32);
+    }
+}
+
+// After the table's Q4_0 panels and decode: the repacked layout takes Q4_0's product and facts.
+// No vec_dot: the rows are interleaved (matmul takes whole panels of a Q4_0_X8 matrix).
+void register_q4_0_x8(CpuKernels& t, bool decode_prefetch_l1) {
+    const size_t q4_0 = static_cast<size_t>(DType::Q4_0), x8 = static_cast<size_t>(DType::Q4_0_X8);
+    t.repack[q4_0] = repack_q4_0_x8;
+    t.repack_type[q4_0] = DType::Q4_0_X8;
+    t.pack_panel[x8] = pack_q4_0_x8_panel;
+    t.panel_act[x8] = t.panel_act[q4_0];
+    t.panel_gemm[x8] = t.panel_gemm[q4_0];
+    t.panel_decode[x8] = decode_prefetch_l1 ? q4_0_x8_panel_decode<true> : q4_0_x8_panel_decode<false>;
+    t.decode_act[x8] = t.decode_act[q4_0];
 }

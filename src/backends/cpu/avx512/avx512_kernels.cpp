@@ -16,6 +16,7 @@
 #include "backends/cpu/avx2/x86_k_panel_layout.h"
 #include "backends/cpu/avx512/avx512_kernels.h"
 #include "core/error.h"
+#include "ops/q4_0_x8.h"
 #include "ops/quant.h"
 #include "ops/quant_blocks.h"
 
@@ -72,6 +73,7 @@ void register_avx512_kernels(CpuKernels& t, bool decode_prefetch_l1) {
     // as these panels, and faster than 512-bit row panels on Zen 4 and on a Sapphire Rapids Xeon,
     // docs/PERFORMANCE.md, session 10), compiled here with vpdpbusd for the nibble formats' dots.
     register_panel_decodes(t, decode_prefetch_l1);
+    register_q4_0_x8(t, decode_prefetch_l1);  // with this table's dots and panels (session 17)
     register_float_tiles(t);
     t.quantize_row[static_cast<size_t>(DType::Q8_0)] = quantize_row_q8_0;
     t.quantize_row[static_cast<size_t>(DType::Q8_1)] = quantize_row_q8_1;
