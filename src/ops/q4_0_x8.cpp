@@ -23,7 +23,8 @@ void repack_q4_0_x8(uint8_t* dst, const uint8_t* src, size_t src_row_bytes, size
     for (size_t g = 0; g < n_rows / kQ4_0X8Rows; ++g) {
         for (size_t b = 0; b < n_blocks; ++b, dst += kQ4_0X8GroupBytes) {
             for (size_t r = 0; r < kQ4_0X8Rows; ++r) {
-                const BlockQ4_0& block = reinterpret_cast<const BlockQ4_0*>(src + (kQ4_0X8Rows * g + r) * src_row_bytes)[b];
+                const BlockQ4_0& block =
+                    reinterpret_cast<const BlockQ4_0*>(src + (kQ4_0X8Rows * g + r) * src_row_bytes)[b];
                 std::memcpy(dst + quants_offset(r), block.qs, sizeof(block.qs));
                 std::memcpy(dst + kQ4_0X8DOffset + 2 * r, &block.d, 2);
             }

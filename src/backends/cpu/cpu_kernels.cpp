@@ -99,7 +99,7 @@ struct MatmulArgs {
 
 // Row-at-a-time fallback: each tile of rows stays hot in L1 while every token passes over it.
 void matmul_rows_dot(const MatmulArgs& a, size_t row_begin, size_t row_end) {
-    CACTUS_ASSERT(a.dot != nullptr);  // a layout without rows (Q4_K_X8) never gets here: whole panels
+    CACTUS_ASSERT(a.dot != nullptr);  // a layout without rows (the _X8 ones) never gets here: whole panels
     for (size_t tile = row_begin; tile < row_end; tile += kRowTile) {
         const size_t tile_end = std::min(row_end, tile + kRowTile);
         for (size_t t = 0; t < a.n_tokens; ++t) {
@@ -262,7 +262,7 @@ void matmul_with(const CpuKernels& k, float* y, const void* w, DType w_type, siz
     const size_t slot = kernel_slot(w_type, "matmul");
     const DTypeTraits* traits = &dtype_traits(w_type);
     VecDotFn dot = k.vec_dot[slot];
-    // A layout without row access (Q4_K_X8) has panels and panel_decode instead
+    // A layout without row access (the _X8 ones) has panels and panel_decode instead
     const bool whole_panels = dot == nullptr && k.panel_decode[slot] != nullptr && k.pack_panel[slot] != nullptr;
     if (dot == nullptr && !whole_panels) fail("matmul: no %s dot product in the %s table", traits->name, k.isa_name);
     if (whole_panels && n_out % kPanelRows != 0) {

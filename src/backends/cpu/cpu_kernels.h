@@ -88,7 +88,7 @@ struct CpuKernels {
     // 32-element formats: docs/PERFORMANCE.md, session 10).
     PanelDecodeFn panel_decode[kDTypeSlots] = {};
     PanelActFn decode_act[kDTypeSlots] = {};
-    // Indexed by the file's weight DType (AVX2 table: Q4_K -> Q4_K_X8, Q6_K -> Q6_K_X8); null: kept.
+    // Indexed by the file's weight DType (x86: Q4_0 -> Q4_0_X8; AVX2 also Q4_K -> Q4_K_X8, Q6_K -> Q6_K_X8); null: kept.
     RepackFn repack[kDTypeSlots] = {};
     DType repack_type[kDTypeSlots] = {};
 };

@@ -1,4 +1,4 @@
-// The load-time layouts Q4_K_X8, Q6_K_X8 and Q4_0_X8 (ops/q4_k_x8.h, q6_k_x8.h, q4_0_x8.h): the repack keeps
+// The load-time layouts Q4_K_X8, Q6_K_X8, Q4_0_X8 (ops/q4_k_x8.h, q6_k_x8.h, q4_0_x8.h): the repack keeps
 // every byte (each row's GGUF blocks come back exactly, for random bytes: every bit pattern of
 // scales and quants), and in every table that repacks the file type the products of the repacked
 // matrix equal the file type's bit for bit: the one-token decode, decode steps of a few sequences
@@ -58,9 +58,9 @@ struct Q6KX8 {
 };
 
 template <class L>
-class KX8 : public ::testing::Test {};
+class RepackedLayout : public ::testing::Test {};
 using Layouts = ::testing::Types<Q4KX8, Q6KX8, Q40X8>;
-TYPED_TEST_SUITE(KX8, Layouts);
+TYPED_TEST_SUITE(RepackedLayout, Layouts);
 
 // n_rows random raw rows of `type` of n elements, `stride` bytes apart (padding 0xA5).
 std::vector<uint8_t> raw_rows(DType type, size_t n, size_t n_rows, size_t stride, std::mt19937& rng) {
@@ -72,7 +72,7 @@ std::vector<uint8_t> raw_rows(DType type, size_t n, size_t n_rows, size_t stride
     return w;
 }
 
-TYPED_TEST(KX8, RepackKeepsEveryByteOfEveryRow) {
+TYPED_TEST(RepackedLayout, RepackKeepsEveryByteOfEveryRow) {
     using L = TypeParam;
     std::mt19937 rng(71);
     for (size_t n_sb : {1, 2, 7}) {
@@ -95,7 +95,7 @@ TYPED_TEST(KX8, RepackKeepsEveryByteOfEveryRow) {
     EXPECT_THROW(L::repack(packed.data(), w.data(), row_bytes, 12, 256), Error);  // not whole groups
 }
 
-TYPED_TEST(KX8, ProductsEqualTheFileTypeBitForBit) {
+TYPED_TEST(RepackedLayout, ProductsEqualTheFileTypeBitForBit) {
     using L = TypeParam;
     ThreadPool pools[] = {ThreadPool(1), ThreadPool(2)};
     std::mt19937 rng(73);
@@ -135,7 +135,8 @@ TYPED_TEST(KX8, ProductsEqualTheFileTypeBitForBit) {
         EXPECT_THROW(matmul_with(*k, y.data(), packed.data(), L::kPacked, x8_stride, x.data(), 1, 256, 24, pools[0]),
                      Error);
     }
-    if (tables == 0) GTEST_SKIP() << "no kernel table on this CPU repacks " << dtype_name(L::kFile) << " (AVX2 does)";
+    if (tables == 0)
+        GTEST_SKIP() << "no kernel table on this CPU repacks " << dtype_name(L::kFile) << " (the x86 tables repack)";
 }
 
 }  // namespace
