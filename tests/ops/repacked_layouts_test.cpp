@@ -21,41 +21,24 @@
 namespace cactus {
 namespace {
 
-struct Q4KX8 {
-    static constexpr DType kFile = DType::Q4_K, kPacked = DType::Q4_K_X8;
-    static constexpr size_t kGroupBytes = kQ4KX8GroupBytes;
-    using Block = BlockQ4_K;
+// A layout under test: the file type, the internal one, bytes per group and block, the file's
+// block, the repack and its inverse for one row.
+template <DType kFileType, DType kPackedType, size_t kGroup, class BlockType,
+          void (*kRepack)(uint8_t*, const uint8_t*, size_t, size_t, size_t),
+          void (*kRowBlocks)(BlockType*, const uint8_t*, size_t, size_t)>
+struct Layout {
+    static constexpr DType kFile = kFileType, kPacked = kPackedType;
+    static constexpr size_t kGroupBytes = kGroup;
+    using Block = BlockType;
     static void repack(uint8_t* dst, const uint8_t* src, size_t stride, size_t n_rows, size_t n) {
-        repack_q4_k_x8(dst, src, stride, n_rows, n);
+        kRepack(dst, src, stride, n_rows, n);
     }
-    static void row_blocks(Block* dst, const uint8_t* group, size_t row, size_t n) {
-        q4_k_x8_row_blocks(dst, group, row, n);
-    }
+    static void row_blocks(Block* dst, const uint8_t* group, size_t row, size_t n) { kRowBlocks(dst, group, row, n); }
 };
 
-struct Q40X8 {
-    static constexpr DType kFile = DType::Q4_0, kPacked = DType::Q4_0_X8;
-    static constexpr size_t kGroupBytes = kQ4_0X8GroupBytes;
-    using Block = BlockQ4_0;
-    static void repack(uint8_t* dst, const uint8_t* src, size_t stride, size_t n_rows, size_t n) {
-        repack_q4_0_x8(dst, src, stride, n_rows, n);
-    }
-    static void row_blocks(Block* dst, const uint8_t* group, size_t row, size_t n) {
-        q4_0_x8_row_blocks(dst, group, row, n);
-    }
-};
-
-struct Q6KX8 {
-    static constexpr DType kFile = DType::Q6_K, kPacked = DType::Q6_K_X8;
-    static constexpr size_t kGroupBytes = kQ6KX8GroupBytes;
-    using Block = BlockQ6_K;
-    static void repack(uint8_t* dst, const uint8_t* src, size_t stride, size_t n_rows, size_t n) {
-        repack_q6_k_x8(dst, src, stride, n_rows, n);
-    }
-    static void row_blocks(Block* dst, const uint8_t* group, size_t row, size_t n) {
-        q6_k_x8_row_blocks(dst, group, row, n);
-    }
-};
+using Q4KX8 = Layout<DType::Q4_K, DType::Q4_K_X8, kQ4KX8GroupBytes, BlockQ4_K, repack_q4_k_x8, q4_k_x8_row_blocks>;
+using Q6KX8 = Layout<DType::Q6_K, DType::Q6_K_X8, kQ6KX8GroupBytes, BlockQ6_K, repack_q6_k_x8, q6_k_x8_row_blocks>;
+using Q40X8 = Layout<DType::Q4_0, DType::Q4_0_X8, kQ4_0X8GroupBytes, BlockQ4_0, repack_q4_0_x8, q4_0_x8_row_blocks>;
 
 template <class L>
 class RepackedLayout : public ::testing::Test {};
