@@ -96,8 +96,9 @@ public:
     // mapping (no copy), a device backend uploads it (and may repack it). [n_rows, width] of type.
     virtual Tensor place_weight(const void* host, DType type, size_t width, size_t n_rows) = 0;
     // A placed weight that is only ever the W of matmul (never a get_rows table, never read by row):
-    // the backend may return its own copy in a layout of its kernels (the CPU's AVX2 table repacks
-    // Q4_K into 8-row groups, ops/q4_k_x8.h); `w` stays valid. Default: w itself.
+    // the backend may return its own copy in a layout of its kernels (the CPU's x86 tables repack
+    // Q4_0, and the AVX2 table also Q4_K and Q6_K, into 8-row groups: ops/*_x8.h); `w` stays valid.
+    // Default: w itself.
     virtual Tensor pack_for_products(const Tensor& w) { return w; }
     virtual bool supports_weight(DType type) const = 0;
     // Storage for a KV cache of these layers (the bookkeeping stays in KvCache).

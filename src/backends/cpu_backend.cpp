@@ -1,7 +1,5 @@
 #include "backends/cpu_backend.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -10,6 +8,7 @@
 #include "backends/cpu/cpu_dispatch.h"
 #include "backends/cpu/ops_cpu.h"
 #include "core/error.h"
+#include "core/memory.h"
 #include "ops/quant.h"
 
 namespace cactus {
@@ -90,33 +89,17 @@ Tensor CpuBackend::place_weight(const void* host, DType type, size_t width, size
 
 namespace {
 
-// Anonymous memory for repacked weights, 2 MiB-aligned so that transparent huge pages can back it
-// where the kernel allows (as the GGUF copy of GgufFile::lock_in_memory: the decode reads it from
-// end to end every token); the tail is whole 4 KiB pages, so no huge page is half empty.
+// A repacked weight in huge-page memory, as the GGUF copy of GgufFile::lock_in_memory: the decode
+// reads it from end to end every token.
 class RepackedWeightBuffer final : public Buffer {
 public:
-    explicit RepackedWeightBuffer(size_t bytes) : size_(bytes), mapped_(round_up(bytes, kPage)) {
-        const size_t reserve = mapped_ + kHugePage;
-        void* p = ::mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) fail("cpu: cannot allocate %zu bytes for a repacked weight", bytes);
-        const uintptr_t start = reinterpret_cast<uintptr_t>(p);
-        const uintptr_t aligned = round_up(start, kHugePage);
-        if (aligned > start) ::munmap(p, aligned - start);
-        const uintptr_t end = start + reserve;
-        if (end > aligned + mapped_) ::munmap(reinterpret_cast<void*>(aligned + mapped_), end - (aligned + mapped_));
-        data_ = reinterpret_cast<void*>(aligned);
-        ::madvise(data_, mapped_, MADV_HUGEPAGE);  // a hint: ignored where THP is off
-    }
-    ~RepackedWeightBuffer() override { ::munmap(data_, mapped_); }
-    void* base() const override { return data_; }
-    size_t size() const override { return size_; }
+    explicit RepackedWeightBuffer(size_t bytes) : memory_(bytes) {}
+    void* base() const override { return memory_.data(); }
+    size_t size() const override { return memory_.size(); }
     const char* device() const override { return "cpu"; }
 
 private:
-    static constexpr size_t kPage = 4096, kHugePage = size_t{2} << 20;
-    static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
-    void* data_ = nullptr;
-    size_t size_, mapped_;
+    HugePageMemory memory_;
 };
 
 bool repack_enabled() {

@@ -1,9 +1,37 @@
 #include "core/memory.h"
 
+#include <sys/mman.h>
+
 #include <cstdio>
 #include <cstring>
 
+#include "core/error.h"
+
 namespace cactus {
+
+namespace {
+
+constexpr size_t kPage = 4096, kHugePage = size_t{2} << 20;
+
+size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+}  // namespace
+
+HugePageMemory::HugePageMemory(size_t bytes) : size_(bytes), mapped_(round_up(bytes, kPage)) {
+    const size_t reserve = mapped_ + kHugePage;
+    void* p = ::mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) fail("cannot allocate %zu bytes of anonymous memory", bytes);
+    // keep the 2 MiB-aligned part of the reservation, unmap what lies before and after it
+    const uintptr_t start = reinterpret_cast<uintptr_t>(p);
+    const uintptr_t aligned = round_up(start, kHugePage);
+    if (aligned > start) ::munmap(p, aligned - start);
+    const uintptr_t end = start + reserve;
+    if (end > aligned + mapped_) ::munmap(reinterpret_cast<void*>(aligned + mapped_), end - (aligned + mapped_));
+    data_ = reinterpret_cast<uint8_t*>(aligned);
+    ::madvise(data_, mapped_, MADV_HUGEPAGE);  // a hint: ignored where THP is off
+}
+
+HugePageMemory::~HugePageMemory() { ::munmap(data_, mapped_); }
 
 size_t resident_memory_bytes() {
     FILE* f = std::fopen("/proc/self/status", "r");

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "ops/repack_groups.h"
 
 namespace cactus {
 
@@ -40,24 +41,17 @@ void pack_scales(const uint8_t* bytes, uint8_t* packed) {
 }  // namespace
 
 void repack_q4_k_x8(uint8_t* dst, const uint8_t* src, size_t src_row_bytes, size_t n_rows, size_t n) {
-    if (n_rows % kQ4KX8Rows != 0 || n % kQKK != 0) {
-        fail("repack_q4_k_x8: %zu rows of %zu is not whole groups of 8 rows of super-blocks", n_rows, n);
-    }
-    const size_t n_sb = n / kQKK;
-    for (size_t g = 0; g < n_rows / kQ4KX8Rows; ++g) {
-        for (size_t sb = 0; sb < n_sb; ++sb, dst += kQ4KX8GroupBytes) {
-            for (size_t r = 0; r < kQ4KX8Rows; ++r) {
-                const BlockQ4_K& b = reinterpret_cast<const BlockQ4_K*>(src + (8 * g + r) * src_row_bytes)[sb];
-                for (int j = 0; j < 4; ++j) {
-                    for (int h = 0; h < 2; ++h)
-                        std::memcpy(dst + quant_part_offset(r, j, h), b.qs + 32 * j + 16 * h, 16);
-                }
-                unpack_scales(b.scales, dst + scale_offset(r));
-                std::memcpy(dst + kQ4KX8DOffset + 2 * r, &b.d, 2);
-                std::memcpy(dst + kQ4KX8DminOffset + 2 * r, &b.dmin, 2);
-            }
-        }
-    }
+    repack_groups<BlockQ4_K, kQKK>("repack_q4_k_x8", dst, src, src_row_bytes, n_rows, n, kQ4KX8GroupBytes,
+                                   [](uint8_t* group, size_t r, const BlockQ4_K& b) {
+                                       for (int j = 0; j < 4; ++j) {
+                                           for (int h = 0; h < 2; ++h)
+                                               std::memcpy(group + quant_part_offset(r, j, h), b.qs + 32 * j + 16 * h,
+                                                           16);
+                                       }
+                                       unpack_scales(b.scales, group + scale_offset(r));
+                                       std::memcpy(group + kQ4KX8DOffset + 2 * r, &b.d, 2);
+                                       std::memcpy(group + kQ4KX8DminOffset + 2 * r, &b.dmin, 2);
+                                   });
 }
 
 void q4_k_x8_row_blocks(BlockQ4_K* dst, const uint8_t* group, size_t row, size_t n) {

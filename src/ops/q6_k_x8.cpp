@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "ops/repack_groups.h"
 
 namespace cactus {
 
@@ -63,20 +64,13 @@ void to_gguf_block(const BlockQ6_KX8Row& row, BlockQ6_K& b) {
 }  // namespace
 
 void repack_q6_k_x8(uint8_t* dst, const uint8_t* src, size_t src_row_bytes, size_t n_rows, size_t n) {
-    if (n_rows % kQ6KX8Rows != 0 || n % kQKK != 0) {
-        fail("repack_q6_k_x8: %zu rows of %zu is not whole groups of 8 rows of super-blocks", n_rows, n);
-    }
-    const size_t n_sb = n / kQKK;
-    BlockQ6_KX8Row row;
-    for (size_t g = 0; g < n_rows / kQ6KX8Rows; ++g) {
-        for (size_t sb = 0; sb < n_sb; ++sb, dst += kQ6KX8GroupBytes) {
-            for (size_t r = 0; r < kQ6KX8Rows; ++r) {
-                to_x8_row(reinterpret_cast<const BlockQ6_K*>(src + (kQ6KX8Rows * g + r) * src_row_bytes)[sb], row);
-                std::memcpy(dst + kQ6KX8RowBytes * r, &row, kQ6KX8RowBytes);
-                std::memcpy(dst + kQ6KX8DOffset + 2 * r, &row.d, 2);
-            }
-        }
-    }
+    repack_groups<BlockQ6_K, kQKK>("repack_q6_k_x8", dst, src, src_row_bytes, n_rows, n, kQ6KX8GroupBytes,
+                                   [](uint8_t* group, size_t r, const BlockQ6_K& b) {
+                                       BlockQ6_KX8Row row;
+                                       to_x8_row(b, row);
+                                       std::memcpy(group + kQ6KX8RowBytes * r, &row, kQ6KX8RowBytes);
+                                       std::memcpy(group + kQ6KX8DOffset + 2 * r, &row.d, 2);
+                                   });
 }
 
 void q6_k_x8_row_blocks(BlockQ6_K* dst, const uint8_t* group, size_t row, size_t n) {

@@ -16,11 +16,10 @@
 #include <string>
 #include <vector>
 
-#include <sys/mman.h>
-
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/dense_gemm.h"
 #include "core/error.h"
+#include "core/memory.h"
 #include "core/thread_pool.h"
 #include "ops/quant.h"
 
@@ -61,29 +60,17 @@ std::vector<uint8_t> random_weights(DType type, size_t n_in, size_t n_out, std::
 }
 
 // The weights in memory as the engine keeps them (GgufFile::lock_in_memory, repacked weights):
-// anonymous, 2 MiB-aligned, with the transparent-huge-page hint. From a plain heap vector the
-// row-streaming decodes ran 3-4x slower from memory on a VM host whose page walks were slow
-// (session 17), which the models never see.
+// huge pages. From a plain heap vector the row-streaming decodes ran 3-4x slower from memory on a
+// VM host whose page walks were slow (session 17), which the models never see.
 class WeightMemory {
 public:
-    explicit WeightMemory(const std::vector<uint8_t>& bytes) : mapped_(bytes.size() + kHugePage) {
-        void* p = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) cactus::fail("matmul_bench: cannot map %zu bytes", mapped_);
-        base_ = static_cast<uint8_t*>(p);
-        data_ = base_ + (kHugePage - reinterpret_cast<uintptr_t>(base_) % kHugePage) % kHugePage;
-        ::madvise(data_, bytes.size(), MADV_HUGEPAGE);  // a hint: ignored where THP is off
-        std::memcpy(data_, bytes.data(), bytes.size());
+    explicit WeightMemory(const std::vector<uint8_t>& bytes) : memory_(bytes.size()) {
+        std::memcpy(memory_.data(), bytes.data(), bytes.size());
     }
-    ~WeightMemory() { ::munmap(base_, mapped_); }
-    WeightMemory(const WeightMemory&) = delete;
-    WeightMemory& operator=(const WeightMemory&) = delete;
-    const uint8_t* data() const { return data_; }
+    const uint8_t* data() const { return memory_.data(); }
 
 private:
-    static constexpr size_t kHugePage = size_t{2} << 20;
-    size_t mapped_;
-    uint8_t* base_ = nullptr;
-    uint8_t* data_ = nullptr;
+    cactus::HugePageMemory memory_;
 };
 
 double time_matmul(const WeightMemory& w, DType type, size_t n_in, size_t n_out, size_t n_tokens,

@@ -215,10 +215,14 @@ struct Q6_KPanels : Q6_KPanelFacts {
         }
         return _mm256_or_si256(low, _mm256_and_si256(h, _mm256_set1_epi8(0x30)));
     }
-    static void pack_scales(const Block& b, uint32_t* words, uint32_t*) {
+    template <class B>  // BlockQ6_K, or Q6_K_X8's row (avx2_q6_k_x8.inl): the same 16 scales
+    static void pack_scales(const B& b, uint32_t* words, uint32_t*) {
         for (int c = 0; c < 8; ++c) words[c] = static_cast<uint32_t>(two_i16(b.scales[2 * c], b.scales[2 * c + 1]));
     }
-    static float dmin(const Block&) { return 0.0f; }
+    template <class B>
+    static float dmin(const B&) {
+        return 0.0f;
+    }
 };
 
 // ---- one row's super-block (vec_dot and decode) --------------------------------------------------

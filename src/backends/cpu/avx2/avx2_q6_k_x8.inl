@@ -3,10 +3,10 @@
 // the anonymous namespace of avx2_kernels.cpp after avx2_k_panels.inl. Results equal Q6_K's decode,
 // panels and vec_dot bit for bit: the same quants, so the same exact int32 sums, the same float order.
 
-// A row's super-block of Q6_K_X8 as a K format of avx2_k_panels.inl (Q6_K's scales and facts).
-struct Q6_KX8Panels : Q6_KPanelFacts {
+// A row's super-block of Q6_K_X8 as a K format of avx2_k_panels.inl: Q6_K's scales, facts and
+// packed scales, its own quants.
+struct Q6_KX8Panels : Q6_KPanels {
     using Block = BlockQ6_KX8Row;
-    using Scales = Q6_KPanels::Scales;
     static Scales scales(const Block& b) { return Scales(b.scales); }
     static constexpr int kRaw = 6;  // q[0..192)
     static __m256i raw(const Block& b, int i) { return load32(b.q + 32 * i); }
@@ -20,10 +20,6 @@ struct Q6_KX8Panels : Q6_KPanelFacts {
         const __m256i b45 = _mm256_and_si256(_mm256_srli_epi16(raw[3 * g + 2], 2), _mm256_set1_epi8(0x30));
         return _mm256_or_si256(_mm256_or_si256(b01, b23), b45);
     }
-    static void pack_scales(const Block& b, uint32_t* words, uint32_t*) {
-        for (int c = 0; c < 8; ++c) words[c] = static_cast<uint32_t>(two_i16(b.scales[2 * c], b.scales[2 * c + 1]));
-    }
-    static float dmin(const Block&) { return 0.0f; }
 };
 
 // y[0..8) for the 8 rows of the group at `group` (n_sb super-blocks of kQ6KX8GroupBytes); each
