@@ -78,6 +78,12 @@ struct Conv2d {
     size_t width = 0;
 };
 
+// One product of Backend::matmuls: y = x W^T.
+struct SharedInputProduct {
+    const Tensor* y;
+    const Tensor* w;
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -115,6 +121,12 @@ public:
     virtual void layer_norm(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) = 0;
     // y [n, n_out] = x [n, n_in] W^T, W: [n_out, n_in] of any supported weight type.
     virtual void matmul(const Tensor& y, const Tensor& w, const Tensor& x) = 0;
+    // y_i [n, n_out_i] = x W_i^T for products that read the same x [n, n_in] (q, k and v; gate and
+    // up): a back end may run them as one job (the CPU quantizes x once, and its threads wait once
+    // instead of once per product). Each y_i equals matmul's bit for bit. Default: matmul each.
+    virtual void matmuls(const SharedInputProduct* products, size_t n_products, const Tensor& x) {
+        for (size_t i = 0; i < n_products; ++i) matmul(*products[i].y, *products[i].w, x);
+    }
     // The same product for encoders (hundreds of rows, results never recomputed by a decode step):
     // a back end may sum in another order than matmul's (which equals its one-token product bit for
     // bit) when that is faster. Default: matmul.

@@ -190,7 +190,10 @@ void CpuBackend::layer_norm(const Tensor& y, const Tensor& x, const Tensor& weig
     });
 }
 
-void CpuBackend::matmul(const Tensor& y, const Tensor& w, const Tensor& x) {
+namespace {
+
+// The kernels' view of y = x W^T, after checking that the shapes match.
+MatmulProduct matmul_product(const Tensor& y, const Tensor& w, const Tensor& x) {
     check_f32(y, "matmul", "y");
     check_f32(x, "matmul", "x");
     check_host(w, "matmul", "the weight");
@@ -198,8 +201,23 @@ void CpuBackend::matmul(const Tensor& y, const Tensor& w, const Tensor& x) {
         fail("matmul: y [%zu, %zu] = x [%zu, %zu] W^T with W [%zu, %zu] do not match", y.rows(), y.width(), x.rows(),
              x.width(), w.rows(), w.width());
     }
-    cactus::matmul(y.as<float>(), w.data(), w.type, w.row_bytes(), x.as<float>(), x.rows(), w.width(), w.rows(),
-                   *pool_);
+    return MatmulProduct{y.as<float>(), w.data(), w.type, w.row_bytes(), w.rows()};
+}
+
+}  // namespace
+
+void CpuBackend::matmul(const Tensor& y, const Tensor& w, const Tensor& x) {
+    const MatmulProduct p = matmul_product(y, w, x);
+    cactus::matmuls(&p, 1, x.as<float>(), x.rows(), x.width(), *pool_);
+}
+
+void CpuBackend::matmuls(const SharedInputProduct* products, size_t n_products, const Tensor& x) {
+    for (size_t first = 0; first < n_products; first += kMaxSharedProducts) {
+        const size_t n = std::min(kMaxSharedProducts, n_products - first);
+        MatmulProduct group[kMaxSharedProducts];
+        for (size_t i = 0; i < n; ++i) group[i] = matmul_product(*products[first + i].y, *products[first + i].w, x);
+        cactus::matmuls(group, n, x.as<float>(), x.rows(), x.width(), *pool_);
+    }
 }
 
 void CpuBackend::add(const Tensor& y, const Tensor& a, const Tensor& b) {

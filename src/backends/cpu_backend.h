@@ -41,6 +41,7 @@ public:
     void rms_norm(const Tensor& y, const Tensor& x, const Tensor& weight, float eps) override;
     void layer_norm(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) override;
     void matmul(const Tensor& y, const Tensor& w, const Tensor& x) override;
+    void matmuls(const SharedInputProduct* products, size_t n_products, const Tensor& x) override;
     // F16 / F32 weights and kDenseGemmMinQueries+ rows: dense_gemm (cpu_backend_audio.cpp).
     void matmul_encoder(const Tensor& y, const Tensor& w, const Tensor& x) override;
     void add(const Tensor& y, const Tensor& a, const Tensor& b) override;

@@ -3,7 +3,10 @@
 // and encoders (vision, audio) compose so a forward pass reads like the paper. Blocks hold no state
 // but the backend; tensors are the caller's (activations allocated once, weights placed at load).
 // Every block is a few backend ops, so it runs on any backend.
+#include <initializer_list>
+
 #include "backends/backend.h"
+#include "core/error.h"
 
 namespace cactus {
 
@@ -30,6 +33,23 @@ public:
         be_.matmul(y, w, x);
         if (!bias.empty()) be_.add(y, y, bias);
     }
+    // One output of linears: y = x W^T (+ bias; empty: none).
+    struct Linear {
+        const Tensor& y;
+        const Tensor& w;
+        const Tensor& bias = kNoBias;
+    };
+    // linear of several weights that read the same x (q, k and v): one backend job for all of them.
+    void linears(const Tensor& x, std::initializer_list<Linear> outs) const {
+        SharedInputProduct products[kMaxLinears];
+        CACTUS_ASSERT(outs.size() <= kMaxLinears);
+        size_t n = 0;
+        for (const Linear& o : outs) products[n++] = SharedInputProduct{&o.y, &o.w};
+        be_.matmuls(products, n, x);
+        for (const Linear& o : outs) {
+            if (!o.bias.empty()) be_.add(o.y, o.y, o.bias);
+        }
+    }
     // linear for encoders (hundreds of image patches or audio frames, computed once): the back end
     // may sum in its faster encoder order (Backend::matmul_encoder); no decode step recomputes these.
     void encoder_linear(const Tensor& y, const Tensor& w, const Tensor& x, const Tensor& bias = Tensor()) const {
@@ -50,8 +70,8 @@ public:
     // Gated feed-forward: y [n, n_embd] = down(act(gate x) * up x); gate_buf, up_buf: [n, n_ff].
     void ffn(const Tensor& y, const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, Activation act,
              const Tensor& gate_buf, const Tensor& up_buf) const {
-        be_.matmul(gate_buf, gate, x);
-        be_.matmul(up_buf, up, x);
+        const SharedInputProduct gate_up[] = {{&gate_buf, &gate}, {&up_buf, &up}};
+        be_.matmuls(gate_up, 2, x);
         be_.glu(gate_buf, gate_buf, up_buf, act);
         be_.matmul(y, down, gate_buf);
     }
@@ -59,6 +79,8 @@ public:
     void residual(const Tensor& x, const Tensor& y) const { be_.add(x, x, y); }
 
 private:
+    static constexpr size_t kMaxLinears = 4;
+    static inline const Tensor kNoBias{};
     Backend& be_;
 };
 

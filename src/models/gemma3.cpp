@@ -69,9 +69,8 @@ protected:
             const Gemma3Layer& l = layers_[il];
             const RopeParams& rope = l.sliding ? rope_local_ : rope_global_;
             nn().rms_norm(a.cur, a.x, l.attn_norm, eps);  // [n, n_embd]
-            nn().linear(a.q, l.wq, a.cur);                // [n, n_head, head_dim]
-            nn().linear(a.k, l.wk, a.cur);                // [n, n_head_kv, head_dim]
-            nn().linear(a.v, l.wv, a.cur);                // [n, n_head_kv, head_dim_v]
+            // q [n, n_head, head_dim], k [n, n_head_kv, head_dim], v [n, n_head_kv, head_dim_v]
+            nn().linears(a.cur, {{a.q, l.wq}, {a.k, l.wk}, {a.v, l.wv}});
             nn().head_norm(a.q, hp_.n_head, l.q_norm, eps);
             nn().head_norm(a.k, hp_.n_head_kv, l.k_norm, eps);
             nn().rope(a.q, hp_.n_head, positions(step, il), rope);

@@ -270,9 +270,8 @@ private:
 
     // a.cur [n, n_embd] normed input -> a.tmp [n, n_embd].
     void attention_block(const Activations& a, const Lfm2Layer& l, const Step& step, float scale) const {
-        nn().linear(a.q, l.wq, a.cur);  // [n, n_head * head_dim]
-        nn().linear(a.k, l.wk, a.cur);  // [n, n_head_kv * head_dim]
-        nn().linear(a.v, l.wv, a.cur);  // [n, n_head_kv * head_dim_v]
+        // q [n, n_head * head_dim], k [n, n_head_kv * head_dim], v [n, n_head_kv * head_dim_v]
+        nn().linears(a.cur, {{a.q, l.wq}, {a.k, l.wk}, {a.v, l.wv}});
         nn().head_norm(a.q, hp_.n_head, l.q_norm, hp_.rms_eps);
         nn().head_norm(a.k, hp_.n_head_kv, l.k_norm, hp_.rms_eps);
         nn().rope(a.q, hp_.n_head, positions(step, l.index), rope_);

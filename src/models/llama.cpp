@@ -95,9 +95,8 @@ protected:
         for (size_t il = 0; il < layers_.size(); ++il) {
             const LlamaLayer& l = layers_[il];
             nn().rms_norm(a.cur, a.x, l.attn_norm, hp_.rms_eps);  // [n, n_embd]
-            nn().linear(a.q, l.wq, a.cur, l.bq);                  // [n, n_head * head_dim]
-            nn().linear(a.k, l.wk, a.cur, l.bk);                  // [n, n_head_kv * head_dim]
-            nn().linear(a.v, l.wv, a.cur, l.bv);                  // [n, n_head_kv * head_dim_v]
+            // q [n, n_head * head_dim], k [n, n_head_kv * head_dim], v [n, n_head_kv * head_dim_v]
+            nn().linears(a.cur, {{a.q, l.wq, l.bq}, {a.k, l.wk, l.bk}, {a.v, l.wv, l.bv}});
             if (!l.q_norm.empty()) {
                 nn().head_norm(a.q, hp_.n_head, l.q_norm, hp_.rms_eps);  // per head, [head_dim] weight
                 nn().head_norm(a.k, hp_.n_head_kv, l.k_norm, hp_.rms_eps);

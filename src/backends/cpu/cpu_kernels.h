@@ -119,4 +119,22 @@ void matmul(float* y, const void* w, DType w_type, size_t w_row_bytes, const flo
 void matmul_with(const CpuKernels& kernels, float* y, const void* w, DType w_type, size_t w_row_bytes, const float* x,
                  size_t n_tokens, size_t n_in, size_t n_out, ThreadPool& pool);
 
+// One product of a group that reads the same activations: y [n_tokens, n_out] = x W^T with
+// W: [n_out, n_in] rows in w_type, row stride w_row_bytes.
+struct MatmulProduct {
+    float* y;
+    const void* w;
+    DType w_type;
+    size_t w_row_bytes;
+    size_t n_out;
+};
+constexpr size_t kMaxSharedProducts = 4;
+// Every product of the group (at most kMaxSharedProducts) with the same x [n_tokens, n_in], as one
+// job of the pool: x is quantized once per activation type, and the threads wait once, not once per
+// product (a decode step runs hundreds of products of ~10-100 us). Each y equals matmul's bit for bit.
+void matmuls(const MatmulProduct* products, size_t n_products, const float* x, size_t n_tokens, size_t n_in,
+             ThreadPool& pool);
+void matmuls_with(const CpuKernels& kernels, const MatmulProduct* products, size_t n_products, const float* x,
+                  size_t n_tokens, size_t n_in, ThreadPool& pool);
+
 }  // namespace cactus
