@@ -65,8 +65,8 @@ TEST(SharedInputMatmuls, EachProductEqualsItsMatmulAlone) {
                     std::vector<MatmulProduct> products;
                     for (size_t i = 0; i < group.size(); ++i) {
                         got[i].assign(n_tokens * group[i].n_out, NAN);
-                        products.push_back({got[i].data(), group[i].w.data(), group[i].type, group[i].stride,
-                                            group[i].n_out});
+                        products.push_back(
+                            {got[i].data(), group[i].w.data(), group[i].type, group[i].stride, group[i].n_out});
                     }
                     matmuls_with(*k, products.data(), products.size(), x.data(), n_tokens, n_in, pool);
                     for (size_t i = 0; i < group.size(); ++i) {
@@ -75,9 +75,9 @@ TEST(SharedInputMatmuls, EachProductEqualsItsMatmulAlone) {
                         matmul_with(*k, want.data(), p.w.data(), p.type, p.stride, x.data(), n_tokens, n_in, p.n_out,
                                     pool);
                         for (size_t j = 0; j < want.size(); ++j) {
-                            ASSERT_EQ(got[i][j], want[j]) << k->isa_name << " product " << i << " ("
-                                                          << dtype_name(p.type) << ", " << p.n_out << " rows) tokens="
-                                                          << n_tokens << " threads=" << pool.size() << " j=" << j;
+                            ASSERT_EQ(got[i][j], want[j])
+                                << k->isa_name << " product " << i << " (" << dtype_name(p.type) << ", " << p.n_out
+                                << " rows) tokens=" << n_tokens << " threads=" << pool.size() << " j=" << j;
                         }
                     }
                 }
@@ -98,7 +98,7 @@ TEST(SharedInputMatmuls, BadGroupsAreErrorsAndThePoolStaysUsable) {
         products.push_back({y.data() + 16 * i, w.data(), DType::Q8_0, dtype_row_bytes(DType::Q8_0, n_in), 16});
     }
     EXPECT_THROW(matmuls(products.data(), products.size(), x.data(), 1, n_in, pool), Error);  // too many
-    products[1].w_row_bytes = 10;  // below a row's bytes
+    products[1].w_row_bytes = 10;                                                             // below a row's bytes
     EXPECT_THROW(matmuls(products.data(), 2, x.data(), 1, n_in, pool), Error);
     products[1].w_row_bytes = products[0].w_row_bytes;
     products[1].w_type = DType::Q4_K;  // n_in = 256 fits Q4_K blocks, but these rows are too short for them
