@@ -30,8 +30,7 @@ public:
     }
     // y [n, n_out] = x [n, n_in] W^T (+ bias [n_out]).
     void linear(const Tensor& y, const Tensor& w, const Tensor& x, const Tensor& bias = Tensor()) const {
-        be_.matmul(y, w, x);
-        if (!bias.empty()) be_.add(y, y, bias);
+        linears(x, {{y, w, bias}});
     }
     // One output of linears: y = x W^T (+ bias; empty: none).
     struct Linear {

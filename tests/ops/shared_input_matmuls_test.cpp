@@ -5,6 +5,7 @@
 // Bad groups are errors that leave the pool usable.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -100,10 +101,12 @@ TEST(SharedInputMatmuls, BadGroupsAreErrorsAndThePoolStaysUsable) {
     EXPECT_THROW(matmuls(products.data(), products.size(), x.data(), 1, n_in, pool), Error);  // too many
     products[1].w_row_bytes = 10;                                                             // below a row's bytes
     EXPECT_THROW(matmuls(products.data(), 2, x.data(), 1, n_in, pool), Error);
-    products[1].w_row_bytes = products[0].w_row_bytes;
-    products[1].w_type = DType::Q4_K;  // n_in = 256 fits Q4_K blocks, but these rows are too short for them
-    products[1].w_row_bytes = 8;
+    // Every product is checked before any is computed: a repacked layout of 24 rows (not whole
+    // panels of 16) leaves the first product's y untouched.
+    std::fill(y.begin(), y.end(), NAN);
+    products[1] = {y.data() + 16, w.data(), DType::Q4_0_X8, dtype_row_bytes(DType::Q4_0_X8, n_in), 24};
     EXPECT_THROW(matmuls(products.data(), 2, x.data(), 1, n_in, pool), Error);
+    for (size_t o = 0; o < 16; ++o) EXPECT_TRUE(std::isnan(y[o])) << o;
     products[1] = products[0];
     products[1].y = y.data() + 16;
     matmuls(products.data(), 2, x.data(), 1, n_in, pool);
