@@ -1,7 +1,8 @@
 // matmuls_with: products that read the same activations (q, k and v; gate and up), run as one job of
 // the pool, give each product exactly what matmul_with gives it alone, for every table, mixes of
 // weight types (activations of one or several types: Q8_0, Q8_1, Q8_K, F32), the repacked layouts,
-// ragged and empty row counts, decode (1-2 tokens) and prefill token counts, at 1 and 3 threads.
+// ragged and empty row counts, decode (1-2 tokens) and prefill token counts, at 1 and 3 threads;
+// decode groups large enough for a tail of pieces equal one thread's result at 2 and 3 threads.
 // Bad groups are errors that leave the pool usable.
 #include <gtest/gtest.h>
 
@@ -80,6 +81,45 @@ TEST(SharedInputMatmuls, EachProductEqualsItsMatmulAlone) {
                                 << k->isa_name << " product " << i << " (" << dtype_name(p.type) << ", " << p.n_out
                                 << " rows) tokens=" << n_tokens << " threads=" << pool.size() << " j=" << j;
                         }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// Decode groups of a few MB get a tail of small pieces after one range per thread (cpu_matmul.cpp,
+// decode_chunks): at 2 and 3 threads every row is computed exactly as by one thread, which takes the
+// whole group as one range. A row no chunk covers stays NaN.
+TEST(SharedInputMatmuls, DecodeTailPiecesCoverEveryRowOnce) {
+    ThreadPool one(1), pools[] = {ThreadPool(2), ThreadPool(3)};
+    std::mt19937 rng(41);
+    const size_t n_in = 1024;
+    for (const CpuKernels* k : cpu_kernel_tables()) {
+        // about 1.7 MB of weights: gate/up-like Q4_K, a Q6_K v, a ragged Q4_0
+        std::vector<TestProduct> group = {{DType::Q4_K, 2048}, {DType::Q6_K, 256}, {DType::Q4_0, 333}};
+        for (TestProduct& p : group) fill_weights(*k, p, n_in, rng);
+        for (size_t n_tokens : {1, 2}) {
+            const std::vector<float> x = test::random_floats(n_tokens * n_in, rng);
+            const auto run = [&](ThreadPool& pool) {
+                std::vector<std::vector<float>> y(group.size());
+                std::vector<MatmulProduct> products;
+                for (size_t i = 0; i < group.size(); ++i) {
+                    y[i].assign(n_tokens * group[i].n_out, NAN);
+                    products.push_back(
+                        {y[i].data(), group[i].w.data(), group[i].type, group[i].stride, group[i].n_out});
+                }
+                matmuls_with(*k, products.data(), products.size(), x.data(), n_tokens, n_in, pool);
+                return y;
+            };
+            const std::vector<std::vector<float>> want = run(one);
+            for (ThreadPool& pool : pools) {
+                const std::vector<std::vector<float>> got = run(pool);
+                for (size_t i = 0; i < group.size(); ++i) {
+                    for (size_t j = 0; j < want[i].size(); ++j) {
+                        ASSERT_FALSE(std::isnan(want[i][j])) << k->isa_name << " product " << i << " j=" << j;
+                        ASSERT_EQ(got[i][j], want[i][j]) << k->isa_name << " product " << i << " tokens=" << n_tokens
+                                                         << " threads=" << pool.size() << " j=" << j;
                     }
                 }
             }

@@ -27,6 +27,14 @@ constexpr size_t kDecodeMaxTokens = 2;
 // slowed thread (a busy host, a smaller core) does not hold the others up. Zen 5 VM, qwen2.5-coder
 // pp512 at 2 threads, AVX2 table: one range 96-100 tok/s, 8 ranges 104-106 (docs/PERFORMANCE.md).
 constexpr size_t kPrefillChunksPerThread = 8;
+// Decode: each thread streams one range of the first 90% of the weight bytes, and the last 10% go
+// in pieces of at least kDecodeTailPieceBytes (at most kDecodeMaxTailPieces) to whichever thread is
+// free. With one range per thread, the thread that got less bandwidth from a shared memory system
+// held the other up at the end of every job (qwen2.5-coder AVX2, 2 threads: 9-10% of thread time
+// spinning in the pool, 4-6% with the tail; docs/PERFORMANCE.md, session 19).
+constexpr uint64_t kDecodeTailPercent = 10;
+constexpr uint64_t kDecodeTailPieceBytes = 32 * 1024;
+constexpr uint64_t kDecodeMaxTailPieces = 16;
 
 struct MatmulArgs {
     DType dot_type;    // of the quantized activations xq
@@ -276,17 +284,25 @@ void run_rows(const MatmulArgs& a, size_t begin, size_t end) {
 
 size_t tiles_of(const MatmulArgs& a) { return (a.n_out + kRowTile - 1) / kRowTile; }
 
-// The group's row tiles, product after product, cut into n_chunks ranges of about equal weight
-// bytes (a Q6_K v beside Q4_K q and k weighs more per row). Chunk c starts at the first tile
-// whose preceding bytes reach c / n_chunks of the total.
+// The group's row tiles, product after product, cut into ranges by weight bytes (a Q6_K v beside
+// Q4_K q and k weighs more per row): n_main ranges of equal bytes over the first main_bytes, then
+// n_chunks - n_main equal pieces of the rest. Chunk c starts at the first tile whose preceding
+// bytes reach its byte target.
 struct TileChunks {
     const MatmulArgs* args;
     size_t n_products;
     size_t n_chunks;
-    uint64_t total_bytes;
+    size_t n_main;         // <= n_chunks; == n_chunks: no tail
+    uint64_t main_bytes;   // <= total_bytes; == total_bytes when there is no tail
+    uint64_t total_bytes;  // < 2^40, so the products below stay under 2^64 (chunks < 2^20)
+
+    uint64_t byte_target(size_t chunk) const {
+        if (chunk <= n_main) return main_bytes * chunk / n_main;
+        return main_bytes + (total_bytes - main_bytes) * (chunk - n_main) / (n_chunks - n_main);
+    }
 
     size_t first_tile(size_t chunk) const {
-        const uint64_t target = total_bytes * chunk / n_chunks;  // < 2^64: bytes < 2^40, chunks < 2^20
+        const uint64_t target = byte_target(chunk);
         size_t tiles_before = 0;
         uint64_t bytes_before = 0;
         for (size_t i = 0; i < n_products; ++i) {
@@ -312,6 +328,29 @@ struct TileChunks {
         }
     }
 };
+
+// n_chunks ranges of equal bytes (at most one per tile).
+TileChunks even_chunks(const MatmulArgs* args, size_t n_products, size_t n_tiles, uint64_t total_bytes,
+                       size_t n_chunks) {
+    n_chunks = std::min(n_tiles, n_chunks);
+    return TileChunks{args, n_products, n_chunks, n_chunks, total_bytes, total_bytes};
+}
+
+// One range per thread over the first bytes and a tail of pieces (kDecodeTailPercent); a group too
+// small for two tail pieces gets one range per thread.
+TileChunks decode_chunks(const MatmulArgs* args, size_t n_products, size_t n_tiles, uint64_t total_bytes,
+                         size_t n_threads) {
+    uint64_t piece_bytes = kDecodeTailPieceBytes;  // and at least one tile of every product, so no piece is empty
+    for (size_t i = 0; i < n_products; ++i) {
+        piece_bytes = std::max(piece_bytes, uint64_t(args[i].w_row_bytes) * kRowTile);
+    }
+    const uint64_t tail_bytes = total_bytes * kDecodeTailPercent / 100;
+    const size_t n_pieces = static_cast<size_t>(std::min(kDecodeMaxTailPieces, tail_bytes / piece_bytes));
+    if (n_threads < 2 || n_pieces < 2 || n_tiles < 2 * (n_threads + n_pieces)) {
+        return even_chunks(args, n_products, n_tiles, total_bytes, n_threads);
+    }
+    return TileChunks{args, n_products, n_threads + n_pieces, n_threads, total_bytes - tail_bytes, total_bytes};
+}
 
 }  // namespace
 
@@ -352,9 +391,11 @@ void matmuls_with(const CpuKernels& k, const MatmulProduct* products, size_t n_p
     // Contiguous tile ranges, claimed by whichever thread is free; whole tiles, so no tile (nor
     // panel: a tile holds whole panels) straddles two threads.
     static_assert(kRowTile % kPanelRows == 0, "a row tile holds whole panels");
-    const size_t per_thread = n_tokens > kDecodeMaxTokens ? kPrefillChunksPerThread : 1;
-    const size_t n_chunks = std::min(n_tiles, static_cast<size_t>(pool.size()) * per_thread);
-    const TileChunks chunks{args, n_products, n_chunks, total_bytes};
+    const TileChunks chunks =
+        n_tokens > kDecodeMaxTokens
+            ? even_chunks(args, n_products, n_tiles, total_bytes, pool.size() * kPrefillChunksPerThread)
+            : decode_chunks(args, n_products, n_tiles, total_bytes, pool.size());
+    const size_t n_chunks = chunks.n_chunks;
     pool.run_chunks(n_chunks, [&](size_t c) {
         const size_t begin = chunks.first_tile(c), end = chunks.first_tile(c + 1);
         if (begin < end) chunks.run(begin, end);
