@@ -7,7 +7,9 @@ first), so slow drift of a shared machine hits both engines alike. Both keep the
 (ours: mlock or an anonymous copy, the `cactus bench` default; llama.cpp: `--load-mode none`, i.e.
 read into buffers, the `--mmap 0` of older versions). Also measures memory bandwidth
 (`cactus bench --membw`) to express decode speed as a fraction of the bandwidth bound
-(weight bytes read per token / read bandwidth).
+(weight bytes read per token / read bandwidth): once at the start, and again before every
+repetition at the row's thread count, so each row's bound is read in the same minutes as its decode
+(a shared host's bandwidth drifts by a third within a run).
 
 Writes OUT/compare.json, OUT/compare.md (the tables) and OUT/compare.png (a bar plot, when
 matplotlib is importable). Usage:
@@ -157,17 +159,20 @@ def quant_label(weight_types):
     return main + " (" + ", ".join("%s %d%%" % (k, round(100 * v / total)) for k, v in ranked if v / total >= 0.02) + ")"
 
 
-def bandwidth(cactus, args):
-    threads = ",".join(str(t) for t in args.threads)
-    doc = run_json([cactus, "bench", "--membw", "--membw-mib", str(args.membw_mib), "-t", threads, "-r", "5",
+def bandwidth(cactus, args, threads=None, reps=5):
+    threads = ",".join(str(t) for t in (args.threads if threads is None else [threads]))
+    doc = run_json([cactus, "bench", "--membw", "--membw-mib", str(args.membw_mib), "-t", threads, "-r", str(reps),
                     "--json"], args.timeout)
     return {r["threads"]: r for r in doc["results"]}, doc
 
 
 def compare_one(cactus, llama_bench, model, threads, args):
-    """ABBA-alternated runs of both engines on one model and thread count."""
-    ours, theirs, ours_doc, theirs_doc = [], [], None, None
+    """ABBA-alternated runs of both engines on one model and thread count, each pair after a
+    read-bandwidth sample (best of 3) at that thread count."""
+    ours, theirs, ours_doc, theirs_doc, read_gbs = [], [], None, None, []
     for rep in range(args.reps):
+        bw, _ = bandwidth(cactus, args, threads, reps=3)
+        read_gbs.append(bw[threads]["read_gb_per_s"]["max"])
         order = ("ours", "theirs") if rep % 2 == 0 else ("theirs", "ours")
         for engine in order:
             t0 = time.time()
@@ -179,10 +184,10 @@ def compare_one(cactus, llama_bench, model, threads, args):
                 theirs.append(sample)
             print("  %-6s rep %d/%d: pp %8.1f tok/s  tg %7.1f tok/s  (%.0f s)" %
                   (engine, rep + 1, args.reps, sample["pp"], sample["tg"], time.time() - t0), flush=True)
-    return ours, theirs, ours_doc, theirs_doc
+    return ours, theirs, ours_doc, theirs_doc, read_gbs
 
 
-def summarize(model, threads, ours, theirs, ours_doc, theirs_doc, bw, args):
+def summarize(model, threads, ours, theirs, ours_doc, theirs_doc, read_gbs_samples, args):
     llama_type = theirs_doc.get("model_type", "")  # "llama 256M Q4_1", "gemma3 270M Q4_K - Medium"
     quant = llama_type.split(" ", 2)[2] if llama_type.count(" ") >= 2 else quant_label(ours_doc["weight_types"])
     row = {"model": os.path.basename(model), "threads": threads, "quant": quant,
@@ -196,9 +201,9 @@ def summarize(model, threads, ours, theirs, ours_doc, theirs_doc, bw, args):
     row["ours"]["peak_rss_bytes"] = max(s["peak_rss_bytes"] for s in ours)
     row["ratio_pp"] = ratio(row["ours"]["pp_tps"], row["llama_cpp"]["pp_tps"])
     row["ratio_tg"] = ratio(row["ours"]["tg_tps"], row["llama_cpp"]["tg_tps"])
-    read_gbs = bw.get(threads, {}).get("read_gb_per_s", {}).get("max", 0.0)
+    read_gbs = max(read_gbs_samples, default=0.0)  # the best sample in this row's minutes
     bound = ratio(read_gbs * 1e9, row["weight_bytes_per_token"])
-    row["bandwidth"] = {"read_gb_per_s": read_gbs, "decode_bound_tps": bound,
+    row["bandwidth"] = {"read_gb_per_s": read_gbs, "read_gb_per_s_samples": read_gbs_samples, "decode_bound_tps": bound,
                         "ours_fraction": ratio(row["ours"]["tg_tps"], bound),
                         "llama_cpp_fraction": ratio(row["llama_cpp"]["tg_tps"], bound)}
     return row
@@ -261,13 +266,13 @@ def main():
     llama_bench = find_llama_bench(args.llama_bench, args.isa)
     os.makedirs(args.out, exist_ok=True)
     print("compare_llama: cactus %s, llama-bench %s" % (cactus, llama_bench), flush=True)
-    bw, bw_doc = bandwidth(cactus, args)
+    _, bw_doc = bandwidth(cactus, args)  # the machine at the start; each row measures its own
     rows = []
     for model in args.models:
         for threads in args.threads:
             print("%s, %d thread(s):" % (os.path.basename(model), threads), flush=True)
-            ours, theirs, ours_doc, theirs_doc = compare_one(cactus, llama_bench, model, threads, args)
-            rows.append(summarize(model, threads, ours, theirs, ours_doc, theirs_doc, bw, args))
+            ours, theirs, ours_doc, theirs_doc, read_gbs = compare_one(cactus, llama_bench, model, threads, args)
+            rows.append(summarize(model, threads, ours, theirs, ours_doc, theirs_doc, read_gbs, args))
     table = markdown_table(rows)
     print("\n" + table)
     doc = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "isa": args.isa,
