@@ -201,7 +201,10 @@ def summarize(model, threads, ours, theirs, ours_doc, theirs_doc, read_gbs_sampl
     row["ours"]["peak_rss_bytes"] = max(s["peak_rss_bytes"] for s in ours)
     row["ratio_pp"] = ratio(row["ours"]["pp_tps"], row["llama_cpp"]["pp_tps"])
     row["ratio_tg"] = ratio(row["ours"]["tg_tps"], row["llama_cpp"]["tg_tps"])
-    read_gbs = max(read_gbs_samples, default=0.0)  # the best sample in this row's minutes
+    # The median of the row's samples (each the best of 3), as the decode speeds are medians: on a
+    # host whose bandwidth flips between two levels within seconds, the best sample would pair
+    # the fast level with decode samples taken at the slow one.
+    read_gbs = median(read_gbs_samples)
     bound = ratio(read_gbs * 1e9, row["weight_bytes_per_token"])
     row["bandwidth"] = {"read_gb_per_s": read_gbs, "read_gb_per_s_samples": read_gbs_samples, "decode_bound_tps": bound,
                         "ours_fraction": ratio(row["ours"]["tg_tps"], bound),
