@@ -53,6 +53,19 @@ std::vector<std::vector<TestProduct>> groups() {
     };
 }
 
+// The group's outputs from one matmuls_with call ([n_tokens, n_out] each, NaN where nothing wrote).
+std::vector<std::vector<float>> run_group(const CpuKernels& k, const std::vector<TestProduct>& group,
+                                          const std::vector<float>& x, size_t n_tokens, size_t n_in, ThreadPool& pool) {
+    std::vector<std::vector<float>> y(group.size());
+    std::vector<MatmulProduct> products;
+    for (size_t i = 0; i < group.size(); ++i) {
+        y[i].assign(n_tokens * group[i].n_out, NAN);
+        products.push_back({y[i].data(), group[i].w.data(), group[i].type, group[i].stride, group[i].n_out});
+    }
+    matmuls_with(k, products.data(), products.size(), x.data(), n_tokens, n_in, pool);
+    return y;
+}
+
 TEST(SharedInputMatmuls, EachProductEqualsItsMatmulAlone) {
     ThreadPool pools[] = {ThreadPool(1), ThreadPool(3)};
     std::mt19937 rng(29);
@@ -63,14 +76,7 @@ TEST(SharedInputMatmuls, EachProductEqualsItsMatmulAlone) {
             for (size_t n_tokens : {1, 2, 3, 17}) {
                 const std::vector<float> x = test::random_floats(n_tokens * n_in, rng);
                 for (ThreadPool& pool : pools) {
-                    std::vector<std::vector<float>> got(group.size());
-                    std::vector<MatmulProduct> products;
-                    for (size_t i = 0; i < group.size(); ++i) {
-                        got[i].assign(n_tokens * group[i].n_out, NAN);
-                        products.push_back(
-                            {got[i].data(), group[i].w.data(), group[i].type, group[i].stride, group[i].n_out});
-                    }
-                    matmuls_with(*k, products.data(), products.size(), x.data(), n_tokens, n_in, pool);
+                    const std::vector<std::vector<float>> got = run_group(*k, group, x, n_tokens, n_in, pool);
                     for (size_t i = 0; i < group.size(); ++i) {
                         const TestProduct& p = group[i];
                         std::vector<float> want(n_tokens * p.n_out, NAN);
@@ -101,20 +107,9 @@ TEST(SharedInputMatmuls, DecodeTailPiecesCoverEveryRowOnce) {
         for (TestProduct& p : group) fill_weights(*k, p, n_in, rng);
         for (size_t n_tokens : {1, 2}) {
             const std::vector<float> x = test::random_floats(n_tokens * n_in, rng);
-            const auto run = [&](ThreadPool& pool) {
-                std::vector<std::vector<float>> y(group.size());
-                std::vector<MatmulProduct> products;
-                for (size_t i = 0; i < group.size(); ++i) {
-                    y[i].assign(n_tokens * group[i].n_out, NAN);
-                    products.push_back(
-                        {y[i].data(), group[i].w.data(), group[i].type, group[i].stride, group[i].n_out});
-                }
-                matmuls_with(*k, products.data(), products.size(), x.data(), n_tokens, n_in, pool);
-                return y;
-            };
-            const std::vector<std::vector<float>> want = run(one);
+            const std::vector<std::vector<float>> want = run_group(*k, group, x, n_tokens, n_in, one);
             for (ThreadPool& pool : pools) {
-                const std::vector<std::vector<float>> got = run(pool);
+                const std::vector<std::vector<float>> got = run_group(*k, group, x, n_tokens, n_in, pool);
                 for (size_t i = 0; i < group.size(); ++i) {
                     for (size_t j = 0; j < want[i].size(); ++j) {
                         ASSERT_FALSE(std::isnan(want[i][j])) << k->isa_name << " product " << i << " j=" << j;
