@@ -24,7 +24,7 @@ struct TestProduct {
     DType type;
     size_t n_out;
     size_t stride = 0;
-    std::vector<uint8_t> w;
+    std::vector<uint8_t> w = {};
 };
 
 // Random weights of p.type, repacked into the table's layout when it has one and the rows are
