@@ -357,6 +357,80 @@ TEST(WavInput, ChunkLongerThanTheFileIsAnError) {
     EXPECT_EQ(error_of(cut), "");
 }
 
+// The RIFF WAV `riff` (from make_wav) as RF64: ds64 first (64-bit RIFF and data sizes; the data size
+// is `ds64_data_size` when given), then the same chunks with the data chunk's size set to 0xFFFFFFFF.
+std::vector<uint8_t> as_rf64(const std::vector<uint8_t>& riff, int64_t ds64_data_size = -1) {
+    const auto data = std::search(riff.begin(), riff.end(), std::begin("data"), std::end("data") - 1);
+    const uint64_t payload = static_cast<uint64_t>(riff.end() - data) - 8;
+    std::vector<uint8_t> b;
+    put_tag(b, "RF64");
+    put32(b, 0xFFFFFFFFu);
+    put_tag(b, "WAVE");
+    put_tag(b, "ds64");
+    put32(b, 28);
+    const uint64_t sizes[] = {riff.size() + 36 - 8, ds64_data_size >= 0 ? uint64_t(ds64_data_size) : payload, 0};
+    for (uint64_t v : sizes) {
+        put32(b, static_cast<uint32_t>(v));
+        put32(b, static_cast<uint32_t>(v >> 32));
+    }
+    put32(b, 0);  // no table
+    b.insert(b.end(), riff.begin() + 12, data + 4);
+    put32(b, 0xFFFFFFFFu);
+    b.insert(b.end(), data + 8, riff.end());
+    return b;
+}
+
+TEST(WavInput, Rf64DecodesLikeRiff) {
+    WavSpec stereo_48k;
+    stereo_48k.channels = 2;
+    stereo_48k.rate = 48000;
+    for (const std::vector<uint8_t>& w :
+         {make_wav({}, pcm16_sine(3200, 1, 300, 16000)), make_wav(stereo_48k, pcm16_sine(4801, 2, 440, 48000))}) {
+        const std::vector<uint8_t> rf64 = as_rf64(w);
+        EXPECT_EQ(decode_wav(rf64.data(), rf64.size()), decode_wav(w.data(), w.size()));
+    }
+}
+
+// libsndfile never returned from this 120-byte RF64 buffer (fuzz_wav timeout): no ds64 chunk, and a
+// data chunk claiming 3.6 GB before a LIST chunk claiming 4.2 GB. Now a clear error, as are RF64
+// data cut short (allowed in RIFF) and a ds64 chunk too small to hold its sizes.
+TEST(WavInput, Rf64WithoutDs64OrWithChunksPastTheEndIsAnError) {
+    const std::vector<uint8_t> fuzzed = {
+        0x52, 0x46, 0x36, 0x34, 0x88, 0x0b, 0x00, 0x00, 0x57, 0x41, 0x56, 0x45, 0x66, 0x6d, 0x74, 0x20, 0x28, 0x00,
+        0x00, 0x00, 0xfe, 0xff, 0x02, 0x00, 0x80, 0x3e, 0x00, 0x00, 0x00, 0x77, 0x01, 0x00, 0x06, 0x00, 0x18, 0x00,
+        0x16, 0x00, 0x18, 0x00, 0x03, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80, 0x00,
+        0x00, 0xaa, 0x00, 0x38, 0x9b, 0x71, 0x66, 0x61, 0x63, 0x74, 0x04, 0x00, 0x00, 0x00, 0xe0, 0x01, 0x00, 0x00,
+        0x64, 0x61, 0x74, 0x61, 0x40, 0x58, 0x23, 0xd7, 0x4c, 0x49, 0x53, 0x54, 0x55, 0xd4, 0xdb, 0xfe, 0xff, 0x46,
+        0xd6, 0x14, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xd6, 0xec, 0xd6, 0xe0, 0xec, 0xd6, 0xe0,
+        0x67, 0xd6, 0xea, 0x67, 0xd6, 0xea, 0x49, 0x92, 0xf5, 0x49, 0x92, 0xf5};
+    std::string e = error_of(fuzzed);
+    EXPECT_NE(e.find("without a ds64 chunk"), std::string::npos) << e;
+    const std::string path = ::testing::TempDir() + "cactus_wav_rf64_test.wav";
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(fuzzed.data(), 1, fuzzed.size(), f);
+    std::fclose(f);
+    try {
+        read_wav_file(path);
+        ADD_FAILURE() << "no error";
+    } catch (const Error& err) {
+        EXPECT_NE(std::string(err.what()).find("without a ds64 chunk"), std::string::npos) << err.what();
+    }
+    std::remove(path.c_str());
+
+    const std::vector<uint8_t> w = make_wav({}, pcm16_sine(3200, 1, 300, 16000));
+    e = error_of(as_rf64(w, 6401));  // one byte more than the 6400 that follow
+    EXPECT_NE(e.find("chunk 'data'"), std::string::npos) << e;
+    std::vector<uint8_t> cut = as_rf64(w);
+    cut.resize(cut.size() - 1000);
+    e = error_of(cut);
+    EXPECT_NE(e.find("chunk 'data'"), std::string::npos) << e;
+    std::vector<uint8_t> small_ds64 = as_rf64(w);
+    small_ds64[16] = 20;  // ds64 size below its 28 bytes of sizes
+    e = error_of(small_ds64);
+    EXPECT_NE(e.find("ds64 chunk of 20 bytes"), std::string::npos) << e;
+}
+
 TEST(PcmInput, Pcm16BuffersAreCheckedAndScaled) {
     const uint8_t two[4] = {0x00, 0x80, 0xff, 0x7f};  // -32768, 32767
     const std::vector<float> x = pcm16_to_float(two, 4);

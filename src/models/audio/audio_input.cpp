@@ -55,34 +55,78 @@ using ReadAt = std::function<bool(uint64_t, uint8_t*, size_t)>;
 
 constexpr int kMaxRiffChunks = 4096;  // real WAV files hold a handful
 
-// The chunk headers of a RIFF/WAVE file, checked before libsndfile parses them: every chunk must fit
-// in the bytes that follow it, except a 'data' chunk that is cut short (a truncated recording, read
-// as far as it goes). libsndfile 1.2 spent minutes walking a LIST chunk that claimed 1.6 GB of a
-// 360-byte buffer (found by fuzz_wav). Other containers (RF64, not RIFF at all) are left to it.
-void check_riff_chunks(uint64_t total, const ReadAt& read_at, const std::string& what) {
-    uint8_t head[12];
-    if (total < sizeof head || !read_at(0, head, sizeof head)) return;
-    if (std::memcmp(head, "RIFF", 4) != 0 || std::memcmp(head + 8, "WAVE", 4) != 0) return;
-    uint64_t at = sizeof head;
+uint64_t little_endian(const uint8_t* p, int bytes) {
+    uint64_t v = 0;
+    for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
+    return v;
+}
+
+std::string printable_id(const uint8_t* id) {
+    std::string s(4, '?');
+    for (int i = 0; i < 4; ++i) {
+        if (id[i] >= 32 && id[i] < 127) s[i] = static_cast<char>(id[i]);
+    }
+    return s;
+}
+
+// How the chunks after the container's header are checked (walk_chunks).
+struct ChunkRules {
+    bool truncated_data_ok;   // a 'data' chunk may claim more than follows (read as far as it goes)
+    bool has_ds64;            // RF64: a 'data' size of 0xFFFFFFFF means ds64_data_size
+    uint64_t ds64_data_size;  // RF64's 64-bit data size
+};
+
+// Walks the chunk headers from byte `at`: every chunk must fit in the bytes that follow it (except
+// as `rules` allow for 'data'), and there are at most kMaxRiffChunks.
+void walk_chunks(uint64_t total, uint64_t at, const ReadAt& read_at, const ChunkRules& rules, const std::string& what) {
     for (int n = 0; at + 8 <= total; ++n) {
         if (n == kMaxRiffChunks) fail("read audio: %s holds more than %d RIFF chunks", what.c_str(), kMaxRiffChunks);
         uint8_t chunk[8];
         if (!read_at(at, chunk, sizeof chunk)) return;
-        const uint64_t size = static_cast<uint64_t>(chunk[4]) | (static_cast<uint64_t>(chunk[5]) << 8) |
-                              (static_cast<uint64_t>(chunk[6]) << 16) | (static_cast<uint64_t>(chunk[7]) << 24);
+        uint64_t size = little_endian(chunk + 4, 4);
         const uint64_t left = total - at - 8;
         const bool data = std::memcmp(chunk, "data", 4) == 0;
+        if (data && rules.has_ds64 && size == 0xFFFFFFFFu) size = rules.ds64_data_size;
         if (size > left) {
-            if (data) return;  // truncated samples: nothing follows them
-            char id[5];
-            for (int i = 0; i < 4; ++i) id[i] = chunk[i] >= 32 && chunk[i] < 127 ? static_cast<char>(chunk[i]) : '?';
-            id[4] = '\0';
-            fail("read audio: %s: chunk '%s' at byte %llu claims %llu bytes, only %llu follow", what.c_str(), id,
-                 static_cast<unsigned long long>(at), static_cast<unsigned long long>(size),
-                 static_cast<unsigned long long>(left));
+            if (data && rules.truncated_data_ok) return;  // truncated samples: nothing follows them
+            fail("read audio: %s: chunk '%s' at byte %llu claims %llu bytes, only %llu follow", what.c_str(),
+                 printable_id(chunk).c_str(), static_cast<unsigned long long>(at),
+                 static_cast<unsigned long long>(size), static_cast<unsigned long long>(left));
         }
         at += 8 + size + (size & 1);  // chunks are padded to even sizes
     }
+}
+
+// The chunk headers of a RIFF/WAVE or RF64/WAVE file, checked before libsndfile parses them.
+// - RIFF: every chunk must fit in the bytes that follow it, except a 'data' chunk that is cut short
+//   (a truncated recording, read as far as it goes). libsndfile 1.2 spent minutes walking a LIST
+//   chunk that claimed 1.6 GB of a 360-byte buffer (found by fuzz_wav).
+// - RF64 (WAV beyond 4 GiB): a ds64 chunk must come first (its 64-bit data size stands in for a
+//   'data' size of 0xFFFFFFFF), and every chunk must fit, the data too: libsndfile 1.2 never
+//   returned from a 120-byte RF64 buffer without ds64 whose data chunk claimed 3.6 GB (fuzz_wav).
+// Other containers (not RIFF at all) are left to libsndfile, which refuses them.
+void check_riff_chunks(uint64_t total, const ReadAt& read_at, const std::string& what) {
+    uint8_t head[12];
+    if (total < sizeof head || !read_at(0, head, sizeof head) || std::memcmp(head + 8, "WAVE", 4) != 0) return;
+    if (std::memcmp(head, "RIFF", 4) == 0) {
+        walk_chunks(total, sizeof head, read_at, ChunkRules{true, false, 0}, what);
+        return;
+    }
+    if (std::memcmp(head, "RF64", 4) != 0) return;
+    constexpr uint64_t kDs64MinBytes = 28;  // RIFF size, data size, sample count (8 bytes each), table length
+    uint8_t ds64[8 + kDs64MinBytes];
+    if (total < sizeof head + sizeof ds64 || !read_at(sizeof head, ds64, sizeof ds64) ||
+        std::memcmp(ds64, "ds64", 4) != 0) {
+        fail("read audio: %s is RF64 without a ds64 chunk first", what.c_str());
+    }
+    const uint64_t ds64_size = little_endian(ds64 + 4, 4);
+    if (ds64_size < kDs64MinBytes || ds64_size > total - sizeof head - 8) {
+        fail("read audio: %s: RF64 ds64 chunk of %llu bytes (%llu..%llu)", what.c_str(),
+             static_cast<unsigned long long>(ds64_size), static_cast<unsigned long long>(kDs64MinBytes),
+             static_cast<unsigned long long>(total - sizeof head - 8));
+    }
+    const ChunkRules rules{false, true, little_endian(ds64 + 8 + 8, 8)};
+    walk_chunks(total, sizeof head + 8 + ds64_size + (ds64_size & 1), read_at, rules, what);
 }
 
 // check_riff_chunks over a file on disk (its chunk headers only).
