@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,29 @@ std::vector<uint8_t> pcm16_sine(size_t n, int channels, double hz, double rate) 
 std::string error_of(const std::vector<uint8_t>& bytes, const AudioLimits& limits = AudioLimits()) {
     try {
         decode_wav(bytes.data(), bytes.size(), limits);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+// `bytes` written to a file in the test's temp folder; the file is removed when this goes out of scope.
+struct TempWav {
+    std::string path;
+    TempWav(const std::vector<uint8_t>& bytes, const std::string& name) : path(::testing::TempDir() + name) {
+        FILE* f = std::fopen(path.c_str(), "wb");
+        if (f == nullptr) throw std::runtime_error("cannot write " + path);
+        std::fwrite(bytes.data(), 1, bytes.size(), f);
+        std::fclose(f);
+    }
+    ~TempWav() { std::remove(path.c_str()); }
+};
+
+// error_of for read_wav_file: the bytes as a file; "" when it reads without error.
+std::string file_error_of(const std::vector<uint8_t>& bytes) {
+    const TempWav file(bytes, "cactus_wav_input_error_test.wav");
+    try {
+        read_wav_file(file.path);
     } catch (const Error& e) {
         return e.what();
     }
@@ -320,13 +344,8 @@ TEST(WavInput, MissingFileAndFolderAreErrors) {
 
 TEST(WavInput, FileAndBufferAgree) {
     const std::vector<uint8_t> w = make_wav({}, pcm16_sine(3200, 1, 300, 16000));
-    const std::string path = ::testing::TempDir() + "cactus_wav_input_test.wav";
-    FILE* f = std::fopen(path.c_str(), "wb");
-    ASSERT_NE(f, nullptr);
-    std::fwrite(w.data(), 1, w.size(), f);
-    std::fclose(f);
-    EXPECT_EQ(read_wav_file(path), decode_wav(w.data(), w.size()));
-    std::remove(path.c_str());
+    const TempWav file(w, "cactus_wav_input_test.wav");
+    EXPECT_EQ(read_wav_file(file.path), decode_wav(w.data(), w.size()));
 }
 
 // A LIST chunk claiming far more bytes than follow it (0x61746164: the fuzzer's "data" read as a
@@ -337,20 +356,9 @@ TEST(WavInput, ChunkLongerThanTheFileIsAnError) {
     const auto data = std::search(w.begin(), w.end(), std::begin("data"), std::end("data") - 1);
     ASSERT_NE(data, w.end());
     w.insert(data, std::begin(list), std::end(list));
-    const std::string e = error_of(w);
-    EXPECT_NE(e.find("chunk 'LIST'"), std::string::npos) << e;
-    const std::string path = ::testing::TempDir() + "cactus_wav_long_chunk_test.wav";
-    FILE* f = std::fopen(path.c_str(), "wb");
-    ASSERT_NE(f, nullptr);
-    std::fwrite(w.data(), 1, w.size(), f);
-    std::fclose(f);
-    try {
-        read_wav_file(path);
-        ADD_FAILURE() << "no error";
-    } catch (const Error& err) {
-        EXPECT_NE(std::string(err.what()).find("chunk 'LIST'"), std::string::npos) << err.what();
+    for (const std::string& e : {error_of(w), file_error_of(w)}) {
+        EXPECT_NE(e.find("chunk 'LIST'"), std::string::npos) << e;
     }
-    std::remove(path.c_str());
     // a data chunk cut short is still read as far as it goes
     std::vector<uint8_t> cut = make_wav({}, pcm16_sine(3200, 1, 300, 16000));
     cut.resize(cut.size() - 1000);
@@ -403,23 +411,12 @@ TEST(WavInput, Rf64WithoutDs64OrWithChunksPastTheEndIsAnError) {
         0x64, 0x61, 0x74, 0x61, 0x40, 0x58, 0x23, 0xd7, 0x4c, 0x49, 0x53, 0x54, 0x55, 0xd4, 0xdb, 0xfe, 0xff, 0x46,
         0xd6, 0x14, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xd6, 0xec, 0xd6, 0xe0, 0xec, 0xd6, 0xe0,
         0x67, 0xd6, 0xea, 0x67, 0xd6, 0xea, 0x49, 0x92, 0xf5, 0x49, 0x92, 0xf5};
-    std::string e = error_of(fuzzed);
-    EXPECT_NE(e.find("without a ds64 chunk"), std::string::npos) << e;
-    const std::string path = ::testing::TempDir() + "cactus_wav_rf64_test.wav";
-    FILE* f = std::fopen(path.c_str(), "wb");
-    ASSERT_NE(f, nullptr);
-    std::fwrite(fuzzed.data(), 1, fuzzed.size(), f);
-    std::fclose(f);
-    try {
-        read_wav_file(path);
-        ADD_FAILURE() << "no error";
-    } catch (const Error& err) {
-        EXPECT_NE(std::string(err.what()).find("without a ds64 chunk"), std::string::npos) << err.what();
+    for (const std::string& e : {error_of(fuzzed), file_error_of(fuzzed)}) {
+        EXPECT_NE(e.find("without a ds64 chunk"), std::string::npos) << e;
     }
-    std::remove(path.c_str());
 
     const std::vector<uint8_t> w = make_wav({}, pcm16_sine(3200, 1, 300, 16000));
-    e = error_of(as_rf64(w, 6401));  // one byte more than the 6400 that follow
+    std::string e = error_of(as_rf64(w, 6401));  // one byte more than the 6400 that follow
     EXPECT_NE(e.find("chunk 'data'"), std::string::npos) << e;
     std::vector<uint8_t> cut = as_rf64(w);
     cut.resize(cut.size() - 1000);
