@@ -2,16 +2,19 @@
 // weights of one type (TYPE DENSE: the encoders' dense_gemm on f32 weights) with the machine's
 // kernel table and prints ms per call and GFLOP/s.
 //
-//   matmul_bench TYPE N_IN N_OUT TOKENS[,TOKENS...] THREADS [SECONDS]
+//   matmul_bench TYPE N_IN N_OUT TOKENS[,TOKENS...] THREADS [SECONDS [COPIES]]
 //   e.g. matmul_bench F16 384 1536 1,5,64,1500 1 0.5
 // TYPE/R (e.g. Q4_K/R) times the table's load-time repacked layout of TYPE (CpuKernels::repack).
 //
 // Each token count is timed for SECONDS (default 0.5) after one warm-up call; weights larger than
-// the caches (e.g. 51864 x 384 F16) measure the one-token path from memory.
+// the caches (e.g. 51864 x 384 F16) measure the one-token path from memory. COPIES (default 1)
+// cycles the calls through that many copies of the weights, so a model's shapes (e.g. 1536 x 8960,
+// 7.7 MB of Q4_K) can be timed from memory as a model's decode reads them (e.g. 16 copies: 123 MB).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <random>
 #include <string>
 #include <vector>
@@ -73,19 +76,23 @@ private:
     cactus::HugePageMemory memory_;
 };
 
-double time_matmul(const WeightMemory& w, DType type, size_t n_in, size_t n_out, size_t n_tokens,
+double time_matmul(const std::deque<WeightMemory>& copies, DType type, size_t n_in, size_t n_out, size_t n_tokens,
                    cactus::ThreadPool& pool, double seconds, std::mt19937& rng) {
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     std::vector<float> x(n_tokens * n_in), y(n_tokens * n_out);
     for (float& v : x) v = dist(rng);
     const size_t row_bytes = cactus::dtype_row_bytes(type, n_in);
-    cactus::matmul(y.data(), w.data(), type, row_bytes, x.data(), n_tokens, n_in, n_out, pool);  // warm-up
+    const auto call = [&](size_t i) {
+        const WeightMemory& w = copies[i % copies.size()];
+        cactus::matmul(y.data(), w.data(), type, row_bytes, x.data(), n_tokens, n_in, n_out, pool);
+    };
+    call(0);  // warm-up
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
     size_t calls = 0;
     double elapsed = 0.0;
     do {
-        cactus::matmul(y.data(), w.data(), type, row_bytes, x.data(), n_tokens, n_in, n_out, pool);
+        call(calls);
         ++calls;
         elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     } while (elapsed < seconds);
@@ -117,7 +124,7 @@ double time_dense(size_t n_in, size_t n_out, size_t n_tokens, cactus::ThreadPool
 
 int main(int argc, char** argv) {
     if (argc < 6) {
-        std::fprintf(stderr, "usage: matmul_bench TYPE N_IN N_OUT TOKENS[,TOKENS...] THREADS [SECONDS]\n");
+        std::fprintf(stderr, "usage: matmul_bench TYPE N_IN N_OUT TOKENS[,TOKENS...] THREADS [SECONDS [COPIES]]\n");
         return 2;
     }
     try {
@@ -129,7 +136,9 @@ int main(int argc, char** argv) {
         const std::vector<size_t> tokens = parse_list(argv[4]);
         const int threads = std::atoi(argv[5]);
         const double seconds = argc > 6 ? std::atof(argv[6]) : 0.5;
-        if (n_in == 0 || n_out == 0 || threads <= 0) cactus::fail("matmul_bench: bad shape or thread count");
+        const long n_copies = argc > 7 ? std::atol(argv[7]) : 1;
+        if (n_in == 0 || n_out == 0 || threads <= 0 || n_copies <= 0)
+            cactus::fail("matmul_bench: bad shape, thread count or copy count");
         std::mt19937 rng(1);
         std::vector<uint8_t> w = random_weights(type, n_in, n_out, rng);
         DType run_type = type;
@@ -143,7 +152,8 @@ int main(int argc, char** argv) {
             k.repack[slot](packed.data(), w.data(), cactus::dtype_row_bytes(type, n_in), n_out, n_in);
             w.swap(packed);
         }
-        const WeightMemory weights(w);
+        std::deque<WeightMemory> weights;
+        for (long c = 0; c < n_copies; ++c) weights.emplace_back(w);
         cactus::ThreadPool pool(threads);
         for (size_t t : tokens) {
             const double s = dense ? time_dense(n_in, n_out, t, pool, seconds, rng)
