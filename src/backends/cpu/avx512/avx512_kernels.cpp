@@ -44,7 +44,9 @@ constexpr size_t kMaxTileTokens = 4;
 // bound already (qwen2.5-coder-1.5b tg64 at 1 thread 33.7 tok/s either way with Q4_K_X8, session
 // 16; 29-31 either way with Q6_K_X8, session 17), while the AVX2 table's repacked layouts would
 // take prefill to its 256-bit panels (Q4_K_X8: pp128 162 -> 72 tok/s) or pay their packer
-// (Q6_K_X8 with the 512-bit panels: pp128 -4%).
+// (Q6_K_X8 with the 512-bit panels: pp128 -4%). Session 20 again, both layouts with the 512-bit
+// panel products for prefill: qwen pp128 at 1 thread -18% (the rows rebuilt per panel), tg at
+// 1 thread 30.3 tok/s against 30.7 (medians of 10 runs in shuffled order).
 void drop_k_x8(CpuKernels& t) {
     const DType files[] = {DType::Q4_K, DType::Q6_K}, layouts[] = {DType::Q4_K_X8, DType::Q6_K_X8};
     for (size_t k = 0; k < 2; ++k) {
