@@ -3,7 +3,7 @@
 // qh) zmm loads. vpdpbusd sums 4 quant products per int32 lane (at most 4 * 63 * 128 = 32,256, so
 // exact as int16), vpackssdw packs two such vectors into words, 4 words per 16 quants, and one
 // vpdpwssd multiplies them with their scales: per 64 bytes of quants 3 multiplies and 2 shuffles,
-// where a vpmaddubsw + vpdpwssd per vector took 4 and 2 (Q4_K 126-134 -> 182-187 GFLOP/s from L2 on
+// where a vpmaddubsw + vpdpwssd per vector took 4 and 2 (Q4_K 130-135 -> 172-189 GFLOP/s from L2 on
 // Zen 5, docs/PERFORMANCE.md, session 20). Q4_K's 6-bit scales are unpacked for 4 rows at once (one
 // row per 128-bit lane), and the 8 rows' 16-lane sums are transposed together. The int32 isum and
 // mdot of a super-block are exact, so they equal the AVX2 kernel's whatever the order; the float
@@ -14,8 +14,8 @@
 // One Q8_K super-block of the token, in the order of the rows' 512-bit quant vectors (shared by 8 rows).
 struct KDecodeToken {
     __m512i x[4];
-    __m128i pairs;      // Q4_K: int16 P_k = bsums_2k + bsums_2k+1 (the mins' dot)
-    __m512i offset[4];  // Q6_K: -32 times the sum of x[k]'s 4 quants per int32 lane (the -32 of the quants)
+    __m128i pairs;      // Q4_K only: int16 P_k = bsums_2k + bsums_2k+1 (the mins' dot)
+    __m512i offset[4];  // Q6_K only: -32 times the sum of x[k]'s 4 quants per int32 lane (the -32 of the quants)
 };
 
 // Per 128-bit lane: words 0..3 the sums of 4 products of a's int32 lanes there (plus start_a's
@@ -179,7 +179,6 @@ struct Q6_KRows {
             t.offset[k] = _mm512_sub_epi32(_mm512_setzero_si512(),
                                            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(32), t.x[k]));
         }
-        t.pairs = _mm_setzero_si128();
         return t;
     }
 
