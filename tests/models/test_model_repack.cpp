@@ -1,4 +1,4 @@
-// Weights repacked at load (CpuBackend::pack_for_products; the AVX2 table repacks Q4_K and Q6_K,
+// Weights repacked at load (CpuBackend::pack_for_products; the x86 tables repack Q4_K and Q6_K,
 // and ctest also runs this under CACTUS_CPU_ISA=avx2): gemma3-270m (Q4_K_M) gives the same logits, bit for
 // bit, with and without repacking, from a file copied into anonymous memory, where the repacked
 // tensors' bytes leave the copy (GgufFile::release_tensor_bytes): a model loaded afterwards from the

@@ -40,23 +40,20 @@ constexpr size_t kMaxTileTokens = 4;
 #include "backends/cpu/avx512/avx512_k_panels.inl"
 #include "backends/cpu/avx512/avx512_k_decode.inl"
 
-// Q4_K and Q6_K stay as the file has them here: the 512-bit K decode reads them at the bandwidth
-// bound already (qwen2.5-coder-1.5b tg64 at 1 thread 33.7 tok/s either way with Q4_K_X8, session
-// 16; 29-31 either way with Q6_K_X8, session 17), while the AVX2 table's repacked layouts would
-// take prefill to its 256-bit panels (Q4_K_X8: pp128 162 -> 72 tok/s) or pay their packer
-// (Q6_K_X8 with the 512-bit panels: pp128 -4%). Session 20 again, both layouts with the 512-bit
-// panel products for prefill: qwen pp128 at 1 thread -18% (the rows rebuilt per panel), tg at
-// 1 thread 30.3 tok/s against 30.7 (medians of 10 runs in shuffled order).
-void drop_k_x8(CpuKernels& t) {
-    const DType files[] = {DType::Q4_K, DType::Q6_K}, layouts[] = {DType::Q4_K_X8, DType::Q6_K_X8};
-    for (size_t k = 0; k < 2; ++k) {
-        const size_t x8 = static_cast<size_t>(layouts[k]);
-        t.repack[static_cast<size_t>(files[k])] = nullptr;
-        t.pack_panel[x8] = nullptr;
-        t.panel_act[x8] = nullptr;
-        t.panel_gemm[x8] = nullptr;
-        t.panel_decode[x8] = nullptr;
-    }
+// Q4_K and Q6_K are repacked at load as in the AVX2 table (Q4_K_X8, Q6_K_X8: one sequential stream
+// per group of 8 rows) and keep its one-token decode, while prefill multiplies the packed panels on
+// 512-bit vectors as Q4_K's and Q6_K's do (the panels are the same, the X8 packers rebuild them). In
+// cache the 512-bit decode of the GGUF layout is faster (Q4_K 1536 x 512: 182-191 GFLOP/s against
+// 146-148), but a model larger than the last-level cache streams every weight from memory, where the
+// 8 rows side by side of the GGUF layout read slower (Q6_K 8960 x 1536 x 16 copies: 0.37-0.42 ms
+// against 0.33-0.38): qwen2.5-coder-1.5b tg64 at 1 thread 31.9 -> 34.4 tok/s, pp512 unchanged
+// (155 / 156), pp128 -6% (docs/PERFORMANCE.md, session 22; sessions 16, 17 and 20 had measured the
+// decode either way within the noise).
+void use_k_x8_with_zmm_panels(CpuKernels& t) {
+    CACTUS_ASSERT(t.repack[static_cast<size_t>(DType::Q4_K)] != nullptr &&
+                  t.repack[static_cast<size_t>(DType::Q6_K)] != nullptr);  // the AVX2 table's layouts
+    t.panel_gemm[static_cast<size_t>(DType::Q4_K_X8)] = k_panel_gemm_zmm<Q4_KPanelFacts>;
+    t.panel_gemm[static_cast<size_t>(DType::Q6_K_X8)] = k_panel_gemm_zmm<Q6_KPanelFacts>;
 }
 
 }  // namespace
@@ -70,7 +67,7 @@ void register_avx512_kernels(CpuKernels& t, bool decode_prefetch_l1) {
     // multiply the panels 16 rows per zmm:
     register_k_panels_zmm(t);
     register_k_decode_zmm(t, decode_prefetch_l1);  // one token of Q4_K and Q6_K on 512-bit vectors (session 12, Zen 5)
-    drop_k_x8(t);
+    use_k_x8_with_zmm_panels(t);                   // decode and packers from the AVX2 table (session 22)
     // One token of Q4_0/Q4_1/Q5_0/Q8_0: the AVX2 table's 8-row decode (the same accumulation order
     // as these panels, and faster than 512-bit row panels on Zen 4 and on a Sapphire Rapids Xeon,
     // docs/PERFORMANCE.md, session 10), compiled here with vpdpbusd for the nibble formats' dots.
