@@ -1,98 +1,10 @@
-// One-token decode of the repacked K layouts (Q4_K_X8, Q6_K_X8: ops/q4_k_x8.h, ops/q6_k_x8.h) at 512 bits for the AVX-512
+// One-token decode of the repacked K layouts (Q6_K_X8, ops/q6_k_x8.h) at 512 bits for the AVX-512
 // VNNI table: the group's one sequential stream, which reads faster from memory than the GGUF
 // layout's 8 rows side by side, with the vector work of the 512-bit GGUF decode
 // (avx512_k_decode.inl: vpdpbusd, vpackssdw, one vpdpwssd per two vectors of sums). The int32
 // isum of a super-block is exact and the float step is the AVX2 group decode's, so the result
 // equals the file type's vec_dot bit for bit (tests/ops/repacked_layouts_test.cpp). Included inside
 // the anonymous namespace of avx512_kernels.cpp, after avx512_k_decode.inl.
-
-// ---- Q4_K_X8 --------------------------------------------------------------------------------------
-// A zmm of pair p's quant bytes 64j .. 64j + 63 holds qs 32j .. 32j + 31 of rows p and p + 4 as
-// 128-bit lanes [p: 32j.. | p + 4: 32j.. | p: 32j + 16.. | p + 4: 32j + 16..]; low nibbles are
-// chunk 2j (scale 2j), high nibbles chunk 2j + 1. Packed, lane L holds row p (L even) or p + 4
-// (L odd): words 0..3 with scale 2j, words 4..7 with scale 2j + 1.
-
-// The token's Q8_K super-block in that lane order: low[j] (quants 64j..) and high[j] (64j + 32..),
-// each 16-byte half twice; pairs: int16 bsums_2k + bsums_2k+1 in both 128-bit lanes (the mins' dot).
-struct Q4KX8Token {
-    __m512i low[4], high[4];
-    __m256i pairs;
-    explicit Q4KX8Token(const BlockQ8_K& b) {
-        for (int j = 0; j < 4; ++j) {
-            const __m512i x = _mm512_loadu_si512(b.qs + 64 * j);
-            low[j] = _mm512_shuffle_i64x2(x, x, _MM_SHUFFLE(1, 1, 0, 0));
-            high[j] = _mm512_shuffle_i64x2(x, x, _MM_SHUFFLE(3, 3, 2, 2));
-        }
-        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.bsums));
-        const __m128i p = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
-        pairs = _mm256_set_m128i(p, p);
-    }
-};
-
-// vpshufb control from a row's scale bytes (per 128-bit lane) to the words of chunk pair j.
-inline __m512i q4_k_x8_scale_pick(int j) {
-    const char a = static_cast<char>(2 * j), b = static_cast<char>(2 * j + 1), z = -1;
-    return _mm512_broadcast_i32x4(_mm_setr_epi8(a, z, a, z, a, z, a, z, b, z, b, z, b, z, b, z));
-}
-
-// Pair p of a group's super-block: *isum = 4 int32 lanes of row p, then 4 of row p + 4 (summing to
-// each row's isum); *mdot likewise for the mins' dot.
-inline void q4_k_x8_pair_sums(const uint8_t* group, size_t p, const Q4KX8Token& t, const __m512i* pick,
-                              __m256i* isum, __m256i* mdot) {
-    const __m256i scale_bytes =  // [row p | row p + 4]
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group + kQ4KX8ScaleOffset + 32 * p));
-    *mdot = _mm256_madd_epi16(_mm256_unpackhi_epi8(scale_bytes, _mm256_setzero_si256()), t.pairs);
-    const __m512i scales = _mm512_broadcast_i64x4(scale_bytes);
-    const __m512i mask = _mm512_set1_epi8(0x0F);
-    const uint8_t* quants = group + 256 * p;
-    __m512i acc = _mm512_setzero_si512();
-    for (int j = 0; j < 4; ++j) {
-        const __m512i q = _mm512_loadu_si512(quants + 64 * j);
-        const __m512i sums = packed_quad_sums(_mm512_and_si512(q, mask), t.low[j],
-                                              _mm512_and_si512(_mm512_srli_epi16(q, 4), mask), t.high[j]);
-        acc = _mm512_dpwssd_epi32(acc, sums, _mm512_shuffle_epi8(scales, pick[j]));
-    }
-    *isum = _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
-}
-
-// y[0..8) for the 8 rows of the group at `group` (n_sb super-blocks of kQ4KX8GroupBytes); each
-// super-block step prefetches `prefetch_step` bytes from `prefetch` on (decode_panel_in_passes).
-template <bool kL1>
-void q4_k_x8_group_decode_zmm(float* y, const uint8_t* group, const BlockQ8_K* xb, size_t n_sb,
-                              const uint8_t* prefetch, size_t prefetch_step) {
-    const __m512i pick[4] = {q4_k_x8_scale_pick(0), q4_k_x8_scale_pick(1), q4_k_x8_scale_pick(2),
-                             q4_k_x8_scale_pick(3)};
-    __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
-    for (size_t sb = 0; sb < n_sb; ++sb, group += kQ4KX8GroupBytes, prefetch += prefetch_step) {
-        prefetch_bytes<kL1>(prefetch, prefetch_step);
-        const Q4KX8Token tok(xb[sb]);
-        __m256i is[4], md[4];
-        for (size_t p = 0; p < 4; ++p) q4_k_x8_pair_sums(group, p, tok, pick, &is[p], &md[p]);
-        // pair p: [row p | row p + 4], 4 lanes each -> [rows 0..3 | rows 4..7]
-        const __m256i isum = _mm256_hadd_epi32(_mm256_hadd_epi32(is[0], is[1]), _mm256_hadd_epi32(is[2], is[3]));
-        const __m256i mdot = _mm256_hadd_epi32(_mm256_hadd_epi32(md[0], md[1]), _mm256_hadd_epi32(md[2], md[3]));
-        const __m256 dx = _mm256_set1_ps(xb[sb].d);
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group + kQ4KX8DOffset)));
-        const __m256 dmin =
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group + kQ4KX8DminOffset)));
-        acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum), acc);
-        acc_min = _mm256_fmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(mdot), acc_min);
-    }
-    _mm256_storeu_ps(y, _mm256_sub_ps(acc, acc_min));
-}
-
-// A panel of kPanelRows rows = two groups, the second at 8 * w_row_bytes.
-template <bool kL1>
-void q4_k_x8_panel_decode_zmm(float* y, const void* w, size_t w_row_bytes, const void* x, const PanelActBlock*,
-                              size_t n) {
-    static_assert(kPanelRows == 2 * kQ4KX8Rows && kDecodeRows == kQ4KX8Rows, "a panel is two groups");
-    const size_t n_sb = n / kQKK;
-    decode_panel_in_passes(y, static_cast<const uint8_t*>(w), w_row_bytes, n_sb,
-                           [&](float* y_pass, const uint8_t* group, const uint8_t* prefetch, size_t prefetch_step) {
-                               q4_k_x8_group_decode_zmm<kL1>(y_pass, group, static_cast<const BlockQ8_K*>(x), n_sb,
-                                                             prefetch, prefetch_step);
-                           });
-}
 
 // ---- Q6_K_X8 --------------------------------------------------------------------------------------
 // A row's 192 quant bytes are raw vectors r0..r5 of 32 (chunk c = 4g + k: k < 3 the low 6 bits of
@@ -196,8 +108,6 @@ void q6_k_x8_panel_decode_zmm(float* y, const void* w, size_t w_row_bytes, const
 
 // Replaces the AVX2 table's one-token decode of the repacked K layouts (its packers stay).
 void register_k_x8_decode_zmm(CpuKernels& t, bool decode_prefetch_l1) {
-    t.panel_decode[static_cast<size_t>(DType::Q4_K_X8)] =
-        decode_prefetch_l1 ? q4_k_x8_panel_decode_zmm<true> : q4_k_x8_panel_decode_zmm<false>;
     t.panel_decode[static_cast<size_t>(DType::Q6_K_X8)] =
         decode_prefetch_l1 ? q6_k_x8_panel_decode_zmm<true> : q6_k_x8_panel_decode_zmm<false>;
 }

@@ -17,7 +17,6 @@
 #include "backends/cpu/avx512/avx512_kernels.h"
 #include "core/error.h"
 #include "ops/q4_0_x8.h"
-#include "ops/q4_k_x8.h"
 #include "ops/q6_k_x8.h"
 #include "ops/quant.h"
 #include "ops/quant_blocks.h"
@@ -71,7 +70,7 @@ void register_avx512_kernels(CpuKernels& t, bool decode_prefetch_l1) {
     register_k_panels_zmm(t);
     register_k_decode_zmm(t, decode_prefetch_l1);  // one token of Q4_K and Q6_K on 512-bit vectors (session 12, Zen 5)
     use_k_x8_with_zmm_panels(t);                   // decode and packers from the AVX2 table (session 22)
-    register_k_x8_decode_zmm(t, decode_prefetch_l1);  // the X8 layouts' one token on 512-bit vectors
+    register_k_x8_decode_zmm(t, decode_prefetch_l1);  // Q6_K_X8's one token on 512-bit vectors
     // One token of Q4_0/Q4_1/Q5_0/Q8_0: the AVX2 table's 8-row decode (the same accumulation order
     // as these panels, and faster than 512-bit row panels on Zen 4 and on a Sapphire Rapids Xeon,
     // docs/PERFORMANCE.md, session 10), compiled here with vpdpbusd for the nibble formats' dots.
