@@ -269,28 +269,41 @@ float k_panel_vec_dot(const void* w, const void* x, size_t n) {
 
 // ---- prefill: panels ------------------------------------------------------------------------------
 
+// What the packer reads of a panel's rows, from rows laid out as blocks of F (Derived::block(r, sb)
+// and Derived::d(r, sb)): raw vector i, the scale and min words and dmin of row r's super-block sb.
+template <class F, class Derived>
+struct KBlockRows {
+    const typename F::Block& block_of(size_t r, size_t sb) const {
+        return static_cast<const Derived*>(this)->block(r, sb);
+    }
+    __m256i raw(size_t r, size_t sb, int i) const { return F::raw(block_of(r, sb), i); }
+    void pack_scales(size_t r, size_t sb, uint32_t* words, uint32_t* mins) const {
+        F::pack_scales(block_of(r, sb), words, mins);
+    }
+    float dmin(size_t r, size_t sb) const { return F::dmin(block_of(r, sb)); }
+};
+
 // The panel's rows as the GGUF file has them: row r's super-block sb and its d.
-template <class Block>
-struct GgufKRows {
+template <class F>
+struct GgufKRows : KBlockRows<F, GgufKRows<F>> {
+    using Block = typename F::Block;
     const uint8_t* rows;
     size_t row_bytes;
+    GgufKRows(const uint8_t* rows_in, size_t row_bytes_in) : rows(rows_in), row_bytes(row_bytes_in) {}
     const Block& block(size_t r, size_t sb) const { return reinterpret_cast<const Block*>(rows + r * row_bytes)[sb]; }
     float d(size_t r, size_t sb) const { return h2f(block(r, sb).d); }
 };
 
-// Packs the kPanelRows rows that `rows` gives (block(r, sb), d(r, sb); GgufKRows or a repacked
-// layout's) into n / 256 panel super-blocks.
+// Packs the kPanelRows rows that `rows` gives (raw, pack_scales, d, dmin of row r's super-block sb:
+// GgufKRows or a repacked layout's) into n / 256 panel super-blocks.
 template <class F, class Rows>
 void pack_k_panel_rows(uint8_t* panel, const Rows& rows, size_t n) {
-    using Block = typename F::Block;
     for (size_t sb = 0; sb < n / kQKK; ++sb, panel += kKPanelBytes) {
         for (size_t half = 0; half < kPanelRows / kHalfRows; ++half) {
-            const Block* b[kHalfRows];
-            for (size_t r = 0; r < kHalfRows; ++r) b[r] = &rows.block(kHalfRows * half + r, sb);
             __m256i t[F::kRaw][8];  // t[i][g]: dword g of raw vector i of the 8 rows (lane r = row r)
             for (int i = 0; i < F::kRaw; ++i) {
                 __m256i u[kHalfRows];
-                for (size_t r = 0; r < kHalfRows; ++r) u[r] = F::raw(*b[r], i);
+                for (size_t r = 0; r < kHalfRows; ++r) u[r] = rows.raw(kHalfRows * half + r, sb, i);
                 transpose_8x8_dwords(u, t[i]);
             }
             for (int g = 0; g < 8; ++g) {
@@ -305,13 +318,12 @@ void pack_k_panel_rows(uint8_t* panel, const Rows& rows, size_t n) {
         alignas(32) uint32_t words[8][kPanelRows], mins[4][kPanelRows] = {};
         alignas(32) float d[kPanelRows], dmin[kPanelRows];
         for (size_t r = 0; r < kPanelRows; ++r) {
-            const Block& b = rows.block(r, sb);
             uint32_t wr[8], mr[4] = {};
-            F::pack_scales(b, wr, mr);
+            rows.pack_scales(r, sb, wr, mr);
             for (int e = 0; e < 8; ++e) words[e][r] = wr[e];
             for (int e = 0; e < 4; ++e) mins[e][r] = mr[e];
             d[r] = rows.d(r, sb);
-            dmin[r] = F::dmin(b);
+            dmin[r] = rows.dmin(r, sb);
         }
         std::memcpy(panel + kKScaleOffset, words, sizeof(words));
         std::memcpy(panel + kKMinOffset, mins, sizeof(mins));
@@ -322,7 +334,7 @@ void pack_k_panel_rows(uint8_t* panel, const Rows& rows, size_t n) {
 
 template <class F>
 void pack_k_panel(uint8_t* panel, const void* w, size_t w_row_bytes, size_t n) {
-    pack_k_panel_rows<F>(panel, GgufKRows<typename F::Block>{static_cast<const uint8_t*>(w), w_row_bytes}, n);
+    pack_k_panel_rows<F>(panel, GgufKRows<F>(static_cast<const uint8_t*>(w), w_row_bytes), n);
 }
 
 // Q6_K: 32 * (x_j summed over j % 4 in {0, 1}, and over j % 4 in {2, 3}) of 16 quants, as int16.

@@ -45,23 +45,38 @@ void q4_k_x8_panel_decode(float* y, const void* w, size_t w_row_bytes, const voi
                            });
 }
 
-// Prefill: the panel's 16 rows as GGUF blocks again, a few super-blocks at a time on the stack, then
-// Q4_K's packer (super-blocks pack independently). A thread-local heap buffer for the whole rows cost
-// 17% of qwen's pp512 on the AVX2 table although the rebuild itself is 1.5% of it: it moved the
-// other thread-local scratch (panel, activations) to addresses that conflict in L1 (session 16).
-void pack_q4_k_x8_panel(uint8_t* panel, const void* w, size_t w_row_bytes, size_t n) {
-    constexpr size_t kChunk = 4;  // super-blocks rebuilt at a time: 9 KiB
-    const size_t n_sb = n / kQKK;
-    const uint8_t* groups = static_cast<const uint8_t*>(w);
-    BlockQ4_K rows[kPanelRows * kChunk];
-    for (size_t sb0 = 0; sb0 < n_sb; sb0 += kChunk) {
-        const size_t m = std::min(kChunk, n_sb - sb0);
-        for (size_t r = 0; r < kPanelRows; ++r) {
-            const uint8_t* group = groups + (r / kQ4KX8Rows) * kQ4KX8Rows * w_row_bytes + sb0 * kQ4KX8GroupBytes;
-            q4_k_x8_row_blocks(rows + r * m, group, r % kQ4KX8Rows, m * kQKK);
-        }
-        pack_k_panel<Q4_KPanels>(panel + sb0 * kKPanelBytes, rows, m * sizeof(BlockQ4_K), m * kQKK);
+// Prefill: Q4_K's panels, packed from the groups in place. Rebuilding GGUF blocks first (6-bit
+// scales packed again, then unpacked by the packer) made the 128-token product 21% slower than
+// from the file's rows on the AVX-512 table (session 22).
+struct Q4_KX8Rows {
+    const uint8_t* groups;
+    size_t group_stride;  // 8 * w_row_bytes: the panel's second group
+    // row r's pair area (its quant parts at 32 (2 j + h) from here) and scale bytes in super-block sb
+    const uint8_t* group(size_t r, size_t sb) const {
+        return groups + (r / kQ4KX8Rows) * group_stride + sb * kQ4KX8GroupBytes;
     }
+    static size_t in_pair(size_t r) { return 16 * ((r % kQ4KX8Rows) / 4); }
+    __m256i raw(size_t r, size_t sb, int i) const {  // qs[32 i, 32 i + 32)
+        const uint8_t* parts = group(r, sb) + 256 * (r % 4) + in_pair(r) + 64 * i;
+        return _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(parts + 32),
+                                   reinterpret_cast<const __m128i*>(parts));
+    }
+    void pack_scales(size_t r, size_t sb, uint32_t* words, uint32_t* mins) const {
+        const uint8_t* s = group(r, sb) + kQ4KX8ScaleOffset + 32 * (r % 4) + in_pair(r);  // scales, then mins
+        for (int c = 0; c < 8; ++c) words[c] = static_cast<uint32_t>(two_i16(s[c], s[c]));
+        for (int k = 0; k < 4; ++k) mins[k] = static_cast<uint32_t>(two_i16(s[8 + 2 * k], s[9 + 2 * k]));
+    }
+    float half_at(size_t r, size_t sb, size_t offset) const {
+        uint16_t h;
+        std::memcpy(&h, group(r, sb) + offset + 2 * (r % kQ4KX8Rows), 2);
+        return h2f(h);
+    }
+    float d(size_t r, size_t sb) const { return half_at(r, sb, kQ4KX8DOffset); }
+    float dmin(size_t r, size_t sb) const { return half_at(r, sb, kQ4KX8DminOffset); }
+};
+
+void pack_q4_k_x8_panel(uint8_t* panel, const void* w, size_t w_row_bytes, size_t n) {
+    pack_k_panel_rows<Q4_KPanels>(panel, Q4_KX8Rows{static_cast<const uint8_t*>(w), kQ4KX8Rows * w_row_bytes}, n);
 }
 
 // No vec_dot: the rows are interleaved (matmul takes whole panels of a Q4_K_X8 matrix).

@@ -57,9 +57,10 @@ void q6_k_x8_panel_decode(float* y, const void* w, size_t w_row_bytes, const voi
 
 // Prefill: Q6_K's panels, packed from the groups in place (row r's super-block sb lies as a
 // BlockQ6_KX8Row without its d; the packer reads d apart).
-struct Q6_KX8Rows {
+struct Q6_KX8Rows : KBlockRows<Q6_KX8Panels, Q6_KX8Rows> {
     const uint8_t* groups;
     size_t group_stride;  // 8 * w_row_bytes: the panel's second group
+    Q6_KX8Rows(const uint8_t* groups_in, size_t group_stride_in) : groups(groups_in), group_stride(group_stride_in) {}
     const uint8_t* group(size_t r, size_t sb) const {
         return groups + (r / kQ6KX8Rows) * group_stride + sb * kQ6KX8GroupBytes;
     }
@@ -74,7 +75,7 @@ struct Q6_KX8Rows {
 };
 
 void pack_q6_k_x8_panel(uint8_t* panel, const void* w, size_t w_row_bytes, size_t n) {
-    pack_k_panel_rows<Q6_KX8Panels>(panel, Q6_KX8Rows{static_cast<const uint8_t*>(w), kQ6KX8Rows * w_row_bytes}, n);
+    pack_k_panel_rows<Q6_KX8Panels>(panel, Q6_KX8Rows(static_cast<const uint8_t*>(w), kQ6KX8Rows * w_row_bytes), n);
 }
 
 // No vec_dot: the rows are interleaved (matmul takes whole panels of a Q6_K_X8 matrix).

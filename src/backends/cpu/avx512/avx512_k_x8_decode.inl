@@ -25,8 +25,8 @@ struct Q6KX8Token {
         const __m512i fourth = _mm512_loadu_si512(b.qs + 192);  // chunks 6, 7
         x[0] = first;
         x[1] = _mm512_mask_blend_epi64(0xF0, second, _mm512_shuffle_i64x2(third, third, _MM_SHUFFLE(1, 0, 1, 0)));
-        x[2] = _mm512_shuffle_i64x2(third, fourth, _MM_SHUFFLE(1, 0, 3, 2));                   // chunks 5, 6
-        x[3] = _mm512_shuffle_i64x2(second, fourth, _MM_SHUFFLE(3, 2, 3, 2));                  // chunks 3, 7
+        x[2] = _mm512_shuffle_i64x2(third, fourth, _MM_SHUFFLE(1, 0, 3, 2));   // chunks 5, 6
+        x[3] = _mm512_shuffle_i64x2(second, fourth, _MM_SHUFFLE(3, 2, 3, 2));  // chunks 3, 7
         for (int k = 0; k < 4; ++k) {
             offset[k] = _mm512_sub_epi32(_mm512_setzero_si512(),
                                          _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(32), x[k]));
@@ -74,8 +74,8 @@ inline __m512i q6_k_x8_isum_lanes(const BlockQ6_KX8Row& b, const Q6KX8Token& t, 
 // y[0..8) for the 8 rows of the group at `group` (n_sb super-blocks of kQ6KX8GroupBytes); each
 // super-block step prefetches `prefetch_step` bytes from `prefetch` on (decode_panel_in_passes).
 template <bool kL1>
-void q6_k_x8_group_decode_zmm(float* y, const uint8_t* group, const BlockQ8_K* xb, size_t n_sb,
-                              const uint8_t* prefetch, size_t prefetch_step) {
+void q6_k_x8_group_decode_zmm(float* y, const uint8_t* group, const BlockQ8_K* xb, size_t n_sb, const uint8_t* prefetch,
+                              size_t prefetch_step) {
     const __m512i pick[2] = {q6_k_x8_scale_pick(0), q6_k_x8_scale_pick(1)};
     __m256 acc = _mm256_setzero_ps();
     for (size_t sb = 0; sb < n_sb; ++sb, group += kQ6KX8GroupBytes, prefetch += prefetch_step) {
@@ -83,8 +83,8 @@ void q6_k_x8_group_decode_zmm(float* y, const uint8_t* group, const BlockQ8_K* x
         const Q6KX8Token tok(xb[sb]);
         __m512i lanes[kQ6KX8Rows];
         for (size_t r = 0; r < kQ6KX8Rows; ++r) {
-            lanes[r] = q6_k_x8_isum_lanes(*reinterpret_cast<const BlockQ6_KX8Row*>(group + kQ6KX8RowBytes * r), tok,
-                                          pick);
+            lanes[r] =
+                q6_k_x8_isum_lanes(*reinterpret_cast<const BlockQ6_KX8Row*>(group + kQ6KX8RowBytes * r), tok, pick);
         }
         const __m256i isum = sum_lanes_of_8_zmm(lanes);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group + kQ6KX8DOffset)));
