@@ -1,5 +1,5 @@
 #pragma once
-// Q4_K_X8: Q4_K weights repacked at load for the AVX2 table's one-token product (CpuBackend::
+// Q4_K_X8: Q4_K weights repacked at load for the x86 tables' one-token product (CpuBackend::
 // pack_for_products). Groups of 8 rows; per group and super-block of 256, kQ4KX8GroupBytes bytes
 // (8 GGUF blocks are 1152: +2.8%), pairs p = rows (p, p + 4) of the group, p < 4:
 //   [256 p, 256 p + 256)         quants: part (j, h) (j < 4, h < 2) at 32 (2 j + h) holds the 16 bytes

@@ -1,5 +1,5 @@
 #pragma once
-// Q6_K_X8: Q6_K weights repacked at load for the AVX2 table's one-token product (CpuBackend::
+// Q6_K_X8: Q6_K weights repacked at load for the x86 tables' one-token product (CpuBackend::
 // pack_for_products). Groups of 8 rows; per group and super-block of 256, kQ6KX8GroupBytes bytes,
 // as many as the 8 GGUF blocks:
 //   [208 r, 208 r + 208)   row r (BlockQ6_KX8Row without d): its quants in a 6 + 2 bit layout, then

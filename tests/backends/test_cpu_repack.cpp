@@ -1,4 +1,4 @@
-// CpuBackend::pack_for_products: with a kernel table that repacks Q4_K, Q6_K (the AVX2 table; ctest
+// CpuBackend::pack_for_products: with a kernel table that repacks Q4_K, Q6_K (the x86 tables; ctest
 // also runs these under CACTUS_CPU_ISA=avx2, tests/CMakeLists.txt) or Q4_0 (the x86 tables), a
 // weight of whole panels comes back as Q4_K_X8 / Q6_K_X8 / Q4_0_X8 whose products equal the placed weight's bit for bit; anything
 // else comes back as it was; CACTUS_CPU_REPACK=0 turns it off and other values are errors.

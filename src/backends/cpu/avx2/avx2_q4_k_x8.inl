@@ -1,5 +1,6 @@
-// Q4_K_X8 (ops/q4_k_x8.h) in the AVX2 table: the one-token product straight from the repacked
-// groups, and the panels of prefill (the GGUF blocks rebuilt, then Q4_K's panels). Included inside
+// Q4_K_X8 (ops/q4_k_x8.h) in the AVX2 table (and the AVX-512 table's decode): the one-token product
+// straight from the repacked groups, and the panels of prefill (Q4_K's panels, packed from the
+// groups). Included inside
 // the anonymous namespace of avx2_kernels.cpp after avx2_k_panels.inl. Results equal Q4_K's decode,
 // panels and vec_dot bit for bit: the same exact int32 sums per super-block, the same float order.
 

@@ -11,7 +11,7 @@
 // r(3g + k), k = 3 bits 6-7 of r(3g), r(3g + 1), r(3g + 2) as its bit pairs 0-1, 2-3, 4-5). Three
 // zmm loads give [r0 | r1], [r2 | r3], [r4 | r5]: masked, chunks [0 | 1], [2 | 4], [5 | 6]; the
 // gathered [3 | 7] is built from [r0 | r3], [r1 | r4], [r2 | r5]. A 128-bit lane of 16 quants is one
-// scale's group: the four vectors' lanes L hold scales (L, 4 + L... see q6_k_x8_scale_pick).
+// scale's group (q6_k_x8_scale_pick).
 
 // The token's Q8_K super-block in the order of the rows' four quant vectors, with -32 times each
 // int32 lane's 4 quants (the quants' -32 starts every vpdpbusd lane, as in Q6_KRows).

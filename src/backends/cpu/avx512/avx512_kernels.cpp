@@ -43,14 +43,15 @@ constexpr size_t kMaxTileTokens = 4;
 #include "backends/cpu/avx512/avx512_k_x8_decode.inl"
 
 // Q4_K and Q6_K are repacked at load as in the AVX2 table (Q4_K_X8, Q6_K_X8: one sequential stream
-// per group of 8 rows) and keep its one-token decode, while prefill multiplies the packed panels on
-// 512-bit vectors as Q4_K's and Q6_K's do (the panels are the same, the X8 packers rebuild them). In
-// cache the 512-bit decode of the GGUF layout is faster (Q4_K 1536 x 512: 182-191 GFLOP/s against
-// 146-148), but a model larger than the last-level cache streams every weight from memory, where the
-// 8 rows side by side of the GGUF layout read slower (Q6_K 8960 x 1536 x 16 copies: 0.37-0.42 ms
-// against 0.33-0.38): qwen2.5-coder-1.5b tg64 at 1 thread 31.9 -> 34.4 tok/s, pp512 unchanged
-// (155 / 156), pp128 -6% (docs/PERFORMANCE.md, session 22; sessions 16, 17 and 20 had measured the
-// decode either way within the noise).
+// per group of 8 rows), and prefill multiplies the packed panels on 512-bit vectors as Q4_K's and
+// Q6_K's do (the X8 packers give the same panels). A model larger than the last-level cache streams
+// every weight from memory, where the 8 rows side by side of the GGUF layout read slower (Q6_K
+// 8960 x 1536 x 16 copies: 0.37-0.42 ms against 0.33-0.38): qwen2.5-coder-1.5b tg64 at 1 thread
+// 31.9 -> 34.4 tok/s (shuffled runs), pp512 unchanged, pp128 -2% (docs/PERFORMANCE.md, session 22;
+// sessions 16, 17 and 20 had measured the decode either way within the noise). Q6_K_X8's one token
+// runs on 512-bit vectors (avx512_k_x8_decode.inl); Q4_K_X8 keeps the AVX2 group decode, which the
+// model ran faster than a 512-bit one (34.7-35.4 against 32.7-33.7 tok/s) although that one was
+// faster in cache (1536 x 512: 230-248 GFLOP/s against 147-150).
 void use_k_x8_with_zmm_panels(CpuKernels& t) {
     CACTUS_ASSERT(t.repack[static_cast<size_t>(DType::Q4_K)] != nullptr &&
                   t.repack[static_cast<size_t>(DType::Q6_K)] != nullptr);  // the AVX2 table's layouts
