@@ -12,13 +12,6 @@ namespace {
 static_assert(kQ4KX8GroupBytes == 4 * 256 + 4 * 32 + 2 * 16, "Q4_K_X8 group layout");
 static_assert(kQ4KX8DminOffset == kQ4KX8DOffset + 16 && kQ4KX8DOffset == kQ4KX8ScaleOffset + 128, "offsets");
 
-// Where row r's 16-byte part (j, h) sits in a group's super-block.
-size_t quant_part_offset(size_t row, int j, int h) {
-    return 256 * (row % 4) + 32 * static_cast<size_t>(2 * j + h) + 16 * (row / 4);
-}
-
-size_t scale_offset(size_t row) { return kQ4KX8ScaleOffset + 32 * (row % 4) + 16 * (row / 4); }
-
 // The 6-bit packing of Q4_K (8 scales, 8 mins in 12 bytes) -> bytes 0..7 scales, 8..15 mins.
 void unpack_scales(const uint8_t* packed, uint8_t* out) {
     for (int i = 0; i < 4; ++i) {
@@ -45,10 +38,10 @@ void repack_q4_k_x8(uint8_t* dst, const uint8_t* src, size_t src_row_bytes, size
                                    [](uint8_t* group, size_t r, const BlockQ4_K& b) {
                                        for (int j = 0; j < 4; ++j) {
                                            for (int h = 0; h < 2; ++h)
-                                               std::memcpy(group + quant_part_offset(r, j, h), b.qs + 32 * j + 16 * h,
+                                               std::memcpy(group + q4_k_x8_part_offset(r, j, h), b.qs + 32 * j + 16 * h,
                                                            16);
                                        }
-                                       unpack_scales(b.scales, group + scale_offset(r));
+                                       unpack_scales(b.scales, group + q4_k_x8_scale_offset(r));
                                        std::memcpy(group + kQ4KX8DOffset + 2 * r, &b.d, 2);
                                        std::memcpy(group + kQ4KX8DminOffset + 2 * r, &b.dmin, 2);
                                    });
@@ -59,9 +52,9 @@ void q4_k_x8_row_blocks(BlockQ4_K* dst, const uint8_t* group, size_t row, size_t
     for (size_t sb = 0; sb < n / kQKK; ++sb, group += kQ4KX8GroupBytes) {
         BlockQ4_K& b = dst[sb];
         for (int j = 0; j < 4; ++j) {
-            for (int h = 0; h < 2; ++h) std::memcpy(b.qs + 32 * j + 16 * h, group + quant_part_offset(row, j, h), 16);
+            for (int h = 0; h < 2; ++h) std::memcpy(b.qs + 32 * j + 16 * h, group + q4_k_x8_part_offset(row, j, h), 16);
         }
-        pack_scales(group + scale_offset(row), b.scales);
+        pack_scales(group + q4_k_x8_scale_offset(row), b.scales);
         std::memcpy(&b.d, group + kQ4KX8DOffset + 2 * row, 2);
         std::memcpy(&b.dmin, group + kQ4KX8DminOffset + 2 * row, 2);
     }

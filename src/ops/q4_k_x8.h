@@ -25,6 +25,13 @@ constexpr size_t kQ4KX8ScaleOffset = 1024;
 constexpr size_t kQ4KX8DOffset = 1152;
 constexpr size_t kQ4KX8DminOffset = 1168;
 
+// Where row `row` (< 8) of a group has its 16-byte quant part (j, h) and its 16 scale bytes (scales,
+// then mins) in a super-block of the group.
+inline size_t q4_k_x8_part_offset(size_t row, int j, int h) {
+    return 256 * (row % 4) + 32 * static_cast<size_t>(2 * j + h) + 16 * (row / 4);
+}
+inline size_t q4_k_x8_scale_offset(size_t row) { return kQ4KX8ScaleOffset + 32 * (row % 4) + 16 * (row / 4); }
+
 // dst: n_rows / 8 groups  <-  src: n_rows Q4_K rows of n elements (row stride src_row_bytes).
 // n_rows % 8 == 0 and n % 256 == 0 (checked).
 void repack_q4_k_x8(uint8_t* dst, const uint8_t* src, size_t src_row_bytes, size_t n_rows, size_t n);

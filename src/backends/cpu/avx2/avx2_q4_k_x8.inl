@@ -1,7 +1,6 @@
-// Q4_K_X8 (ops/q4_k_x8.h) in the AVX2 table (and the AVX-512 table's decode): the one-token product
-// straight from the repacked groups, and the panels of prefill (Q4_K's panels, packed from the
-// groups). Included inside
-// the anonymous namespace of avx2_kernels.cpp after avx2_k_panels.inl. Results equal Q4_K's decode,
+// Q4_K_X8 (ops/q4_k_x8.h) in the x86 tables: the one-token product straight from the repacked
+// groups, and the panels of prefill (Q4_K's panels, packed from the groups). Included inside the
+// anonymous namespace of avx2_kernels.cpp after avx2_k_panels.inl. Results equal Q4_K's decode,
 // panels and vec_dot bit for bit: the same exact int32 sums per super-block, the same float order.
 
 // y[0..8) for the 8 rows of the group at `group` (n_sb super-blocks of kQ4KX8GroupBytes); each
@@ -51,19 +50,17 @@ void q4_k_x8_panel_decode(float* y, const void* w, size_t w_row_bytes, const voi
 // from the file's rows on the AVX-512 table (session 22).
 struct Q4_KX8Rows {
     const uint8_t* groups;
-    size_t group_stride;  // 8 * w_row_bytes: the panel's second group
-    // row r's pair area (its quant parts at 32 (2 j + h) from here) and scale bytes in super-block sb
-    const uint8_t* group(size_t r, size_t sb) const {
+    size_t group_stride;                               // 8 * w_row_bytes: the panel's second group
+    const uint8_t* group(size_t r, size_t sb) const {  // the super-block of the group holding row r
         return groups + (r / kQ4KX8Rows) * group_stride + sb * kQ4KX8GroupBytes;
     }
-    static size_t in_pair(size_t r) { return 16 * ((r % kQ4KX8Rows) / 4); }
     __m256i raw(size_t r, size_t sb, int i) const {  // qs[32 i, 32 i + 32)
-        const uint8_t* parts = group(r, sb) + 256 * (r % 4) + in_pair(r) + 64 * i;
-        return _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(parts + 32),
-                                   reinterpret_cast<const __m128i*>(parts));
+        const uint8_t* g = group(r, sb);
+        return _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(g + q4_k_x8_part_offset(r % kQ4KX8Rows, i, 1)),
+                                   reinterpret_cast<const __m128i*>(g + q4_k_x8_part_offset(r % kQ4KX8Rows, i, 0)));
     }
     void pack_scales(size_t r, size_t sb, uint32_t* words, uint32_t* mins) const {
-        const uint8_t* s = group(r, sb) + kQ4KX8ScaleOffset + 32 * (r % 4) + in_pair(r);  // scales, then mins
+        const uint8_t* s = group(r, sb) + q4_k_x8_scale_offset(r % kQ4KX8Rows);  // scales, then mins
         for (int c = 0; c < 8; ++c) words[c] = static_cast<uint32_t>(two_i16(s[c], s[c]));
         for (int k = 0; k < 4; ++k) mins[k] = static_cast<uint32_t>(two_i16(s[8 + 2 * k], s[9 + 2 * k]));
     }

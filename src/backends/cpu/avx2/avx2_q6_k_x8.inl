@@ -1,8 +1,8 @@
 // Q6_K_X8 (ops/q6_k_x8.h) in the x86 tables: the one-token product straight from the repacked
 // groups (the AVX-512 table has its own), and the panels of prefill (Q6_K's panels, packed from the
-// repacked rows). Included inside
-// the anonymous namespace of avx2_kernels.cpp after avx2_k_panels.inl. Results equal Q6_K's decode,
-// panels and vec_dot bit for bit: the same quants, so the same exact int32 sums, the same float order.
+// repacked rows). Included inside the anonymous namespace of avx2_kernels.cpp after
+// avx2_k_panels.inl. Results equal Q6_K's decode, panels and vec_dot bit for bit: the same quants,
+// so the same exact int32 sums, the same float order.
 
 // A row's super-block of Q6_K_X8 as a K format of avx2_k_panels.inl: Q6_K's scales, facts and
 // packed scales, its own quants.

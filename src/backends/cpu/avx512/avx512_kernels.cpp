@@ -46,7 +46,7 @@ constexpr size_t kMaxTileTokens = 4;
 // per group of 8 rows), and prefill multiplies the packed panels on 512-bit vectors as Q4_K's and
 // Q6_K's do (the X8 packers give the same panels). A model larger than the last-level cache streams
 // every weight from memory, where the 8 rows side by side of the GGUF layout read slower (Q6_K
-// 8960 x 1536 x 16 copies: 0.37-0.42 ms against 0.33-0.38): qwen2.5-coder-1.5b tg64 at 1 thread
+// 8960 x 1536 x 16 copies: 0.37-0.43 ms against 0.32-0.39): qwen2.5-coder-1.5b tg64 at 1 thread
 // 31.9 -> 34.4 tok/s (shuffled runs), pp512 unchanged, pp128 -2% (docs/PERFORMANCE.md, session 22;
 // sessions 16, 17 and 20 had measured the decode either way within the noise). Q6_K_X8's one token
 // runs on 512-bit vectors (avx512_k_x8_decode.inl); Q4_K_X8 keeps the AVX2 group decode, which the
@@ -70,7 +70,7 @@ void register_avx512_kernels(CpuKernels& t, bool decode_prefetch_l1) {
     // multiply the panels 16 rows per zmm:
     register_k_panels_zmm(t);
     register_k_decode_zmm(t, decode_prefetch_l1);  // one token of Q4_K and Q6_K on 512-bit vectors (session 12, Zen 5)
-    use_k_x8_with_zmm_panels(t);                   // decode and packers from the AVX2 table (session 22)
+    use_k_x8_with_zmm_panels(t);                   // the AVX2 table's packers and Q4_K_X8 decode (session 22)
     register_k_x8_decode_zmm(t, decode_prefetch_l1);  // Q6_K_X8's one token on 512-bit vectors
     // One token of Q4_0/Q4_1/Q5_0/Q8_0: the AVX2 table's 8-row decode (the same accumulation order
     // as these panels, and faster than 512-bit row panels on Zen 4 and on a Sapphire Rapids Xeon,
