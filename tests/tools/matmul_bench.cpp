@@ -2,7 +2,7 @@
 // weights of one type (TYPE DENSE: the encoders' dense_gemm on f32 weights) with the machine's
 // kernel table and prints ms per call and GFLOP/s.
 //
-//   matmul_bench TYPE N_IN N_OUT TOKENS[,TOKENS...] THREADS [SECONDS [COPIES]]
+//   matmul_bench TYPE N_IN N_OUT TOKENS[,TOKENS...] THREADS [SECONDS [COPIES]] [--vs-read]
 //   e.g. matmul_bench F16 384 1536 1,5,64,1500 1 0.5
 // TYPE/R (e.g. Q4_K/R) times the table's load-time repacked layout of TYPE (CpuKernels::repack).
 //
@@ -10,6 +10,15 @@
 // the caches (e.g. 51864 x 384 F16) measure the one-token path from memory. COPIES (default 1)
 // cycles the calls through that many copies of the weights, so a model's shapes (e.g. 1536 x 8960,
 // 7.7 MB of Q4_K) can be timed from memory as a model's decode reads them (e.g. 16 copies: 123 MB).
+//
+// --vs-read (anywhere on the line) alternates one plain read of all copies (the loop of `cactus
+// bench --membw`) with one matmul over all copies, for SECONDS, on the same pool and memory, and
+// prints the median GB/s of each and the median ratio of adjacent pairs: how close the product
+// streams to what this machine reads at that moment. On a host whose bandwidth moves between
+// levels within seconds, the pair ratio stays put where separate runs do not (session 23: Q4_K_X8
+// 1536 x 8960 x 32 copies, AVX2 table, 0.99-1.00 at 1 thread, 0.88-0.89 at 2).
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -99,6 +108,72 @@ double time_matmul(const std::deque<WeightMemory>& copies, DType type, size_t n_
     return elapsed / static_cast<double>(calls);
 }
 
+// Sums n 64-bit words with independent accumulators, prefetching 32 KiB ahead: the read loop of
+// `cactus bench --membw` (tools/cli/cli_bench.cpp).
+uint64_t sum_words(const uint64_t* words, size_t n) {
+    constexpr size_t kAheadWords = 32768 / sizeof(uint64_t);
+    uint64_t acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __builtin_prefetch(words + i + kAheadWords);
+        for (int k = 0; k < 8; ++k) acc[k] += words[i + k];
+    }
+    for (; i < n; ++i) acc[0] += words[i];
+    uint64_t total = 0;
+    for (uint64_t a : acc) total += a;
+    return total;
+}
+
+double median_of(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+struct VsRead {
+    double read_gbs, matmul_gbs, pair_ratio;  // medians over the pairs
+};
+
+// Alternates a plain read of every copy with a one-token matmul over every copy (see --vs-read).
+VsRead time_vs_read(const std::deque<WeightMemory>& copies, size_t weight_bytes, DType type, size_t n_in, size_t n_out,
+                    cactus::ThreadPool& pool, double seconds, std::mt19937& rng) {
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> x(n_in), y(n_out);
+    for (float& v : x) v = dist(rng);
+    const size_t row_bytes = cactus::dtype_row_bytes(type, n_in), n_words = weight_bytes / sizeof(uint64_t);
+    std::atomic<uint64_t> sink{0};  // keeps the sums alive
+    const auto read_all = [&] {
+        for (const WeightMemory& w : copies) {
+            const uint64_t* words = reinterpret_cast<const uint64_t*>(w.data());
+            pool.parallel_for(n_words, [&](size_t b, size_t e) { sink.fetch_add(sum_words(words + b, e - b)); });
+        }
+    };
+    const auto matmul_all = [&] {
+        for (const WeightMemory& w : copies) {
+            cactus::matmul(y.data(), w.data(), type, row_bytes, x.data(), 1, n_in, n_out, pool);
+        }
+    };
+    using Clock = std::chrono::steady_clock;
+    const auto seconds_of = [](Clock::time_point a, Clock::time_point b) {
+        return std::chrono::duration<double>(b - a).count();
+    };
+    read_all();  // warm-up
+    matmul_all();
+    const double bytes = static_cast<double>(n_words * sizeof(uint64_t) * copies.size());
+    std::vector<double> read_gbs, matmul_gbs, ratios;
+    const auto start = Clock::now();
+    do {
+        const auto t0 = Clock::now();
+        read_all();
+        const auto t1 = Clock::now();
+        matmul_all();
+        const auto t2 = Clock::now();
+        read_gbs.push_back(bytes / seconds_of(t0, t1) / 1e9);
+        matmul_gbs.push_back(bytes / seconds_of(t1, t2) / 1e9);
+        ratios.push_back(matmul_gbs.back() / read_gbs.back());
+    } while (seconds_of(start, Clock::now()) < seconds);
+    return VsRead{median_of(read_gbs), median_of(matmul_gbs), median_of(ratios)};
+}
+
 // The encoders' dense_gemm on f32 weights as B rows (TYPE DENSE), for comparison with F32 matmul.
 double time_dense(size_t n_in, size_t n_out, size_t n_tokens, cactus::ThreadPool& pool, double seconds,
                   std::mt19937& rng) {
@@ -123,8 +198,13 @@ double time_dense(size_t n_in, size_t n_out, size_t n_tokens, cactus::ThreadPool
 }  // namespace
 
 int main(int argc, char** argv) {
+    const bool vs_read = std::find_if(argv + 1, argv + argc,
+                                      [](const char* a) { return std::strcmp(a, "--vs-read") == 0; }) != argv + argc;
+    argc = static_cast<int>(
+        std::remove_if(argv + 1, argv + argc, [](const char* a) { return std::strcmp(a, "--vs-read") == 0; }) - argv);
     if (argc < 6) {
-        std::fprintf(stderr, "usage: matmul_bench TYPE N_IN N_OUT TOKENS[,TOKENS...] THREADS [SECONDS [COPIES]]\n");
+        std::fprintf(stderr,
+                     "usage: matmul_bench TYPE N_IN N_OUT TOKENS[,TOKENS...] THREADS [SECONDS [COPIES]] [--vs-read]\n");
         return 2;
     }
     try {
@@ -155,6 +235,16 @@ int main(int argc, char** argv) {
         std::deque<WeightMemory> weights;
         for (long c = 0; c < n_copies; ++c) weights.emplace_back(w);
         cactus::ThreadPool pool(threads);
+        if (vs_read) {
+            if (dense) cactus::fail("matmul_bench: --vs-read times the one-token matmul of a quantized TYPE");
+            const VsRead r = time_vs_read(weights, w.size(), run_type, n_in, n_out, pool, seconds, rng);
+            std::printf(
+                "%s %s n_in=%zu n_out=%zu tokens=1 threads=%d copies=%ld  read %.1f GB/s  matmul %.1f GB/s  "
+                "matmul / read %.3f (median of adjacent pairs)\n",
+                cactus::cpu_kernels().isa_name, argv[1], n_in, n_out, threads, n_copies, r.read_gbs, r.matmul_gbs,
+                r.pair_ratio);
+            return 0;
+        }
         for (size_t t : tokens) {
             const double s = dense ? time_dense(n_in, n_out, t, pool, seconds, rng)
                                    : time_matmul(weights, run_type, n_in, n_out, t, pool, seconds, rng);
