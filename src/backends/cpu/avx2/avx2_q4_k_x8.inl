@@ -38,11 +38,11 @@ template <bool kL1>
 void q4_k_x8_panel_decode(float* y, const void* w, size_t w_row_bytes, const void* x, const PanelActBlock*, size_t n) {
     static_assert(kPanelRows == 2 * kQ4KX8Rows && kDecodeRows == kQ4KX8Rows, "a panel is two groups");
     const size_t n_sb = n / kQKK;
-    decode_panel_in_passes(y, static_cast<const uint8_t*>(w), w_row_bytes, n_sb,
-                           [&](float* y_pass, const uint8_t* group, const uint8_t* prefetch, size_t prefetch_step) {
-                               q4_k_x8_group_decode<kL1>(y_pass, group, static_cast<const BlockQ8_K*>(x), n_sb,
-                                                         prefetch, prefetch_step);
-                           });
+    decode_groups_in_passes<kL1>(
+        y, static_cast<const uint8_t*>(w), w_row_bytes, n_sb,
+        [&](float* y_pass, const uint8_t* group, const uint8_t* prefetch, size_t prefetch_step) {
+            q4_k_x8_group_decode<kL1>(y_pass, group, static_cast<const BlockQ8_K*>(x), n_sb, prefetch, prefetch_step);
+        });
 }
 
 // Prefill: Q4_K's panels, packed from the groups in place. Rebuilding GGUF blocks first (6-bit

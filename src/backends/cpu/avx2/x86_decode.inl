@@ -203,10 +203,11 @@ void q4_0_x8_panel_decode(float* y, const void* w, size_t w_row_bytes, const voi
                           size_t n) {
     static_assert(kPanelRows == 2 * kQ4_0X8Rows, "a panel is two groups");
     const size_t n_blocks = n / kQK32;
-    decode_panel_in_passes(y, static_cast<const uint8_t*>(w), w_row_bytes, n_blocks,
-                           [&](float* y_pass, const uint8_t* group, const uint8_t* prefetch, size_t prefetch_step) {
-                               q4_0_x8_group_decode<kL1>(y_pass, group, x, act, n_blocks, prefetch, prefetch_step);
-                           });
+    decode_groups_in_passes<kL1>(
+        y, static_cast<const uint8_t*>(w), w_row_bytes, n_blocks,
+        [&](float* y_pass, const uint8_t* group, const uint8_t* prefetch, size_t prefetch_step) {
+            q4_0_x8_group_decode<kL1>(y_pass, group, x, act, n_blocks, prefetch, prefetch_step);
+        });
 }
 
 // Prefill: the panel's 16 rows as GGUF blocks again, 16 blocks at a time on the stack (4.5 KiB; see

@@ -189,19 +189,40 @@ inline void prefetch_bytes(const uint8_t* p, size_t bytes) {
 }
 
 // One token times a panel of kPanelRows rows, in passes of kDecodeRows rows over its n_steps block
-// steps: pass(y, first row, prefetch, prefetch_step). The rows are 8 interleaved streams, which the
-// hardware prefetcher does not follow well from memory, so each step of a pass prefetches
-// prefetch_step bytes of the next panel from `prefetch` on: over all the passes' steps, the next
-// panel once, as one sequential stream when the rows are contiguous.
+// steps: pass(y, first row, prefetch, prefetch_step). Each step of a pass prefetches prefetch_step
+// bytes from `ahead` bytes past the panel's start on: over all the passes' steps, `ahead` bytes
+// ahead of the reads when the panel is one sequential run read in order (the _X8 layouts).
 template <class Pass>
-void decode_panel_in_passes(float* y, const uint8_t* rows, size_t w_row_bytes, size_t n_steps, Pass pass) {
+void decode_passes_prefetching(float* y, const uint8_t* rows, size_t w_row_bytes, size_t n_steps, size_t ahead,
+                               Pass pass) {
     const size_t steps = (kPanelRows / kDecodeRows) * n_steps;
     const size_t prefetch_step = ((kPanelRows * w_row_bytes + steps - 1) / steps + 63) / 64 * 64;
-    const uint8_t* next_panel = rows + kPanelRows * w_row_bytes;
     for (size_t h = 0; h < kPanelRows / kDecodeRows; ++h) {
-        pass(y + kDecodeRows * h, rows + kDecodeRows * h * w_row_bytes, next_panel + h * n_steps * prefetch_step,
+        pass(y + kDecodeRows * h, rows + kDecodeRows * h * w_row_bytes, rows + ahead + h * n_steps * prefetch_step,
              prefetch_step);
     }
+}
+
+// GGUF rows: the passes read them as 8 interleaved streams, which the hardware prefetcher does not
+// follow well from memory, so the steps prefetch the next panel, once, as one sequential stream.
+template <class Pass>
+void decode_panel_in_passes(float* y, const uint8_t* rows, size_t w_row_bytes, size_t n_steps, Pass pass) {
+    decode_passes_prefetching(y, rows, w_row_bytes, n_steps, kPanelRows * w_row_bytes, pass);
+}
+
+// The _X8 layouts (a panel is two groups, each one sequential run read in order): into L1, a fixed
+// kGroupsPrefetchAheadL1 ahead of the reads, not a whole panel. A panel of wide rows is larger than
+// L1 (Q4_K_X8 rows of 8960: 80 KiB, L1 48 KiB on Zen 5), and its lines left L1 before they were
+// read. `matmul_bench --vs-read`, Zen 5, one thread, 8960 x 1536 from memory, product / plain read:
+// Q4_K_X8 0.93 a panel ahead, 0.97-0.98 at 8-12 KiB, 0.97 at 16, 0.93-0.94 at 24; Q6_K_X8 0.92 ->
+// 0.95 at 16 KiB (session 23). Into L2 (CPUs where that hint is faster) a panel ahead, as before.
+constexpr size_t kGroupsPrefetchAheadL1 = 12 * 1024;
+
+template <bool kIntoL1, class Pass>
+void decode_groups_in_passes(float* y, const uint8_t* groups, size_t w_row_bytes, size_t n_steps, Pass pass) {
+    const size_t panel_bytes = kPanelRows * w_row_bytes;
+    const size_t ahead = kIntoL1 ? std::min(panel_bytes, kGroupsPrefetchAheadL1) : panel_bytes;
+    decode_passes_prefetching(y, groups, w_row_bytes, n_steps, ahead, pass);
 }
 
 // (Q4_K, Q5_K, Q6_K: avx2_k_panels.inl, for the AVX2 and AVX-512 tables)

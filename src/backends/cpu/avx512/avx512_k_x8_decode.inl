@@ -99,11 +99,12 @@ void q6_k_x8_panel_decode_zmm(float* y, const void* w, size_t w_row_bytes, const
                               size_t n) {
     static_assert(kPanelRows == 2 * kQ6KX8Rows && kDecodeRows == kQ6KX8Rows, "a panel is two groups");
     const size_t n_sb = n / kQKK;
-    decode_panel_in_passes(y, static_cast<const uint8_t*>(w), w_row_bytes, n_sb,
-                           [&](float* y_pass, const uint8_t* group, const uint8_t* prefetch, size_t prefetch_step) {
-                               q6_k_x8_group_decode_zmm<kL1>(y_pass, group, static_cast<const BlockQ8_K*>(x), n_sb,
-                                                             prefetch, prefetch_step);
-                           });
+    decode_groups_in_passes<kL1>(
+        y, static_cast<const uint8_t*>(w), w_row_bytes, n_sb,
+        [&](float* y_pass, const uint8_t* group, const uint8_t* prefetch, size_t prefetch_step) {
+            q6_k_x8_group_decode_zmm<kL1>(y_pass, group, static_cast<const BlockQ8_K*>(x), n_sb, prefetch,
+                                          prefetch_step);
+        });
 }
 
 // Replaces the AVX2 table's one-token decode of the repacked K layouts (its packers stay).
