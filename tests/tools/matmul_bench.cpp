@@ -11,12 +11,12 @@
 // cycles the calls through that many copies of the weights, so a model's shapes (e.g. 1536 x 8960,
 // 7.7 MB of Q4_K) can be timed from memory as a model's decode reads them (e.g. 16 copies: 123 MB).
 //
-// --vs-read (anywhere on the line) alternates one plain read of all copies (the loop of `cactus
-// bench --membw`) with one matmul over all copies, for SECONDS, on the same pool and memory, and
-// prints the median GB/s of each and the median ratio of adjacent pairs: how close the product
-// streams to what this machine reads at that moment. On a host whose bandwidth moves between
-// levels within seconds, the pair ratio stays put where separate runs do not (session 23: Q4_K_X8
-// 1536 x 8960 x 32 copies, AVX2 table, 0.99-1.00 at 1 thread, 0.88-0.89 at 2).
+// --vs-read (anywhere on the line) alternates one plain read of all copies (cactus::sum_words,
+// the loop of `cactus bench --membw`) with one matmul over all copies, for SECONDS, on the same
+// pool and memory, and prints the median GB/s of each and the median ratio of adjacent pairs: how
+// close the product streams to what this machine reads at that moment. On a host whose bandwidth
+// moves between levels within seconds, the pair ratio stays put where separate runs do not
+// (session 23: Q4_K_X8 1536 x 8960 x 32 copies, AVX2 table, 0.99-1.02 at 1 thread, 0.88-0.89 at 2).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -108,22 +108,6 @@ double time_matmul(const std::deque<WeightMemory>& copies, DType type, size_t n_
     return elapsed / static_cast<double>(calls);
 }
 
-// Sums n 64-bit words with independent accumulators, prefetching 32 KiB ahead: the read loop of
-// `cactus bench --membw` (tools/cli/cli_bench.cpp).
-uint64_t sum_words(const uint64_t* words, size_t n) {
-    constexpr size_t kAheadWords = 32768 / sizeof(uint64_t);
-    uint64_t acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __builtin_prefetch(words + i + kAheadWords);
-        for (int k = 0; k < 8; ++k) acc[k] += words[i + k];
-    }
-    for (; i < n; ++i) acc[0] += words[i];
-    uint64_t total = 0;
-    for (uint64_t a : acc) total += a;
-    return total;
-}
-
 double median_of(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -144,7 +128,8 @@ VsRead time_vs_read(const std::deque<WeightMemory>& copies, size_t weight_bytes,
     const auto read_all = [&] {
         for (const WeightMemory& w : copies) {
             const uint64_t* words = reinterpret_cast<const uint64_t*>(w.data());
-            pool.parallel_for(n_words, [&](size_t b, size_t e) { sink.fetch_add(sum_words(words + b, e - b)); });
+            pool.parallel_for(n_words,
+                              [&](size_t b, size_t e) { sink.fetch_add(cactus::sum_words(words + b, e - b)); });
         }
     };
     const auto matmul_all = [&] {

@@ -404,23 +404,6 @@ struct BandwidthResult {
     Summary read_gbs, copy_gbs;
 };
 
-// Sums a slice of 64-bit words with independent accumulators so loads, not adds, limit the speed,
-// prefetching 32 KiB ahead as the decode kernels prefetch their next rows (on the machine of
-// docs/PERFORMANCE.md one thread reads 31 GB/s without, 37 GB/s with; 1, 2, 8, 16 KiB: 28 to 36).
-uint64_t sum_words(const uint64_t* words, size_t n) {
-    constexpr size_t kAheadWords = 32768 / sizeof(uint64_t);
-    uint64_t acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __builtin_prefetch(words + i + kAheadWords);  // one cache line per 8 words; never faults
-        for (int k = 0; k < 8; ++k) acc[k] += words[i + k];
-    }
-    for (; i < n; ++i) acc[0] += words[i];
-    uint64_t total = 0;
-    for (uint64_t a : acc) total += a;
-    return total;
-}
-
 // Runs fn(begin, end) over [0, n_words) split across the pool; returns the seconds it took.
 template <typename Fn>
 double timed_parallel(ThreadPool& pool, size_t n_words, const Fn& fn) {

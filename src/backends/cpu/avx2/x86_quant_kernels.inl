@@ -215,7 +215,7 @@ void decode_panel_in_passes(float* y, const uint8_t* rows, size_t w_row_bytes, s
 // L1 (Q4_K_X8 rows of 8960: 80 KiB, L1 48 KiB on Zen 5), and its lines left L1 before they were
 // read. `matmul_bench --vs-read`, Zen 5, one thread, 8960 x 1536 from memory, product / plain read:
 // Q4_K_X8 0.93 a panel ahead, 0.97-0.98 at 8-12 KiB, 0.97 at 16, 0.93-0.94 at 24; Q6_K_X8 0.92 ->
-// 0.95 at 16 KiB (session 23). Into L2 (CPUs where that hint is faster) a panel ahead, as before.
+// 0.95-0.97 at 12-16 KiB (session 23). Into L2 (CPUs where that hint is faster) a panel ahead.
 constexpr size_t kGroupsPrefetchAheadL1 = 12 * 1024;
 
 template <bool kIntoL1, class Pass>
