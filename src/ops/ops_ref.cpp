@@ -124,6 +124,31 @@ void attention_head_q8_ref(float* out, const float* q, const int8_t* k, size_t k
     for (size_t d = 0; d < head_dim_v; ++d) out[d] = sum > 0.0 ? static_cast<float>(acc[d]) : 0.0f;
 }
 
+void attention_head_f32_ref(float* out, const float* q, const float* k, size_t k_stride, const float* v,
+                            size_t v_stride, const int32_t* row_pos, size_t n_rows, size_t head_dim, size_t head_dim_v,
+                            float scale, const AttentionMask& mask) {
+    std::vector<double> scores(n_rows, 0.0);
+    double max = -INFINITY;
+    for (size_t r = 0; r < n_rows; ++r) {
+        if (!attention_row_visible(mask, row_pos[r])) continue;
+        double dot = 0.0;
+        for (size_t d = 0; d < head_dim; ++d) dot += static_cast<double>(q[d]) * k[r * k_stride + d];
+        scores[r] = dot * scale;
+        max = std::fmax(max, scores[r]);
+    }
+    double sum = 0.0;
+    for (size_t r = 0; r < n_rows; ++r) {
+        if (attention_row_visible(mask, row_pos[r])) sum += std::exp(scores[r] - max);
+    }
+    std::vector<double> acc(head_dim_v, 0.0);
+    for (size_t r = 0; r < n_rows; ++r) {
+        if (!attention_row_visible(mask, row_pos[r])) continue;
+        const double p = std::exp(scores[r] - max) / sum;
+        for (size_t d = 0; d < head_dim_v; ++d) acc[d] += p * v[r * v_stride + d];
+    }
+    for (size_t d = 0; d < head_dim_v; ++d) out[d] = sum > 0.0 ? static_cast<float>(acc[d]) : 0.0f;
+}
+
 float half_to_float_ref(uint16_t h) {
     const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
     const uint32_t exp = (h >> 10) & 0x1fu;

@@ -73,6 +73,12 @@ void attention_head_q8_ref(float* out, const float* q, const int8_t* k, size_t k
                            size_t v_scale_stride, const int32_t* row_pos, size_t n_rows, size_t head_dim,
                            size_t head_dim_v, float scale, const AttentionMask& mask);
 
+// As attention_head_ref with f32 keys and values (kv_cache_type f32): nothing is rounded, the
+// query, the rows and the attention weights stay in f32 (scores and sums in double).
+void attention_head_f32_ref(float* out, const float* q, const float* k, size_t k_stride, const float* v,
+                            size_t v_stride, const int32_t* row_pos, size_t n_rows, size_t head_dim, size_t head_dim_v,
+                            float scale, const AttentionMask& mask);
+
 // LFM2's short causal depthwise convolution over the rows of a batch (tokens of one or several
 // sequences). Per token i: bcx [n, 3 * e] holds (B | C | x); bx [n, e] = B * x (written);
 // y [n, e] = C * sum_{k < L} w[c * L + k] * bx(token i - (L - 1) + k), w: [e, L] taps (tap L - 1
