@@ -1,5 +1,5 @@
 """One-off cross-check of LFM2-VL's image path against Hugging Face transformers (outside CI: needs
-the torch venv of scripts/check_lfm2_transformers.sh plus torchvision and Pillow, which transformers'
+the torch venv of scripts/check_transformers.sh plus torchvision and Pillow, which transformers'
 Lfm2VlImageProcessor uses).
 
 Chain: a random-init Lfm2VlForConditionalGeneration from a small config (SigLIP2 NaFlex 3 x 128:

@@ -1,5 +1,5 @@
 """One-off cross-check of SmolVLM's (idefics3) image path against Hugging Face transformers (outside CI:
-needs the torch venv of scripts/check_lfm2_transformers.sh plus torchvision and Pillow, which
+needs the torch venv of scripts/check_transformers.sh plus torchvision and Pillow, which
 transformers' Idefics3ImageProcessor and Idefics3ImageProcessorPil use).
 
 Chain: a random-init Idefics3ForConditionalGeneration from a small config (SigLIP 3 x 128 at the

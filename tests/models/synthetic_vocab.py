@@ -1,5 +1,5 @@
 """The vocabulary of the synthetic qwen3 files (tests/models/test_qwen3_synthetic.py and
-scripts/check_qwen3_transformers.py): no dependency beyond the standard library."""
+scripts/check_transformers.py): no dependency beyond the standard library."""
 
 
 def byte_vocab():
