@@ -1,4 +1,4 @@
-// GPT-2 byte-level BPE (tokenizer.ggml.model = "gpt2").
+// BPE (tokenizer.ggml.model = "gpt2", and "gemma4": SentencePiece-style BPE on raw UTF-8).
 #include <algorithm>
 #include <queue>
 
@@ -11,7 +11,7 @@ namespace cactus {
 namespace {
 
 // Unambiguous key of a merge pair, even for token texts that contain spaces.
-std::string merge_key(const std::string& left, const std::string& right) {
+std::string merge_key(std::string_view left, std::string_view right) {
     std::string key;
     key.reserve(left.size() + right.size() + 4);
     key += left;
@@ -21,13 +21,7 @@ std::string merge_key(const std::string& left, const std::string& right) {
     return key;
 }
 
-TokenizerSpec with_pre_defaults(const TokenizerSpec& spec, const PreTokenizerConfig& config) {
-    TokenizerSpec out = spec;
-    if (!out.add_bos) out.add_bos = config.add_bos;
-    if (!out.add_eos) out.add_eos = false;
-    out.add_space_prefix = false;  // llama.cpp: byte-level BPE never adds a prefix space
-    return out;
-}
+BosPolicy bos_policy(const PreTokenizerConfig& config) { return BosPolicy{config.add_bos, config.force_add_bos}; }
 
 // Text re-encoded from llama.cpp's lenient decoding, with code points PCRE2 cannot take
 // (surrogates) replaced by U+FFFD, so that the regexes see valid UTF-8.
@@ -42,11 +36,30 @@ std::string regex_safe_text(const std::string& text) {
     return out;
 }
 
+// SentencePiece-style BPE input: spaces written as U+2581, then the text re-encoded from
+// llama.cpp's lenient decoding (each invalid byte becomes U+FFFD; surrogates stay). Code points
+// above U+10FFFF become U+FFFD; llama.cpp's re-encoding throws there.
+std::string escaped_text(const std::string& text, bool escape_whitespaces) {
+    std::string out;
+    out.reserve(text.size() + text.size() / 4);
+    size_t offset = 0;
+    while (offset < text.size()) {
+        if (escape_whitespaces && text[offset] == ' ') {
+            out += kEscapedSpace;
+            ++offset;
+            continue;
+        }
+        utf8::append(out, utf8::decode_one(text, offset));
+    }
+    return out;
+}
+
 struct Symbol {
     int prev;
     int next;
     size_t offset;  // into the word
     size_t n;       // bytes; 0 once merged into the left neighbour
+    int32_t id;     // the token these bytes are, or -1
 };
 
 struct Bigram {
@@ -65,89 +78,129 @@ struct BigramOrder {  // lowest rank first, then leftmost (as llama.cpp)
 
 }  // namespace
 
-BpeTokenizer::BpeTokenizer(const TokenizerSpec& spec)
-    : VocabTokenizer(with_pre_defaults(spec, pre_tokenizer_config(spec.pre)), VocabKind::Bpe),
-      config_(pre_tokenizer_config(spec.pre)),
+BpeTokenizer::BpeTokenizer(const TokenizerSpec& spec, VocabKind kind, const std::string& pre)
+    : VocabTokenizer(spec, kind, bos_policy(pre_tokenizer_config(pre))),
+      config_(pre_tokenizer_config(pre)),
       pre_tokenizer_(config_.regexes) {
     decode_cleans_spaces_ = config_.clean_spaces;
+    // llama.cpp: BPE never adds a prefix space; the flag, when the file sets it, only makes
+    // detokenization drop the first piece's leading space.
+    decode_strips_prefix_space_ = vocab_.add_space_prefix;
     if (spec.merges.empty()) fail("BpeTokenizer: tokenizer.ggml.merges is missing or empty");
-    ranks_.reserve(spec.merges.size());
-    for (size_t i = 0; i < spec.merges.size(); ++i) {
-        const std::string& merge = spec.merges[i];
-        const size_t space = merge.size() > 1 ? merge.find(' ', 1) : std::string::npos;
-        std::string left, right;
-        if (space != std::string::npos) {
-            left = merge.substr(0, space);
-            right = merge.substr(space + 1);
-        }
-        ranks_.emplace(merge_key(left, right), static_cast<int>(i));  // first rank wins
+    read_merges(spec.merges);
+    static const char* hex = "0123456789ABCDEF";
+    for (int b = 0; b < 256; ++b) {
+        const std::string name = config_.byte_encode ? std::string(1, static_cast<char>(b))
+                                                     : std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">";
+        byte_fallback_[static_cast<size_t>(b)] = vocab_.find(name);
     }
 }
 
-int BpeTokenizer::rank(const std::string& left, const std::string& right) const {
-    const auto it = ranks_.find(merge_key(left, right));
-    return it == ranks_.end() ? -1 : it->second;
+void BpeTokenizer::read_merges(const std::vector<std::string>& merges) {
+    merges_by_id_.reserve(merges.size());
+    for (size_t i = 0; i < merges.size(); ++i) {
+        const std::string_view merge = merges[i];
+        // "left right", split at the first space after the first byte (as llama.cpp); a merge
+        // without one pairs two empty texts, which no symbol ever is.
+        const size_t space = merge.size() > 1 ? merge.find(' ', 1) : std::string_view::npos;
+        if (space == std::string_view::npos) continue;
+        const std::string_view left = merge.substr(0, space), right = merge.substr(space + 1);
+        const int rank = static_cast<int>(i);
+        const int32_t left_id = vocab_.find(left), right_id = vocab_.find(right);
+        if (left_id >= 0 && right_id >= 0) {
+            merges_by_id_.insert(left_id, right_id, rank);  // first rank wins
+        } else {
+            merges_by_text_.emplace(merge_key(left, right), rank);
+        }
+    }
 }
 
-void BpeTokenizer::encode_text(const std::string& text, bool /*after_special*/, std::vector<int32_t>& out) const {
-    for (const std::string& word : pre_tokenizer_.split(regex_safe_text(text))) {
+int BpeTokenizer::merge_rank(std::string_view left, int32_t left_id, std::string_view right, int32_t right_id) const {
+    if (left_id >= 0 && right_id >= 0) return merges_by_id_.find(left_id, right_id);
+    if (merges_by_text_.empty()) return -1;
+    const auto it = merges_by_text_.find(merge_key(left, right));
+    return it == merges_by_text_.end() ? -1 : it->second;
+}
+
+std::vector<std::string> BpeTokenizer::split_words(const std::string& text) const {
+    if (!config_.byte_encode) return pre_tokenizer_.split(escaped_text(text, config_.escape_whitespaces));
+    std::vector<std::string> words = pre_tokenizer_.split(regex_safe_text(text));
+    for (std::string& word : words) {
         std::string mapped;
         mapped.reserve(word.size() * 2);
         for (const char c : word) mapped += utf8::byte_to_unicode(static_cast<uint8_t>(c));
-        if (config_.ignore_merges) {
-            const int32_t id = vocab_.find(mapped);
+        word = std::move(mapped);
+    }
+    return words;
+}
+
+bool BpeTokenizer::emitted_whole(const std::string& word) const {
+    if (config_.ignore_merges) return true;
+    // gemma4 (llama.cpp PR #21343): a newline run that is a token is that token, although its
+    // merges could build it in another order.
+    return config_.whole_newline_runs && word.find_first_not_of('\n') == std::string::npos;
+}
+
+void BpeTokenizer::encode_text(const std::string& text, bool /*after_special*/, std::vector<int32_t>& out) const {
+    for (const std::string& word : split_words(text)) {
+        if (emitted_whole(word)) {
+            const int32_t id = vocab_.find(word);
             if (id >= 0) {
                 out.push_back(id);
                 continue;
             }
         }
-        encode_word(mapped, out);
+        encode_word(word, out);
     }
 }
 
 void BpeTokenizer::encode_word(const std::string& word, std::vector<int32_t>& out) const {
+    const std::string_view text(word);
     std::vector<Symbol> symbols;
+    symbols.reserve(word.size());
     for (size_t offset = 0; offset < word.size();) {
         const size_t n = std::min(word.size() - offset, utf8::sequence_length(static_cast<uint8_t>(word[offset])));
         const int index = static_cast<int>(symbols.size());
-        symbols.push_back(Symbol{index - 1, offset + n == word.size() ? -1 : index + 1, offset, n});
+        const int next = offset + n == word.size() ? -1 : index + 1;
+        symbols.push_back(Symbol{index - 1, next, offset, n, vocab_.find(text.substr(offset, n))});
         offset += n;
     }
-    const auto text_of = [&](int i) { return word.substr(symbols[i].offset, symbols[i].n); };
     std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
     const auto add_bigram = [&](int left, int right) {
         if (left < 0 || right < 0) return;
-        const int r = rank(text_of(left), text_of(right));
-        if (r >= 0) queue.push(Bigram{left, right, r, symbols[left].n, symbols[right].n});
+        const Symbol& l = symbols[static_cast<size_t>(left)];
+        const Symbol& r = symbols[static_cast<size_t>(right)];
+        const int rank = merge_rank(text.substr(l.offset, l.n), l.id, text.substr(r.offset, r.n), r.id);
+        if (rank >= 0) queue.push(Bigram{left, right, rank, l.n, r.n});
     };
     for (int i = 1; i < static_cast<int>(symbols.size()); ++i) add_bigram(i - 1, i);
 
     while (!queue.empty()) {
         const Bigram bigram = queue.top();
         queue.pop();
-        Symbol& left = symbols[bigram.left];
-        Symbol& right = symbols[bigram.right];
+        Symbol& left = symbols[static_cast<size_t>(bigram.left)];
+        Symbol& right = symbols[static_cast<size_t>(bigram.right)];
         if (left.n == 0 || right.n == 0 || left.n != bigram.left_n || right.n != bigram.right_n) {
             continue;  // outdated: one side has changed since
         }
         left.n += right.n;
+        left.id = vocab_.find(text.substr(left.offset, left.n));
         right.n = 0;
         left.next = right.next;
-        if (right.next >= 0) symbols[right.next].prev = bigram.left;
+        if (right.next >= 0) symbols[static_cast<size_t>(right.next)].prev = bigram.left;
         add_bigram(left.prev, bigram.left);
         add_bigram(bigram.left, left.next);
     }
 
     for (const Symbol& symbol : symbols) {
         if (symbol.n == 0) continue;
-        const std::string text = word.substr(symbol.offset, symbol.n);
-        const int32_t id = vocab_.find(text);
-        if (id >= 0) {
-            out.push_back(id);
+        if (symbol.id >= 0) {
+            out.push_back(symbol.id);
             continue;
         }
-        for (const char c : text) {  // as llama.cpp: single bytes that are tokens, others dropped
-            const int32_t byte_id = vocab_.find(std::string(1, c));
+        for (size_t i = symbol.offset; i < symbol.offset + symbol.n; ++i) {
+            // as llama.cpp: bytes without a fallback token are dropped
+            const int32_t byte_id = byte_fallback_[static_cast<uint8_t>(word[i])];
             if (byte_id >= 0) out.push_back(byte_id);
         }
     }
@@ -155,6 +208,7 @@ void BpeTokenizer::encode_word(const std::string& word, std::vector<int32_t>& ou
 
 std::string BpeTokenizer::normal_piece(int32_t id) const {
     const std::string& text = vocab_.text(id);
+    if (config_.escape_whitespaces) return unescape_spaces(text);
     std::string bytes;
     size_t offset = 0;
     while (offset < text.size()) {

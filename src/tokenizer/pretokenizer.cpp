@@ -7,6 +7,8 @@
 
 namespace cactus {
 
+const char* const kNewlineRunsRegex = "[^\\n]+|[\\n]+";
+
 namespace {
 
 // llama.cpp's whitespace set (Unicode White_Space), used for \s and \S so that PCRE2's own
@@ -89,6 +91,13 @@ PreTokenizerConfig pre_tokenizer_config(const std::string& name) {
     } else if (name_in(name, {"trillion", "granite-docling"})) {
         config.regexes = {kGpt2Regex};
         config.clean_spaces = false;
+    } else if (name_in(name, {"gemma4", "granite-embed-multi-311m"})) {
+        // Merges run over whole lines, spaces included; runs of newlines are words of their own.
+        config.regexes = {kNewlineRunsRegex};
+        config.byte_encode = false;
+        config.escape_whitespaces = true;
+        config.whole_newline_runs = true;
+        config.force_add_bos = true;  // llama.cpp PR #21500: files converted with add_bos false
     } else {
         fail("pre_tokenizer_config: unknown pre-tokenizer '%s'", name.c_str());
     }
@@ -96,7 +105,7 @@ PreTokenizerConfig pre_tokenizer_config(const std::string& name) {
 }
 
 struct PreTokenizer::Compiled {
-    pcre2_code* code = nullptr;
+    pcre2_code* code = nullptr;  // null: kNewlineRunsRegex, split by hand
     ~Compiled() {
         if (code) pcre2_code_free(code);
     }
@@ -117,6 +126,10 @@ struct MatchData {
 
 PreTokenizer::PreTokenizer(const std::vector<std::string>& regexes) {
     for (const std::string& regex : regexes) {
+        if (regex == kNewlineRunsRegex) {
+            compiled_.push_back(std::make_unique<Compiled>());
+            continue;
+        }
         const std::string expanded = expand_whitespace(regex);
         auto compiled = std::make_unique<Compiled>();
         int error_code = 0;
@@ -163,6 +176,17 @@ void split_piece(const pcre2_code* code, pcre2_match_data* match, const std::str
     if (gap_start < length) ends.push_back(end);
 }
 
+// kNewlineRunsRegex on text[begin, end): '\n' is never part of a longer UTF-8 sequence, so bytes
+// can be compared whatever the rest of the text holds.
+void split_newline_runs(const std::string& text, size_t begin, size_t end, std::vector<size_t>& ends) {
+    size_t i = begin;
+    while (i < end) {
+        const bool newline = text[i] == '\n';
+        while (i < end && (text[i] == '\n') == newline) ++i;
+        ends.push_back(i);
+    }
+}
+
 }  // namespace
 
 std::vector<std::string> PreTokenizer::split(const std::string& text) const {
@@ -170,10 +194,15 @@ std::vector<std::string> PreTokenizer::split(const std::string& text) const {
     for (const auto& compiled : compiled_) {
         std::vector<size_t> next;
         next.reserve(ends.size() * 2);
-        MatchData match(compiled->code);
+        std::unique_ptr<MatchData> match;
+        if (compiled->code) match = std::make_unique<MatchData>(compiled->code);
         size_t begin = 0;
         for (const size_t end : ends) {
-            split_piece(compiled->code, match.data, text, begin, end, next);
+            if (match) {
+                split_piece(compiled->code, match->data, text, begin, end, next);
+            } else {
+                split_newline_runs(text, begin, end, next);
+            }
             begin = end;
         }
         ends = std::move(next);

@@ -10,8 +10,6 @@ namespace cactus {
 
 namespace {
 
-const char* kEscapedSpace = "\xe2\x96\x81";  // U+2581
-
 struct Symbol {
     int prev;
     int next;
@@ -115,19 +113,6 @@ void SpmTokenizer::encode_escaped(const std::string& text, std::vector<int32_t>&
     }
 }
 
-std::string SpmTokenizer::normal_piece(int32_t id) const {
-    const std::string& text = vocab_.text(id);
-    std::string piece;
-    piece.reserve(text.size());
-    for (size_t i = 0; i < text.size();) {
-        if (text.compare(i, 3, kEscapedSpace) == 0) {
-            piece.push_back(' ');
-            i += 3;
-        } else {
-            piece.push_back(text[i++]);
-        }
-    }
-    return piece;
-}
+std::string SpmTokenizer::normal_piece(int32_t id) const { return unescape_spaces(vocab_.text(id)); }
 
 }  // namespace cactus

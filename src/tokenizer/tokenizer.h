@@ -1,6 +1,7 @@
 #pragma once
 // Text <-> token ids, built from GGUF metadata (tokenizer.ggml.*): GPT-2 byte-level BPE with the
-// pre-tokenizer that tokenizer.ggml.pre names, and SentencePiece BPE with byte fallback.
+// pre-tokenizer that tokenizer.ggml.pre names, SentencePiece BPE with byte fallback, and gemma4's
+// SentencePiece-style BPE (ranked merges over raw UTF-8, spaces as U+2581, <0xXX> byte fallback).
 #include <cstdint>
 #include <memory>
 #include <string>

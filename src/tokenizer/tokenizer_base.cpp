@@ -8,7 +8,22 @@
 
 namespace cactus {
 
-VocabTokenizer::VocabTokenizer(const TokenizerSpec& spec, VocabKind kind) : vocab_(spec, kind) {
+std::string unescape_spaces(const std::string& text) {
+    std::string piece;
+    piece.reserve(text.size());
+    for (size_t i = 0; i < text.size();) {
+        if (text.compare(i, 3, kEscapedSpace) == 0) {
+            piece.push_back(' ');
+            i += 3;
+        } else {
+            piece.push_back(text[i++]);
+        }
+    }
+    return piece;
+}
+
+VocabTokenizer::VocabTokenizer(const TokenizerSpec& spec, VocabKind kind, BosPolicy bos_policy)
+    : vocab_(spec, kind, bos_policy) {
     bos_id_ = vocab_.bos;
     eos_id_ = vocab_.eos;
     eot_id_ = vocab_.eot;
@@ -124,9 +139,12 @@ bool Tokenizer::is_end_of_generation(int32_t id) const {
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::from_spec(const TokenizerSpec& spec) {
-    if (spec.model == "gpt2") return std::make_unique<BpeTokenizer>(spec);
+    if (spec.model == "gpt2") return std::make_unique<BpeTokenizer>(spec, VocabKind::Bpe, spec.pre);
     if (spec.model == "llama") return std::make_unique<SpmTokenizer>(spec);
-    fail("Tokenizer::from_spec: unsupported tokenizer.ggml.model '%s' (expected gpt2 or llama)", spec.model.c_str());
+    // llama.cpp ignores the file's pre-tokenizer name for gemma4
+    if (spec.model == "gemma4") return std::make_unique<BpeTokenizer>(spec, VocabKind::Gemma4, "gemma4");
+    fail("Tokenizer::from_spec: unsupported tokenizer.ggml.model '%s' (expected gpt2, llama or gemma4)",
+         spec.model.c_str());
 }
 
 }  // namespace cactus

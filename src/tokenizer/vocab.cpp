@@ -81,9 +81,9 @@ const std::initializer_list<const char*> kEndOfTurnTexts = {
 
 }  // namespace
 
-Vocab::Vocab(const TokenizerSpec& spec, VocabKind kind) {
+Vocab::Vocab(const TokenizerSpec& spec, VocabKind kind, BosPolicy bos_policy) {
     read_tokens(spec);
-    read_special_ids(spec, kind);
+    read_special_ids(spec, kind, bos_policy);
     detect_special_tokens_by_text();
     collect_end_of_generation();
     build_special_matcher();
@@ -107,26 +107,22 @@ void Vocab::read_tokens(const TokenizerSpec& spec) {
         if (!spec.scores.empty()) scores_[i] = spec.scores[i];
         if (!spec.token_types.empty()) attrs_[i] = attr_from_type(spec.token_types[i]);
     }
-    text_to_id_.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-        const auto inserted = text_to_id_.emplace(std::string_view(texts_[i]), static_cast<int32_t>(i));
-        if (!inserted.second) {
-            fail("Vocab: duplicate token '%s' (ids %d and %zu)", texts_[i].c_str(), inserted.first->second, i);
-        }
+    const int32_t duplicate = text_to_id_.build(texts_);
+    if (duplicate >= 0) {
+        fail("Vocab: duplicate token '%s' (ids %d and %d)", texts_[static_cast<size_t>(duplicate)].c_str(),
+             text_to_id_.first_of(duplicate), duplicate);
     }
 }
 
-int32_t Vocab::find(std::string_view text) const {
-    const auto it = text_to_id_.find(text);
-    return it == text_to_id_.end() ? -1 : it->second;
-}
+int32_t Vocab::find(std::string_view text) const { return text_to_id_.find(text); }
 
-void Vocab::read_special_ids(const TokenizerSpec& spec, VocabKind kind) {
+void Vocab::read_special_ids(const TokenizerSpec& spec, VocabKind kind, BosPolicy bos_policy) {
     if (kind == VocabKind::Spm) {
         bos = 1, eos = 2, unk = 0;
         add_space_prefix = true, add_bos = true;
     } else {
-        bos = 11, eos = 11;
+        if (kind == VocabKind::Bpe) bos = 11, eos = 11;
+        add_bos = bos_policy.add_by_default;
     }
     const auto set_id = [&](int32_t& id, const std::optional<int64_t>& value) {
         if (id >= 0 && !valid(id)) id = -1;  // a default outside the vocabulary
@@ -145,6 +141,7 @@ void Vocab::read_special_ids(const TokenizerSpec& spec, VocabKind kind) {
     if (spec.add_eos) add_eos = *spec.add_eos;
     if (spec.add_sep) add_sep = *spec.add_sep;
     if (spec.add_space_prefix) add_space_prefix = *spec.add_space_prefix;
+    if (bos_policy.always) add_bos = true;
     if (add_bos && bos < 0) fail("Vocab: add_bos_token is true, but the model has no BOS token");
     if (add_eos && eos < 0) fail("Vocab: add_eos_token is true, but the model has no EOS token");
 }

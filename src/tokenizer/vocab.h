@@ -7,8 +7,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
+
+#include "tokenizer/flat_index.h"
 
 namespace cactus {
 
@@ -36,12 +37,12 @@ enum TokenAttr : uint32_t {
 
 // Everything a tokenizer is built from: the tokenizer.ggml.* metadata.
 struct TokenizerSpec {
-    std::string model;  // "gpt2" (byte-level BPE) or "llama" (SentencePiece BPE)
-    std::string pre;    // pre-tokenizer name (gpt2 only); empty means "default"
+    std::string model;  // "gpt2" (byte-level BPE), "llama" (SentencePiece BPE) or "gemma4"
+    std::string pre;    // pre-tokenizer name (gpt2 only; gemma4 always uses "gemma4"); empty: "default"
     std::vector<std::string> tokens;
     std::vector<float> scores;         // empty: all 0
     std::vector<int32_t> token_types;  // empty: all Normal
-    std::vector<std::string> merges;   // "left right", rank = index (gpt2 only)
+    std::vector<std::string> merges;   // "left right", rank = index (gpt2 and gemma4)
 
     // Special ids; unset means the model's default. Out-of-range ids are ignored (as llama.cpp).
     std::optional<int64_t> bos_id, eos_id, eot_id, eom_id, unk_id, sep_id, pad_id, mask_id;
@@ -56,13 +57,22 @@ struct TextFragment {
     size_t length = 0;
 };
 
-enum class VocabKind { Bpe, Spm };
+// Which defaults apply to special ids the metadata leaves out (llama.cpp's per-model defaults):
+// Bpe (gpt2) BOS = EOS = 11, Spm (llama) BOS 1, EOS 2, UNK 0, and Gemma4 (a BPE model) none.
+enum class VocabKind { Bpe, Spm, Gemma4 };
+
+// When BOS is added, where a BPE pre-tokenizer decides it (llama.cpp sets it per
+// tokenizer.ggml.pre): the default when add_bos_token is absent, and whether to add it always.
+struct BosPolicy {
+    bool add_by_default = false;
+    bool always = false;
+};
 
 class Vocab {
 public:
     // Reads the token list and special ids; throws cactus::Error on inconsistent metadata.
-    Vocab(const TokenizerSpec& spec, VocabKind kind);
-    // text_to_id_ holds views into texts_, so a Vocab never moves.
+    Vocab(const TokenizerSpec& spec, VocabKind kind, BosPolicy bos_policy = {});
+    // text_to_id_ points into texts_, so a Vocab never moves.
     Vocab(const Vocab&) = delete;
     Vocab& operator=(const Vocab&) = delete;
 
@@ -85,7 +95,7 @@ public:
 
 private:
     void read_tokens(const TokenizerSpec& spec);
-    void read_special_ids(const TokenizerSpec& spec, VocabKind kind);
+    void read_special_ids(const TokenizerSpec& spec, VocabKind kind, BosPolicy bos_policy);
     void detect_special_tokens_by_text();
     void collect_end_of_generation();
     void build_special_matcher();
@@ -96,7 +106,7 @@ private:
     std::vector<std::string> texts_;
     std::vector<float> scores_;
     std::vector<uint32_t> attrs_;
-    std::unordered_map<std::string_view, int32_t> text_to_id_;  // views into texts_
+    TextIndex text_to_id_;  // over texts_
     std::vector<int32_t> eog_;
 
     // Special tokens in llama.cpp's priority order (longest text first) and a byte trie over them.

@@ -1,12 +1,15 @@
-// Probe for tests/tokenizer/test_tokenizer_oracle.py.
-//   tokenize_probe MODEL.gguf CORPUS.jsonl OUT.jsonl
+// Probe for tests/tokenizer/test_tokenizer_oracle.py and test_tokenizer_gemma4.py.
+//   tokenize_probe MODEL.gguf CORPUS.jsonl OUT.jsonl [PIECES.txt]
 // CORPUS: one JSON object a line, {"text": "..."} or {"hex": "..."} (raw bytes).
 // OUT: one line each, {"special": ids of encode(add_special, parse_special),
 //                      "plain": ids of encode(no add_special, no parse_special),
 //                      "decoded": hex of decode(special ids), "decoded_special": the same with
 //                      control tokens rendered, "streamed": hex of the streaming detokenizer's
 //                      output for the special ids, "plain_decoded": hex of decode(plain ids)}
-// and a final line {"summary": {...}} with the vocabulary facts and the encode time.
+// and a final line {"summary": {...}} with the vocabulary facts, the load time (GGUF open +
+// tokenizer build) and the encode time.
+// PIECES (optional): one line per token id, "HEX HEX": token_to_piece without and with
+// render_special (an empty piece is written as "-").
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -36,16 +39,31 @@ std::string from_hex(const std::string& hex) {
     return out;
 }
 
+void write_pieces(const cactus::Tokenizer& tokenizer, const char* path) {
+    std::ofstream out(path);
+    if (!out) throw std::runtime_error("cannot open the pieces file");
+    const auto field = [](const std::string& piece) { return piece.empty() ? std::string("-") : to_hex(piece); };
+    for (size_t id = 0; id < tokenizer.vocab_size(); ++id) {
+        const int32_t token = static_cast<int32_t>(id);
+        out << field(tokenizer.token_to_piece(token, false)) << ' ' << field(tokenizer.token_to_piece(token, true))
+            << '\n';
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 4) {
-        std::fprintf(stderr, "usage: %s MODEL.gguf CORPUS.jsonl OUT.jsonl\n", argv[0]);
+    if (argc != 4 && argc != 5) {
+        std::fprintf(stderr, "usage: %s MODEL.gguf CORPUS.jsonl OUT.jsonl [PIECES.txt]\n", argv[0]);
         return 2;
     }
     try {
+        const auto load_start = std::chrono::steady_clock::now();
         const auto file = cactus::GgufFile::open(argv[1]);
         const auto tokenizer = cactus::Tokenizer::from_gguf(*file);
+        const double load_seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+        if (argc == 5) write_pieces(*tokenizer, argv[4]);
         std::ifstream corpus(argv[2]);
         std::ofstream out(argv[3]);
         if (!corpus || !out) throw std::runtime_error("cannot open the corpus or the output file");
@@ -81,6 +99,7 @@ int main(int argc, char** argv) {
             {"texts", n_texts},
             {"tokens", n_tokens},
             {"encode_seconds", encode_seconds},
+            {"load_seconds", load_seconds},
             {"vocab_size", tokenizer->vocab_size()},
             {"bos", tokenizer->bos_id()},
             {"eos", tokenizer->eos_id()},
