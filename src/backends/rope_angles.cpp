@@ -9,7 +9,8 @@ namespace cactus {
 namespace {
 
 bool same_params(const RopeParams& a, const RopeParams& b) {
-    return a.style == b.style && a.n_rot == b.n_rot && a.freq_base == b.freq_base && a.freq_scale == b.freq_scale;
+    return a.style == b.style && a.n_rot == b.n_rot && a.freq_base == b.freq_base && a.freq_scale == b.freq_scale &&
+           a.freq_factors == b.freq_factors;
 }
 
 }  // namespace

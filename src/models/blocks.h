@@ -66,6 +66,10 @@ public:
         be_.kv_store(il, kv, k, v);
         be_.attention_kv(out, il, kv, q, n_head, scale);
     }
+    // The same attention over rows another layer stored in layer il earlier in the step (KV sharing).
+    void attend(const Tensor& out, size_t il, const KvBatch& kv, const Tensor& q, size_t n_head, float scale) const {
+        be_.attention_kv(out, il, kv, q, n_head, scale);
+    }
     // Gated feed-forward: y [n, n_embd] = down(act(gate x) * up x); gate_buf, up_buf: [n, n_ff].
     void ffn(const Tensor& y, const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, Activation act,
              const Tensor& gate_buf, const Tensor& up_buf) const {

@@ -14,11 +14,33 @@ namespace {
 constexpr size_t kMaxSequences = 256;
 // Rows of logits the output head computes at once (all-logits requests go in groups of these).
 constexpr size_t kLogitRowsMin = 16;
+constexpr size_t kNoKvLayer = std::numeric_limits<size_t>::max();
 
 size_t checked_seq(const Batch& b, size_t i, size_t n_seq) {
     const int32_t s = b.seq ? b.seq[i] : 0;
     if (s < 0 || static_cast<size_t>(s) >= n_seq) fail("Model::decode: sequence id %d is not in [0, %zu)", s, n_seq);
     return static_cast<size_t>(s);
+}
+
+// A layer that reads another's keys and values must find rows laid out as its own would be.
+void check_kv_source(const std::vector<LayerSpec>& layers, size_t il) {
+    const AttentionSpec& a = layers[il].attn;
+    const size_t src = a.kv_source;
+    if (src >= il || layers[src].mixer != Mixer::ATTENTION || !layers[src].attn.stores_kv()) {
+        fail(
+            "load model: layer %zu reads the keys and values of layer %zu, which is not an earlier layer that stores "
+            "them",
+            il, src);
+    }
+    const AttentionSpec& s = layers[src].attn;
+    if (s.n_head_kv != a.n_head_kv || s.head_dim_k != a.head_dim_k || s.head_dim_v != a.head_dim_v ||
+        s.window != a.window) {
+        fail(
+            "load model: layer %zu (%zu x %zu/%zu, window %u) cannot read the rows of layer %zu (%zu x %zu/%zu, window "
+            "%u)",
+            il, a.n_head_kv, a.head_dim_k, a.head_dim_v, a.window, src, s.n_head_kv, s.head_dim_k, s.head_dim_v,
+            s.window);
+    }
 }
 
 }  // namespace
@@ -51,11 +73,57 @@ DecoderModel::DecoderModel(const GgufFile& file, const ModelOptions& options, co
 
 DecoderModel::~DecoderModel() = default;
 
-void DecoderModel::init(const std::vector<KvLayerSpec>& layers, const Tensor& output, const Tensor& output_norm,
-                        size_t extra_bytes) {
-    CACTUS_ASSERT(!layers.empty() && layers.size() <= hp_.n_layer);
+void DecoderModel::load_layers(const std::vector<LayerSpec>& specs) {
+    CACTUS_ASSERT(specs.size() == hp_.n_layer && layers_.empty());
+    layers_ = specs;
+    attention_.resize(specs.size());
+    ffn_.resize(specs.size());
+    kv_layer_.assign(specs.size(), kNoKvLayer);
+    size_t n_kv = 0;
+    for (size_t il = 0; il < specs.size(); ++il) {
+        const LayerSpec& spec = specs[il];
+        if (spec.mixer != Mixer::ATTENTION) last_state_writer_ = il;  // LFM2's conv rows
+        if (spec.mixer == Mixer::ATTENTION) {
+            if (spec.attn.stores_kv()) {
+                kv_layer_[il] = n_kv++;
+                last_state_writer_ = il;
+            } else {
+                check_kv_source(specs, il);
+                kv_layer_[il] = kv_layer_[spec.attn.kv_source];
+            }
+            attention_[il] = load_attention_weights(weights_, il, spec, hp_.n_embd);
+        }
+        ffn_[il] = load_ffn_weights(weights_, il, spec, hp_.n_embd);
+    }
+    if (n_kv == 0) fail("load model: no layer stores keys and values");
+}
+
+void DecoderModel::init(const Tensor& output, const Tensor& output_norm, size_t extra_bytes) {
+    CACTUS_ASSERT(!layers_.empty() && kv_.empty());
     output_ = output;
     output_norm_ = output_norm;
+    // The KV cache holds the layers that store keys and values, in order; the activations are as
+    // wide as the widest layer.
+    std::vector<KvLayerSpec> kv_specs;
+    ActivationDims dims;
+    for (const LayerSpec& l : layers_) {
+        dims.n_ff = std::max(dims.n_ff, l.ffn.n_ff);
+        if (l.mixer != Mixer::ATTENTION) continue;
+        const AttentionSpec& a = l.attn;
+        dims.q_width = std::max(dims.q_width, a.q_width());
+        dims.k_width = std::max(dims.k_width, a.k_width());
+        dims.v_width = std::max(dims.v_width, a.v_width());
+        dims.attn_width = std::max(dims.attn_width, a.out_width());
+        dims.head_group = std::max(dims.head_group, a.n_head / a.n_head_kv);
+        if (!a.stores_kv()) continue;
+        KvLayerSpec spec;
+        spec.k_width = a.k_width();
+        spec.v_width = a.v_width();
+        spec.window = a.window;
+        spec.n_head_kv = a.n_head_kv;
+        spec.rope = a.rope;
+        kv_specs.push_back(spec);
+    }
     KvCacheConfig config;
     config.n_ctx = info_.n_ctx;
     config.max_chunk = n_batch_;
@@ -66,41 +134,27 @@ void DecoderModel::init(const std::vector<KvLayerSpec>& layers, const Tensor& ou
     // Activations, in one buffer: [n_batch, width] each, then ids / positions / logits.
     const size_t b = n_batch_;
     n_logit_rows_ = std::min(b, std::max(kLogitRowsMin, info_.n_seq));
-    const size_t widths[] = {hp_.n_embd,
-                             hp_.n_embd,
-                             hp_.n_embd,
-                             hp_.n_head * hp_.head_dim_k,
-                             hp_.n_head_kv * hp_.head_dim_k,
-                             hp_.n_head_kv * hp_.head_dim_v,
-                             hp_.n_head * hp_.head_dim_v,
-                             hp_.n_ff,
-                             hp_.n_ff};
+    const size_t widths[] = {hp_.n_embd,   hp_.n_embd,      hp_.n_embd, dims.q_width, dims.k_width,
+                             dims.v_width, dims.attn_width, dims.n_ff,  dims.n_ff};
     size_t floats = 0;
     for (size_t w : widths) floats += w * b;
     const size_t bytes = floats * sizeof(float) + 3 * b * sizeof(int32_t) + n_logit_rows_ * hp_.n_vocab * sizeof(float);
     // Every weight is checked by now (the architecture calls init() last), so these sizes are backed
     // by tensors in the file: predict, check against the budget, then allocate (model_budget.h).
-    ActivationDims dims;
     dims.n_batch = b;
     dims.n_embd = hp_.n_embd;
-    dims.q_width = hp_.n_head * hp_.head_dim_k;
-    dims.k_width = hp_.n_head_kv * hp_.head_dim_k;
-    dims.v_width = hp_.n_head_kv * hp_.head_dim_v;
-    dims.attn_width = hp_.n_head * hp_.head_dim_v;
-    dims.n_ff = hp_.n_ff;
     dims.n_vocab = hp_.n_vocab * n_logit_rows_;
     dims.n_threads = static_cast<size_t>(backend_->n_threads());
     dims.scratch_rows = info_.n_ctx + b;
-    dims.head_group = hp_.n_head / hp_.n_head_kv;
     ModelMemoryPlan plan;
-    const size_t kv_one = KvCache::predict_bytes(layers, config);
+    const size_t kv_one = KvCache::predict_bytes(kv_specs, config);
     plan.kv_bytes = kv_one > SIZE_MAX / info_.n_seq ? SIZE_MAX : kv_one * info_.n_seq;
     plan.activation_bytes = predict_activation_bytes(dims);
     plan.activation_bytes =
         extra_bytes > SIZE_MAX - plan.activation_bytes ? SIZE_MAX : plan.activation_bytes + extra_bytes;
     check_memory_budget(plan, info_.n_ctx, hp_.n_ctx_train, memory_budget_);
-    for (size_t s = 0; s < info_.n_seq; ++s) kv_.push_back(std::make_unique<KvCache>(layers, config, storage));
-    for (const KvLayerSpec& spec : layers) ring_layer_.push_back(spec.window != 0);
+    for (size_t s = 0; s < info_.n_seq; ++s) kv_.push_back(std::make_unique<KvCache>(kv_specs, config, storage));
+    for (const KvLayerSpec& spec : kv_specs) ring_layer_.push_back(spec.window != 0);
     act_buffer_ = backend_->alloc(bytes);
     size_t offset = 0;
     auto next = [&](DType type, size_t width, size_t rows) {
@@ -118,6 +172,7 @@ void DecoderModel::init(const std::vector<KvLayerSpec>& layers, const Tensor& ou
     step_cache_.reserve(b);
     step_token_.reserve(b);
     host_i32_.reserve(b);
+    out_rows_.reserve(b);
 }
 
 Activations DecoderModel::act(size_t n) const {
@@ -128,8 +183,8 @@ Activations DecoderModel::act(size_t n) const {
 }
 
 const Tensor& DecoderModel::positions(const Step& step, size_t il) const {
-    CACTUS_ASSERT(il < ring_layer_.size());
-    return ring_layer_[il] ? step.pos_ring : step.pos_full;
+    CACTUS_ASSERT(il < kv_layer_.size() && kv_layer_[il] < ring_layer_.size());
+    return ring_layer_[kv_layer_[il]] ? step.pos_ring : step.pos_full;
 }
 
 size_t DecoderModel::n_past(int seq) const { return kv_cache(seq).n_past(); }
@@ -209,10 +264,20 @@ void DecoderModel::decode(const Batch& b, std::vector<float>* logits) {
     Step step;
     step.n = b.n;
     step.kv = KvBatch{b.n, step_cache_.data(), step_token_.data(), b.group ? span_ends(b) : nullptr};
+    step.tokens = ids_.rows_view(0, b.n);
+    output_rows(b);
+    if (!logits) out_rows_.clear();
     embed(b, act(b.n).x);
+    tap("embd", -1, act(b.n).x);
     upload_positions(step);
-    forward_layers(step);
-    output_head(b, logits);
+    begin_step(step);
+    for (size_t il = 0; il < layers_.size() && step.n > 0; ++il) {
+        forward_layer(step, il);
+        tap("layer_out", static_cast<int>(il), act(step.n).x);
+        if (il == last_state_writer_ && il + 1 < layers_.size() && !recording()) narrow_to_outputs(step);
+    }
+    if (logits) logits->assign(out_rows_.size() * hp_.n_vocab, 0.0f);
+    if (logits && !out_rows_.empty()) output_head(logits);
 }
 
 const size_t* DecoderModel::span_ends(const Batch& b) {
@@ -266,9 +331,9 @@ void DecoderModel::upload_positions(Step& step) {
     }
 }
 
-void DecoderModel::output_head(const Batch& b, std::vector<float>* logits) {
+void DecoderModel::output_rows(const Batch& b) {
     // Rows whose logits are wanted: marked ones, or the last token of each sequence.
-    std::vector<int32_t> rows;
+    out_rows_.clear();
     for (size_t i = 0; i < b.n; ++i) {
         bool wanted = false;
         if (b.logits) {
@@ -277,21 +342,51 @@ void DecoderModel::output_head(const Batch& b, std::vector<float>* logits) {
             wanted = true;
             for (size_t j = i + 1; j < b.n && wanted; ++j) wanted = (b.seq ? b.seq[j] : 0) != (b.seq ? b.seq[i] : 0);
         }
-        if (wanted) rows.push_back(static_cast<int32_t>(i));
+        if (wanted) out_rows_.push_back(static_cast<int32_t>(i));
     }
-    if (logits) logits->assign(rows.size() * hp_.n_vocab, 0.0f);
-    if (rows.empty() || !logits) return;
-    const Activations a = act(b.n);
-    for (size_t done = 0; done < rows.size(); done += n_logit_rows_) {
-        const size_t m = std::min(n_logit_rows_, rows.size() - done);
+}
+
+void DecoderModel::narrow_to_outputs(Step& step) {
+    const size_t m = out_rows_.size();
+    if (m == step.n) return;  // every row is an output row (out_rows_ ascend, so they are 0..n-1)
+    const Activations a = act(step.n);
+    const Tensor ids = ids_.rows_view(0, m);
+    if (m > 0) {
+        // x rows out_rows_ -> rows 0..m-1, through cur (a gather may not write its own table).
+        backend_->upload(ids, out_rows_.data(), m * sizeof(int32_t));
+        backend_->get_rows(a.cur.rows_view(0, m), a.x, ids, 1.0f);
+        backend_->scale(a.x.rows_view(0, m), a.cur.rows_view(0, m), 1.0f);
+    }
+    source_rows_.assign(out_rows_.begin(), out_rows_.end());
+    for (size_t i = 0; i < m; ++i) {
+        const size_t src = static_cast<size_t>(source_rows_[i]);
+        step_cache_[i] = step_cache_[src];
+        step_token_[i] = step_token_[src];
+        if (step.kv.last) step_last_[i] = step_last_[src];
+        out_rows_[i] = static_cast<int32_t>(i);
+    }
+    step.n = m;
+    step.kv.n = m;
+    step.tokens = Tensor();
+    if (m == 0) return;
+    upload_positions(step);
+    narrowed_rows(step, source_rows_);
+}
+
+void DecoderModel::output_head(std::vector<float>* logits) {
+    const Activations a = act(out_rows_.empty() ? 0 : static_cast<size_t>(out_rows_.back()) + 1);
+    for (size_t done = 0; done < out_rows_.size(); done += n_logit_rows_) {
+        const size_t m = std::min(n_logit_rows_, out_rows_.size() - done);
         const Tensor ids = ids_.rows_view(0, m);
         const Tensor gathered = full_.cur.rows_view(0, m);  // [m, n_embd]
         const Tensor out = logits_.rows_view(0, m);         // [m, n_vocab]
-        backend_->upload(ids, rows.data() + done, m * sizeof(int32_t));
+        backend_->upload(ids, out_rows_.data() + done, m * sizeof(int32_t));
         backend_->get_rows(gathered, a.x, ids, 1.0f);
         nn_.rms_norm(gathered, gathered, output_norm_, hp_.rms_eps);
+        tap("result_norm", -1, gathered);
         nn_.linear(out, output_, gathered);
         if (hp_.final_logit_softcap > 0.0f) backend_->softcap(out, out, hp_.final_logit_softcap);
+        tap("logits", -1, out);
         backend_->download(logits->data() + done * hp_.n_vocab, out, m * hp_.n_vocab * sizeof(float));
     }
 }

@@ -29,7 +29,7 @@ std::string dims_string(const std::vector<uint64_t>& dims) {
 }
 
 // attention.head_count_kv: one number, or one per layer (0 = no attention in that layer).
-void read_head_count_kv(const GgufFile& file, const std::string& key, bool zeros_allowed, HParams& hp) {
+void read_head_count_kv(const GgufFile& file, const std::string& key, const HParamsRules& rules, HParams& hp) {
     const GgufValue* v = file.find(key);
     if (!v || v->type != GgufType::ARRAY) {
         hp.n_head_kv = read_dim(file, key, hp.n_head);
@@ -41,29 +41,54 @@ void read_head_count_kv(const GgufFile& file, const std::string& key, bool zeros
     }
     for (size_t il = 0; il < hp.n_layer; ++il) {
         const int64_t h = v->ints[il];
-        if (h < 0 || h > static_cast<int64_t>(kMaxDim) || (h == 0 && !zeros_allowed) ||
-            (h != 0 && hp.n_head_kv != 0 && static_cast<size_t>(h) != hp.n_head_kv)) {
+        if (h < 0 || h > static_cast<int64_t>(kMaxDim) || (h == 0 && !rules.layers_without_attention) ||
+            (h != 0 && hp.n_head_kv != 0 && static_cast<size_t>(h) != hp.n_head_kv && !rules.per_layer_kv_heads)) {
             fail("read_hparams: %s[%zu] = %lld (layers with attention must agree; 0 only in hybrid models)",
                  key.c_str(), il, (long long)h);
         }
-        if (h != 0) hp.n_head_kv = static_cast<size_t>(h);
+        if (h != 0 && hp.n_head % static_cast<size_t>(h) != 0) {
+            fail("read_hparams: head_count %zu is not a multiple of %s[%zu] = %lld", hp.n_head, key.c_str(), il,
+                 (long long)h);
+        }
+        hp.n_head_kv = std::max(hp.n_head_kv, static_cast<size_t>(h));
         hp.layer_n_head_kv.push_back(static_cast<size_t>(h));
     }
     if (hp.n_head_kv == 0) fail("read_hparams: %s has no layer with attention", key.c_str());
 }
 
+// feed_forward_length: one number, or one per layer.
+void read_feed_forward_length(const GgufFile& file, const std::string& key, HParams& hp) {
+    const GgufValue* v = file.find(key);
+    if (!v || v->type != GgufType::ARRAY) {
+        hp.n_ff = read_dim(file, key);
+        hp.layer_n_ff.assign(hp.n_layer, hp.n_ff);
+        return;
+    }
+    if (v->ints.size() != hp.n_layer) {
+        fail("read_hparams: %s has %zu entries for %zu layers", key.c_str(), v->ints.size(), hp.n_layer);
+    }
+    for (size_t il = 0; il < hp.n_layer; ++il) {
+        const int64_t f = v->ints[il];
+        if (f <= 0 || f > static_cast<int64_t>(kMaxDim)) {
+            fail("read_hparams: %s[%zu] = %lld is out of range", key.c_str(), il, (long long)f);
+        }
+        hp.layer_n_ff.push_back(static_cast<size_t>(f));
+        hp.n_ff = std::max(hp.n_ff, static_cast<size_t>(f));
+    }
+}
+
 }  // namespace
 
-HParams read_hparams(const GgufFile& file, const std::string& arch, bool layers_without_attention) {
+HParams read_hparams(const GgufFile& file, const std::string& arch, const HParamsRules& rules) {
     HParams hp;
     hp.arch = arch;
     const std::string p = arch + ".";
     hp.n_layer = read_dim(file, p + "block_count");
     check_layer_count(file, hp.n_layer);  // model_budget.h: no per-layer allocation past the file
     hp.n_embd = read_dim(file, p + "embedding_length");
-    hp.n_ff = read_dim(file, p + "feed_forward_length");
+    read_feed_forward_length(file, p + "feed_forward_length", hp);
     hp.n_head = read_dim(file, p + "attention.head_count");
-    read_head_count_kv(file, p + "attention.head_count_kv", layers_without_attention, hp);
+    read_head_count_kv(file, p + "attention.head_count_kv", rules, hp);
     hp.head_dim_k = read_dim(file, p + "attention.key_length", hp.n_embd / hp.n_head);
     hp.head_dim_v = read_dim(file, p + "attention.value_length", hp.head_dim_k);
     hp.n_rot = read_dim(file, p + "rope.dimension_count", hp.head_dim_k);

@@ -23,23 +23,13 @@ namespace cactus {
 
 namespace {
 
-struct Lfm2Layer {
-    bool conv = false;
-    size_t index = 0;  // kv layer (attention) or conv layer (conv) index
-    Tensor attn_norm;  // [n_embd] (the operator norm)
-    Tensor wq;         // [n_head * head_dim, n_embd]
-    Tensor wk;         // [n_head_kv * head_dim, n_embd]
-    Tensor wv;         // [n_head_kv * head_dim_v, n_embd]
-    Tensor q_norm;     // [head_dim]
-    Tensor k_norm;     // [head_dim]
-    Tensor wo;         // [n_embd, n_head * head_dim_v]
-    Tensor in_proj;    // [3 * n_embd, n_embd] (conv)
-    Tensor conv_taps;  // [n_embd, L] F32 (conv)
-    Tensor out_proj;   // [n_embd, n_embd] (conv)
-    Tensor ffn_norm;   // [n_embd]
-    Tensor ffn_gate;   // [n_ff, n_embd]
-    Tensor ffn_up;     // [n_ff, n_embd]
-    Tensor ffn_down;   // [n_embd, n_ff]
+// A conv layer's own weights (attention layers use the shared blocks' weights).
+struct Lfm2Conv {
+    Tensor norm;       // [n_embd] (the operator norm, attn_norm)
+    Tensor in_proj;    // [3 * n_embd, n_embd]
+    Tensor conv_taps;  // [n_embd, L] F32
+    Tensor out_proj;   // [n_embd, n_embd]
+    size_t index = 0;  // the conv state of the layer
 };
 
 size_t read_l_cache(const GgufFile& file) {
@@ -51,27 +41,16 @@ size_t read_l_cache(const GgufFile& file) {
 class Lfm2Model : public DecoderModel {
 public:
     Lfm2Model(const GgufFile& file, const ModelOptions& options)
-        : DecoderModel(file, options, read_hparams(file, "lfm2", true)), l_cache_(read_l_cache(file)) {
+        : DecoderModel(file, options, read_hparams(file, "lfm2", {true, false})), l_cache_(read_l_cache(file)) {
         if (!file.get_bool("lfm2.attention.causal", true)) {
             fail("load lfm2: lfm2.attention.causal is false (a bidirectional embedding model, not a decoder)");
         }
-        load_layers();
-        const size_t e = hp_.n_embd;
-        rope_ = {RopeStyle::NEOX, hp_.n_rot, hp_.rope_base, hp_.rope_freq_scale};
-        std::vector<KvLayerSpec> specs;
-        for (const Lfm2Layer& l : layers_) {
-            if (l.conv) continue;
-            KvLayerSpec spec;
-            spec.k_width = hp_.n_head_kv * hp_.head_dim_k;
-            spec.v_width = hp_.n_head_kv * hp_.head_dim_v;
-            spec.window = hp_.sliding_window;
-            spec.n_head_kv = hp_.n_head_kv;
-            spec.rope = rope_;
-            specs.push_back(spec);
-        }
+        load_layers(lfm2_layers(hp_));
+        load_conv_layers();
         WeightLoader& w = weights();
         const char* output_name = w.has("output.weight") ? "output.weight" : "token_embd.weight";
-        init(specs, w.matrix(output_name, e, hp_.n_vocab), w.vector("token_embd_norm.weight", e), conv_buffer_bytes());
+        init(w.matrix(output_name, hp_.n_embd, hp_.n_vocab), w.vector("token_embd_norm.weight", hp_.n_embd),
+             conv_buffer_bytes());
         init_conv_state();
     }
 
@@ -90,52 +69,58 @@ public:
     size_t kv_bytes() const override { return DecoderModel::kv_bytes() + conv_bytes_; }
 
 protected:
-    void forward_layers(const Step& step) override {
-        const Activations a = act(step.n);
-        prepare_conv(step);
-        const float scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim_k));
-        for (const Lfm2Layer& l : layers_) {
-            nn().rms_norm(a.cur, a.x, l.attn_norm, hp_.rms_eps);  // [n, n_embd]
-            if (l.conv) {
-                conv_block(a, l, step.n);
-            } else {
-                attention_block(a, l, step, scale);
-            }
-            nn().residual(a.x, a.tmp);
-            nn().rms_norm(a.cur, a.x, l.ffn_norm, hp_.rms_eps);
-            nn().ffn(a.tmp, a.cur, l.ffn_gate, l.ffn_up, l.ffn_down, Activation::SILU, a.gate, a.up);
-            nn().residual(a.x, a.tmp);
+    void begin_step(const Step& step) override { prepare_conv(step); }
+
+    void forward_layer(const Step& step, size_t il) override {
+        if (layer(il).mixer == Mixer::ATTENTION) {
+            transformer_layer(step, il);
+            return;
         }
+        const Activations a = act(step.n);
+        const Lfm2Conv& c = conv_layers_[il];
+        nn().rms_norm(a.cur, a.x, c.norm, hp_.rms_eps);  // [n, n_embd]
+        conv_block(a, c, step.n);
+        tap("attn_out", static_cast<int>(il), a.tmp);
+        nn().residual(a.x, a.tmp);
+        ffn_sublayer(step, il);
     }
 
 private:
-    void load_layers() {
-        const HParams& hp = hp_;
-        const size_t e = hp.n_embd;
-        const size_t dk = hp.head_dim_k;
-        WeightLoader& w = weights();
-        layers_.resize(hp.n_layer);
+    // Attention layers (attention.head_count_kv[il] != 0) as the shared blocks run them; conv
+    // layers share only the feed-forward block.
+    static std::vector<LayerSpec> lfm2_layers(const HParams& hp) {
+        std::vector<LayerSpec> layers(hp.n_layer);
         for (size_t il = 0; il < hp.n_layer; ++il) {
-            Lfm2Layer& l = layers_[il];
-            l.conv = hp.layer_n_head_kv[il] == 0;
-            l.index = l.conv ? n_conv_++ : n_attn_++;
-            l.attn_norm = w.vector(layer_tensor(il, "attn_norm.weight"), e);
-            if (l.conv) {
-                l.in_proj = w.matrix(layer_tensor(il, "shortconv.in_proj.weight"), e, 3 * e);
-                l.conv_taps = w.f32_rows(layer_tensor(il, "shortconv.conv.weight"), l_cache_, e);
-                l.out_proj = w.matrix(layer_tensor(il, "shortconv.out_proj.weight"), e, e);
-            } else {
-                l.wq = w.matrix(layer_tensor(il, "attn_q.weight"), e, hp.n_head * dk);
-                l.wk = w.matrix(layer_tensor(il, "attn_k.weight"), e, hp.n_head_kv * dk);
-                l.wv = w.matrix(layer_tensor(il, "attn_v.weight"), e, hp.n_head_kv * hp.head_dim_v);
-                l.q_norm = w.vector(layer_tensor(il, "attn_q_norm.weight"), dk);
-                l.k_norm = w.vector(layer_tensor(il, "attn_k_norm.weight"), dk);
-                l.wo = w.matrix(layer_tensor(il, "attn_output.weight"), hp.n_head * hp.head_dim_v, e);
+            LayerSpec& l = layers[il];
+            l.ffn = {hp.layer_n_ff[il], Activation::SILU};
+            if (hp.layer_n_head_kv[il] == 0) {
+                l.mixer = Mixer::SHORT_CONV;
+                continue;
             }
-            l.ffn_norm = w.vector(layer_tensor(il, "ffn_norm.weight"), e);
-            l.ffn_gate = w.matrix(layer_tensor(il, "ffn_gate.weight"), e, hp.n_ff);
-            l.ffn_up = w.matrix(layer_tensor(il, "ffn_up.weight"), e, hp.n_ff);
-            l.ffn_down = w.matrix(layer_tensor(il, "ffn_down.weight"), hp.n_ff, e);
+            l.attn.n_head = hp.n_head;
+            l.attn.n_head_kv = hp.n_head_kv;
+            l.attn.head_dim_k = hp.head_dim_k;
+            l.attn.head_dim_v = hp.head_dim_v;
+            l.attn.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
+            l.attn.rope = {RopeStyle::NEOX, hp.n_rot, hp.rope_base, hp.rope_freq_scale};
+            l.attn.window = hp.sliding_window;
+            l.attn.qk_norm = true;
+        }
+        return layers;
+    }
+
+    void load_conv_layers() {
+        const size_t e = hp_.n_embd;
+        WeightLoader& w = weights();
+        conv_layers_.resize(n_layers());
+        for (size_t il = 0; il < n_layers(); ++il) {
+            if (layer(il).mixer != Mixer::SHORT_CONV) continue;
+            Lfm2Conv& c = conv_layers_[il];
+            c.index = n_conv_++;
+            c.norm = w.vector(layer_tensor(il, "attn_norm.weight"), e);
+            c.in_proj = w.matrix(layer_tensor(il, "shortconv.in_proj.weight"), e, 3 * e);
+            c.conv_taps = w.f32_rows(layer_tensor(il, "shortconv.conv.weight"), l_cache_, e);
+            c.out_proj = w.matrix(layer_tensor(il, "shortconv.out_proj.weight"), e, e);
         }
         if (n_conv_ == 0) fail("load lfm2: attention.head_count_kv marks no conv layer (0 entries)");
     }
@@ -257,7 +242,7 @@ private:
     }
 
     // a.cur [n, n_embd] normed input -> a.tmp [n, n_embd]; a.cur is reused for Bx.
-    void conv_block(const Activations& a, const Lfm2Layer& l, size_t n) const {
+    void conv_block(const Activations& a, const Lfm2Conv& l, size_t n) const {
         const Tensor bcx = bcx_.rows_view(0, n);   // [n, 3 * n_embd] = (B | C | x)
         const Tensor y = conv_y_.rows_view(0, n);  // [n, n_embd]
         const Tensor& state = state_[l.index];
@@ -268,33 +253,19 @@ private:
         nn().linear(a.tmp, l.out_proj, y);
     }
 
-    // a.cur [n, n_embd] normed input -> a.tmp [n, n_embd].
-    void attention_block(const Activations& a, const Lfm2Layer& l, const Step& step, float scale) const {
-        // q [n, n_head * head_dim], k [n, n_head_kv * head_dim], v [n, n_head_kv * head_dim_v]
-        nn().linears(a.cur, {{a.q, l.wq}, {a.k, l.wk}, {a.v, l.wv}});
-        nn().head_norm(a.q, hp_.n_head, l.q_norm, hp_.rms_eps);
-        nn().head_norm(a.k, hp_.n_head_kv, l.k_norm, hp_.rms_eps);
-        nn().rope(a.q, hp_.n_head, positions(step, l.index), rope_);
-        nn().rope(a.k, hp_.n_head_kv, positions(step, l.index), rope_);
-        nn().attention(a.attn, l.index, step.kv, a.q, a.k, a.v, hp_.n_head, scale);  // [n, n_head * head_dim_v]
-        nn().linear(a.tmp, l.wo, a.attn);                                            // [n, n_embd]
-    }
-
     const size_t l_cache_;
     size_t n_conv_ = 0;
-    size_t n_attn_ = 0;
-    std::vector<Lfm2Layer> layers_;
-    RopeParams rope_;
-    std::unique_ptr<Buffer> buffer_;  // conv states, then the step buffers below
-    std::vector<Tensor> state_;       // [n_conv] each [n_seq * ring, n_embd] Bx rows
-    Tensor bcx_;                      // [n_batch, 3 * n_embd]
-    Tensor conv_y_;                   // [n_batch, n_embd]
-    Tensor hist_;                     // [n_batch, L - 1] I32 (short_conv_ref's hist)
-    Tensor store_;                    // [n_batch] I32 ring row of each token, -1 = not kept
-    Tensor ckpt_;                     // [n_batch] I32 checkpoint row of each token, -1 = none
-    Tensor restore_;                  // [L - 1, n_embd] rows a truncate copies back into the ring
-    Tensor restore_src_;              // [L - 1] I32
-    Tensor restore_dst_;              // [L - 1] I32
+    std::vector<Lfm2Conv> conv_layers_;  // [n_layer] (conv layers only)
+    std::unique_ptr<Buffer> buffer_;     // conv states, then the step buffers below
+    std::vector<Tensor> state_;          // [n_conv] each [n_seq * ring, n_embd] Bx rows
+    Tensor bcx_;                         // [n_batch, 3 * n_embd]
+    Tensor conv_y_;                      // [n_batch, n_embd]
+    Tensor hist_;                        // [n_batch, L - 1] I32 (short_conv_ref's hist)
+    Tensor store_;                       // [n_batch] I32 ring row of each token, -1 = not kept
+    Tensor ckpt_;                        // [n_batch] I32 checkpoint row of each token, -1 = none
+    Tensor restore_;                     // [L - 1, n_embd] rows a truncate copies back into the ring
+    Tensor restore_src_;                 // [L - 1] I32
+    Tensor restore_dst_;                 // [L - 1] I32
     size_t conv_bytes_ = 0;
     std::vector<ConvState> conv_;         // [n_seq]
     std::vector<const KvCache*> caches_;  // [n_seq] which cache is which sequence

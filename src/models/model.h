@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kv/kv_options.h"
+#include "models/intermediates.h"
 
 namespace cactus {
 
@@ -102,6 +103,12 @@ public:
     // Bytes held by the KV caches (all sequences and layers, as laid out), compactions so far.
     virtual size_t kv_bytes() const = 0;
     virtual size_t kv_compactions() const = 0;
+
+    // Named intermediates (models/intermediates.h), for oracle comparisons: while names are
+    // selected, every step keeps all of its rows and appends the named tensors' rows; an empty
+    // list stops recording. take_intermediates() returns what was recorded and clears it.
+    virtual void record_intermediates(const std::vector<std::string>& names) = 0;
+    virtual Intermediates take_intermediates() = 0;
 };
 
 }  // namespace cactus

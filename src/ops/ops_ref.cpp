@@ -17,14 +17,19 @@ void rms_norm_ref(float* y, const float* x, const float* w, size_t n, float eps)
     for (size_t i = 0; i < n; ++i) y[i] = x[i] * scale * (w ? w[i] : 1.0f);
 }
 
+double rope_theta(const RopeParams& params, int32_t pos, size_t i) {
+    const double inv_freq = std::pow(static_cast<double>(params.freq_base), -2.0 * i / params.n_rot);
+    const double theta = pos * params.freq_scale * inv_freq;
+    return params.freq_factors ? theta / params.freq_factors[i] : theta;
+}
+
 void rope_ref(float* x, size_t n_head, size_t head_dim, int32_t pos, const RopeParams& params) {
     CACTUS_ASSERT(params.n_rot % 2 == 0 && params.n_rot <= head_dim);
     const size_t half = params.n_rot / 2;
     for (size_t h = 0; h < n_head; ++h) {
         float* head = x + h * head_dim;
         for (size_t i = 0; i < half; ++i) {
-            const double inv_freq = std::pow(static_cast<double>(params.freq_base), -2.0 * i / params.n_rot);
-            const double theta = pos * params.freq_scale * inv_freq;
+            const double theta = rope_theta(params, pos, i);
             const float c = static_cast<float>(std::cos(theta));
             const float s = static_cast<float>(std::sin(theta));
             const size_t a = params.style == RopeStyle::NORMAL ? 2 * i : i;

@@ -16,7 +16,15 @@ struct RopeParams {
     size_t n_rot = 0;  // rotated dimensions of each head (even, <= head_dim)
     float freq_base = 10000.0f;
     float freq_scale = 1.0f;  // linear position scaling (1 = none)
+    // [n_rot / 2] divisors of each pair's frequency (GGUF rope_freqs: Llama 3 scaling, Gemma 4's
+    // proportional RoPE, whose 1e30 entries leave a pair unrotated); nullptr = all 1. Not owned:
+    // the model keeps them for its lifetime.
+    const float* freq_factors = nullptr;
 };
+
+// The angle of pair i of a head at position pos: pos * freq_scale * freq_base^(-2i / n_rot) /
+// freq_factors[i], in double (every backend's angles are this function's).
+double rope_theta(const RopeParams& params, int32_t pos, size_t i);
 
 // Which cached rows a query may see: rows whose position is in [q_pos - window + 1, q_pos]
 // (window == 0: every position <= q_pos), plus sink rows (position < sinks, sliding rings with

@@ -57,8 +57,7 @@ void rms_norm_rows(float* y, const float* x, const float* w, size_t n_rows, size
 void rope_cos_sin(float* cs, int32_t pos, const RopeParams& params) {
     const size_t half = params.n_rot / 2;
     for (size_t i = 0; i < half; ++i) {
-        const double inv_freq = std::pow(static_cast<double>(params.freq_base), -2.0 * i / params.n_rot);
-        const double theta = pos * params.freq_scale * inv_freq;
+        const double theta = rope_theta(params, pos, i);
         cs[2 * i] = static_cast<float>(std::cos(theta));
         cs[2 * i + 1] = static_cast<float>(std::sin(theta));
     }

@@ -372,10 +372,23 @@ void CudaBackend::rope(const Tensor& x, size_t n_head, const Tensor& pos, const 
     CACTUS_ASSERT(pos.type == DType::I32 && pos.elements() == n && n_head > 0 && x.width() % n_head == 0);
     const size_t head_dim = x.width() / n_head;
     CACTUS_ASSERT(params.n_rot <= head_dim && params.n_rot % 2 == 0);
+    const float* factors = rope_factors(params);
     launch("rope", [&](cudaStream_t s) {
         cuda::rope(s, x.as<float>(), pos.as<int32_t>(), n, n_head, head_dim, params.n_rot,
-                   params.style == RopeStyle::NEOX, params.freq_base, params.freq_scale);
+                   params.style == RopeStyle::NEOX, params.freq_base, params.freq_scale, factors);
     });
+}
+
+const float* CudaBackend::rope_factors(const RopeParams& params) {
+    if (!params.freq_factors) return nullptr;
+    auto it = rope_factors_.find(params.freq_factors);
+    if (it == rope_factors_.end()) {
+        const size_t bytes = params.n_rot / 2 * sizeof(float);
+        std::unique_ptr<Buffer> buffer = alloc(bytes);
+        upload(make_tensor(buffer.get(), 0, DType::F32, params.n_rot / 2), params.freq_factors, bytes);
+        it = rope_factors_.emplace(params.freq_factors, std::move(buffer)).first;
+    }
+    return static_cast<const float*>(it->second->base());
 }
 
 // ---- selection --------------------------------------------------------------------------------------

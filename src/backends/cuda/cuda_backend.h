@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -94,6 +95,9 @@ private:
     // Copies host bytes into the device twin and returns the device address.
     const void* stage_upload(const void* src, size_t bytes);
     float* scratch(size_t floats);
+    // The device copy of a RoPE's frequency factors (uploaded on first use; the model keeps the
+    // host array for its lifetime, so its address identifies it).
+    const float* rope_factors(const RopeParams& params);
     void check_dev(const Tensor& t, const char* op, const char* what) const;
     void check_f32(const Tensor& t, const char* op, const char* what) const;
 
@@ -111,6 +115,7 @@ private:
     // a kernel that spins for N ms of GPU time (tests/backends: the deadline must fire).
     uint32_t fault_spin_ms_ = 0;
     std::vector<std::unique_ptr<Buffer>> weights_;
+    std::map<const float*, std::unique_ptr<Buffer>> rope_factors_;
 };
 
 // make_backend's CUDA branch: "cuda" or "cuda:N"; throws when no usable device.

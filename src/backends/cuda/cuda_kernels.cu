@@ -360,7 +360,7 @@ __global__ void glu_kernel(float* y, const float* gate, const float* up, int kin
 
 // One block per (token, head); angles in double as rope_cos_sin computes them.
 __global__ void rope_kernel(float* x, const int32_t* pos, size_t n_head, size_t head_dim, size_t n_rot, bool neox,
-                            float freq_base, float freq_scale) {
+                            float freq_base, float freq_scale, const float* factors) {
     const size_t t = blockIdx.x / n_head;
     const size_t h = blockIdx.x % n_head;
     float* head = x + (t * n_head + h) * head_dim;
@@ -368,7 +368,8 @@ __global__ void rope_kernel(float* x, const int32_t* pos, size_t n_head, size_t 
     const float p = static_cast<float>(pos[t]) * freq_scale;
     for (size_t i = threadIdx.x; i < half; i += blockDim.x) {
         const double inv_freq = pow(static_cast<double>(freq_base), -2.0 * static_cast<double>(i) / n_rot);
-        const double theta = static_cast<double>(p) * inv_freq;
+        double theta = static_cast<double>(p) * inv_freq;
+        if (factors) theta /= factors[i];
         const float c = static_cast<float>(cos(theta));
         const float sn = static_cast<float>(sin(theta));
         const size_t a = neox ? i : 2 * i;
@@ -468,10 +469,10 @@ void glu(cudaStream_t s, float* y, const float* gate, const float* up, int kind,
 }
 
 void rope(cudaStream_t s, float* x, const int32_t* pos, size_t n, size_t n_head, size_t head_dim, size_t n_rot,
-          bool neox, float freq_base, float freq_scale) {
+          bool neox, float freq_base, float freq_scale, const float* factors) {
     if (n == 0 || n_rot == 0) return;
     rope_kernel<<<static_cast<unsigned>(n * n_head), 64, 0, s>>>(x, pos, n_head, head_dim, n_rot, neox, freq_base,
-                                                                 freq_scale);
+                                                                 freq_scale, factors);
     check_launch("rope");
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kv/kv_options.h"
 
 namespace cactus {
 namespace cuda {
@@ -33,15 +34,16 @@ void softcap(cudaStream_t s, float* y, const float* x, float cap, size_t count);
 // kind: 0 SiLU, 1 GELU tanh, 2 GELU erf (Activation's order).
 void gelu(cudaStream_t s, float* y, const float* x, int kind, size_t count);
 void glu(cudaStream_t s, float* y, const float* gate, const float* up, int kind, size_t count);
-// x [n, n_head * head_dim] rotated in place at pos [n]; neox: pairs (i, i + n_rot/2).
+// x [n, n_head * head_dim] rotated in place at pos [n]; neox: pairs (i, i + n_rot/2); factors
+// [n_rot / 2] (device) divide each pair's angle, nullptr = none.
 void rope(cudaStream_t s, float* x, const int32_t* pos, size_t n, size_t n_head, size_t head_dim, size_t n_rot,
-          bool neox, float freq_base, float freq_scale);
+          bool neox, float freq_base, float freq_scale, const float* factors);
 // Spins until `ms` milliseconds of GPU time have passed (test-only fault hook).
 void spin(cudaStream_t s, uint32_t ms);
 
 // ---- KV cache and attention (cuda_attention.cu) ----------------------------------------------------
 
-// Where batch token t's key / value row goes (f16: k16/v16; int8: k8/v8 and the head scales).
+// Where batch token t's key / value row goes (f16 or f32 rows; int8 rows and the head scales).
 struct KvStoreDesc {
     void* k = nullptr;
     void* v = nullptr;
@@ -50,12 +52,12 @@ struct KvStoreDesc {
 };
 // k [n, k_width], v [n, v_width] f32 rows into the rows of desc [n] (device array).
 void kv_store(cudaStream_t s, const KvStoreDesc* desc, const float* k, const float* v, size_t n, size_t k_width,
-              size_t v_width, size_t n_head_kv, bool int8);
+              size_t v_width, size_t n_head_kv, KvType type);
 
 // One batch token's view of its cache layer: rows [0, n_rows) from k/v (the query's first row),
 // their positions, and its mask.
 struct KvAttnDesc {
-    const void* k = nullptr;  // first row (f16 or int8), head 0
+    const void* k = nullptr;  // first row (f16, int8 or f32), head 0
     const void* v = nullptr;
     const float* ks = nullptr;  // int8 scales of the first row
     const float* vs = nullptr;
@@ -75,10 +77,11 @@ struct KvAttnShape {
     size_t v_width = 0;
     size_t k_groups = 0;  // int8: scales between rows
     size_t v_groups = 0;
-    bool int8 = false;
+    KvType type = KvType::F16;  // of the rows
     float scale = 1.0f;
 };
 // out [n, n_head * head_dim_v] = softmax(scale q k^T, masked) v; q [n, n_head * head_dim_k].
+// Head dims up to 512 (Gemma 4's global layers); larger ones are an error.
 void attention_kv(cudaStream_t s, float* out, const float* q, const KvAttnDesc* desc, size_t n,
                   const KvAttnShape& shape);
 // Dense attention over f32 k [n_kv, n_head_kv * dk], v [n_kv, n_head_kv * dv]; mask [n_q, n_kv] or null.
