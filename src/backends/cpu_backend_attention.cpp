@@ -1,4 +1,4 @@
-// CpuBackend: KV store, attention over the KV cache (f16 / int8 rows, causal, sliding rings with
+// CpuBackend: KV store, attention over the KV cache (f16 / int8 / f32 rows, causal, sliding rings with
 // sinks) and dense attention over given keys and values.
 #include <algorithm>
 #include <atomic>
@@ -79,6 +79,12 @@ void CpuBackend::attend_heads(size_t il, const KvBatch& batch, size_t t, const f
                                   kv.mask_for(il, token, last)};
     if (kv.type() == KvType::F16) {
         const KvRowsF16 k = {kv.k16(il, rows.begin) + kvh * dk, spec.k_width, kv.v16(il, rows.begin) + kvh * dv,
+                             spec.v_width};
+        attention_group(aq, k, shape, ws);
+        return;
+    }
+    if (kv.type() == KvType::F32) {
+        const KvRowsF32 k = {kv.k32(il, rows.begin) + kvh * dk, spec.k_width, kv.v32(il, rows.begin) + kvh * dv,
                              spec.v_width};
         attention_group(aq, k, shape, ws);
         return;

@@ -1,6 +1,7 @@
 #pragma once
-// The KV cache of a decoder: per layer, keys (after RoPE) and values, stored as IEEE half rows or
-// as int8 rows with one f32 scale per group of kKvGroup elements along the head dimension.
+// The KV cache of a decoder: per layer, keys (after RoPE) and values, stored as IEEE half rows, as
+// int8 rows with one f32 scale per group of kKvGroup elements along the head dimension, or as f32
+// rows (kv_options.h: KvType).
 //
 // Tokens, positions and rows are three different things:
 //  - a token index t counts every token appended in the session (0, 1, 2, ...; n_past() of them);
@@ -117,6 +118,8 @@ public:
     const HostKvStorage& host() const;
     const uint16_t* k16(size_t il, size_t row) const { return host().k16(il, row); }
     const uint16_t* v16(size_t il, size_t row) const { return host().v16(il, row); }
+    const float* k32(size_t il, size_t row) const { return host().k32(il, row); }
+    const float* v32(size_t il, size_t row) const { return host().v32(il, row); }
     const int8_t* k8(size_t il, size_t row) const { return host().k8(il, row); }
     const int8_t* v8(size_t il, size_t row) const { return host().v8(il, row); }
     const float* k_scales(size_t il, size_t row) const { return host().k_scales(il, row); }

@@ -19,10 +19,21 @@ constexpr KvType kDefaultType = KvType::F16;
 KvType parse_kv_type(const std::string& name) {
     if (name == "f16") return KvType::F16;
     if (name == "int8") return KvType::I8;
-    fail("options: 'kv_cache_type' must be \"f16\" or \"int8\" (got \"%s\")", name.c_str());
+    if (name == "f32") return KvType::F32;
+    fail("options: 'kv_cache_type' must be \"f16\", \"int8\" or \"f32\" (got \"%s\")", name.c_str());
 }
 
-const char* kv_type_name(KvType type) { return type == KvType::I8 ? "int8" : "f16"; }
+const char* kv_type_name(KvType type) {
+    switch (type) {
+        case KvType::F16:
+            return "f16";
+        case KvType::I8:
+            return "int8";
+        case KvType::F32:
+            return "f32";
+    }
+    return "unknown";
+}
 
 KvRequest KvRequest::merged(const KvRequest& over) const {
     KvRequest r = *this;
@@ -37,6 +48,9 @@ KvRequest KvRequest::merged(const KvRequest& over) const {
 
 KvOptions resolve_kv_options(const KvRequest& request, size_t n_ctx) {
     KvOptions o;
+    if (request.type > static_cast<int>(KvType::F32)) {
+        fail("options: 'kv_cache_type' %d is not a KV type (f16, int8 or f32)", request.type);
+    }
     o.type = request.type >= 0 ? static_cast<KvType>(request.type) : kDefaultType;
     KvCompressOptions& c = o.compress;
     // Like Cactus, compaction is on by default when the context is larger than its trigger; a

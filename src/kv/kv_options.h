@@ -8,9 +8,11 @@
 
 namespace cactus {
 
-enum class KvType { F16, I8 };
+// Row storage: IEEE half (the default), int8 with one f32 scale per group of kKvGroup elements, or
+// f32 (4 bytes per element: attention at float precision, for comparisons with f32 oracles).
+enum class KvType { F16, I8, F32 };
 
-// "f16" | "int8"; throws naming the key kv_cache_type otherwise.
+// "f16" | "int8" | "f32"; throws naming the key kv_cache_type otherwise.
 KvType parse_kv_type(const std::string& name);
 const char* kv_type_name(KvType type);
 
@@ -49,7 +51,8 @@ struct KvOptions {
 };
 
 // Defaults (as Cactus): compaction at min(4096, n_ctx) rows down to at / 2, 4 sinks, 30% recent,
-// on when n_ctx > 4096 (a smaller context keeps all rows unless kv_compress is set); storage f16. Checks 1 <= to < at <= n_ctx, sinks + recent <= to, recent in [0, 1].
+// on when n_ctx > 4096 (a smaller context keeps all rows unless kv_compress is set); storage f16;
+// a type outside KvType is an error naming kv_cache_type. Checks 1 <= to < at <= n_ctx, sinks + recent <= to, recent in [0, 1].
 KvOptions resolve_kv_options(const KvRequest& request, size_t n_ctx);
 
 }  // namespace cactus

@@ -15,10 +15,16 @@ size_t HostKvStorage::predict_bytes(const KvLayerLayout& l, KvType type) {
     const size_t hk = l.k_width / l.n_head_kv;
     const size_t hv = l.v_width / l.n_head_kv;
     size_t per_row = 0;
-    if (type == KvType::F16) {
-        per_row = (l.k_width + l.v_width) * sizeof(uint16_t);
-    } else {
-        per_row = l.k_width + l.v_width + l.n_head_kv * (kv_groups_of(hk) + kv_groups_of(hv)) * sizeof(float);
+    switch (type) {
+        case KvType::F16:
+            per_row = (l.k_width + l.v_width) * sizeof(uint16_t);
+            break;
+        case KvType::F32:
+            per_row = (l.k_width + l.v_width) * sizeof(float);
+            break;
+        case KvType::I8:
+            per_row = l.k_width + l.v_width + l.n_head_kv * (kv_groups_of(hk) + kv_groups_of(hv)) * sizeof(float);
+            break;
     }
     return per_row * l.capacity;
 }
@@ -38,6 +44,9 @@ HostKvStorage::HostKvStorage(const std::vector<KvLayerLayout>& layers, KvType ty
         if (type == KvType::F16) {
             layer.k16.assign(cap * l.k_width, 0);
             layer.v16.assign(cap * l.v_width, 0);
+        } else if (type == KvType::F32) {
+            layer.k32.assign(cap * l.k_width, 0.0f);
+            layer.v32.assign(cap * l.v_width, 0.0f);
         } else {
             layer.k8.assign(cap * l.k_width, 0);
             layer.v8.assign(cap * l.v_width, 0);
@@ -66,6 +75,10 @@ void HostKvStorage::read_head(size_t il, size_t row, size_t head, bool key, floa
         for (size_t i = 0; i < dim; ++i) out[i] = fp16_to_fp32(src[i]);
         return;
     }
+    if (type_ == KvType::F32) {
+        std::memcpy(out, (key ? layer.k32 : layer.v32).data() + offset, dim * sizeof(float));
+        return;
+    }
     const size_t groups = key ? layer.k_groups : layer.v_groups;
     const float* scales = (key ? layer.ks : layer.vs).data() + row * groups + head * kv_groups_of(dim);
     kv_dequantize_i8(out, (key ? layer.k8 : layer.v8).data() + offset, scales, dim);
@@ -79,6 +92,10 @@ void HostKvStorage::write_head(size_t il, size_t row, size_t head, bool key, con
     if (type_ == KvType::F16) {
         uint16_t* dst = (key ? layer.k16 : layer.v16).data() + offset;
         attention_row_kernels().to_half(dst, in, dim);
+        return;
+    }
+    if (type_ == KvType::F32) {
+        std::memcpy((key ? layer.k32 : layer.v32).data() + offset, in, dim * sizeof(float));
         return;
     }
     const size_t groups = key ? layer.k_groups : layer.v_groups;
@@ -98,6 +115,11 @@ void HostKvStorage::move_head(size_t il, size_t dst, size_t src, size_t head) {
         std::memmove(&layer.v16[dst * vw + head * hv], &layer.v16[src * vw + head * hv], hv * sizeof(uint16_t));
         return;
     }
+    if (type_ == KvType::F32) {
+        std::memmove(&layer.k32[dst * kw + head * hk], &layer.k32[src * kw + head * hk], hk * sizeof(float));
+        std::memmove(&layer.v32[dst * vw + head * hv], &layer.v32[src * vw + head * hv], hv * sizeof(float));
+        return;
+    }
     std::memmove(&layer.k8[dst * kw + head * hk], &layer.k8[src * kw + head * hk], hk);
     std::memmove(&layer.v8[dst * vw + head * hv], &layer.v8[src * vw + head * hv], hv);
     const size_t gk = kv_groups_of(hk);
@@ -112,7 +134,7 @@ size_t HostKvStorage::bytes() const {
     size_t total = 0;
     for (const Layer& l : layers_) {
         total += l.k16.size() * sizeof(uint16_t) + l.v16.size() * sizeof(uint16_t) + l.k8.size() + l.v8.size() +
-                 (l.ks.size() + l.vs.size()) * sizeof(float);
+                 (l.ks.size() + l.vs.size() + l.k32.size() + l.v32.size()) * sizeof(float);
     }
     return total;
 }

@@ -4,9 +4,11 @@
 // backend holds the rows themselves (host memory for the CPU backend, device memory for a GPU) and
 // does the few row operations the bookkeeping needs: store a row, read / write / move one head.
 //
-// Layout of a layer (both precisions): [capacity, k_width] keys and [capacity, v_width] values,
-// heads side by side in a row. int8 rows carry one f32 scale per group of kKvGroup elements of a
-// head (the last group of a head may be shorter): [capacity, n_head_kv * groups_per_head].
+// Layout of a layer (every precision): [capacity, k_width] keys and [capacity, v_width] values,
+// heads side by side in a row, of 2 (f16), 1 (int8) or 4 (f32) bytes per element. int8 rows carry
+// one f32 scale per group of kKvGroup elements of a head (the last group of a head may be shorter):
+// [capacity, n_head_kv * groups_per_head]. f32 rows hold the floats they were given, so reading,
+// writing and moving a head are exact.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -52,13 +54,15 @@ public:
     void move_head(size_t il, size_t dst, size_t src, size_t head) override;
     size_t bytes() const override;
 
-    // Raw rows for the CPU attention kernels. f16: k16/v16; int8: k8/v8 plus scales.
+    // Raw rows for the CPU attention kernels. f16: k16/v16; int8: k8/v8 plus scales; f32: k32/v32.
     const uint16_t* k16(size_t il, size_t row) const {
         return layers_[il].k16.data() + row * layers_[il].layout.k_width;
     }
     const uint16_t* v16(size_t il, size_t row) const {
         return layers_[il].v16.data() + row * layers_[il].layout.v_width;
     }
+    const float* k32(size_t il, size_t row) const { return layers_[il].k32.data() + row * layers_[il].layout.k_width; }
+    const float* v32(size_t il, size_t row) const { return layers_[il].v32.data() + row * layers_[il].layout.v_width; }
     const int8_t* k8(size_t il, size_t row) const { return layers_[il].k8.data() + row * layers_[il].layout.k_width; }
     const int8_t* v8(size_t il, size_t row) const { return layers_[il].v8.data() + row * layers_[il].layout.v_width; }
     const float* k_scales(size_t il, size_t row) const { return layers_[il].ks.data() + row * layers_[il].k_groups; }
@@ -76,6 +80,7 @@ private:
         std::vector<uint16_t> k16, v16;  // [capacity, k_width], [capacity, v_width] (f16)
         std::vector<int8_t> k8, v8;      // same shapes (int8)
         std::vector<float> ks, vs;       // [capacity, k_groups], [capacity, v_groups] (int8)
+        std::vector<float> k32, v32;     // [capacity, k_width], [capacity, v_width] (f32)
     };
     KvType type_;
     std::vector<Layer> layers_;

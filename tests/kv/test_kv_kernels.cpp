@@ -1,14 +1,18 @@
 // Attention kernels over int8 KV rows: the optimised CPU kernel against the scalar reference on
-// random data of odd sizes, and the int8 group quantizer's error bound.
+// random data of odd sizes, and the int8 group quantizer's error bound; every precision at
+// Gemma 4's head dims (256 sliding, 512 global). f32 rows: test_kv_f32.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "backends/cpu/attention_cpu.h"
 #include "kv/kv_cache.h"
 #include "ops/ops_ref.h"
+#include "ops/quant.h"
 
 namespace cactus {
 namespace {
@@ -67,6 +71,75 @@ TEST(KvKernels, Int8AttentionMatchesReferenceOnOddSizes) {
                 }
                 EXPECT_LE(err, 1e-9 * norm + 1e-12) << "dim " << dim << " rows " << n_rows;
             }
+        }
+    }
+}
+
+double nmse(const std::vector<float>& want, const std::vector<float>& got) {
+    double err = 0.0, norm = 0.0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        err += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+        norm += static_cast<double>(want[i]) * want[i];
+    }
+    return err / norm;
+}
+
+// A GQA group of 8 query heads over 700 rows of one KV head (a sliding ring of 512 with 4 sinks,
+// and a global layer) in each precision, against its reference. NMSE bounds: f16 1e-6 (the query
+// and the weights are rounded to f16 in both; a weight whose f32 value sits at a rounding tie can
+// round the other way), int8 1e-9 and f32 1e-11 (f32 sums against double sums).
+TEST(KvKernels, EveryPrecisionAtGemma4HeadDims) {
+    std::mt19937 rng(21);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const size_t n_rows = 700, n_q = 8;
+    AttentionWorkspace ws;
+    for (size_t dim : {256u, 511u, 512u}) {
+        const size_t stride = 2 * dim;  // heads of a two-head row
+        std::vector<float> k(n_rows * stride), v(n_rows * stride), q(n_q * dim);
+        for (float& x : k) x = normal(rng);
+        for (float& x : v) x = normal(rng);
+        for (float& x : q) x = normal(rng);
+        std::vector<uint16_t> k16(k.size()), v16(v.size());
+        for (size_t i = 0; i < k.size(); ++i) {
+            k16[i] = fp32_to_fp16(k[i]);
+            v16[i] = fp32_to_fp16(v[i]);
+        }
+        const Q8Rows k8 = random_rows(rng, n_rows, dim, dim), v8 = random_rows(rng, n_rows, dim, dim);
+        std::vector<int32_t> pos(n_rows);
+        for (size_t r = 0; r < n_rows; ++r) pos[r] = static_cast<int32_t>((r * 37) % n_rows);  // a rotated ring
+        const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
+        for (const AttentionMask& mask : {AttentionMask{699, 512, 4, 0}, AttentionMask{650, 0, 0, 0}}) {
+            std::vector<float> got(n_q * dim), want(dim);
+            const AttentionShape shape = {pos.data(), n_rows, dim, dim, scale, mask};
+            const AttentionQueries aq = {q.data(), dim, got.data(), dim, n_q};
+            double worst[3] = {0.0, 0.0, 0.0};  // f16, int8, f32
+            attention_group(aq, KvRowsF16{k16.data() + dim, stride, v16.data() + dim, stride}, shape, ws);
+            for (size_t j = 0; j < n_q; ++j) {
+                attention_head_ref(want.data(), q.data() + j * dim, k16.data() + dim, stride, v16.data() + dim, stride,
+                                   pos.data(), n_rows, dim, dim, scale, mask);
+                worst[0] = std::max(worst[0], nmse(want, std::vector<float>(&got[j * dim], &got[j * dim] + dim)));
+            }
+            attention_group(aq,
+                            KvRowsQ8{k8.q.data(), k8.stride, k8.scales.data(), k8.groups, v8.q.data(), v8.stride,
+                                     v8.scales.data(), v8.groups},
+                            shape, ws);
+            for (size_t j = 0; j < n_q; ++j) {
+                attention_head_q8_ref(want.data(), q.data() + j * dim, k8.q.data(), k8.stride, k8.scales.data(),
+                                      k8.groups, v8.q.data(), v8.stride, v8.scales.data(), v8.groups, pos.data(),
+                                      n_rows, dim, dim, scale, mask);
+                worst[1] = std::max(worst[1], nmse(want, std::vector<float>(&got[j * dim], &got[j * dim] + dim)));
+            }
+            attention_group(aq, KvRowsF32{k.data() + dim, stride, v.data() + dim, stride}, shape, ws);
+            for (size_t j = 0; j < n_q; ++j) {
+                attention_head_f32_ref(want.data(), q.data() + j * dim, k.data() + dim, stride, v.data() + dim, stride,
+                                       pos.data(), n_rows, dim, dim, scale, mask);
+                worst[2] = std::max(worst[2], nmse(want, std::vector<float>(&got[j * dim], &got[j * dim] + dim)));
+            }
+            std::printf("[ head_dim %zu window %u ] NMSE f16 %.3g, int8 %.3g, f32 %.3g\n", dim, mask.window, worst[0],
+                        worst[1], worst[2]);
+            EXPECT_LE(worst[0], 1e-6) << "f16, head_dim " << dim;
+            EXPECT_LE(worst[1], 1e-9) << "int8, head_dim " << dim;
+            EXPECT_LE(worst[2], 1e-11) << "f32, head_dim " << dim;
         }
     }
 }

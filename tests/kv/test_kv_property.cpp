@@ -1,6 +1,6 @@
 // Property test of the KV cache: random sequences of operations (chunked appends of random sizes,
 // decode steps, compactions, truncations, resets, multi-turn appends) on random layouts (global,
-// sliding rings with and without sinks) and precisions (f16, int8), checked after every step
+// sliding rings with and without sinks) and precisions (f16, int8, f32), checked after every step
 // against a simple reference model that keeps every row of every token in plain lists (no rings,
 // no physical rows) and does its own KeyDiff compaction.
 // Invariants: kernels get row ranges within the physical capacity; the rows a query sees are
@@ -42,6 +42,8 @@ std::vector<float> stored(const float* x, size_t n, KvType type) {
     std::vector<float> out(n);
     if (type == KvType::F16) {
         for (size_t i = 0; i < n; ++i) out[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
+    } else if (type == KvType::F32) {
+        out.assign(x, x + n);
     } else {
         std::vector<int8_t> q(n);
         std::vector<float> s((n + kKvGroup - 1) / kKvGroup);
@@ -215,7 +217,7 @@ struct Harness {
         config = KvCacheConfig{};
         config.n_ctx = pick(6, 48);
         config.max_chunk = pick(1, 16);
-        config.kv.type = pick(0, 1) ? KvType::I8 : KvType::F16;
+        config.kv.type = static_cast<KvType>(pick(0, 2));  // f16, int8, f32
         KvRequest req;
         req.compress = static_cast<int>(pick(0, 1));
         req.compress_at = pick(3, config.n_ctx);
@@ -223,7 +225,7 @@ struct Harness {
         req.compress_sinks = static_cast<int64_t>(pick(0, std::min<size_t>(4, req.compress_to)));
         req.compress_recent = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
         config.kv = resolve_kv_options(req, config.n_ctx);
-        config.kv.type = pick(0, 1) ? KvType::I8 : KvType::F16;
+        config.kv.type = static_cast<KvType>(pick(0, 2));  // f16, int8, f32
     }
 
     std::vector<std::vector<float>> random_rows(bool key) {
@@ -266,6 +268,10 @@ struct Harness {
                 attention_head(out.data(), q.data(), cache.k16(il, rows.begin) + h * rl.hk, s.k_width,
                                cache.v16(il, rows.begin) + h * rl.hv, s.v_width, pos, n, rl.hk, rl.hv, scale, mask,
                                scratch);
+            } else if (cache.type() == KvType::F32) {
+                attention_head_f32(out.data(), q.data(), cache.k32(il, rows.begin) + h * rl.hk, s.k_width,
+                                   cache.v32(il, rows.begin) + h * rl.hv, s.v_width, pos, n, rl.hk, rl.hv, scale, mask,
+                                   scratch);
             } else {
                 const size_t gk = (rl.hk + kKvGroup - 1) / kKvGroup, gv = (rl.hv + kKvGroup - 1) / kKvGroup;
                 attention_head_q8(out.data(), q.data(), cache.k8(il, rows.begin) + h * rl.hk, s.k_width,
@@ -275,7 +281,8 @@ struct Harness {
                                   rl.hv, scale, mask, scratch);
             }
             const std::vector<float> want_out = ref_attention(rl, h, q, mask.q_pos);
-            const float tol = cache.type() == KvType::F16 ? 2e-2f : 1e-4f;
+            // f16 rounds the query and the weights; int8 and f32 differ from the reference by f32 sums.
+            const float tol = cache.type() == KvType::F16 ? 2e-2f : (cache.type() == KvType::I8 ? 1e-4f : 1e-5f);
             for (size_t i = 0; i < rl.hv; ++i)
                 ASSERT_NEAR(out[i], want_out[i], tol) << "layer " << il << " head " << h << " token " << token;
             ++checks;

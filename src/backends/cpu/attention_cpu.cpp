@@ -57,6 +57,23 @@ void accumulate_q8(float* out, float p, const int8_t* v, const float* v_scale, s
     }
 }
 
+// q . k for an f32 key row (the summation order of dot_half).
+float dot_f32(const float* q, const float* k, size_t n) {
+    float acc[8] = {};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        for (size_t j = 0; j < 8; ++j) acc[j] += q[i + j] * k[i + j];
+    }
+    float sum = 0.0f;
+    for (; i < n; ++i) sum += q[i] * k[i];
+    for (float a : acc) sum += a;
+    return sum;
+}
+
+void axpy_f32(float* out, float p, const float* v, size_t n) {
+    for (size_t d = 0; d < n; ++d) out[d] += p * v[d];
+}
+
 void axpy_half(float* out, float p, const uint16_t* v, size_t n) {
     const float* table = half_to_float_table();
     for (size_t d = 0; d < n; ++d) out[d] += p * table[v[d]];
@@ -71,6 +88,16 @@ void dots_f16_generic(float* scores, size_t ld, const QueryBlock& q, const uint1
 void accumulate_f16_generic(const OutputBlock& out, const WeightBlock& p, const uint16_t* v, size_t v_stride,
                             const RowList& rows, size_t n) {
     accumulate_by_pair(out, p, rows, [&](float* o, float w, uint32_t r) { axpy_half(o, w, v + r * v_stride, n); });
+}
+
+void dots_f32_generic(float* scores, size_t ld, const QueryBlock& q, const float* k, size_t k_stride,
+                      const RowList& rows, size_t n) {
+    dots_by_pair(scores, ld, q, rows, [&](const float* qj, uint32_t r) { return dot_f32(qj, k + r * k_stride, n); });
+}
+
+void accumulate_f32_generic(const OutputBlock& out, const WeightBlock& p, const float* v, size_t v_stride,
+                            const RowList& rows, size_t n) {
+    accumulate_by_pair(out, p, rows, [&](float* o, float w, uint32_t r) { axpy_f32(o, w, v + r * v_stride, n); });
 }
 
 void dots_q8_generic(float* scores, size_t ld, const QueryBlock& q, const int8_t* k, size_t k_stride,
@@ -132,7 +159,7 @@ void softmax_generic(float* s, size_t n, float scale, bool round_half) {
     for (size_t i = 0; i < n; ++i) s[i] = round_half ? table[fp32_to_fp16(s[i] * inv)] : s[i] * inv;
 }
 
-// The shared shape of both precisions: visible rows, scores (dots), softmax, weighted value sum.
+// The shared shape of every precision: visible rows, scores (dots), softmax, weighted value sum.
 // ws is reserved by the caller for (n_q, n_rows, head_dim).
 template <typename Dots, typename Accumulate>
 void attend_group(const AttentionQueries& aq, const AttentionShape& s, AttentionWorkspace& ws, bool round_half,
@@ -153,9 +180,10 @@ void attend_group(const AttentionQueries& aq, const AttentionShape& s, Attention
 }  // namespace
 
 const AttentionRowKernels& attention_row_kernels_generic() {
-    static const AttentionRowKernels table = {"generic",       to_half_generic,      round_half_generic,
-                                              softmax_generic, dots_f16_generic,     accumulate_f16_generic,
-                                              dots_q8_generic, accumulate_q8_generic};
+    static const AttentionRowKernels table = {
+        "generic",        to_half_generic,        round_half_generic, softmax_generic,
+        dots_f16_generic, accumulate_f16_generic, dots_q8_generic,    accumulate_q8_generic,
+        dots_f32_generic, accumulate_f32_generic};
     return table;
 }
 
@@ -195,6 +223,29 @@ void attention_group(const AttentionQueries& aq, const KvRowsQ8& kv, const Atten
         [&](const OutputBlock& out, const WeightBlock& p, const RowList& rows) {
             rk.accumulate_q8(out, p, kv.v, kv.v_stride, kv.v_scale, kv.v_scale_stride, rows, s.head_dim_v);
         });
+}
+
+void attention_group(const AttentionQueries& aq, const KvRowsF32& kv, const AttentionShape& s, AttentionWorkspace& ws) {
+    // Nothing is rounded: the queries and the weights keep f32 precision, like the rows.
+    const AttentionRowKernels& rk = attention_row_kernels();
+    ws.reserve(aq.n_q, s.n_rows, s.head_dim);
+    const QueryBlock qb = {aq.q, aq.q_stride, aq.n_q};
+    attend_group(
+        aq, s, ws, false,
+        [&](float* scores, size_t ld, const RowList& rows) {
+            rk.dots_f32(scores, ld, qb, kv.k, kv.k_stride, rows, s.head_dim);
+        },
+        [&](const OutputBlock& out, const WeightBlock& p, const RowList& rows) {
+            rk.accumulate_f32(out, p, kv.v, kv.v_stride, rows, s.head_dim_v);
+        });
+}
+
+void attention_head_f32(float* out, const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride,
+                        const int32_t* row_pos, size_t n_rows, size_t head_dim, size_t head_dim_v, float scale,
+                        const AttentionMask& mask, AttentionWorkspace& ws) {
+    const AttentionQueries aq = {q, head_dim, out, head_dim_v, 1};
+    const KvRowsF32 kv = {k, k_stride, v, v_stride};
+    attention_group(aq, kv, AttentionShape{row_pos, n_rows, head_dim, head_dim_v, scale, mask}, ws);
 }
 
 void attention_head_q8(float* out, const float* q, const int8_t* k, size_t k_stride, const float* k_scale,

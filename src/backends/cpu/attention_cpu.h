@@ -1,6 +1,7 @@
 #pragma once
-// Optimised attention over the KV cache's f16 or int8 rows. Same math as attention_head_ref /
-// attention_head_q8_ref (src/ops/ops_ref.h); tested against them in tests/kv/ and tests/models/.
+// Optimised attention over the KV cache's f16, int8 or f32 rows. Same math as attention_head_ref /
+// attention_head_q8_ref / attention_head_f32_ref (src/ops/ops_ref.h); tested against them in
+// tests/kv/ and tests/models/.
 //
 // attention_group runs the n_q query heads of one token that share a KV head (GQA) together: the
 // visible rows are found once, and each key / value row is loaded (and converted) once for all of
@@ -65,9 +66,20 @@ struct KvRowsQ8 {
     size_t v_scale_stride;
 };
 
+struct KvRowsF32 {
+    const float* k;
+    size_t k_stride;
+    const float* v;
+    size_t v_stride;
+};
+
+// f16 rows: the queries and the attention weights are rounded to f16 (as llama.cpp's f16 KV path);
+// int8 and f32 rows: both stay f32.
 void attention_group(const AttentionQueries& q, const KvRowsF16& kv, const AttentionShape& shape,
                      AttentionWorkspace& ws);
 void attention_group(const AttentionQueries& q, const KvRowsQ8& kv, const AttentionShape& shape,
+                     AttentionWorkspace& ws);
+void attention_group(const AttentionQueries& q, const KvRowsF32& kv, const AttentionShape& shape,
                      AttentionWorkspace& ws);
 
 // One head (n_q = 1), with the reference functions' argument lists.
@@ -78,5 +90,8 @@ void attention_head_q8(float* out, const float* q, const int8_t* k, size_t k_str
                        size_t k_scale_stride, const int8_t* v, size_t v_stride, const float* v_scale,
                        size_t v_scale_stride, const int32_t* row_pos, size_t n_rows, size_t head_dim, size_t head_dim_v,
                        float scale, const AttentionMask& mask, AttentionWorkspace& ws);
+void attention_head_f32(float* out, const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride,
+                        const int32_t* row_pos, size_t n_rows, size_t head_dim, size_t head_dim_v, float scale,
+                        const AttentionMask& mask, AttentionWorkspace& ws);
 
 }  // namespace cactus

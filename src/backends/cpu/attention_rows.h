@@ -1,6 +1,6 @@
 #pragma once
 // Row primitives of attention, one implementation per ISA, chosen once (attention_cpu.cpp).
-// Rows are f16, or int8 with one f32 scale per group of 32 elements (kKvGroup).
+// Rows are f16, int8 with one f32 scale per group of 32 elements (kKvGroup), or f32.
 //
 // Multi-query forms: n_q queries that share the keys and values (the heads of one KV group) over a
 // list of row ids; k / v / scales of row id r start at r * stride.
@@ -52,6 +52,10 @@ struct AttentionRowKernels {
                     const float* k_scale, size_t k_scale_stride, const RowList& rows, size_t n);
     void (*accumulate_q8)(const OutputBlock& out, const WeightBlock& p, const int8_t* v, size_t v_stride,
                           const float* v_scale, size_t v_scale_stride, const RowList& rows, size_t n);
+    void (*dots_f32)(float* scores, size_t ld, const QueryBlock& q, const float* k, size_t k_stride,
+                     const RowList& rows, size_t n);
+    void (*accumulate_f32)(const OutputBlock& out, const WeightBlock& p, const float* v, size_t v_stride,
+                           const RowList& rows, size_t n);
 };
 
 const AttentionRowKernels& attention_row_kernels_generic();

@@ -2,6 +2,7 @@
 // the same instruction sequence whatever the query count (scalar steps are explicit fmas, so the
 // compiler cannot contract them differently per instantiation): the tiles only share the loads (and the
 // f16 / int8 conversions) of a key or value row between queries, and interleave independent rows.
+// f32 rows run the f16 kernels' instruction sequence with plain loads (templates on the row type T).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -121,10 +122,11 @@ void softmax(float* s, size_t n, float scale, bool round_half) {
 
 // ---- scores -------------------------------------------------------------------------------------
 
-// R rows x NQ queries of q . k over f16 keys, before the horizontal sum: two accumulators per pair
-// (even / odd 8-lane chunks of each 16) added, a last 8-lane chunk into the first; out[j * 8 + r].
-template <int NQ, int R>
-void dots_f16_lanes(__m256* out, const QueryBlock& qb, const uint16_t* const* k, size_t n) {
+// R rows x NQ queries of q . k over f16 or f32 keys, before the horizontal sum: two accumulators
+// per pair (even / odd 8-lane chunks of each 16) added, a last 8-lane chunk into the first;
+// out[j * 8 + r].
+template <int NQ, int R, class T>
+void dots_lanes(__m256* out, const QueryBlock& qb, const T* const* k, size_t n) {
     __m256 acc0[NQ][R], acc1[NQ][R];
     for (int j = 0; j < NQ; ++j) {
         for (int r = 0; r < R; ++r) acc0[j][r] = acc1[j][r] = _mm256_setzero_ps();
@@ -132,7 +134,7 @@ void dots_f16_lanes(__m256* out, const QueryBlock& qb, const uint16_t* const* k,
     size_t d = 0;
     for (; d + 16 <= n; d += 16) {
         for (int r = 0; r < R; ++r) {
-            const __m256 ka = load_f16(k[r] + d), kb = load_f16(k[r] + d + 8);
+            const __m256 ka = load_row8(k[r] + d), kb = load_row8(k[r] + d + 8);
             for (int j = 0; j < NQ; ++j) {
                 const float* q = qb.q + j * qb.q_stride + d;
                 acc0[j][r] = _mm256_fmadd_ps(_mm256_loadu_ps(q), ka, acc0[j][r]);
@@ -142,7 +144,7 @@ void dots_f16_lanes(__m256* out, const QueryBlock& qb, const uint16_t* const* k,
     }
     const bool chunk8 = d + 8 <= n;
     for (int r = 0; r < R; ++r) {
-        const __m256 ka = chunk8 ? load_f16(k[r] + d) : _mm256_setzero_ps();
+        const __m256 ka = chunk8 ? load_row8(k[r] + d) : _mm256_setzero_ps();
         for (int j = 0; j < NQ; ++j) {
             if (chunk8) acc0[j][r] = _mm256_fmadd_ps(_mm256_loadu_ps(qb.q + j * qb.q_stride + d), ka, acc0[j][r]);
             out[j * 8 + r] = _mm256_add_ps(acc0[j][r], acc1[j][r]);
@@ -190,13 +192,12 @@ constexpr int rows_per_tile() {
     return NQ == 1 ? 4 : (NQ == 2 ? 2 : 1);
 }
 
-template <int NQ>
-void dots_f16_rows(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride,
-                   const RowList& rows, size_t n) {
-    f16_dots_by_row_blocks<NQ, rows_per_tile<NQ>()>(scores, ld, q, k, k_stride, rows, n,
-                                                    [&](auto count, __m256* out, const uint16_t* const* kr) {
-                                                        dots_f16_lanes<NQ, decltype(count)::value>(out, q, kr, n);
-                                                    });
+template <int NQ, class T>
+void dots_rows(float* scores, size_t ld, const QueryBlock& q, const T* k, size_t k_stride, const RowList& rows,
+               size_t n) {
+    dots_by_row_blocks<NQ, rows_per_tile<NQ>()>(
+        scores, ld, q, k, k_stride, rows, n,
+        [&](auto count, __m256* out, const T* const* kr) { dots_lanes<NQ, decltype(count)::value>(out, q, kr, n); });
 }
 
 template <int NQ>
@@ -214,11 +215,12 @@ void dots_q8_rows(float* scores, size_t ld, const QueryBlock& q, const int8_t* k
     });
 }
 
-void dots_f16(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride, const RowList& rows,
-              size_t n) {
+// dots_f16 (T = uint16_t) and dots_f32 (T = float).
+template <class T>
+void dots(float* scores, size_t ld, const QueryBlock& q, const T* k, size_t k_stride, const RowList& rows, size_t n) {
     for_query_tiles(q.n_q, [&](size_t j, auto nq) {
         const QueryBlock part = {q.q + j * q.q_stride, q.q_stride, decltype(nq)::value};
-        dots_f16_rows<decltype(nq)::value>(scores + j * ld, ld, part, k, k_stride, rows, n);
+        dots_rows<decltype(nq)::value>(scores + j * ld, ld, part, k, k_stride, rows, n);
     });
 }
 
@@ -278,15 +280,15 @@ void accumulate_rows(const OutputBlock& ob, const RowList& rows, size_t n_vec, s
     }
 }
 
-template <int NQ>
-void accumulate_f16_n(const OutputBlock& ob, const WeightBlock& pb, const uint16_t* v, size_t v_stride,
-                      const RowList& rows, size_t n) {
+template <int NQ, class T>
+void accumulate_float_rows(const OutputBlock& ob, const WeightBlock& pb, const T* v, size_t v_stride,
+                           const RowList& rows, size_t n) {
     auto at = [&](size_t i, size_t d) { return v + rows.rows[i] * v_stride + d; };
     accumulate_rows<NQ>(
-        ob, rows, n / 8 * 8, n, [&](size_t i, size_t d) { return load_f16(at(i, d)); },
+        ob, rows, n / 8 * 8, n, [&](size_t i, size_t d) { return load_row8(at(i, d)); },
         [&](int j, size_t i, size_t) { return _mm256_broadcast_ss(pb.p + j * pb.ld + i); },
         [&](int j, size_t i, size_t) { return pb.p[j * pb.ld + i]; },
-        [&](size_t i, size_t d) { return half_to_float(*at(i, d)); });
+        [&](size_t i, size_t d) { return row_element(*at(i, d)); });
 }
 
 template <int NQ>
@@ -303,12 +305,14 @@ void accumulate_q8_n(const OutputBlock& ob, const WeightBlock& pb, const int8_t*
         [&](size_t i, size_t d) { return static_cast<float>(*at(i, d)); });
 }
 
-void accumulate_f16(const OutputBlock& out, const WeightBlock& p, const uint16_t* v, size_t v_stride,
-                    const RowList& rows, size_t n) {
+// accumulate_f16 (T = uint16_t) and accumulate_f32 (T = float).
+template <class T>
+void accumulate(const OutputBlock& out, const WeightBlock& p, const T* v, size_t v_stride, const RowList& rows,
+                size_t n) {
     for_query_tiles(out.n_q, [&](size_t j, auto nq) {
         const OutputBlock part = {out.out + j * out.out_stride, out.out_stride, decltype(nq)::value};
         const WeightBlock pj = {p.p + j * p.ld, p.ld};
-        accumulate_f16_n<decltype(nq)::value>(part, pj, v, v_stride, rows, n);
+        accumulate_float_rows<decltype(nq)::value>(part, pj, v, v_stride, rows, n);
     });
 }
 
@@ -324,8 +328,9 @@ void accumulate_q8(const OutputBlock& out, const WeightBlock& p, const int8_t* v
 }  // namespace
 
 const AttentionRowKernels& attention_row_kernels_avx2() {
-    static const AttentionRowKernels table = {"avx2",   to_half_row,    round_half_row, softmax,
-                                              dots_f16, accumulate_f16, dots_q8,        accumulate_q8};
+    static const AttentionRowKernels table = {"avx2",         to_half_row,          round_half_row, softmax,
+                                              dots<uint16_t>, accumulate<uint16_t>, dots_q8,        accumulate_q8,
+                                              dots<float>,    accumulate<float>};
     return table;
 }
 

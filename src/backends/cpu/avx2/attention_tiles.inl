@@ -4,6 +4,16 @@
 
 constexpr size_t kRowBlock = 64;  // value rows summed per pass over an output slice (stay in L1)
 
+inline __m256 load_f16(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Key and value rows are f16 (uint16_t) or f32 (float): 8 elements as floats, and one element.
+inline __m256 load_row8(const uint16_t* p) { return load_f16(p); }
+inline __m256 load_row8(const float* p) { return _mm256_loadu_ps(p); }
+inline float row_element(uint16_t x) { return half_to_float(x); }
+inline float row_element(float x) { return x; }
+
 // The AVX2 reduction order of 8 lanes; the AVX-512 kernels reduce with it too, to stay bit-identical.
 inline float hsum(__m256 v) {
     __m128 lo = _mm256_castps256_ps128(v);
@@ -31,31 +41,32 @@ inline __m256 hsum_8(const __m256* v) {
                          _mm256_shuffle_ps(pairs01, pairs23, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-// Scores of R rows x NQ queries of f16 keys from the pairs' 8-lane sums (lanes[j * 8 + r]): the
-// horizontal sum, then the scalar tail of lengths that are not whole 8-lane chunks.
-template <int NQ, int R>
-void f16_scores_from_lanes(float* scores, size_t ld, const QueryBlock& qb, const uint16_t* const* k, size_t n,
-                           const __m256* lanes) {
+// Scores of R rows x NQ queries of f16 or f32 keys from the pairs' 8-lane sums (lanes[j * 8 + r]):
+// the horizontal sum, then the scalar tail of lengths that are not whole 8-lane chunks.
+template <int NQ, int R, class T>
+void scores_from_lanes(float* scores, size_t ld, const QueryBlock& qb, const T* const* k, size_t n,
+                       const __m256* lanes) {
     for (int r = 0; r < R; ++r) {
         for (int j = 0; j < NQ; ++j) {
             const float* q = qb.q + j * qb.q_stride;
             float sum = hsum(lanes[j * 8 + r]);
-            for (size_t i = n / 8 * 8; i < n; ++i) sum = std::fma(q[i], half_to_float(k[r][i]), sum);
+            for (size_t i = n / 8 * 8; i < n; ++i) sum = std::fma(q[i], row_element(k[r][i]), sum);
             scores[j * ld + r] = sum;
         }
     }
 }
 
-// Scores of NQ queries over the listed f16 key rows, from the table's kernel lanes(integral_constant
-// <int, R'>, out, kr): the pairs' 8-lane sums of the R' rows kr as out[j * 8 + r]. When the rows'
-// length is whole 8-lane chunks, rows go in blocks of 8 and one hsum_8 per query and block gives 8
-// scores (a vector store); the other rows, and every row of other lengths, get one horizontal sum
-// per pair (f16_scores_from_lanes). Both give every pair the same additions.
-template <int NQ, int R, class Lanes>
-void f16_dots_by_row_blocks(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride,
-                            const RowList& rows, size_t n, Lanes lanes) {
+// Scores of NQ queries over the listed f16 or f32 key rows, from the table's kernel
+// lanes(integral_constant<int, R'>, out, kr): the pairs' 8-lane sums of the R' rows kr as
+// out[j * 8 + r]. When the rows' length is whole 8-lane chunks, rows go in blocks of 8 and one
+// hsum_8 per query and block gives 8 scores (a vector store); the other rows, and every row of
+// other lengths, get one horizontal sum per pair (scores_from_lanes). Both give every pair the
+// same additions.
+template <int NQ, int R, class T, class Lanes>
+void dots_by_row_blocks(float* scores, size_t ld, const QueryBlock& q, const T* k, size_t k_stride, const RowList& rows,
+                        size_t n, Lanes lanes) {
     static_assert(8 % R == 0, "tiles fill a block of 8 rows");
-    auto key_rows = [&](size_t i, int count, const uint16_t** kr) {
+    auto key_rows = [&](size_t i, int count, const T** kr) {
         for (int r = 0; r < count; ++r) kr[r] = k + rows.rows[i + r] * k_stride;
     };
     size_t i = 0;
@@ -63,7 +74,7 @@ void f16_dots_by_row_blocks(float* scores, size_t ld, const QueryBlock& q, const
         for (; i + 8 <= rows.n_rows; i += 8) {
             __m256 sums[NQ * 8];
             for (int r = 0; r < 8; r += R) {
-                const uint16_t* kr[R];
+                const T* kr[R];
                 key_rows(i + r, R, kr);
                 lanes(std::integral_constant<int, R>(), sums + r, kr);
             }
@@ -72,18 +83,14 @@ void f16_dots_by_row_blocks(float* scores, size_t ld, const QueryBlock& q, const
     }
     auto tile = [&](size_t first, auto count) {
         constexpr int C = decltype(count)::value;
-        const uint16_t* kr[C];
+        const T* kr[C];
         key_rows(first, C, kr);
         __m256 sums[NQ * 8];
         lanes(count, sums, kr);
-        f16_scores_from_lanes<NQ, C>(scores + first, ld, q, kr, n, sums);
+        scores_from_lanes<NQ, C>(scores + first, ld, q, kr, n, sums);
     };
     for (; i + R <= rows.n_rows; i += R) tile(i, std::integral_constant<int, R>());
     for (; i < rows.n_rows; ++i) tile(i, std::integral_constant<int, 1>());
-}
-
-inline __m256 load_f16(const uint16_t* p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
 // Queries in tiles of at most 4: tile(first query, integral_constant<int, tile size>).

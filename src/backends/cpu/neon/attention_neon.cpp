@@ -23,6 +23,12 @@ constexpr size_t kGroup = 32;  // kKvGroup (src/kv/kv_options.h)
 
 inline float32x4_t load_f16(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
 
+// Key and value rows are f16 (uint16_t) or f32 (float): 4 elements as floats, and one element.
+inline float32x4_t load_row4(const uint16_t* p) { return load_f16(p); }
+inline float32x4_t load_row4(const float* p) { return vld1q_f32(p); }
+inline float row_element(uint16_t x) { return half_to_float(x); }
+inline float row_element(float x) { return x; }
+
 inline float32x4_t load_i8x4(const int8_t* p, size_t i) {  // elements i .. i + 3 of p
     int8_t b[8] = {p[i], p[i + 1], p[i + 2], p[i + 3], 0, 0, 0, 0};
     return vcvtq_f32_s32(vmovl_s16(vget_low_s16(vmovl_s8(vld1_s8(b)))));
@@ -81,20 +87,22 @@ void softmax(float* s, size_t n, float scale, bool round_half) {
     }
 }
 
-// q . k over n elements: two 4-lane accumulators (even / odd chunks of 8), then the scalar tail.
-float dot_f16(const float* q, const uint16_t* k, size_t n) {
+// q . k over n elements of an f16 or f32 row: two 4-lane accumulators (even / odd chunks of 8),
+// then the scalar tail.
+template <class T>
+float dot_row(const float* q, const T* k, size_t n) {
     float32x4_t a0 = vdupq_n_f32(0.0f), a1 = vdupq_n_f32(0.0f);
     size_t d = 0;
     for (; d + 8 <= n; d += 8) {
-        a0 = vfmaq_f32(a0, vld1q_f32(q + d), load_f16(k + d));
-        a1 = vfmaq_f32(a1, vld1q_f32(q + d + 4), load_f16(k + d + 4));
+        a0 = vfmaq_f32(a0, vld1q_f32(q + d), load_row4(k + d));
+        a1 = vfmaq_f32(a1, vld1q_f32(q + d + 4), load_row4(k + d + 4));
     }
     if (d + 4 <= n) {
-        a0 = vfmaq_f32(a0, vld1q_f32(q + d), load_f16(k + d));
+        a0 = vfmaq_f32(a0, vld1q_f32(q + d), load_row4(k + d));
         d += 4;
     }
     float sum = vaddvq_f32(vaddq_f32(a0, a1));
-    for (; d < n; ++d) sum = std::fma(q[d], half_to_float(k[d]), sum);
+    for (; d < n; ++d) sum = std::fma(q[d], row_element(k[d]), sum);
     return sum;
 }
 
@@ -113,12 +121,13 @@ float dot_q8(const float* q, const int8_t* k, const float* k_scale, size_t n) {
     return sum;
 }
 
-// out[d] += w * v[d] (one fma per element).
-void axpy_f16(float* out, float w, const uint16_t* v, size_t n) {
+// out[d] += w * v[d] over an f16 or f32 row (one fma per element).
+template <class T>
+void axpy_row(float* out, float w, const T* v, size_t n) {
     const float32x4_t vw = vdupq_n_f32(w);
     size_t d = 0;
-    for (; d + 4 <= n; d += 4) vst1q_f32(out + d, vfmaq_f32(vld1q_f32(out + d), vw, load_f16(v + d)));
-    for (; d < n; ++d) out[d] = std::fma(w, half_to_float(v[d]), out[d]);
+    for (; d + 4 <= n; d += 4) vst1q_f32(out + d, vfmaq_f32(vld1q_f32(out + d), vw, load_row4(v + d)));
+    for (; d < n; ++d) out[d] = std::fma(w, row_element(v[d]), out[d]);
 }
 
 void axpy_q8(float* out, float p, const int8_t* v, const float* v_scale, size_t n) {
@@ -135,14 +144,16 @@ void axpy_q8(float* out, float p, const int8_t* v, const float* v_scale, size_t 
     }
 }
 
-void dots_f16(float* scores, size_t ld, const QueryBlock& q, const uint16_t* k, size_t k_stride, const RowList& rows,
-              size_t n) {
-    dots_by_pair(scores, ld, q, rows, [&](const float* qj, uint32_t r) { return dot_f16(qj, k + r * k_stride, n); });
+// dots_f16 / accumulate_f16 (T = uint16_t) and dots_f32 / accumulate_f32 (T = float).
+template <class T>
+void dots(float* scores, size_t ld, const QueryBlock& q, const T* k, size_t k_stride, const RowList& rows, size_t n) {
+    dots_by_pair(scores, ld, q, rows, [&](const float* qj, uint32_t r) { return dot_row(qj, k + r * k_stride, n); });
 }
 
-void accumulate_f16(const OutputBlock& out, const WeightBlock& p, const uint16_t* v, size_t v_stride,
-                    const RowList& rows, size_t n) {
-    accumulate_by_pair(out, p, rows, [&](float* o, float w, uint32_t r) { axpy_f16(o, w, v + r * v_stride, n); });
+template <class T>
+void accumulate(const OutputBlock& out, const WeightBlock& p, const T* v, size_t v_stride, const RowList& rows,
+                size_t n) {
+    accumulate_by_pair(out, p, rows, [&](float* o, float w, uint32_t r) { axpy_row(o, w, v + r * v_stride, n); });
 }
 
 void dots_q8(float* scores, size_t ld, const QueryBlock& q, const int8_t* k, size_t k_stride, const float* k_scale,
@@ -162,8 +173,9 @@ void accumulate_q8(const OutputBlock& out, const WeightBlock& p, const int8_t* v
 }  // namespace
 
 const AttentionRowKernels& attention_row_kernels_neon() {
-    static const AttentionRowKernels table = {"neon",   to_half_row,    round_half_row, softmax,
-                                              dots_f16, accumulate_f16, dots_q8,        accumulate_q8};
+    static const AttentionRowKernels table = {"neon",         to_half_row,          round_half_row, softmax,
+                                              dots<uint16_t>, accumulate<uint16_t>, dots_q8,        accumulate_q8,
+                                              dots<float>,    accumulate<float>};
     return table;
 }
 
