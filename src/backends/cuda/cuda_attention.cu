@@ -1,4 +1,4 @@
-// CUDA kernels of the KV cache (row store as f16 or int8 groups), attention over the cache (causal,
+// CUDA kernels of the KV cache (row store as f16, int8 groups or f32), attention over the cache (causal,
 // sliding rings with sinks: masked by row positions, as attention_row_visible), dense attention, and
 // the im2col step of the convolutions.
 #include <cuda_fp16.h>
@@ -63,16 +63,23 @@ __device__ void store_int8_row(int8_t* dst, float* scales, const float* src, int
 }
 
 __global__ void kv_store_kernel(const KvStoreDesc* desc, const float* k, const float* v, int k_width, int v_width,
-                                int n_head_kv, bool int8) {
+                                int n_head_kv, KvType type) {
     const int t = blockIdx.x;
     const KvStoreDesc d = desc[t];
     const float* kr = k + static_cast<size_t>(t) * k_width;
     const float* vr = v + static_cast<size_t>(t) * v_width;
-    if (!int8) {
+    if (type == KvType::F16) {
         __half* kd = static_cast<__half*>(d.k);
         __half* vd = static_cast<__half*>(d.v);
         for (int i = threadIdx.x; i < k_width; i += blockDim.x) kd[i] = __float2half_rn(kr[i]);
         for (int i = threadIdx.x; i < v_width; i += blockDim.x) vd[i] = __float2half_rn(vr[i]);
+        return;
+    }
+    if (type == KvType::F32) {
+        float* kd = static_cast<float*>(d.k);
+        float* vd = static_cast<float*>(d.v);
+        for (int i = threadIdx.x; i < k_width; i += blockDim.x) kd[i] = kr[i];
+        for (int i = threadIdx.x; i < v_width; i += blockDim.x) vd[i] = vr[i];
         return;
     }
     store_int8_row(static_cast<int8_t*>(d.k), d.ks, kr, k_width, n_head_kv);
@@ -81,7 +88,8 @@ __global__ void kv_store_kernel(const KvStoreDesc* desc, const float* k, const f
 
 // ---- attention ---------------------------------------------------------------------------------------
 
-// Rows of one KV head of the cache: f16 or int8 with group scales; masked by positions.
+// Rows of one KV head of the cache: f16, int8 with group scales or f32 (TYPE); masked by positions.
+template <KvType TYPE>
 struct CacheRows {
     const KvAttnDesc* d;
     int kvh;
@@ -98,13 +106,15 @@ struct CacheRows {
     }
     __device__ float key(int r, int i) const {
         const size_t at = static_cast<size_t>(r) * sh->k_width + kvh * sh->head_dim_k + i;
-        if (!sh->int8) return __half2float(static_cast<const __half*>(d->k)[at]);
+        if constexpr (TYPE == KvType::F16) return __half2float(static_cast<const __half*>(d->k)[at]);
+        if constexpr (TYPE == KvType::F32) return static_cast<const float*>(d->k)[at];
         const float s = d->ks[static_cast<size_t>(r) * sh->k_groups + kvh * gph_k + i / kGroup];
         return s * static_cast<float>(static_cast<const int8_t*>(d->k)[at]);
     }
     __device__ float value(int r, int i) const {
         const size_t at = static_cast<size_t>(r) * sh->v_width + kvh * sh->head_dim_v + i;
-        if (!sh->int8) return __half2float(static_cast<const __half*>(d->v)[at]);
+        if constexpr (TYPE == KvType::F16) return __half2float(static_cast<const __half*>(d->v)[at]);
+        if constexpr (TYPE == KvType::F32) return static_cast<const float*>(d->v)[at];
         const float s = d->vs[static_cast<size_t>(r) * sh->v_groups + kvh * gph_v + i / kGroup];
         return s * static_cast<float>(static_cast<const int8_t*>(d->v)[at]);
     }
@@ -153,7 +163,7 @@ __device__ void score_tile(float* score, const float* qs, int dk, float scale, c
 // out [dv] = softmax(scale q.k_r + bias_r) v_r over the rows, in tiles of kTile rows.
 // ROUND (f16 caches): like the CPU path (and llama.cpp's f16 KV path) the query and the normalized
 // attention weights are rounded to f16, so a second pass recomputes the scores once the row max
-// and the sum are known. Otherwise one pass with an online softmax.
+// and the sum are known. Otherwise (int8 and f32 caches, dense) one pass with an online softmax.
 template <bool ROUND, class Rows>
 __device__ void attend(float* out, const float* q, int dk, int dv, float scale, const Rows& rows) {
     __shared__ float qs[512];
@@ -228,6 +238,8 @@ __device__ void attend(float* out, const float* q, int dk, int dv, float scale, 
     }
 }
 
+// One block per (token, query head); only f16 rows round the query and the weights.
+template <KvType TYPE>
 __global__ void __launch_bounds__(kThreads)
     attention_kv_kernel(float* out, const float* q, const KvAttnDesc* desc, KvAttnShape sh) {
     const int t = blockIdx.x / static_cast<int>(sh.n_head);
@@ -236,14 +248,9 @@ __global__ void __launch_bounds__(kThreads)
     const int dk = static_cast<int>(sh.head_dim_k);
     const int dv = static_cast<int>(sh.head_dim_v);
     const KvAttnDesc d = desc[t];
-    CacheRows rows{&d, h / group, &sh, (dk + kGroup - 1) / kGroup, (dv + kGroup - 1) / kGroup};
-    if (!sh.int8) {
-        attend<true>(out + static_cast<size_t>(t) * sh.n_head * dv + h * dv,
-                     q + static_cast<size_t>(t) * sh.n_head * dk + h * dk, dk, dv, sh.scale, rows);
-        return;
-    }
-    attend<false>(out + static_cast<size_t>(t) * sh.n_head * dv + h * dv,
-                  q + static_cast<size_t>(t) * sh.n_head * dk + h * dk, dk, dv, sh.scale, rows);
+    const CacheRows<TYPE> rows{&d, h / group, &sh, (dk + kGroup - 1) / kGroup, (dv + kGroup - 1) / kGroup};
+    attend<TYPE == KvType::F16>(out + static_cast<size_t>(t) * sh.n_head * dv + h * dv,
+                                q + static_cast<size_t>(t) * sh.n_head * dk + h * dk, dk, dv, sh.scale, rows);
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -304,10 +311,10 @@ unsigned blocks_for(size_t count) {
 }  // namespace
 
 void kv_store(cudaStream_t s, const KvStoreDesc* desc, const float* k, const float* v, size_t n, size_t k_width,
-              size_t v_width, size_t n_head_kv, bool int8) {
+              size_t v_width, size_t n_head_kv, KvType type) {
     if (n == 0) return;
     kv_store_kernel<<<static_cast<unsigned>(n), 128, 0, s>>>(
-        desc, k, v, static_cast<int>(k_width), static_cast<int>(v_width), static_cast<int>(n_head_kv), int8);
+        desc, k, v, static_cast<int>(k_width), static_cast<int>(v_width), static_cast<int>(n_head_kv), type);
     check_launch("kv_store");
 }
 
@@ -317,7 +324,18 @@ void attention_kv(cudaStream_t s, float* out, const float* q, const KvAttnDesc* 
     if (shape.head_dim_k > 512 || shape.head_dim_v > static_cast<size_t>(kThreads * kMaxAcc)) {
         fail("cuda attention_kv: head dims %zu/%zu exceed 512", shape.head_dim_k, shape.head_dim_v);
     }
-    attention_kv_kernel<<<static_cast<unsigned>(n * shape.n_head), kThreads, 0, s>>>(out, q, desc, shape);
+    const unsigned blocks = static_cast<unsigned>(n * shape.n_head);
+    switch (shape.type) {
+        case KvType::F16:
+            attention_kv_kernel<KvType::F16><<<blocks, kThreads, 0, s>>>(out, q, desc, shape);
+            break;
+        case KvType::I8:
+            attention_kv_kernel<KvType::I8><<<blocks, kThreads, 0, s>>>(out, q, desc, shape);
+            break;
+        case KvType::F32:
+            attention_kv_kernel<KvType::F32><<<blocks, kThreads, 0, s>>>(out, q, desc, shape);
+            break;
+    }
     check_launch("attention_kv");
 }
 

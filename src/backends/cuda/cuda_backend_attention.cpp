@@ -1,4 +1,4 @@
-// CudaBackend: KV storage in device memory (f16 or int8 rows with group scales), the KV store,
+// CudaBackend: KV storage in device memory (f16, int8 rows with group scales, or f32), the KV store,
 // attention over the caches, dense attention and the convolutions (im2col + matmul).
 #include <algorithm>
 #include <cstring>
@@ -10,6 +10,23 @@
 #include "ops/quant.h"
 
 namespace cactus {
+
+namespace {
+
+// Bytes of one row element of a KV type (int8 scales apart).
+size_t kv_element_bytes(KvType type) {
+    switch (type) {
+        case KvType::F16:
+            return sizeof(uint16_t);
+        case KvType::I8:
+            return 1;
+        case KvType::F32:
+            return sizeof(float);
+    }
+    fail("cuda make_kv_storage: kv_cache_type %d is not a KV type", static_cast<int>(type));
+}
+
+}  // namespace
 
 // The rows of a KV cache in device memory; KvCache keeps the bookkeeping on the host. Row
 // operations of compaction (read / write / move one head) are copies through the backend.
@@ -25,7 +42,7 @@ public:
             layer.hv = l.v_width / l.n_head_kv;
             layer.k_groups = l.n_head_kv * kv_groups_of(layer.hk);
             layer.v_groups = l.n_head_kv * kv_groups_of(layer.hv);
-            const size_t elem = type == KvType::F16 ? 2 : 1;
+            const size_t elem = kv_element_bytes(type);
             layer.k = be_.alloc(l.capacity * l.k_width * elem);
             layer.v = be_.alloc(l.capacity * l.v_width * elem);
             if (type == KvType::I8) {
@@ -56,6 +73,10 @@ public:
             for (size_t i = 0; i < s.dim; ++i) out[i] = fp16_to_fp32(h[i]);
             return;
         }
+        if (type_ == KvType::F32) {
+            be_.download_raw(out, s.data, s.dim * sizeof(float));
+            return;
+        }
         std::vector<int8_t> q(s.dim);
         std::vector<float> scales(kv_groups_of(s.dim));
         be_.download_raw(q.data(), s.data, s.dim);
@@ -71,6 +92,10 @@ public:
             be_.upload_raw(s.data, h.data(), s.dim * sizeof(uint16_t));
             return;
         }
+        if (type_ == KvType::F32) {
+            be_.upload_raw(s.data, in, s.dim * sizeof(float));
+            return;
+        }
         std::vector<int8_t> q(s.dim);
         std::vector<float> scales(kv_groups_of(s.dim));
         kv_quantize_i8(q.data(), scales.data(), in, s.dim);
@@ -83,7 +108,7 @@ public:
         for (bool key : {true, false}) {
             const Slot d = slot(il, dst, head, key);
             const Slot s = slot(il, src, head, key);
-            be_.copy_raw(d.data, s.data, d.dim * (type_ == KvType::F16 ? 2 : 1));
+            be_.copy_raw(d.data, s.data, d.dim * kv_element_bytes(type_));
             if (type_ == KvType::I8) be_.copy_raw(d.scales, s.scales, kv_groups_of(d.dim) * sizeof(float));
         }
     }
@@ -92,7 +117,7 @@ public:
     cuda::KvStoreDesc row(size_t il, size_t r) const {
         const Layer& l = layers_.at(il);
         CACTUS_ASSERT(r <= l.layout.capacity);  // == capacity: the end of an empty range
-        const size_t elem = type_ == KvType::F16 ? 2 : 1;
+        const size_t elem = kv_element_bytes(type_);
         cuda::KvStoreDesc d;
         d.k = static_cast<char*>(l.k->base()) + r * l.layout.k_width * elem;
         d.v = static_cast<char*>(l.v->base()) + r * l.layout.v_width * elem;
@@ -121,7 +146,7 @@ private:
         CACTUS_ASSERT(r < l.layout.capacity && head < l.layout.n_head_kv);
         const cuda::KvStoreDesc d = row(il, r);
         const size_t dim = key ? l.hk : l.hv;
-        const size_t elem = type_ == KvType::F16 ? 2 : 1;
+        const size_t elem = kv_element_bytes(type_);
         float* scales = key ? d.ks : d.vs;
         return {static_cast<char*>(key ? d.k : d.v) + head * dim * elem,
                 scales ? scales + head * kv_groups_of(dim) : nullptr, dim};
@@ -154,17 +179,18 @@ void CudaBackend::kv_store(size_t il, const KvBatch& batch, const Tensor& k, con
     CACTUS_ASSERT(k.rows() == batch.n && v.rows() == batch.n);
     if (batch.n == 0) return;
     const KvLayerSpec& spec = batch.cache[0]->spec(il);
+    const KvType type = batch.cache[0]->type();  // one kernel per launch: every cache of the batch has it
     std::vector<cuda::KvStoreDesc> desc(batch.n);
     for (size_t t = 0; t < batch.n; ++t) {
         KvCache& cache = *batch.cache[t];
         CACTUS_ASSERT(k.width() == cache.spec(il).k_width && v.width() == cache.spec(il).v_width);
+        CACTUS_ASSERT(cache.type() == type);
         desc[t] = device_rows(cache, "kv_store").row(il, cache.row_of(il, batch.token[t]));
     }
-    const bool int8 = batch.cache[0]->type() == KvType::I8;
     usable("kv_store");
     const auto* d = static_cast<const cuda::KvStoreDesc*>(stage_upload(desc.data(), desc.size() * sizeof(desc[0])));
     launch("kv_store", [&](cudaStream_t s) {
-        cuda::kv_store(s, d, k.as<float>(), v.as<float>(), batch.n, spec.k_width, spec.v_width, spec.n_head_kv, int8);
+        cuda::kv_store(s, d, k.as<float>(), v.as<float>(), batch.n, spec.k_width, spec.v_width, spec.n_head_kv, type);
     });
 }
 
@@ -188,6 +214,7 @@ void CudaBackend::attention_kv(const Tensor& out, size_t il, const KvBatch& batc
     std::vector<size_t> span_of(batch.n);
     for (size_t t = 0; t < batch.n; ++t) {
         KvCache* cache = batch.cache[t];
+        CACTUS_ASSERT(cache->type() == first.type());
         ranges[t] = cache->rows_for_query(il, batch.token[t], batch.last ? batch.last[t] : batch.token[t]);
         CACTUS_ASSERT(ranges[t].begin <= ranges[t].end && ranges[t].end <= cache->capacity(il));
         size_t s = 0;
@@ -239,9 +266,10 @@ void CudaBackend::attention_kv(const Tensor& out, size_t il, const KvBatch& batc
     shape.head_dim_v = spec.v_width / spec.n_head_kv;
     shape.k_width = spec.k_width;
     shape.v_width = spec.v_width;
-    shape.int8 = first.type() == KvType::I8;
-    shape.k_groups = shape.int8 ? device_rows(*batch.cache[0], "attention_kv").k_groups(il) : 0;
-    shape.v_groups = shape.int8 ? device_rows(*batch.cache[0], "attention_kv").v_groups(il) : 0;
+    shape.type = first.type();
+    const bool int8 = shape.type == KvType::I8;
+    shape.k_groups = int8 ? device_rows(*batch.cache[0], "attention_kv").k_groups(il) : 0;
+    shape.v_groups = int8 ? device_rows(*batch.cache[0], "attention_kv").v_groups(il) : 0;
     shape.scale = scale;
     CACTUS_ASSERT(q.width() == n_head * shape.head_dim_k && out.width() == n_head * shape.head_dim_v);
     launch("attention_kv",
