@@ -10,6 +10,7 @@ namespace cactus {
 
 std::unique_ptr<Model> load_llama(const GgufFile& file, const ModelOptions& options);
 std::unique_ptr<Model> load_gemma3(const GgufFile& file, const ModelOptions& options);
+std::unique_ptr<Model> load_gemma4(const GgufFile& file, const ModelOptions& options);
 std::unique_ptr<Model> load_qwen2(const GgufFile& file, const ModelOptions& options);
 std::unique_ptr<Model> load_qwen3(const GgufFile& file, const ModelOptions& options);
 std::unique_ptr<Model> load_lfm2(const GgufFile& file, const ModelOptions& options);
@@ -27,6 +28,7 @@ struct Architecture {
 constexpr Architecture kArchitectures[] = {
     {"llama", load_llama},
     {"gemma3", load_gemma3},
+    {"gemma4", load_gemma4},
     {"qwen2", load_qwen2},
     {"qwen3", load_qwen3},
     {"lfm2", load_lfm2},

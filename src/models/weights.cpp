@@ -87,6 +87,13 @@ Tensor WeightLoader::f32_rows(const std::string& name, size_t width, size_t n_ro
     return out;
 }
 
+std::vector<float> WeightLoader::host_vector(const std::string& name, size_t n) const {
+    const GgufTensor& t = require_tensor(file_, name, {n});
+    std::vector<float> host(n);
+    dequantize_to_f32(t.type, host.data(), t.data, n);
+    return host;
+}
+
 bool WeightLoader::has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
 
 std::string layer_tensor(size_t il, const char* suffix) { return "blk." + std::to_string(il) + "." + suffix; }

@@ -29,6 +29,9 @@ public:
     Tensor vector(const std::string& name, size_t n);
     // A small 2-D tensor [n_rows, width] (GGUF dims {width, n_rows}) as F32 (convolution taps).
     Tensor f32_rows(const std::string& name, size_t width, size_t n_rows);
+    // A 1-D tensor of n elements as host floats (scalars and small tables the model reads itself:
+    // Gemma 4's layer output scale and RoPE frequency factors).
+    std::vector<float> host_vector(const std::string& name, size_t n) const;
     bool has(const std::string& name) const;
 
 private:

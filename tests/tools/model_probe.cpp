@@ -1,6 +1,6 @@
 // Drives a model for the Python oracle tests (tests/models/test_model_oracle.py).
 //
-//   model_probe MODEL.gguf [--threads N] [--ctx N] [--batch N] [--anonymous]
+//   model_probe MODEL.gguf [--threads N] [--ctx N] [--batch N] [--kv-type f16|int8|f32] [--anonymous]
 //
 // Reads one JSON request per stdin line and writes one JSON response line:
 //   {"tokens": [...], "n_predict": 32}
@@ -11,6 +11,11 @@
 //   {"tokens": [...prompt...], "chunk": C, "decode_ids": [...], "score_ids": [[ids], ...]}
 //       -> {"decode_logprobs": [...], "decode_argmax": [...]}: the same scores from the
 //          single-token decode path (prompt prefilled C tokens per call, then one token per step).
+//   {"tokens": [...], "dump": ["layer_out", "attn_out", ...], "dump_to": "/abs/dir"}
+//       -> {"dumped": {"layer_out": [n_layer, T, W], "embd": [T, W], ...}}: the named
+//          intermediates (src/models/intermediates.h) of a teacher-forced pass over the tokens
+//          (logits of every position), written as float32 .npy files <dir>/<name>.npy; per-layer
+//          names stack their layers ([n_layer, T, W]; every layer must have produced the name).
 // Both parts may be combined in one request. Errors -> {"error": "message"}.
 #include <algorithm>
 #include <chrono>
@@ -122,10 +127,72 @@ void decode_score(cactus::Model& model, const std::vector<int32_t>& tokens, size
     out["decode_argmax"] = best;
 }
 
+// A float32 .npy file (format 1.0) of the given shape.
+void write_npy(const std::string& path, const std::vector<size_t>& shape, const std::vector<float>& data) {
+    std::string dims;
+    for (size_t d : shape) dims += std::to_string(d) + ", ";
+    std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+    while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+    header += '\n';
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (!f) cactus::fail("probe: cannot write %s", path.c_str());
+    const uint16_t len = static_cast<uint16_t>(header.size());
+    std::fwrite("\x93NUMPY\x01\x00", 1, 8, f);
+    std::fwrite(&len, sizeof(len), 1, f);
+    std::fwrite(header.data(), 1, header.size(), f);
+    std::fwrite(data.data(), sizeof(float), data.size(), f);
+    if (std::fclose(f) != 0) cactus::fail("probe: cannot write %s", path.c_str());
+}
+
+void dump(cactus::Model& model, const std::vector<int32_t>& tokens, const std::vector<std::string>& names,
+          const std::string& dir, json& out) {
+    if (dir.empty()) cactus::fail("probe: dump needs dump_to");
+    model.reset();
+    model.record_intermediates(names);
+    std::vector<float> all;
+    try {
+        model.forward(tokens.data(), tokens.size(), nullptr, &all);
+    } catch (...) {
+        model.record_intermediates({});
+        throw;
+    }
+    cactus::Intermediates rec = model.take_intermediates();
+    model.record_intermediates({});
+    const size_t n_layer = model.info().n_layer;
+    json dumped = json::object();
+    for (const std::string& name : names) {
+        std::vector<size_t> shape;
+        std::vector<float> data;
+        if (auto it = rec.find(name); it != rec.end()) {
+            shape = {it->second.data.size() / it->second.width, it->second.width};
+            data = std::move(it->second.data);
+        } else if (rec.count(name + ".0")) {
+            for (size_t il = 0; il < n_layer; ++il) {
+                auto layer = rec.find(name + "." + std::to_string(il));
+                if (layer == rec.end()) cactus::fail("probe: %s has no layer %zu", name.c_str(), il);
+                const cactus::RecordedTensor& r = layer->second;
+                if (il == 0) shape = {n_layer, r.data.size() / r.width, r.width};
+                if (r.data.size() != shape[1] * shape[2])
+                    cactus::fail("probe: %s.%zu has another shape", name.c_str(), il);
+                data.insert(data.end(), r.data.begin(), r.data.end());
+            }
+        } else {
+            continue;  // not a tensor of this architecture
+        }
+        write_npy(dir + "/" + name + ".npy", shape, data);
+        dumped[name] = shape;
+    }
+    out["dumped"] = dumped;
+}
+
 json handle(cactus::Model& model, const std::string& line) {
     json request = json::parse(line);
     std::vector<int32_t> tokens = request.at("tokens").get<std::vector<int32_t>>();
     json out = json::object();
+    if (request.contains("dump")) {
+        dump(model, tokens, request["dump"].get<std::vector<std::string>>(), request.value("dump_to", std::string()),
+             out);
+    }
     if (request.contains("n_predict")) generate(model, tokens, request["n_predict"].get<int>(), out);
     if (request.contains("decode_ids")) {
         decode_score(model, tokens, request.value("chunk", size_t(512)),
@@ -140,7 +207,8 @@ json handle(cactus::Model& model, const std::string& line) {
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s MODEL.gguf [--threads N] [--ctx N] [--batch N] [--anonymous]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s MODEL.gguf [--threads N] [--ctx N] [--batch N] [--kv-type T] [--anonymous]\n",
+                     argv[0]);
         return 2;
     }
     cactus::ModelOptions options;
@@ -156,6 +224,13 @@ int main(int argc, char** argv) {
             options.n_ctx = std::strtoull(argv[++i], nullptr, 10);
         } else if (i + 1 < argc && arg == "--batch") {
             options.n_batch = std::strtoull(argv[++i], nullptr, 10);
+        } else if (i + 1 < argc && arg == "--kv-type") {
+            try {
+                options.kv.type = static_cast<int>(cactus::parse_kv_type(argv[++i]));
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "model_probe: %s\n", e.what());
+                return 2;
+            }
         } else {
             std::fprintf(stderr, "model_probe: unknown argument %s\n", arg.c_str());
             return 2;
