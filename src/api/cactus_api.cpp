@@ -201,12 +201,18 @@ json complete_locally(Engine& engine, const ChatRequest& request, cactus_token_c
                       CompletionResult* result) {
     GenerationOptions generation = request.options.generation;
     const ToolFormat& format = engine.tool_format();
-    std::optional<ConstraintSpec> spec = api::constraint_for(format, request.tools, request.options);
+    // A prompt may end inside a hidden region (Gemma 4 with thinking on opens the thought after
+    // tool results): the reply then starts in it, for the stream, the grammar and the parser.
+    const std::vector<HiddenRegion> regions = format.hidden_regions();
+    const int opened = region_open_at_end(regions, request.prompt);
+    const bool opened_thinking =
+        opened >= 0 && regions[static_cast<size_t>(opened)].open == format.thinking_region().open;
+    std::optional<ConstraintSpec> spec = api::constraint_for(format, request.tools, request.options, opened_thinking);
     auto compile_start = std::chrono::steady_clock::now();
     if (spec) generation.constraint = engine.grammar_vocab().compile(*spec);
     const double compile_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - compile_start).count();
-    StreamFilter filter(format.hidden_regions());
+    StreamFilter filter(regions, opened);
     TokenCallback on_token;
     if (callback != nullptr) {
         on_token = [&](const std::string& piece, int32_t id) {
@@ -221,7 +227,9 @@ json complete_locally(Engine& engine, const ChatRequest& request, cactus_token_c
     std::string rest = filter.finish();
     if (callback != nullptr && !rest.empty())
         callback(rest.c_str(), result->tokens.empty() ? 0u : static_cast<uint32_t>(result->tokens.back()), user_data);
-    ParsedReply reply = parse_reply(format, result->text, !request.tools.empty());
+    const std::string reply_text =
+        opened >= 0 ? regions[static_cast<size_t>(opened)].open + result->text : result->text;
+    ParsedReply reply = parse_reply(format, reply_text, !request.tools.empty());
     return api::completion_response(*result, reply, engine.model().kv_bytes());
 }
 

@@ -11,35 +11,51 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-// With thinking on, a constrained reply may open with <think>...</think> first.
-std::string with_thinking(const json& inner_format) {
-    json think = {{"type", "tag"}, {"begin", "<think>"}, {"content", json{{"type", "any_text"}}}, {"end", "</think>"}};
-    json format = {{"type", "sequence"},
-                   {"elements", json::array({json{{"type", "optional"}, {"content", think}}, inner_format})}};
+// With thinking on, a constrained reply may open with the family's thinking block
+// (<think>...</think>, Gemma 4's <|channel>...<channel|>) before the constrained part; when the
+// prompt opened the block, the reply starts inside it and closes it first.
+std::string with_thinking(const json& inner_format, const HiddenRegion& block, bool opened) {
+    json think = {{"type", "tag"},
+                  {"begin", opened ? std::string() : block.open},
+                  {"content", json{{"type", "any_text"}}},
+                  {"end", block.close}};
+    json first = opened ? think : json{{"type", "optional"}, {"content", think}};
+    json format = {{"type", "sequence"}, {"elements", json::array({first, inner_format})}};
     return json{{"type", "structural_tag"}, {"format", format}}.dump();
 }
 
-ConstraintSpec schema_spec(const json& schema, bool thinking) {
-    if (thinking) {
+struct Thinking {
+    bool on;
+    HiddenRegion block;
+    bool opened;
+};
+
+ConstraintSpec schema_spec(const json& schema, const Thinking& t) {
+    if (t.on) {
         return ConstraintSpec{ConstraintSpec::Kind::structural_tag,
-                              with_thinking(json{{"type", "json_schema"}, {"json_schema", schema}})};
+                              with_thinking(json{{"type", "json_schema"}, {"json_schema", schema}}, t.block, t.opened)};
     }
     return ConstraintSpec{ConstraintSpec::Kind::json_schema, schema.dump()};
 }
 
 }  // namespace
 
-std::optional<ConstraintSpec> constraint_for(const ToolFormat& format, const json& tools, const ApiOptions& o) {
+std::optional<ConstraintSpec> constraint_for(const ToolFormat& format, const json& tools, const ApiOptions& o,
+                                             bool prompt_opened_thinking) {
     if (o.force_tools && tools.empty()) fail("options: force_tools is set but no tools were given");
+    // A prompt that opened the block thinks whatever the option says (the template decided).
+    const Thinking thinking{o.enable_thinking || prompt_opened_thinking, format.thinking_region(),
+                            prompt_opened_thinking};
     if (o.force_tools) {
         std::string tag = format.call_grammar(tools, /*force=*/true);
-        if (o.enable_thinking) tag = with_thinking(parse_json(tag, "tool grammar")["format"]);
+        if (thinking.on)
+            tag = with_thinking(parse_json(tag, "tool grammar")["format"], thinking.block, thinking.opened);
         return ConstraintSpec{ConstraintSpec::Kind::structural_tag, tag};
     }
     if (!o.response_format.is_null()) {
         const std::string type = o.response_format["type"].get<std::string>();
-        if (type == "json_object") return schema_spec(json{{"type", "object"}}, o.enable_thinking);
-        return schema_spec(o.response_format["json_schema"]["schema"], o.enable_thinking);
+        if (type == "json_object") return schema_spec(json{{"type", "object"}}, thinking);
+        return schema_spec(o.response_format["json_schema"]["schema"], thinking);
     }
     if (!tools.empty() && o.constrain_tool_calls)
         return ConstraintSpec{ConstraintSpec::Kind::structural_tag, format.call_grammar(tools, /*force=*/false)};

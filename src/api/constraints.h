@@ -15,8 +15,9 @@ class ToolFormat;
 
 namespace cactus::api {
 
-// nullopt: free text.
+// nullopt: free text. prompt_opened_thinking: the rendered prompt ends inside the family's
+// thinking block (chat/stream_filter.h region_open_at_end), so the reply starts in it.
 std::optional<ConstraintSpec> constraint_for(const ToolFormat& format, const nlohmann::ordered_json& tools,
-                                             const ApiOptions& options);
+                                             const ApiOptions& options, bool prompt_opened_thinking = false);
 
 }  // namespace cactus::api

@@ -5,7 +5,8 @@
 
 namespace cactus {
 
-// The template for `architecture`, or ChatML when the family has no known format.
+// The template for `architecture` (gemma4: the E2B/E4B template; other gemma*: Gemma 3's turn
+// format), or ChatML when the family has no known format.
 const std::string& builtin_chat_template(const std::string& architecture);
 
 }  // namespace cactus

@@ -1,5 +1,6 @@
 // JSON Schema -> xgrammar EBNF for the non-JSON call syntaxes (python for LFM2, gemma for
-// FunctionGemma). JSON-syntax families (hermes, json) use xgrammar's own JSON Schema converter.
+// FunctionGemma). JSON-syntax families (hermes, json) and Gemma 4 use xgrammar's own JSON Schema
+// converter (Gemma 4 in its "gemma" style).
 #include <map>
 #include <set>
 
@@ -218,6 +219,10 @@ private:
 
 }  // namespace
 
-std::string calls_ebnf(const json& tools, CallSyntax syntax) { return EbnfBuilder(syntax).grammar(tools); }
+std::string calls_ebnf(const json& tools, CallSyntax syntax) {
+    // Gemma 4's strings may hold '<'; its grammar is xgrammar's JSON Schema converter ("gemma" style).
+    if (syntax == CallSyntax::gemma4) fail("calls_ebnf: Gemma 4 calls use xgrammar's gemma style, not this grammar");
+    return EbnfBuilder(syntax).grammar(tools);
+}
 
 }  // namespace cactus

@@ -14,7 +14,7 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-const std::string kEscape = "<escape>";
+bool is_gemma(CallSyntax syntax) { return syntax == CallSyntax::gemma || syntax == CallSyntax::gemma4; }
 
 bool is_ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool is_ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'; }
@@ -41,7 +41,8 @@ void append_utf8(std::string& out, uint32_t cp) {
 // Nesting is bounded by kMaxCallDepth.
 class LiteralReader {
 public:
-    LiteralReader(const std::string& s, CallSyntax syntax) : s_(s), syntax_(syntax) {}
+    LiteralReader(const std::string& s, CallSyntax syntax)
+        : s_(s), syntax_(syntax), delim_(is_gemma(syntax) ? string_delimiter(syntax) : std::string()) {}
     size_t p = 0;
 
     void skip_ws() {
@@ -81,7 +82,7 @@ public:
         skip_ws();
         if (p >= s_.size()) return false;
         char c = s_[p];
-        if (syntax_ == CallSyntax::gemma && s_.compare(p, kEscape.size(), kEscape) == 0) return read_escaped(out);
+        if (at_delimiter()) return read_delimited(out);
         if (syntax_ == CallSyntax::python && (c == '"' || c == '\'')) return read_quoted(out);
         if (c == '[' || (syntax_ == CallSyntax::python && c == '(')) return read_list(out, depth);
         if (c == '{') return read_object(out, depth);
@@ -99,22 +100,67 @@ public:
 
     bool read_object_key(std::string& key) {
         skip_ws();
-        if (p < s_.size() && (s_[p] == '"' || s_[p] == '\'' || s_.compare(p, kEscape.size(), kEscape) == 0)) {
+        const bool quoted =
+            p < s_.size() && (syntax_ == CallSyntax::python ? s_[p] == '"' || s_[p] == '\'' : at_delimiter());
+        if (quoted) {
             json k;
             if (!read_value(k, 0) || !k.is_string()) return false;
             key = k.get<std::string>();
             return true;
         }
-        return read_identifier(key);
+        return syntax_ == CallSyntax::python ? read_identifier(key) : read_bare_key(key);
+    }
+
+    // A Gemma call's name: the text up to '{' (names such as "get-time" or "fs.read" included).
+    bool read_call_name(std::string& name) {
+        skip_ws();
+        size_t end = s_.find('{', p);
+        if (end == std::string::npos) return false;
+        name = tool_format::trim(s_.substr(p, end - p));
+        if (name.empty() || name.find_first_of(" \t\r\n:<>{}[],\"") != std::string::npos) return false;
+        p = end;
+        return true;
     }
 
 private:
-    bool read_escaped(json& out) {
-        p += kEscape.size();
-        size_t end = s_.find(kEscape, p);
+    bool at_delimiter() const { return !delim_.empty() && s_.compare(p, delim_.size(), delim_) == 0; }
+
+    // Raw text up to the closing delimiter: the first delimiter followed (after spaces) by one of
+    // , } ] or the end; an earlier one is part of the text. Without such a delimiter among the
+    // next kMaxInnerDelimiters (a bound on the work for hostile text) the first one closes, and
+    // the caller's syntax check decides.
+    bool read_delimited(json& out) {
+        constexpr int kMaxInnerDelimiters = 16;
+        const size_t body = p + delim_.size();
+        size_t first = std::string::npos, close = std::string::npos;
+        int seen = 0;
+        for (size_t at = s_.find(delim_, body); at != std::string::npos && seen++ <= kMaxInnerDelimiters;
+             at = s_.find(delim_, at + delim_.size())) {
+            if (first == std::string::npos) first = at;
+            size_t next = at + delim_.size();
+            while (next < s_.size() && std::isspace(static_cast<unsigned char>(s_[next]))) ++next;
+            if (next == s_.size() || s_[next] == ',' || s_[next] == '}' || s_[next] == ']') {
+                close = at;
+                break;
+            }
+        }
+        if (close == std::string::npos) close = first;
+        if (close == std::string::npos) return false;
+        out = s_.substr(body, close - body);
+        p = close + delim_.size();
+        return true;
+    }
+
+    // A bare Gemma key: the text up to ':' (spaces around it dropped), without structural
+    // characters or the string delimiter.
+    bool read_bare_key(std::string& key) {
+        skip_ws();
+        size_t end = s_.find(':', p);
         if (end == std::string::npos) return false;
-        out = s_.substr(p, end - p);
-        p = end + kEscape.size();
+        key = tool_format::trim(s_.substr(p, end - p));
+        if (key.empty() || key.find_first_of("{}[],\n") != std::string::npos) return false;
+        if (key.find(delim_) != std::string::npos) return false;
+        p = end;
         return true;
     }
 
@@ -235,6 +281,7 @@ private:
 
     const std::string& s_;
     CallSyntax syntax_;
+    std::string delim_;  // Gemma syntaxes' string delimiter; empty for python
 };
 
 bool read_one_python_call(LiteralReader& r, json& call) {
@@ -275,17 +322,29 @@ bool read_python_calls(const std::string& text, json& calls) {
     return true;
 }
 
-bool read_gemma_call(const std::string& text, json& calls) {
-    LiteralReader r(text, CallSyntax::gemma);
-    if (!r.eat_word("call") || !r.eat(':')) return false;
+const std::string& string_delimiter(CallSyntax syntax) {
+    static const std::string escape = "<escape>", quote = "<|\"|>", none;
+    return syntax == CallSyntax::gemma ? escape : syntax == CallSyntax::gemma4 ? quote : none;
+}
+
+size_t read_gemma_call_at(const std::string& text, size_t pos, json& calls, CallSyntax syntax) {
+    if (!is_gemma(syntax)) fail("read_gemma_call_at: not a Gemma call syntax");
+    LiteralReader r(text, syntax);
+    r.p = pos;
+    if (!r.eat_word("call") || !r.eat(':')) return std::string::npos;
     std::string name;
-    if (!r.read_identifier(name)) return false;
-    r.skip_ws();
+    if (!r.read_call_name(name)) return std::string::npos;
     json args;
-    if (r.at_end() || !(r.p < text.size() && text[r.p] == '{') || !r.read_value(args, 0) || !args.is_object())
-        return false;
-    if (!r.at_end()) return false;
+    if (!r.read_value(args, 0) || !args.is_object()) return std::string::npos;
     calls.push_back(json{{"name", name}, {"arguments", args}});
+    return r.p;
+}
+
+bool read_gemma_call(const std::string& text, json& calls, CallSyntax syntax) {
+    json found = json::array();
+    const size_t end = read_gemma_call_at(text, 0, found, syntax);
+    if (end == std::string::npos || text.find_first_not_of(" \t\r\n", end) != std::string::npos) return false;
+    calls.push_back(found[0]);
     return true;
 }
 
@@ -306,8 +365,8 @@ std::string write_value(const json& root, CallSyntax syntax) {
     std::vector<Frame> stack;
     auto scalar = [&](const json& v) {
         if (v.is_string())
-            out +=
-                py ? v.dump(-1, ' ', false, json::error_handler_t::replace) : kEscape + v.get<std::string>() + kEscape;
+            out += py ? v.dump(-1, ' ', false, json::error_handler_t::replace)
+                      : string_delimiter(syntax) + v.get<std::string>() + string_delimiter(syntax);
         else if (v.is_boolean())
             out += v.get<bool>() ? (py ? "True" : "true") : (py ? "False" : "false");
         else if (v.is_null())

@@ -1,6 +1,13 @@
-// FunctionGemma tool calls (Gemma 3 270M function calling):
-// <start_function_call>call:f{a:<escape>x<escape>,n:1}<end_function_call>, one block per call.
+// Gemma-family tool calls: one block per call, "call:NAME{key:value,...}" inside (call_syntax.h).
+//   FunctionGemma (Gemma 3 270M): <start_function_call>call:f{a:<escape>x<escape>,n:1}<end_function_call>
+//   Gemma 4: <|tool_call>call:f{a:<|"|>x<|"|>,n:1}<tool_call|>; thinking in
+//            <|channel>thought\n...<channel|>; after its calls the model emits <|tool_response>,
+//            an end-of-generation token, and the app's results continue the same model turn.
+#include <algorithm>
+#include <cctype>
+
 #include "chat/call_syntax.h"
+#include "chat/json_parse.h"
 #include "chat/tool_format.h"
 
 namespace cactus {
@@ -9,43 +16,197 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-const std::string kOpen = "<start_function_call>", kClose = "<end_function_call>";
+json structural_tag(const json& tags, const std::string& trigger, bool force) {
+    json format = force
+                      ? json{{"type", "tags_with_separator"}, {"tags", tags}, {"separator", ""}, {"at_least_one", true}}
+                      : json{{"type", "triggered_tags"}, {"triggers", json::array({trigger})}, {"tags", tags}};
+    return json{{"type", "structural_tag"}, {"format", format}}.dump();
+}
 
-class GemmaFormat : public ToolFormat {
+class GemmaCallFormat : public ToolFormat {
 public:
-    std::string name() const override { return "gemma"; }
+    GemmaCallFormat(std::string name, std::string open, std::string close, CallSyntax syntax)
+        : name_(std::move(name)), open_(std::move(open)), close_(std::move(close)), syntax_(syntax) {}
 
-    std::vector<HiddenRegion> hidden_regions() const override { return {{kOpen, kClose}, {"<think>", "</think>"}}; }
+    std::string name() const override { return name_; }
 
+    std::vector<HiddenRegion> hidden_regions() const override { return {{open_, close_}, thinking_region()}; }
+
+    // Each block is read by the call syntax itself, which knows where "call:name{...}" ends, so
+    // a string argument holding the close marker's text does not end it early. A block that does
+    // not read stays text, up to its first close marker.
     void extract_calls(std::string& text, json& calls) const override {
-        tool_format::cut_regions(text, kOpen, kClose, [&](const std::string& body) {
-            return read_gemma_call(tool_format::trim(body), calls);
-        });
+        std::string kept;
+        size_t pos = 0;
+        for (size_t start = text.find(open_); start != std::string::npos; start = text.find(open_, pos)) {
+            kept += text.substr(pos, start - pos);
+            const size_t end = read_block(text, start, calls);
+            if (end != std::string::npos) {
+                pos = end;
+                continue;
+            }
+            const size_t close = text.find(close_, start + open_.size());
+            pos = close == std::string::npos ? text.size() : close + close_.size();
+            kept += text.substr(start, pos - start);
+        }
+        if (pos < text.size()) kept += text.substr(pos);
+        text = kept;
     }
 
+    // One tag for all tools: the grammar of "name{...}" after "call:" (call_grammar.cpp).
     std::string call_grammar(const json& tools, bool force) const override {
         json tag = {{"type", "tag"},
-                    {"begin", kOpen + "call:"},
-                    {"content", json{{"type", "grammar"}, {"grammar", calls_ebnf(tools, CallSyntax::gemma)}}},
-                    {"end", kClose}};
-        json format =
-            force ? json{{"type", "tags_with_separator"},
-                         {"tags", json::array({tag})},
-                         {"separator", ""},
-                         {"at_least_one", true}}
-                  : json{{"type", "triggered_tags"}, {"triggers", json::array({kOpen})}, {"tags", json::array({tag})}};
-        return json{{"type", "structural_tag"}, {"format", format}}.dump();
+                    {"begin", open_ + "call:"},
+                    {"content", json{{"type", "grammar"}, {"grammar", calls_ebnf(tools, syntax_)}}},
+                    {"end", close_}};
+        return structural_tag(json::array({tag}), open_, force);
     }
 
     std::string render_calls(const json& calls) const override {
         std::string out;
-        for (const json& c : calls) out += kOpen + write_call(c, CallSyntax::gemma) + kClose;
+        for (const json& c : calls) out += open_ + write_call(c, syntax_) + close_;
         return out;
+    }
+
+protected:
+    // The call block at text[start] (its open marker): appends the call and returns the offset
+    // past the close marker (or past the end, for a reply cut off after the call), else npos.
+    size_t read_block(const std::string& text, size_t start, json& calls) const {
+        json found = json::array();
+        size_t end = read_gemma_call_at(text, start + open_.size(), found, syntax_);
+        if (end == std::string::npos) return end;
+        end = std::min(text.find_first_not_of(" \t\r\n", end), text.size());
+        if (text.compare(end, close_.size(), close_) == 0)
+            end += close_.size();
+        else if (end != text.size())
+            return std::string::npos;
+        calls.push_back(found[0]);
+        return end;
+    }
+
+    std::string name_, open_, close_;
+    CallSyntax syntax_;
+};
+
+const std::string kChannelOpen = "<|channel>", kChannelClose = "<channel|>", kThoughtLabel = "thought";
+
+class Gemma4Format : public GemmaCallFormat {
+public:
+    Gemma4Format() : GemmaCallFormat("gemma4", "<|tool_call>", "<tool_call|>", CallSyntax::gemma4) {}
+
+    // The model may close a channel it never opened (llama.cpp's parser notes a trailing
+    // <channel|>): that marker alone is hidden too.
+    std::vector<HiddenRegion> hidden_regions() const override {
+        return {{open_, close_}, {kChannelOpen, kChannelClose}, {kChannelClose, ""}};
+    }
+
+    HiddenRegion thinking_region() const override { return {kChannelOpen, kChannelClose}; }
+
+    // Every <|channel>...<channel|> block outside the calls is thinking (its "thought" label
+    // dropped); an unterminated block thinks to the end; a stray <channel|> is dropped. A prompt
+    // that opened the block is handled by the caller, which puts the open marker first.
+    void extract_thinking(std::string& text, std::string& thinking) const override {
+        std::string kept, thought;
+        size_t pos = 0;
+        while (pos < text.size()) {
+            const size_t open = text.find(kChannelOpen, pos), close = text.find(kChannelClose, pos),
+                         call = text.find(open_, pos);
+            const size_t next = std::min({open, close, call});
+            if (next == std::string::npos) break;
+            kept += text.substr(pos, next - pos);
+            if (next == call) {  // a call is kept whole: its strings may hold the markers' text
+                json ignored = json::array();
+                size_t end = read_block(text, next, ignored);
+                if (end == std::string::npos) {
+                    end = text.find(close_, next);
+                    end = end == std::string::npos ? text.size() : end + close_.size();
+                }
+                pos = end;
+                kept += text.substr(next, pos - next);
+            } else if (next == open) {
+                const size_t body = next + kChannelOpen.size();
+                const size_t end = text.find(kChannelClose, body);
+                std::string block = text.substr(body, (end == std::string::npos ? text.size() : end) - body);
+                while (block.compare(0, kChannelOpen.size(), kChannelOpen) == 0) block.erase(0, kChannelOpen.size());
+                if (block.compare(0, kThoughtLabel.size(), kThoughtLabel) == 0 &&
+                    (block.size() == kThoughtLabel.size() ||
+                     std::isspace(static_cast<unsigned char>(block[kThoughtLabel.size()]))))
+                    block.erase(0, kThoughtLabel.size());
+                block = tool_format::trim(block);
+                if (!block.empty()) thought += (thought.empty() ? "" : "\n") + block;
+                pos = end == std::string::npos ? text.size() : end + kChannelClose.size();
+            } else {
+                pos = next + kChannelClose.size();
+            }
+        }
+        if (pos < text.size()) kept += text.substr(pos);
+        text = kept;
+        thinking = thought;
+    }
+
+    std::vector<std::string> shown_markers() const override {
+        std::vector<std::string> markers = ToolFormat::shown_markers();
+        markers.push_back(string_delimiter(syntax_));
+        return markers;
+    }
+
+    // One tag per tool, its arguments constrained by xgrammar's JSON Schema converter in the
+    // "gemma" style (bare keys, <|"|> strings): the whole schema language, not a subset. Strings
+    // exclude the close marker, so streaming (which hides up to the first one) sees the call
+    // whole; the style drops string length limits either way.
+    std::string call_grammar(const json& tools, bool force) const override {
+        json tags = json::array();
+        for (const auto& sig : tool_format::tool_signatures(tools)) {
+            tags.push_back(json{{"type", "tag"},
+                                {"begin", open_ + "call:" + sig.first},
+                                {"content", json{{"type", "json_schema"},
+                                                 {"json_schema", sig.second},
+                                                 {"style", "gemma"},
+                                                 {"excludes", json::array({close_})}}},
+                                {"end", close_}});
+        }
+        return structural_tag(tags, open_, force);
+    }
+
+    // The template raises on arguments given as a string (it wants a mapping), as transformers
+    // callers are told to deserialize them first: JSON-object strings become objects here.
+    json prepare_messages(const json& messages) const override {
+        json out = ToolFormat::prepare_messages(messages);
+        for (json& m : out) {
+            if (!m.is_object() || !m.contains("tool_calls") || !m["tool_calls"].is_array()) continue;
+            for (json& call : m["tool_calls"]) {
+                if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+                json& fn = call["function"];
+                if (!fn.contains("arguments") || !fn["arguments"].is_string()) continue;
+                json parsed;
+                if (try_parse_json(fn["arguments"].get<std::string>(), parsed) && parsed.is_object())
+                    fn["arguments"] = parsed;
+            }
+        }
+        return out;
+    }
+
+    // After an assistant message with text, calls and their results, the template closes the
+    // model turn (<turn|>\n, then <|channel>thought\n with thinking on) and opens no new one:
+    // the model turn is opened here, as llama.cpp's Gemma 4 handler does.
+    void finish_prompt(std::string& prompt, bool add_generation_prompt) const override {
+        if (!add_generation_prompt) return;
+        const std::string closed = "<turn|>\n", thought = kChannelOpen + kThoughtLabel + "\n";
+        auto ends_with = [&](const std::string& tail) {
+            return prompt.size() >= tail.size() && prompt.compare(prompt.size() - tail.size(), tail.size(), tail) == 0;
+        };
+        if (ends_with(closed + thought)) prompt.resize(prompt.size() - thought.size());
+        if (ends_with(closed)) prompt += "<|turn>model\n";
     }
 };
 
 }  // namespace
 
-std::unique_ptr<ToolFormat> make_gemma_format() { return std::make_unique<GemmaFormat>(); }
+std::unique_ptr<ToolFormat> make_gemma_format() {
+    return std::make_unique<GemmaCallFormat>("gemma", "<start_function_call>", "<end_function_call>",
+                                             CallSyntax::gemma);
+}
+
+std::unique_ptr<ToolFormat> make_gemma4_format() { return std::make_unique<Gemma4Format>(); }
 
 }  // namespace cactus

@@ -1,7 +1,8 @@
 #pragma once
 // Splits a model's raw reply into visible text, thinking, and tool calls, in the format of the
-// model's family (chat/tool_format.h): <think>...</think> (or a leading "...</think>" when the
-// prompt opened the block) goes to `thinking`; calls go to `function_calls` with typed arguments.
+// model's family (chat/tool_format.h): the thinking block (<think>...</think>, or a leading
+// "...</think>" when the prompt opened it; Gemma 4's <|channel>thought\n...<channel|>) goes to
+// `thinking`; calls go to `function_calls` with typed arguments.
 #include <string>
 
 #include <nlohmann/json.hpp>

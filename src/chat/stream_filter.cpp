@@ -1,11 +1,14 @@
 #include "chat/stream_filter.h"
 
+#include <cctype>
+
 namespace cactus {
 
 namespace {
 
 // Length of the longest suffix of text that is a proper prefix of marker.
 size_t partial_suffix(const std::string& text, const std::string& marker) {
+    if (marker.empty()) return 0;
     size_t longest = std::min(text.size(), marker.size() - 1);
     for (size_t n = longest; n > 0; --n)
         if (text.compare(text.size() - n, n, marker, 0, n) == 0) return n;
@@ -50,6 +53,24 @@ std::string StreamFilter::push(const std::string& piece) {
         pending_.erase(0, pending_.size() - hold);
         return out;
     }
+}
+
+int region_open_at_end(const std::vector<HiddenRegion>& regions, const std::string& prompt) {
+    constexpr size_t kMaxLabel = 16;
+    for (size_t r = 0; r < regions.size(); ++r) {
+        const HiddenRegion& region = regions[r];
+        if (region.close.empty() || region.open.empty()) continue;
+        const size_t from =
+            prompt.size() > kMaxLabel + region.open.size() ? prompt.size() - kMaxLabel - region.open.size() : 0;
+        const size_t at = prompt.rfind(region.open);
+        if (at == std::string::npos || at < from) continue;
+        bool label = true;
+        for (size_t i = at + region.open.size(); i < prompt.size(); ++i)
+            label = label && (std::isalpha(static_cast<unsigned char>(prompt[i])) ||
+                              std::isspace(static_cast<unsigned char>(prompt[i])));
+        if (label) return static_cast<int>(r);
+    }
+    return -1;
 }
 
 std::string StreamFilter::finish() {

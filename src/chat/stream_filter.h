@@ -11,7 +11,9 @@ namespace cactus {
 
 class StreamFilter {
 public:
-    explicit StreamFilter(std::vector<HiddenRegion> regions) : regions_(std::move(regions)) {}
+    // inside: the index of the region the text starts in (the prompt opened it), or -1.
+    explicit StreamFilter(std::vector<HiddenRegion> regions, int inside = -1)
+        : regions_(std::move(regions)), inside_(inside) {}
     std::string push(const std::string& piece);  // visible text that is final now
     std::string finish();                        // the rest at the end (held-back partial markers)
 
@@ -20,5 +22,9 @@ private:
     std::string pending_;
     int inside_ = -1;  // index of the open region, or -1
 };
+
+// The region a prompt leaves open for the reply to continue in, or -1: the prompt ends with the
+// region's open marker and at most a short label ("<think>\n", Gemma 4's "<|channel>thought\n").
+int region_open_at_end(const std::vector<HiddenRegion>& regions, const std::string& prompt);
 
 }  // namespace cactus

@@ -68,9 +68,12 @@ size_t cut_regions(std::string& text, const std::string& open, const std::string
         const size_t body = start + open.size();
         kept += text.substr(pos, start - pos);
         // The first close marker that ends a readable body (a string argument may itself contain
-        // the marker's text); an unterminated block is read to the end of the text.
+        // the marker's text), among the next kMaxCloseCandidates (a bound on the work for hostile
+        // text); an unterminated block is read to the end of the text.
+        constexpr int kMaxCloseCandidates = 16;
         size_t after = std::string::npos;
-        for (size_t end = text.find(close, body);; end = text.find(close, end + 1)) {
+        int tries = 0;
+        for (size_t end = text.find(close, body); tries++ < kMaxCloseCandidates; end = text.find(close, end + 1)) {
             const size_t stop = end == std::string::npos ? text.size() : end;
             if (read(text.substr(body, stop - body))) {
                 after = end == std::string::npos ? text.size() : end + close.size();
@@ -116,6 +119,23 @@ json parse_bounded_json(const std::string& text) {
     return out;
 }
 
+json alias_reasoning(const json& message) {
+    if (!message.is_object()) return message;
+    const json* reasoning = nullptr;
+    for (const char* key : {"reasoning_content", "thinking", "reasoning"}) {
+        if (message.contains(key) && !message[key].is_null()) {
+            reasoning = &message[key];
+            break;
+        }
+    }
+    if (reasoning == nullptr) return message;
+    json out = json::object();
+    out["thinking"] = *reasoning;  // first, as in {"thinking": r, **message, "reasoning_content": r}
+    for (auto it = message.begin(); it != message.end(); ++it) out[it.key()] = it.value();
+    out["reasoning_content"] = *reasoning;
+    return out;
+}
+
 json call_schema(const json& parameters) {
     if (!parameters.is_object() || parameters.empty()) return json{{"type", "object"}, {"properties", json::object()}};
     return parameters;
@@ -123,12 +143,40 @@ json call_schema(const json& parameters) {
 
 }  // namespace tool_format
 
+void ToolFormat::extract_thinking(std::string& text, std::string& thinking) const {
+    const HiddenRegion block = thinking_region();
+    const std::string &open = block.open, &close = block.close;
+    size_t lead = text.find_first_not_of(" \t\r\n");
+    if (lead != std::string::npos && text.compare(lead, open.size(), open) == 0) {
+        size_t body = lead + open.size();
+        size_t end = text.find(close, body);
+        thinking = tool_format::trim(text.substr(body, (end == std::string::npos ? text.size() : end) - body));
+        text = end == std::string::npos ? std::string() : text.substr(end + close.size());
+        return;
+    }
+    size_t end = text.find(close);
+    if (end == std::string::npos || text.rfind(open, end) != std::string::npos) return;
+    for (const HiddenRegion& r : hidden_regions())
+        if (r.open != open && r.open != close && text.find(r.open) < end) return;
+    thinking = tool_format::trim(text.substr(0, end));
+    text = text.substr(end + close.size());
+}
+
+std::vector<std::string> ToolFormat::shown_markers() const {
+    std::vector<std::string> markers;
+    for (const HiddenRegion& r : hidden_regions()) {
+        for (const std::string* m : {&r.open, &r.close})
+            if (!m->empty()) markers.push_back(*m);
+    }
+    return markers;
+}
+
 json ToolFormat::prepare_messages(const json& messages) const {
-    if (template_renders_calls_) return messages;
     json out = json::array();
     for (const json& m : messages) {
-        json copy = m;
-        if (m.value("role", "") == "assistant" && m.contains("tool_calls")) {
+        json copy = tool_format::alias_reasoning(m);
+        if (!template_renders_calls_ && m.is_object() && m.value("role", "") == "assistant" &&
+            m.contains("tool_calls")) {
             json calls = tool_format::message_calls(m);
             std::string content =
                 m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : "";
@@ -143,8 +191,10 @@ json ToolFormat::prepare_messages(const json& messages) const {
 
 std::unique_ptr<ToolFormat> tool_format_for(const std::string& source) {
     std::unique_ptr<ToolFormat> format;
-    if (source.find("<|tool_call_start|>") != std::string::npos ||
-        source.find("<|tool_list_start|>") != std::string::npos)
+    if (source.find("<|tool_call>call:") != std::string::npos)
+        format = make_gemma4_format();
+    else if (source.find("<|tool_call_start|>") != std::string::npos ||
+             source.find("<|tool_list_start|>") != std::string::npos)
         format = make_lfm2_format();
     else if (source.find("<start_function_call>") != std::string::npos ||
              source.find("<start_function_declaration>") != std::string::npos)

@@ -3,6 +3,8 @@
 //   hermes  Qwen2.5 / Qwen3 / Hermes: <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>
 //   lfm2    LFM2: <|tool_call_start|>[f(a="x", n=1), g()]<|tool_call_end|> (Python-call syntax)
 //   gemma   FunctionGemma: <start_function_call>call:f{a:<escape>x<escape>,n:1}<end_function_call>
+//   gemma4  Gemma 4: <|tool_call>call:f{a:<|"|>x<|"|>,n:1}<tool_call|>, thinking in
+//           <|channel>thought\n...<channel|>
 //   json    anything else: a bare or fenced JSON object {"name": ..., "arguments": {...}}
 // Each format parses replies into typed calls, renders calls and results back into a conversation
 // in the family's way (through the template), and describes its call syntax as a grammar
@@ -20,6 +22,7 @@ namespace cactus {
 struct ParsedReply;
 
 // A span of generated text that is never streamed as text: from `open` to `close` (inclusive).
+// An empty `close` hides the marker `open` alone (a stray closing marker).
 struct HiddenRegion {
     std::string open;
     std::string close;
@@ -32,6 +35,16 @@ public:
 
     // Markers whose text streaming hides, with what lies between them (calls, thinking).
     virtual std::vector<HiddenRegion> hidden_regions() const = 0;
+    // The thinking block as the model writes it (<think>...</think> unless the family differs).
+    virtual HiddenRegion thinking_region() const { return {"<think>", "</think>"}; }
+    // Moves the thinking out of a reply into `thinking` (trimmed). The default: a reply that opens
+    // with the block thinks until its close; a reply holding a close with no open before it (the
+    // prompt opened the block) thinks up to it, unless a call starts first. Markers later in the
+    // reply (inside call arguments, say) are left alone.
+    virtual void extract_thinking(std::string& text, std::string& thinking) const;
+    // Special-token texts the detokenizer must show (not drop) so that the parser and the grammar
+    // see them: the hidden regions' markers, and any the call syntax uses inside a call.
+    virtual std::vector<std::string> shown_markers() const;
     // Moves the calls in `text` into `calls` ([{name, arguments}]) and removes them from text.
     virtual void extract_calls(std::string& text, nlohmann::ordered_json& calls) const = 0;
     // The call syntax of these tools as an xgrammar structural tag (JSON text). force: the reply
@@ -40,9 +53,17 @@ public:
     // One assistant message's calls as the model writes them (for templates that only render
     // `content`, and for tests).
     virtual std::string render_calls(const nlohmann::ordered_json& calls) const = 0;
-    // The conversation prepared for this family's template: assistant tool_calls become text
-    // where the template only renders content; tool results get the family's wrapping there too.
+    // The conversation prepared for this family's template, as transformers' apply_chat_template
+    // prepares it: a message's reasoning under any of its names (reasoning_content, thinking,
+    // reasoning) is also given as `reasoning_content` and `thinking`; assistant tool_calls become
+    // text where the template only renders content.
     virtual nlohmann::ordered_json prepare_messages(const nlohmann::ordered_json& messages) const;
+    // The rendered prompt, finished where the family's template leaves it unable to generate
+    // (Gemma 4 closes the model turn and opens none after a reply with text and tool results).
+    virtual void finish_prompt(std::string& prompt, bool add_generation_prompt) const {
+        (void)prompt;
+        (void)add_generation_prompt;
+    }
 
 protected:
     bool template_renders_calls_ = true;  // the template reads message.tool_calls itself
@@ -54,6 +75,7 @@ std::unique_ptr<ToolFormat> tool_format_for(const std::string& template_source);
 std::unique_ptr<ToolFormat> make_hermes_format();
 std::unique_ptr<ToolFormat> make_lfm2_format();
 std::unique_ptr<ToolFormat> make_gemma_format();
+std::unique_ptr<ToolFormat> make_gemma4_format();
 std::unique_ptr<ToolFormat> make_json_format();
 
 // Helpers shared by the formats.
@@ -69,6 +91,10 @@ nlohmann::ordered_json message_calls(const nlohmann::ordered_json& message);
 // read(body); spans it accepts are cut out of text. Returns how many were accepted.
 size_t cut_regions(std::string& text, const std::string& open, const std::string& close,
                    const std::function<bool(const std::string&)>& read);
+// transformers' reasoning aliases (_alias_reasoning_fields): a message whose reasoning_content,
+// thinking or reasoning (the first that is not null) is set gets it as `thinking` (unless it has
+// one) and as `reasoning_content`.
+nlohmann::ordered_json alias_reasoning(const nlohmann::ordered_json& message);
 // JSON text parsed after a nesting check (model output is untrusted); discarded on failure.
 nlohmann::ordered_json parse_bounded_json(const std::string& text);
 // The JSON of a call's arguments as the tool's own schema shapes it: the tool signature wrapper

@@ -41,15 +41,13 @@ void finish_metrics(CompletionMetrics& m, Clock::time_point start, Clock::time_p
     m.decode_tps = (m.decode_tokens > 1 && decode_s > 0.0) ? (m.decode_tokens - 1) / decode_s : 0.0;
 }
 
-// Control tokens whose text is one of the format's markers (<|tool_call_start|>, ...): the
-// detokenizer shows them so the output parser and the grammar see the markers.
+// Control tokens whose text is one of the format's markers (<|tool_call_start|>, Gemma 4's <|"|>,
+// ...): the detokenizer shows them so the output parser and the grammar see the markers.
 std::vector<bool> marker_tokens(const Tokenizer& tok, const ToolFormat& format) {
     std::vector<bool> shown(tok.vocab_size(), false);
-    for (const HiddenRegion& r : format.hidden_regions()) {
-        for (const std::string* marker : {&r.open, &r.close}) {
-            std::vector<int32_t> ids = tok.encode(*marker, /*add_special=*/false, /*parse_special=*/true);
-            if (ids.size() == 1 && tok.is_control(ids[0])) shown[static_cast<size_t>(ids[0])] = true;
-        }
+    for (const std::string& marker : format.shown_markers()) {
+        std::vector<int32_t> ids = tok.encode(marker, /*add_special=*/false, /*parse_special=*/true);
+        if (ids.size() == 1 && tok.is_control(ids[0])) shown[static_cast<size_t>(ids[0])] = true;
     }
     return shown;
 }
@@ -134,7 +132,9 @@ std::string Engine::render_chat(const nlohmann::ordered_json& messages, const nl
     context["bos_token"] = special_text(*tokenizer_, tokenizer_->bos_id());
     context["eos_token"] = special_text(*tokenizer_, tokenizer_->eos_id());
     context["enable_thinking"] = enable_thinking;
-    return template_->render_ordered(context);
+    std::string prompt = template_->render_ordered(context);
+    format_->finish_prompt(prompt, add_generation_prompt);
+    return prompt;
 }
 
 GrammarVocab& Engine::grammar_vocab() {

@@ -107,7 +107,9 @@ public:
     const GgufFile& file() const { return *file_; }
 
     // Renders the conversation with the model's chat template (or a built-in one for its family).
-    // Each path of a message's "images" becomes a kImageMarker before the message's text.
+    // Each path of a message's "images" becomes a kImageMarker before the message's text. The
+    // family's ToolFormat prepares the messages (prepare_messages) and finishes the prompt
+    // where its template leaves it unable to generate (finish_prompt).
     std::string render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                             bool add_generation_prompt, bool enable_thinking = false) const;
     // The family's tool-call / thinking format, chosen from the chat template.

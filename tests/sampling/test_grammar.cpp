@@ -37,6 +37,11 @@ const Vocab& vocab() {
                               "<start_function_call>",
                               "<end_function_call>",
                               "<escape>",
+                              "<|tool_call>",
+                              "<tool_call|>",
+                              "<|\"|>",
+                              "<|channel>",
+                              "<channel|>",
                               "<think>",
                               "</think>",
                               "true",
@@ -205,7 +210,7 @@ TEST(Grammar, JsonObjectWalksAreObjects) {
 
 TEST(Grammar, ForcedToolCallsParseAndValidateInEveryFamily) {
     json tools = tools_fixture();
-    for (auto make : {make_hermes_format, make_lfm2_format, make_gemma_format, make_json_format}) {
+    for (auto make : {make_hermes_format, make_lfm2_format, make_gemma_format, make_gemma4_format, make_json_format}) {
         std::unique_ptr<ToolFormat> format = make();
         auto compiled =
             grammar_vocab().compile({ConstraintSpec::Kind::structural_tag, format->call_grammar(tools, true)});
@@ -244,6 +249,50 @@ TEST(Grammar, LazyToolGrammarIsFreeUntilTheMarker) {
     EXPECT_TRUE(bad_call.accept_text("\"Oslo\"}}\n</tool_call>"));
     GrammarConstraint unknown(compiled);
     EXPECT_FALSE(unknown.accept_text("<tool_call>\n{\"name\": \"rm_rf\""));
+}
+
+// Gemma 4: free text until <|tool_call>, then only calls of the offered tools with arguments
+// valid for their schemas, in the bare-key / <|"|>-string syntax the parser reads.
+TEST(Grammar, Gemma4LazyGrammarAcceptsValidCallsOnly) {
+    std::unique_ptr<ToolFormat> format = make_gemma4_format();
+    auto compiled =
+        grammar_vocab().compile({ConstraintSpec::Kind::structural_tag, format->call_grammar(tools_fixture(), false)});
+    const std::string q = "<|\"|>";
+    GrammarConstraint free_text(compiled);
+    EXPECT_TRUE(free_text.accept_text("<|channel>thought\nweather<channel|>Any text {a:1} <|tool_cal"));
+    EXPECT_TRUE(free_text.complete());
+    const std::vector<std::string> good = {
+        "call:get_weather{city:" + q + "Oslo <3 & {x}, \"y\"" + q + "}",
+        "call:get_weather{city:" + q + q + ",unit:" + q + "f" + q + ",days:-2}",
+        "call:create_event{title:" + q + "Sync" + q + ",attendees:[{name:" + q + "Ana" + q + ",role:null},{name:" + q +
+            "Bo" + q + ",role:" + q + "guest" + q + "}],slot:{hours:1.5e2,ok:true},notes:null}",
+    };
+    for (const std::string& call : good) {
+        GrammarConstraint c(compiled);
+        EXPECT_TRUE(c.accept_text("Let me look. <|tool_call>" + call + "<tool_call|>")) << call;
+        EXPECT_TRUE(c.complete()) << call;
+        ParsedReply reply = parse_reply(*format, "<|tool_call>" + call + "<tool_call|>", true);
+        ASSERT_EQ(reply.function_calls.size(), 1u) << call;
+        std::string why;
+        const json& params = params_of(tools_fixture(), reply.function_calls[0]["name"].get<std::string>());
+        EXPECT_TRUE(valid(reply.function_calls[0]["arguments"], params, params, why)) << why;
+    }
+    const std::vector<std::pair<std::string, std::string>> invalid = {
+        {"call:get_weather{city:", "12"},                                  // a number where a string goes
+        {"call:get_weather{city:" + q + "x" + q + ",unit:", q + "k" + q},  // not in the enum
+        {"call:get_weather{", "unit:" + q + "c" + q + "}"},                // required city missing
+        {"call:get_weather{city:" + q + "x" + q, ",zip:1"},                // an undeclared key
+        {"call:", "rm_rf{"},                                               // an unknown tool
+        {"call:get_weather{city:", "\"Oslo\""},                            // JSON quotes are not strings
+        {"call:create_event{title:" + q + "t" + q + ",attendees:", "[]"},  // minItems 1
+        {"call:get_weather{city:" + q + "x" + q + ",days:", "1.5"},        // an integer field
+        {"call:get_weather{city:" + q + "a", "<tool_call|>"},              // the close marker inside a string
+    };
+    for (const auto& [prefix, wrong] : invalid) {
+        GrammarConstraint c(compiled);
+        EXPECT_TRUE(c.accept_text("<|tool_call>" + prefix)) << prefix;
+        EXPECT_FALSE(c.accept_text(wrong)) << prefix << wrong;
+    }
 }
 
 TEST(Grammar, ForcedGrammarRejectsTextBeforeTheCall) {

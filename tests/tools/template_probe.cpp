@@ -1,15 +1,19 @@
 // Renders chat templates for the Python oracle test (tests/chat/test_template_oracle.py).
-// stdin: one JSON object per line, {"template": "...", "context": {...}}.
+// stdin: one JSON object per line, {"template": "...", "context": {...}}, optionally with
+// "engine": true to render as Engine::render_chat does: the family's ToolFormat (chosen from the
+// template) prepares context.messages first and finishes the prompt after.
 // stdout: one JSON object per line, {"ok": true, "text": "..."} or {"ok": false, "error": "..."}.
 // Runs each render on a thread with a 256 KiB stack, as the engine does.
 #include <pthread.h>
 
 #include <iostream>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_template.h"
+#include "chat/tool_format.h"
 #include "core/error.h"
 
 namespace {
@@ -22,8 +26,18 @@ struct Job {
 void* render_job(void* arg) {
     Job* job = static_cast<Job*>(arg);
     try {
-        cactus::ChatTemplate tmpl(job->request->at("template").get<std::string>());
-        job->reply = {{"ok", true}, {"text", tmpl.render_ordered(job->request->at("context"))}};
+        const std::string source = job->request->at("template").get<std::string>();
+        cactus::ChatTemplate tmpl(source);
+        if (!job->request->value("engine", false)) {
+            job->reply = {{"ok", true}, {"text", tmpl.render_ordered(job->request->at("context"))}};
+            return nullptr;
+        }
+        std::unique_ptr<cactus::ToolFormat> format = cactus::tool_format_for(source);
+        nlohmann::ordered_json context = job->request->at("context");
+        if (context.contains("messages")) context["messages"] = format->prepare_messages(context["messages"]);
+        std::string text = tmpl.render_ordered(context);
+        format->finish_prompt(text, context.value("add_generation_prompt", false));
+        job->reply = {{"ok", true}, {"text", text}};
     } catch (const std::exception& e) {
         job->reply = {{"ok", false}, {"error", e.what()}};
     }
