@@ -14,6 +14,10 @@ namespace tmpl {
 namespace {
 
 constexpr int kMaxRuntimeDepth = 2 * kMaxNesting;
+// Macro calls active at once. Recursive macros (Gemma 4's format_argument walks a tool call's
+// arguments) stop here with an error naming the macro, before the general depth bound: a value
+// nested this deep is refused rather than rendered.
+constexpr int kMaxMacroDepth = 40;
 
 enum class Flow { Normal, Break, Continue };
 
@@ -341,6 +345,17 @@ private:
 
     Value call_macro(const Stmt& m, const CallArgs& args) {
         DepthGuard guard(*this, m.line);
+        struct MacroDepth {
+            explicit MacroDepth(int& d) : depth(++d) {}
+            ~MacroDepth() { --depth; }
+            int& depth;
+        } macro_depth(macro_depth_);
+        if (macro_depth_ > kMaxMacroDepth) {
+            fail(
+                "template: macro calls nested deeper than %d (kMaxMacroDepth) in '%s' at line %d: a recursive "
+                "macro without an end, or a value nested too deeply for it",
+                kMaxMacroDepth, m.text.c_str(), m.line);
+        }
         if (args.positional.size() > m.params.size()) {
             fail("template: macro '%s' takes %zu arguments, %zu given", m.text.c_str(), m.params.size(),
                  args.positional.size());
@@ -542,6 +557,7 @@ private:
 
     std::vector<Scope> scopes_;
     int depth_ = 0;
+    int macro_depth_ = 0;
     long steps_ = 0;
 };
 

@@ -107,6 +107,44 @@ TEST(ChatTemplate, ScopingAndNamespace) {
 TEST(ChatTemplate, Macros) {
     EXPECT_EQ(render("{% macro m(a, b='d') %}[{{ a }}{{ b }}]{% endmacro %}{{ m(1) }}{{ m(2, b=3) }}"), "[1d][23]");
     EXPECT_NE(error_of("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}").find("nested deeper"), std::string::npos);
+    // Recursion stops with an error that names the macro and the bound.
+    std::string err = error_of("{% macro walk(n) %}{{ walk(n + 1) }}{% endmacro %}{{ walk(0) }}");
+    EXPECT_NE(err.find("'walk'"), std::string::npos) << err;
+    EXPECT_NE(err.find("kMaxMacroDepth"), std::string::npos) << err;
+    // Keyword arguments through recursion, as Gemma 4's format_argument passes escape_keys.
+    EXPECT_EQ(render("{% macro f(v, k=true) %}{% if v is mapping %}{{ '{' }}{% for a, b in v|dictsort %}{{ a }}:"
+                     "{{ f(b, k=k) }}{% endfor %}{{ '}' }}{% else %}{{ v }}{{ k }}{% endif %}{% endmacro %}"
+                     "{{ f(x, k=false) }}",
+                     json{{"x", {{"b", {{"c", 1}}}, {"a", 2}}}}),
+              "{a:2Falseb:{c:1False}}");
+}
+
+// Gemma 4's template walks tool-call arguments with a recursive macro: realistic nesting renders
+// on a 256 KiB stack, hostile nesting is refused by kMaxMacroDepth, naming the macro.
+TEST(ChatTemplate, RecursiveMacroOverNestedArgumentsOnSmallStack) {
+    std::ifstream file(std::string(CACTUS_SOURCE_DIR) + "/tests/chat/templates/gemma4_e2b.jinja");
+    ASSERT_TRUE(file.good());
+    std::stringstream source;
+    source << file.rdbuf();
+    ChatTemplate gemma4(source.str());
+    auto context = [](int depth) {
+        json v = "x";
+        for (int i = 0; i < depth; ++i) v = i % 2 ? json{{"k", v}} : json::array({v});
+        json call = {{"id", "a"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", {{"a", v}}}}}};
+        return json{{"messages", json::array({{{"role", "user"}, {"content", "hi"}},
+                                              {{"role", "assistant"}, {"tool_calls", json::array({call})}}})},
+                    {"bos_token", "<bos>"}};
+    };
+    on_small_stack([&] {
+        std::string text = gemma4.render_ordered(context(30));
+        EXPECT_NE(text.find("<|tool_call>call:f{a:{k:[{k:[{k:"), std::string::npos) << text;
+        try {
+            gemma4.render_ordered(context(50));  // within kMaxJsonDepth, beyond kMaxMacroDepth
+            ADD_FAILURE() << "50 levels rendered";
+        } catch (const cactus::Error& e) {
+            EXPECT_NE(std::string(e.what()).find("'format_argument'"), std::string::npos) << e.what();
+        }
+    });
 }
 
 TEST(ChatTemplate, Filters) {
