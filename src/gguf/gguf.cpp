@@ -184,6 +184,26 @@ void GgufFile::release_tensor_bytes(const std::string& name) const {
     ::madvise(pages, last - first, MADV_DONTNEED);  // anonymous: freed (zero if touched again)
 }
 
+const GgufTensor& GgufFile::keep_mapped(const std::string& name) const {
+    auto it = tensor_index_.find(name);
+    if (it == tensor_index_.end()) fail("gguf: keep_mapped: no tensor %s", name.c_str());
+    GgufTensor& t = tensors_[it->second];
+    used_in_place_[it->second] = true;
+    if (!owns_mapping_) return t;
+    const uint8_t* begin = t.data;
+    const uint8_t* end = begin + t.n_bytes;
+    const bool in_copy = anonymous_ != nullptr && begin >= anonymous_ && end <= anonymous_ + anonymous_size_;
+    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+    const uintptr_t last = reinterpret_cast<uintptr_t>(end) / page * page;
+    if (in_copy) t.data = base_ + data_offset_ + t.offset;  // the same bytes, in the file mapping
+    if (last <= first) return t;
+    void* pages = reinterpret_cast<void*>(first);
+    if (locked_) ::munlock(pages, last - first);  // the copy's pages, or the file's locked in place
+    if (in_copy) ::madvise(pages, last - first, MADV_DONTNEED);
+    return t;
+}
+
 void GgufFile::note_direct_use(const std::string& name) const {
     auto it = tensor_index_.find(name);
     if (it == tensor_index_.end()) fail("gguf: note_direct_use: no tensor %s", name.c_str());

@@ -110,6 +110,11 @@ public:
     void release_tensor_bytes(const std::string& name) const;
     // A consumer keeps a pointer to tensor `name`'s bytes (a weight placed as it is, a get_rows table).
     void note_direct_use(const std::string& name) const;
+    // A table read a few rows at a time (Gemma 4's per-layer embeddings: most of the file, a few KB
+    // per token): its bytes stay in the file mapping, outside the anonymous copy and the mlock of
+    // lock_in_memory (the copy's pages of it are freed), so only the rows read are resident. Notes
+    // a direct use; returns the tensor (its data in the mapping). Logically const, as above.
+    const GgufTensor& keep_mapped(const std::string& name) const;
     // Where the tensor data lives now: "mapped" (the file), "anonymous" (a copy) or "locked"
     // (mlock succeeded: on the copy, or on the file's pages when no copy could be made).
     const char* residency() const;

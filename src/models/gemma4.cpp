@@ -180,8 +180,9 @@ private:
         }
         if (p == 0) return;
         const size_t width = hp_.n_layer * p;
-        // Most of an E2B file: memory-mapped, only the step's rows are read.
-        ple_table_ = w.table("per_layer_token_embd.weight", width, hp_.n_vocab);
+        // Most of an E2B file, a few KB of it per token: it stays memory-mapped (weights locked in
+        // memory or not), so only the rows read are resident.
+        ple_table_ = w.mapped_table("per_layer_token_embd.weight", width, hp_.n_vocab);
         ple_model_proj_ = w.matrix("per_layer_model_proj.weight", e, width);
         ple_proj_norm_ = w.vector("per_layer_proj_norm.weight", p);
     }

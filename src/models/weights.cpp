@@ -61,6 +61,12 @@ Tensor WeightLoader::table(const std::string& name, size_t width, size_t n_rows)
     return placed;
 }
 
+Tensor WeightLoader::mapped_table(const std::string& name, size_t width, size_t n_rows) {
+    require_tensor(file_, name, {width, n_rows});
+    file_.keep_mapped(name);
+    return place(name, width, n_rows);
+}
+
 Tensor WeightLoader::place(const std::string& name, size_t width, size_t n_rows) {
     const GgufTensor& t = require_tensor(file_, name, {width, n_rows});
     if (!backend_.supports_weight(t.type)) {

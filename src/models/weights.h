@@ -25,6 +25,9 @@ public:
     // The same [n_rows, width] as it is in the file: a get_rows table (token embeddings), also when it
     // is multiplied by too, or rows read by other ops.
     Tensor table(const std::string& name, size_t width, size_t n_rows);
+    // A table read a few rows per step (GgufFile::keep_mapped): it stays in the file mapping even
+    // when the weights are locked in memory, so only the rows read become resident.
+    Tensor mapped_table(const std::string& name, size_t width, size_t n_rows);
     // A 1-D tensor of n elements as F32 (norm weights, biases).
     Tensor vector(const std::string& name, size_t n);
     // A small 2-D tensor [n_rows, width] (GGUF dims {width, n_rows}) as F32 (convolution taps).

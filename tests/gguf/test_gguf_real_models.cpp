@@ -87,6 +87,24 @@ TEST(GgufRealModels, LockAndCopyKeepTheBytes) {
     EXPECT_EQ(0, std::memcmp(before.data(), g->find_tensor("blk.0.attn_q.weight")->data, before.size()));
 }
 
+TEST(GgufRealModels, KeptMappedTableLeavesTheLockedCopy) {
+    auto f = cactus::GgufFile::open(model_path("smollm2-135m.gguf"));
+    const cactus::GgufTensor* t = f->find_tensor("token_embd.weight");
+    const cactus::GgufTensor* other = f->find_tensor("blk.0.attn_q.weight");
+    ASSERT_NE(t, nullptr);
+    ASSERT_NE(other, nullptr);
+    const uint8_t* mapped = t->data;
+    std::vector<uint8_t> before(t->data, t->data + t->n_bytes);
+    std::vector<uint8_t> other_before(other->data, other->data + other->n_bytes);
+    f->lock_in_memory();
+    ASSERT_NE(t->data, mapped);  // in the copy now
+    const cactus::GgufTensor& kept = f->keep_mapped("token_embd.weight");
+    EXPECT_EQ(kept.data, mapped);  // back in the file mapping, the copy's pages freed
+    EXPECT_EQ(0, std::memcmp(before.data(), kept.data, before.size()));
+    EXPECT_EQ(0, std::memcmp(other_before.data(), other->data, other_before.size()));  // the rest stays copied
+    EXPECT_THROW(f->keep_mapped("no.such.tensor"), cactus::Error);
+}
+
 TEST(GgufRealModels, MissingFileIsAnError) {
     try {
         cactus::GgufFile::open("/nonexistent/model.gguf");
