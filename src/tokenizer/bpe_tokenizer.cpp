@@ -23,23 +23,11 @@ std::string merge_key(std::string_view left, std::string_view right) {
 
 BosPolicy bos_policy(const PreTokenizerConfig& config) { return BosPolicy{config.add_bos, config.force_add_bos}; }
 
-// Text re-encoded from llama.cpp's lenient decoding, with code points PCRE2 cannot take
-// (surrogates) replaced by U+FFFD, so that the regexes see valid UTF-8.
-std::string regex_safe_text(const std::string& text) {
-    std::string out;
-    out.reserve(text.size());
-    size_t offset = 0;
-    while (offset < text.size()) {
-        const uint32_t cp = utf8::decode_one(text, offset);
-        utf8::append(out, (cp >= 0xD800 && cp <= 0xDFFF) ? utf8::kReplacementChar : cp);
-    }
-    return out;
-}
-
-// SentencePiece-style BPE input: spaces written as U+2581, then the text re-encoded from
-// llama.cpp's lenient decoding (each invalid byte becomes U+FFFD; surrogates stay). Code points
-// above U+10FFFF become U+FFFD; llama.cpp's re-encoding throws there.
-std::string escaped_text(const std::string& text, bool escape_whitespaces) {
+// The text as llama.cpp's pre-tokenizer sees it: decoded leniently (each invalid byte becomes
+// U+FFFD; surrogates and overlong forms decode to their value) and written back as UTF-8, with
+// spaces as U+2581 where the model escapes them. Code points above U+10FFFF become U+FFFD;
+// llama.cpp's re-encoding throws there.
+std::string lenient_text(const std::string& text, bool escape_whitespaces) {
     std::string out;
     out.reserve(text.size() + text.size() / 4);
     size_t offset = 0;
@@ -52,6 +40,19 @@ std::string escaped_text(const std::string& text, bool escape_whitespaces) {
         utf8::append(out, utf8::decode_one(text, offset));
     }
     return out;
+}
+
+// lenient_text with each surrogate (ED A0..BF xx, the only invalid UTF-8 it holds) replaced by
+// U+FFFD, also three bytes, so PCRE2 can match it and every offset stays the same. The regexes
+// treat both alike: neither is a letter, a number, whitespace or punctuation.
+std::string regex_safe_text(std::string lenient) {
+    for (size_t i = 0; i + 2 < lenient.size(); ++i) {
+        if (static_cast<uint8_t>(lenient[i]) == 0xED && static_cast<uint8_t>(lenient[i + 1]) >= 0xA0) {
+            lenient.replace(i, 3, "\xef\xbf\xbd");
+            i += 2;
+        }
+    }
+    return lenient;
 }
 
 struct Symbol {
@@ -123,13 +124,17 @@ int BpeTokenizer::merge_rank(std::string_view left, int32_t left_id, std::string
 }
 
 std::vector<std::string> BpeTokenizer::split_words(const std::string& text) const {
-    if (!config_.byte_encode) return pre_tokenizer_.split(escaped_text(text, config_.escape_whitespaces));
-    std::vector<std::string> words = pre_tokenizer_.split(regex_safe_text(text));
-    for (std::string& word : words) {
+    const std::string lenient = lenient_text(text, config_.escape_whitespaces);
+    if (!config_.byte_encode) return pre_tokenizer_.split(lenient);
+    // The regexes run on the surrogate-free copy; the words keep llama.cpp's bytes.
+    std::vector<std::string> words;
+    size_t begin = 0;
+    for (const size_t end : pre_tokenizer_.split_ends(regex_safe_text(lenient))) {
         std::string mapped;
-        mapped.reserve(word.size() * 2);
-        for (const char c : word) mapped += utf8::byte_to_unicode(static_cast<uint8_t>(c));
-        word = std::move(mapped);
+        mapped.reserve((end - begin) * 2);
+        for (size_t i = begin; i < end; ++i) mapped += utf8::byte_to_unicode(static_cast<uint8_t>(lenient[i]));
+        words.push_back(std::move(mapped));
+        begin = end;
     }
     return words;
 }

@@ -189,7 +189,7 @@ void split_newline_runs(const std::string& text, size_t begin, size_t end, std::
 
 }  // namespace
 
-std::vector<std::string> PreTokenizer::split(const std::string& text) const {
+std::vector<size_t> PreTokenizer::split_ends(const std::string& text) const {
     std::vector<size_t> ends = {text.size()};
     for (const auto& compiled : compiled_) {
         std::vector<size_t> next;
@@ -207,11 +207,15 @@ std::vector<std::string> PreTokenizer::split(const std::string& text) const {
         }
         ends = std::move(next);
     }
+    if (text.empty()) ends.clear();
+    return ends;
+}
+
+std::vector<std::string> PreTokenizer::split(const std::string& text) const {
     std::vector<std::string> words;
-    words.reserve(ends.size());
     size_t begin = 0;
-    for (const size_t end : ends) {
-        if (end > begin) words.emplace_back(text, begin, end - begin);
+    for (const size_t end : split_ends(text)) {
+        words.emplace_back(text, begin, end - begin);
         begin = end;
     }
     return words;

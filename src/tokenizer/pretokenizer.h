@@ -40,6 +40,8 @@ public:
     // `text` must be valid UTF-8 (see utf8::sanitize) unless every regex is kNewlineRunsRegex.
     // Returns the words in order; their concatenation is `text`.
     std::vector<std::string> split(const std::string& text) const;
+    // The same split as the end offset of each word, in order (none empty; the last is the size).
+    std::vector<size_t> split_ends(const std::string& text) const;
 
 private:
     struct Compiled;

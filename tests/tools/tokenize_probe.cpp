@@ -7,10 +7,11 @@
 //                      control tokens rendered, "streamed": hex of the streaming detokenizer's
 //                      output for the special ids, "plain_decoded": hex of decode(plain ids)}
 // and a final line {"summary": {...}} with the vocabulary facts, the load time (GGUF open +
-// tokenizer build) and the encode time.
+// tokenizer build; wall and CPU) and the encode time.
 // PIECES (optional): one line per token id, "HEX HEX": token_to_piece without and with
 // render_special (an empty piece is written as "-").
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -59,10 +60,13 @@ int main(int argc, char** argv) {
     }
     try {
         const auto load_start = std::chrono::steady_clock::now();
+        const std::clock_t load_cpu_start = std::clock();
         const auto file = cactus::GgufFile::open(argv[1]);
         const auto tokenizer = cactus::Tokenizer::from_gguf(*file);
         const double load_seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+        // CPU time too: on a shared machine the wall time measures the other processes as well
+        const double load_cpu_seconds = static_cast<double>(std::clock() - load_cpu_start) / CLOCKS_PER_SEC;
         if (argc == 5) write_pieces(*tokenizer, argv[4]);
         std::ifstream corpus(argv[2]);
         std::ofstream out(argv[3]);
@@ -100,6 +104,7 @@ int main(int argc, char** argv) {
             {"tokens", n_tokens},
             {"encode_seconds", encode_seconds},
             {"load_seconds", load_seconds},
+            {"load_cpu_seconds", load_cpu_seconds},
             {"vocab_size", tokenizer->vocab_size()},
             {"bos", tokenizer->bos_id()},
             {"eos", tokenizer->eos_id()},
