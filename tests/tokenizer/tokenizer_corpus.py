@@ -46,6 +46,11 @@ def _numbers(rng):
 
 
 def _special_tokens(model):
+    if model == "gemma-4":
+        return ["<|turn>", "<turn|>", "<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>",
+                "<|\"|>", "<|channel>", "<channel|>", "<|think|>", "<|tool>", "<tool|>", "<|image|>", "<|image>",
+                "<image|>", "<|audio|>", "<|video|>", "<bos>", "<eos>", "<pad>", "<mask>", "</s>", "<unused0>",
+                "[multimodal]"]
     if model == "smollm2-135m":
         return ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<file_sep>", "<jupyter_code>",
                 "<repo_name>", "<empty_output>"]
