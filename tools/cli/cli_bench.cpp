@@ -150,13 +150,14 @@ size_t peak_resident_bytes() {
     return static_cast<size_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
-// Bytes of weights one decode step reads: every tensor, except that the token embedding is only
-// gathered (one row) when the model has a separate output matrix.
+// Bytes of weights one decode step reads: every tensor, except that the tables only gathered from
+// give one row: the token embedding when the model has a separate output matrix, and Gemma 4's
+// per-layer embeddings (most of its file).
 size_t weight_bytes_per_token(const GgufFile& file) {
     bool separate_output = file.find_tensor("output.weight") != nullptr;
     size_t total = 0;
     for (const GgufTensor& t : file.tensors()) {
-        if (separate_output && t.name == "token_embd.weight") {
+        if ((separate_output && t.name == "token_embd.weight") || t.name == "per_layer_token_embd.weight") {
             uint64_t rows = t.dims.size() > 1 ? t.dims[1] : 1;
             total += static_cast<size_t>(t.n_bytes / std::max<uint64_t>(rows, 1));
             continue;
