@@ -41,6 +41,9 @@ def parse_args():
     p.add_argument("-n", "--n-gen", type=int, default=128, help="decode test tokens (tgN)")
     p.add_argument("--cactus", default=None, help="cactus binary (default $CACTUS_BUILD_DIR/bin/cactus)")
     p.add_argument("--llama-bench", default=None, help="llama-bench binary (default: build/cached)")
+    p.add_argument("--cactus-baseline", default=None,
+                   help="a second cactus binary (an earlier build) run in the same alternation: rows add its "
+                        "speeds and cactus / baseline ratios (a before/after comparison on one machine, one run)")
     p.add_argument("--isa", choices=["native", "avx2"], default="native",
                    help="kernel tier of both engines: native (everything this CPU has) or avx2 (cactus with "
                         "CACTUS_CPU_ISA=avx2, llama-bench built with AVX/AVX2/FMA/F16C only)")
@@ -167,27 +170,31 @@ def bandwidth(cactus, args, threads=None, reps=5):
 
 
 def compare_one(cactus, llama_bench, model, threads, args):
-    """ABBA-alternated runs of both engines on one model and thread count, each pair after a
-    read-bandwidth sample (best of 3) at that thread count."""
-    ours, theirs, ours_doc, theirs_doc, read_gbs = [], [], None, None, []
+    """ABBA-alternated runs of both engines (and the baseline build, when given) on one model and
+    thread count, each round after a read-bandwidth sample (best of 3) at that thread count."""
+    ours, theirs, base, ours_doc, theirs_doc, read_gbs = [], [], [], None, None, []
+    engines = ["ours", "theirs"] + (["baseline"] if args.cactus_baseline else [])
     for rep in range(args.reps):
         bw, _ = bandwidth(cactus, args, threads, reps=3)
         read_gbs.append(bw[threads]["read_gb_per_s"]["max"])
-        order = ("ours", "theirs") if rep % 2 == 0 else ("theirs", "ours")
+        order = engines if rep % 2 == 0 else engines[::-1]
         for engine in order:
             t0 = time.time()
             if engine == "ours":
                 sample, ours_doc = ours_once(cactus, model, threads, args)
                 ours.append(sample)
+            elif engine == "baseline":
+                sample, _ = ours_once(args.cactus_baseline, model, threads, args)
+                base.append(sample)
             else:
                 sample, theirs_doc = theirs_once(llama_bench, model, threads, args)
                 theirs.append(sample)
             print("  %-6s rep %d/%d: pp %8.1f tok/s  tg %7.1f tok/s  (%.0f s)" %
                   (engine, rep + 1, args.reps, sample["pp"], sample["tg"], time.time() - t0), flush=True)
-    return ours, theirs, ours_doc, theirs_doc, read_gbs
+    return ours, theirs, base, ours_doc, theirs_doc, read_gbs
 
 
-def summarize(model, threads, ours, theirs, ours_doc, theirs_doc, read_gbs_samples, args):
+def summarize(model, threads, ours, theirs, base, ours_doc, theirs_doc, read_gbs_samples, args):
     llama_type = theirs_doc.get("model_type", "")  # "llama 256M Q4_1", "gemma3 270M Q4_K - Medium"
     quant = llama_type.split(" ", 2)[2] if llama_type.count(" ") >= 2 else quant_label(ours_doc["weight_types"])
     row = {"model": os.path.basename(model), "threads": threads, "quant": quant,
@@ -199,6 +206,12 @@ def summarize(model, threads, ours, theirs, ours_doc, theirs_doc, read_gbs_sampl
                      "ttft_ms": median([s["ttft_ms"] for s in samples]),
                      "pp_samples": [s["pp"] for s in samples], "tg_samples": [s["tg"] for s in samples]}
     row["ours"]["peak_rss_bytes"] = max(s["peak_rss_bytes"] for s in ours)
+    if base:
+        row["baseline"] = {"binary": args.cactus_baseline, "pp_tps": median([s["pp"] for s in base]),
+                           "tg_tps": median([s["tg"] for s in base]), "pp_samples": [s["pp"] for s in base],
+                           "tg_samples": [s["tg"] for s in base]}
+        row["ratio_pp_vs_baseline"] = ratio(row["ours"]["pp_tps"], row["baseline"]["pp_tps"])
+        row["ratio_tg_vs_baseline"] = ratio(row["ours"]["tg_tps"], row["baseline"]["tg_tps"])
     row["ratio_pp"] = ratio(row["ours"]["pp_tps"], row["llama_cpp"]["pp_tps"])
     row["ratio_tg"] = ratio(row["ours"]["tg_tps"], row["llama_cpp"]["tg_tps"])
     # The median of the row's samples (each the best of 3), as the decode speeds are medians: on a
@@ -226,6 +239,14 @@ def markdown_table(rows):
         lines.append("| %s | %d | %.1f MiB | %.1f GB/s | %.1f tok/s | %.1f | %.0f%% | %.1f | %.0f%% |" % (
             r["model"], r["threads"], r["weight_bytes_per_token"] / 2**20, b["read_gb_per_s"], b["decode_bound_tps"],
             r["ours"]["tg_tps"], 100 * b["ours_fraction"], r["llama_cpp"]["tg_tps"], 100 * b["llama_cpp_fraction"]))
+    if any("baseline" in r for r in rows):
+        lines += ["", "| model | threads | test | cactus tok/s | baseline build tok/s | cactus / baseline |",
+                  "|---|---:|---|---:|---:|---:|"]
+        for r in rows:
+            for test, key, rkey in (("pp%d" % r["n_prompt"], "pp_tps", "ratio_pp_vs_baseline"),
+                                    ("tg%d" % r["n_gen"], "tg_tps", "ratio_tg_vs_baseline")):
+                lines.append("| %s | %d | %s | %.1f | %.1f | %.3f |" % (r["model"], r["threads"], test, r["ours"][key],
+                                                                     r["baseline"][key], r[rkey]))
     lines += ["", "| model | threads | cactus TTFT (pp) ms | llama.cpp pp time ms | cactus peak RSS |",
               "|---|---:|---:|---:|---:|"]
     for r in rows:
@@ -274,8 +295,8 @@ def main():
     for model in args.models:
         for threads in args.threads:
             print("%s, %d thread(s):" % (os.path.basename(model), threads), flush=True)
-            ours, theirs, ours_doc, theirs_doc, read_gbs = compare_one(cactus, llama_bench, model, threads, args)
-            rows.append(summarize(model, threads, ours, theirs, ours_doc, theirs_doc, read_gbs, args))
+            ours, theirs, base, ours_doc, theirs_doc, read_gbs = compare_one(cactus, llama_bench, model, threads, args)
+            rows.append(summarize(model, threads, ours, theirs, base, ours_doc, theirs_doc, read_gbs, args))
     table = markdown_table(rows)
     print("\n" + table)
     doc = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "isa": args.isa,
