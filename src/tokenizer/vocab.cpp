@@ -176,47 +176,47 @@ void Vocab::detect_special_tokens_by_text() {
         if ((attrs_[i] & kAttrControl) && texts_[i].find("unused") != std::string::npos) {
             attrs_[i] |= kAttrUnused;
         }
-        // gpt-oss: these are always rendered
-        if (text_is_one_of(texts_[i], {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"})) {
-            attrs_[i] = kAttrUserDefined;
-        }
+    }
+    for (const char* text : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"}) {
+        const int32_t id = find(text);  // gpt-oss: these are always rendered
+        if (id >= 0) attrs_[static_cast<size_t>(id)] = kAttrUserDefined;
     }
 }
 
+// Token texts are looked up rather than every token compared with the list: a 262k vocabulary
+// makes that millions of string comparisons at load.
 void Vocab::collect_end_of_generation() {
-    std::vector<bool> is_eog(size(), false);
-    for (int32_t id : {fim_pad, fim_rep, fim_sep, eos, eot, eom}) {
-        if (id >= 0) is_eog[static_cast<size_t>(id)] = true;
+    std::vector<int32_t> ids;
+    for (const int32_t id : {fim_pad, fim_rep, fim_sep, eos, eot, eom}) {
+        if (id >= 0) ids.push_back(id);
     }
-    int32_t end_id = -1, s_id = -1;
-    bool has_return = false, has_call = false, has_flush = false, has_tool_response = false;
-    for (size_t i = 0; i < size(); ++i) {
-        const std::string& text = texts_[i];
-        if (text_is_one_of(text, kEndOfGenerationTexts)) {
-            is_eog[i] = true;
-            mark_control(static_cast<int32_t>(i));
+    for (const char* text : kEndOfGenerationTexts) {
+        const int32_t id = find(text);
+        if (id < 0) continue;
+        ids.push_back(id);
+        mark_control(id);
+    }
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    const auto eog_named = [&](std::initializer_list<const char*> names) {
+        for (const int32_t id : ids) {
+            if (text_is_one_of(texts_[static_cast<size_t>(id)], names)) return id;
         }
-        if (!is_eog[i]) continue;
-        if (text == "<|return|>") has_return = true;
-        if (text == "<|call|>" || text == "<|calls|>") has_call = true;
-        if (text == "<|flush|>") has_flush = true;
-        if (text == "<|tool_response>") has_tool_response = true;
-        if (text == "<|end|>") end_id = static_cast<int32_t>(i);
-        if (text == "</s>") s_id = static_cast<int32_t>(i);
-    }
+        return -1;
+    };
+    const int32_t end_id = eog_named({"<|end|>"}), s_id = eog_named({"</s>"});
+    const bool has_call = eog_named({"<|call|>", "<|calls|>"}) >= 0;
+    const bool has_return_or_flush = eog_named({"<|return|>", "<|flush|>"}) >= 0;
+    const bool has_tool_response = eog_named({"<|tool_response>"}) >= 0;
+    const auto drop = [&](int32_t id, uint32_t attr) {
+        ids.erase(std::find(ids.begin(), ids.end(), id));
+        attrs_[static_cast<size_t>(id)] = attr;
+    };
     // o200k_harmony / solar-open: <|end|> ends a message, not the generation.
-    if (end_id >= 0 && has_call && (has_return || has_flush)) {
-        is_eog[static_cast<size_t>(end_id)] = false;
-        attrs_[static_cast<size_t>(end_id)] = kAttrUserDefined;
-    }
+    if (end_id >= 0 && has_call && has_return_or_flush) drop(end_id, kAttrUserDefined);
     // gemma4 / paddleocr: </s> is ordinary text there.
-    if (s_id >= 0 && has_tool_response) {
-        is_eog[static_cast<size_t>(s_id)] = false;
-        attrs_[static_cast<size_t>(s_id)] = kAttrNormal;
-    }
-    for (size_t i = 0; i < size(); ++i) {
-        if (is_eog[i]) eog_.push_back(static_cast<int32_t>(i));
-    }
+    if (s_id >= 0 && has_tool_response) drop(s_id, kAttrNormal);
+    eog_ = std::move(ids);
 }
 
 void Vocab::build_special_matcher() {
