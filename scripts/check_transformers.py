@@ -22,8 +22,9 @@ which is what lets CI (tests/models/test_gemma4_oracle.py) rebuild it without to
 intermediates are compared with the committed goldens tests/models/data/gemma4_tiny_golden.npz, or
 rewrite them with --write-golden.
 
-Time: about 40 s for gemma4 and 30 s each for qwen3 and lfm2 on 2 loaded cores (most of it importing
-torch and transformers, and llama.cpp loading); no GPU."""
+Time (2 shared x86 cores, no GPU): about 40 s for --family gemma4 alone, 85 s for all three families;
+most of it is importing torch and transformers and running the converter, the models themselves take
+well under a second."""
 import argparse
 import json
 import os
@@ -45,6 +46,9 @@ from synthetic_vocab import byte_vocab  # noqa: E402
 GOLDEN = os.path.join(REPO, "tests", "models", "data", "gemma4_tiny_golden.npz")
 DECODE_SPLIT, DECODE_CHUNK = 15, 5  # prefill tokens[:15] five at a time, then one token per step
 F16_BOUND = 5e-2  # max |d log p| of a probe without --kv-type (f16 KV cache; docs/PERFORMANCE.md)
+# The tied qwen3/lfm2 heads give logits of tens of units: transformers' own cached path moves their
+# log-probabilities by 1.3e-4 (fp32 order of operations alone), so an f32 comparison allows 1e-3.
+LOGP_F32_WIDE_LOGITS = 1e-3
 
 
 # ---- the families: a model, its vocabulary, and where its named intermediates are in transformers ----
@@ -166,12 +170,12 @@ FAMILIES = {
                   taps=lambda m: decoder_taps(m, ("self_attn",), "mlp", "norm"),
                   cases=[dict(label="tied", seed=3, tied=True), dict(label="untied", seed=4, tied=False)],
                   prompts=lambda case: random_prompts(case["seed"], len(byte_vocab()[0])),
-                  rel_bound=1e-4, logp_bound=1e-4),
+                  rel_bound=1e-4, logp_bound=LOGP_F32_WIDE_LOGITS),
     "lfm2": dict(arch="Lfm2ForCausalLM", build=build_lfm2, set_vocab=lfm2_set_vocab,
                  taps=lambda m: decoder_taps(m, ("self_attn", "conv"), "feed_forward", "embedding_norm"),
                  cases=[dict(label="tied", seed=3, tied=True), dict(label="untied", seed=4, tied=False)],
                  prompts=lambda case: random_prompts(case["seed"], len(lfm2_vocab()[0])),
-                 rel_bound=1e-4, logp_bound=1e-4),
+                 rel_bound=1e-4, logp_bound=LOGP_F32_WIDE_LOGITS),
     "gemma4": dict(arch="Gemma4ForCausalLM", build=build_gemma4, set_vocab=gemma4_tiny.write_vocab,
                    taps=gemma4_taps, dir_files=gemma4_dir_files,
                    cases=[dict(label="tiny", seed=gemma4_tiny.SEED)],
@@ -271,7 +275,8 @@ def gemma4_extras(case, hf_dir, conv_path, workdir, refs, prompts, write_golden)
     reader = GGUFReader(conv_path)
     n_keys = sum(1 for k in reader.fields if not k.startswith(("general.", "GGUF.")))
     print(f"  llama.cpp's converter vs gemma4_tiny.write_gguf: {len(reader.tensors)} tensors, {n_keys} keys: "
-          + ("identical (tensors bit-equal; keys equal in value and type)" if not diffs else f"{len(diffs)} differences"))
+          + ("identical (tensors bit-equal; keys equal in value and type)" if not diffs
+             else f"{len(diffs)} differences"))
     for d in diffs:
         print("    " + d)
     digest = gemma4_tiny.weights_digest(tensors)
@@ -299,7 +304,8 @@ def write_gemma4_golden(seed, digest, prompts, refs):
     names (the file stays near 1.3 MB)."""
     import transformers
 
-    data = {"seed": np.int64(seed), "weights_sha256": np.array(digest), "config": np.array(json.dumps(gemma4_tiny.CONFIG)),
+    data = {"seed": np.int64(seed), "weights_sha256": np.array(digest),
+            "config": np.array(json.dumps(gemma4_tiny.CONFIG)),
             "versions": np.array(f"transformers {transformers.__version__}, torch {torch.__version__}")}
     for k, (tokens, ref) in enumerate(zip(prompts, refs)):
         data[f"p{k}_tokens"] = np.array(tokens, dtype=np.int32)
@@ -329,10 +335,13 @@ def cactus_side(fam, probe, gguf_path, prompts, refs, n_vocab, workdir, llama):
             d32 = md.max_dlogp(ours[k]["logits"], ref["logits"])
             d16 = md.max_dlogp(ours16[k]["logits"], ref["logits"])
             print(f"    max |dlogp| per position (f32 KV): {fmt_positions(d32)}")
-            line = f"    max |dlogp| f32 KV {d32.max():.2e}, f16 KV {d16.max():.2e}"
+            m16 = md.mean_dlogp(ours16[k]["logits"], ref["logits"])
+            line = f"    max |dlogp| f32 KV {d32.max():.2e}, f16 KV {d16.max():.2e} (mean {m16:.2e})"
             if llama:
-                line += f"; llama.cpp f16 KV {llama['f16'][k].max():.2e}, f32 KV {llama['f32'][k].max():.2e}"
-                ok = ok and d16.max() <= max(llama["f16"][k].max(), fam["logp_bound"])
+                line += (f"; llama.cpp f16 KV {llama['f16'][k].max():.2e} (mean {llama['mean16'][k]:.2e}), "
+                         f"f32 KV {llama['f32'][k].max():.2e}")
+                # the bound of tests/models/test_gemma4_oracle.py (its f16 test says why)
+                ok = ok and m16 <= llama["mean16"][k] and d16.max() <= 1.5 * llama["f16"][k].max()
             print(line)
             ok = ok and good and d32.max() <= fam["logp_bound"]
         kv_type, bound = "f32", fam["logp_bound"]
@@ -343,8 +352,8 @@ def cactus_side(fam, probe, gguf_path, prompts, refs, n_vocab, workdir, llama):
             theirs = md.log_softmax(ref["logits"])[:-1]
             d = np.max(np.abs(rows - theirs), axis=-1)
             agree = int(np.sum(np.argmax(rows, axis=1) == np.argmax(theirs, axis=1)))
-            line = f"  prompt {k} ({len(tokens)} tokens): max |dlogp| {d.max():.2e}, mean {np.mean(np.abs(rows - theirs)):.2e}, " \
-                   f"argmax agree {agree}/{len(theirs)}"
+            line = (f"  prompt {k} ({len(tokens)} tokens): max |dlogp| {d.max():.2e}, "
+                    f"mean {np.mean(np.abs(rows - theirs)):.2e}, argmax agree {agree}/{len(theirs)}")
             if llama:
                 line += f"; llama.cpp f16 KV {llama['f16'][k][:-1].max():.2e}, f32 KV {llama['f32'][k][:-1].max():.2e}"
             print(line)
@@ -383,9 +392,9 @@ def check_case(name, fam, case, args, workdir):
         print(f"  transformers' own cached path vs its full forward: max |dlogp| {d.max():.2e}")
     llama = None
     if args.llama_python:
-        llama = {kv: [md.max_dlogp(l, r["logits"]) for l, r in zip(llama_cpp_logits(args.llama_python, conv_path,
-                                                                                      prompts, kv), refs)]
-                 for kv in ("f16", "f32")}
+        logits = {kv: llama_cpp_logits(args.llama_python, conv_path, prompts, kv) for kv in ("f16", "f32")}
+        llama = {kv: [md.max_dlogp(l, r["logits"]) for l, r in zip(logits[kv], refs)] for kv in ("f16", "f32")}
+        llama["mean16"] = [md.mean_dlogp(l, r["logits"]) for l, r in zip(logits["f16"], refs)]
         print("  llama.cpp vs transformers, max |dlogp| per prompt: f16 KV "
               + " ".join(f"{d.max():.2e}" for d in llama["f16"]) + "; f32 KV "
               + " ".join(f"{d.max():.2e}" for d in llama["f32"]))

@@ -109,7 +109,8 @@ def llama_cpp_logits(python, gguf_path, prompts, kv_type="f16"):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "logits.npz")
         code = ("import sys, json, numpy as np; sys.path.insert(0, sys.argv[1]); import model_dump; "
-                "np.savez(sys.argv[4], *model_dump.llama_cpp_logits(sys.argv[2], json.loads(sys.argv[3]), sys.argv[5]))")
+                "rows = model_dump.llama_cpp_logits(sys.argv[2], json.loads(sys.argv[3]), sys.argv[5]); "
+                "np.savez(sys.argv[4], *rows)")
         run = subprocess.run([python, "-c", code, TESTS_MODELS, gguf_path, json.dumps(prompts), out, kv_type],
                              capture_output=True, text=True, timeout=600)
         if run.returncode != 0:

@@ -42,6 +42,11 @@ def max_dlogp(ours_logits, ref_logits):
     return np.max(np.abs(log_softmax(ours_logits) - log_softmax(ref_logits)), axis=-1)
 
 
+def mean_dlogp(ours_logits, ref_logits):
+    """Mean of |log p_ours - log p_ref| over every position and the whole vocabulary."""
+    return float(np.mean(np.abs(log_softmax(ours_logits) - log_softmax(ref_logits))))
+
+
 def rel_err(ours, ref):
     """||a - b|| / ||b||: per layer ([n_layer] for [n_layer, T, W] arrays), or one number for [T, W]."""
     ours = np.asarray(ours, dtype=np.float64)
