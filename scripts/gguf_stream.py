@@ -8,6 +8,7 @@ u32 ggml type, u64 offset into the data section); zero padding to ALIGNMENT; the
 tensor starting at a multiple of ALIGNMENT (general.alignment is not written, so readers use 32).
 """
 import hashlib
+import mmap
 import struct
 
 import numpy as np
@@ -76,7 +77,7 @@ class _Cursor:
     def string(self):
         start = self.pos + 8
         self.skip_string()
-        return bytes(self.buf[start:self.pos]).decode("utf-8")
+        return bytes(self.buf[start:self.pos]).decode("utf-8", errors="replace")
 
     def skip_value(self, vtype):
         if vtype == STRING:
@@ -96,31 +97,47 @@ class _Cursor:
             raise ValueError(f"unknown GGUF value type {vtype} at offset {self.pos}")
 
 
+def _read_head(path, with_tensors):
+    """(kvs, tensors): {key: raw KV record bytes} in file order, and with_tensors:
+    {name: (ne, ggml type, absolute file offset)}. The file is mapped, so only its head is read."""
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        cur = _Cursor(buf)
+        if buf[:4] != b"GGUF":
+            raise ValueError(f"{path}: not a GGUF file (magic {buf[:4]!r})")
+        cur.pos = 4
+        kvs, tensors = {}, {}
+        try:
+            version, n_tensors, n_kv = cur.take("<IQQ")
+            if version != 3:
+                raise ValueError(f"{path}: GGUF version {version}, expected 3")
+            for _ in range(n_kv):
+                start = cur.pos
+                key = cur.string()
+                cur.skip_value(cur.take("<I"))
+                kvs[key] = buf[start:cur.pos]
+            for _ in range(n_tensors if with_tensors else 0):
+                name = cur.string()
+                n_dims = cur.take("<I")
+                ne = struct.unpack_from(f"<{n_dims}Q", buf, cur.pos)
+                cur.pos += 8 * n_dims
+                tensors[name] = (ne,) + cur.take("<IQ")
+        except struct.error:
+            raise ValueError(f"{path}: truncated in its key/value or tensor-info section") from None
+        if cur.pos > len(buf):
+            raise ValueError(f"{path}: truncated in its key/value or tensor-info section")
+    align = struct.unpack("<I", kvs["general.alignment"][-4:])[0] if "general.alignment" in kvs else ALIGNMENT
+    data_start = -(-cur.pos // align) * align
+    return kvs, {name: (ne, t, data_start + off) for name, (ne, t, off) in tensors.items()}
+
+
 def read_raw_kvs(path):
     """{key: raw record bytes (key, type, value)} of a GGUF file's KV section, in file order."""
-    with open(path, "rb") as f:
-        buf = f.read()
-    cur = _Cursor(memoryview(buf))
-    magic = bytes(buf[:4])
-    cur.pos = 4
-    if magic != b"GGUF":
-        raise ValueError(f"{path}: not a GGUF file (magic {magic!r})")
-    version = cur.take("<I")
-    if version != 3:
-        raise ValueError(f"{path}: GGUF version {version}, expected 3")
-    kvs = {}
-    try:
-        _, n_kv = cur.take("<QQ")
-        for _ in range(n_kv):
-            start = cur.pos
-            key = cur.string()
-            cur.skip_value(cur.take("<I"))
-            kvs[key] = bytes(buf[start:cur.pos])
-    except struct.error:
-        raise ValueError(f"{path}: truncated in its key/value section (offset {cur.pos})") from None
-    if cur.pos > len(buf):
-        raise ValueError(f"{path}: truncated in its key/value section")
-    return kvs
+    return _read_head(path, False)[0]
+
+
+def read_tensor_infos(path):
+    """{tensor name: (ne in ggml order, ggml type, absolute file offset of its data)}."""
+    return _read_head(path, True)[1]
 
 
 class StreamWriter:

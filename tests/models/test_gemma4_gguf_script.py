@@ -21,6 +21,7 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO, "scripts", "make_gemma4_gguf.py")
 sys.path.insert(0, os.path.join(REPO, "scripts"))
+import gguf_stream as gs  # noqa: E402
 import make_gemma4_gguf as mk  # noqa: E402
 
 MAX_BYTES = 200 * 2**20  # the reduced file must stay small enough for CI under ASan
@@ -66,15 +67,17 @@ def test_same_seed_same_bytes(reduced, tmp_path):
 
 @pytest.fixture(scope="module")
 def offsets(reduced):
-    """{tensor name: absolute file offset} as the gguf package reads them (one parse: it takes ~30 s
-    over the 777k vocabulary strings)."""
-    import gguf
-
-    return {t.name: int(t.data_offset) for t in gguf.GGUFReader(reduced[0]).tensors}
+    """{tensor name: absolute file offset}, read by scripts/gguf_stream.py (the gguf package takes
+    ~30 s over the 777k vocabulary strings; --check uses it, once, in the corruption test)."""
+    return {name: off for name, (_, _, off) in gs.read_tensor_infos(reduced[0]).items()}
 
 
 def test_tensor_regenerates_alone(reduced, offsets):
-    """Streams do not depend on chunking: a tensor regenerated in odd-sized chunks is the file's bytes."""
+    """Streams do not depend on chunking: a tensor regenerated in odd-sized chunks is the file's bytes;
+    tensor_values (what a float reference loads) is what the gguf package dequantizes from them."""
+    import gguf
+    from gguf import quants
+
     path, _ = reduced
     specs = {s.name: s for s in mk.tensor_specs(mk.Model("reduced"), "q4_0")}
     data = np.memmap(path, dtype=np.uint8, mode="r")
@@ -84,6 +87,10 @@ def test_tensor_regenerates_alone(reduced, offsets):
         want = np.concatenate([c.reshape(-1).view(np.uint8) for c in mk.tensor_chunks(s, 3, chunk=997)])
         start = offsets[name]
         assert np.array_equal(data[start:start + want.size], want), name
+        theirs = quants.dequantize(np.array(data[start:start + want.size]), gguf.GGMLQuantizationType(s.ggml_type))
+        ours = mk.tensor_values(s, 3)
+        assert ours.shape == tuple(reversed(s.ne)), name
+        assert np.array_equal(ours.reshape(-1), np.asarray(theirs, dtype=np.float32).reshape(-1)), name
 
 
 def test_check_finds_one_corrupted_tensor(reduced, offsets, tmp_path):
@@ -119,7 +126,7 @@ def test_llama_cpp_loads_and_decodes(reduced):
 
     path, _ = reduced
     m = mk.Model("reduced")
-    llm = llama_cpp.Llama(model_path=path, n_ctx=512, n_batch=512, logits_all=True, n_threads=2, verbose=False)
+    llm = llama_cpp.Llama(model_path=path, n_ctx=256, n_batch=256, logits_all=True, n_threads=2, verbose=False)
     meta = llm.metadata
     assert meta["general.architecture"] == "gemma4"
     assert int(meta["gemma4.block_count"]) == m.n_layer and int(meta["gemma4.attention.shared_kv_layers"]) == 5
@@ -128,8 +135,8 @@ def test_llama_cpp_loads_and_decodes(reduced):
         assert meta["tokenizer.chat_template"] == f.read()
 
     turn = b"<|turn>user\nWhat is the weather in Paris, and what should I wear?<turn|>\n<|turn>model\n"
-    ids = llm.tokenize(turn * 4, add_bos=True, special=True)
-    assert ids[0] == 2 and ids.count(105) == 8 and ids.count(106) == 4  # <bos>, <|turn>, <turn|>
+    ids = llm.tokenize(turn * 8, add_bos=True, special=True)
+    assert ids[0] == 2 and ids.count(105) == 16 and ids.count(106) == 8  # <bos>, <|turn>, <turn|>
     assert len(ids) > 2 * m.window  # past the sliding window of 64
     llm.eval(ids)
     logits = np.array(llm.scores[:len(ids)], dtype=np.float64)  # [n_tokens, n_vocab]
