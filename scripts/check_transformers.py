@@ -22,9 +22,9 @@ which is what lets CI (tests/models/test_gemma4_oracle.py) rebuild it without to
 intermediates are compared with the committed goldens tests/models/data/gemma4_tiny_golden.npz, or
 rewrite them with --write-golden.
 
-Time (2 shared x86 cores, no GPU): about 40 s for --family gemma4 alone, 85 s for all three families;
-most of it is importing torch and transformers and running the converter, the models themselves take
-well under a second."""
+Time (2 x86 cores, no GPU): --family gemma4 alone about 40 s (90 s while others build), all three
+families about 85 s; most of it is importing torch and transformers and running the converter, the
+models themselves take well under a second."""
 import argparse
 import json
 import os
