@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backends/cpu/activations.h"
 #include "backends/cpu/cpu_dispatch.h"
 #include "backends/cpu/ops_cpu.h"
 #include "core/error.h"
@@ -254,7 +255,7 @@ void CpuBackend::softcap(const Tensor& y, const Tensor& x, float cap) {
     CACTUS_ASSERT(cap > 0.0f);
     float* out = y.as<float>();
     const float* in = x.as<float>();
-    for (size_t i = 0; i < x.elements(); ++i) out[i] = cap * std::tanh(in[i] / cap);
+    activation_kernels().softcap(out, in, x.elements(), cap);
 }
 
 void CpuBackend::gelu(const Tensor& y, const Tensor& x, Activation kind) {

@@ -63,6 +63,8 @@ float gelu_tanh_ref(float x) {
 
 float silu_ref(float x) { return static_cast<float>(x / (1.0 + std::exp(-static_cast<double>(x)))); }
 
+float softcap_ref(float x, float cap) { return cap * std::tanh(x / cap); }
+
 void swiglu_ref(float* out, const float* gate, const float* up, size_t n) {
     for (size_t i = 0; i < n; ++i) out[i] = silu_ref(gate[i]) * up[i];
 }

@@ -58,6 +58,8 @@ void softmax_ref(float* x, size_t n);
 float gelu_tanh_ref(float x);
 // SiLU: x / (1 + exp(-x)).
 float silu_ref(float x);
+// Soft-capping (Gemma's final logits): cap * tanh(x / cap).
+float softcap_ref(float x, float cap);
 
 // Gated linear units: out[i] = act(gate[i]) * up[i]. out may alias gate or up.
 void swiglu_ref(float* out, const float* gate, const float* up, size_t n);

@@ -35,11 +35,15 @@ void gelu_erf_generic(float* out, const float* x, size_t n) {
     for (size_t i = 0; i < n; ++i) out[i] = 0.5f * x[i] * std::erfc(-x[i] * 0.70710678118654752f);
 }
 
+void softcap_generic(float* out, const float* x, size_t n, float cap) {
+    for (size_t i = 0; i < n; ++i) out[i] = softcap_ref(x[i], cap);
+}
+
 }  // namespace
 
 const ActivationKernels& activation_kernels_generic() {
-    static const ActivationKernels table = {"generic", swiglu_generic, geglu_generic, gelu_tanh_generic,
-                                            gelu_erf_generic};
+    static const ActivationKernels table = {"generic",         swiglu_generic,   geglu_generic,
+                                            gelu_tanh_generic, gelu_erf_generic, softcap_generic};
     return table;
 }
 

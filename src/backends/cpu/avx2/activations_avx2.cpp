@@ -94,10 +94,29 @@ void gelu_erf(float* out, const float* x, size_t n) {
     elementwise(out + i, x + i, nullptr, n - i, gelu_erf_vec);
 }
 
+// cap * tanh(x / cap): tanh(|z|) = (1 - t) / (1 + t), t = exp(-2|z|), and below |z| = 0.1, where
+// 1 - t cancels, z - z^3/3 + 2z^5/15; the sign put back last.
+void softcap(float* out, const float* x, size_t n, float cap) {
+    const __m256 c = _mm256_set1_ps(cap);
+    const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+    const __m256 one = _mm256_set1_ps(1.0f);
+    elementwise(out, x, nullptr, n, [&](__m256 v) {
+        const __m256 z = _mm256_div_ps(v, c);
+        const __m256 a = _mm256_andnot_ps(sign_bit, z);
+        const __m256 t = exp_avx2(_mm256_mul_ps(_mm256_set1_ps(-2.0f), a));
+        const __m256 far = _mm256_div_ps(_mm256_sub_ps(one, t), _mm256_add_ps(one, t));
+        const __m256 a2 = _mm256_mul_ps(a, a);
+        const __m256 series = _mm256_fmadd_ps(_mm256_set1_ps(2.0f / 15.0f), a2, _mm256_set1_ps(-1.0f / 3.0f));
+        const __m256 near = _mm256_fmadd_ps(_mm256_mul_ps(series, a2), a, a);
+        const __m256 r = _mm256_blendv_ps(far, near, _mm256_cmp_ps(a, _mm256_set1_ps(0.1f), _CMP_LT_OQ));
+        return _mm256_mul_ps(c, _mm256_or_ps(r, _mm256_and_ps(z, sign_bit)));
+    });
+}
+
 }  // namespace
 
 const ActivationKernels& activation_kernels_avx2() {
-    static const ActivationKernels table = {"avx2", swiglu, geglu, gelu_tanh, gelu_erf};
+    static const ActivationKernels table = {"avx2", swiglu, geglu, gelu_tanh, gelu_erf, softcap};
     return table;
 }
 

@@ -74,10 +74,28 @@ void gelu_tanh(float* out, const float* x, size_t n) { gated(out, x, nullptr, n,
 
 void gelu_erf(float* out, const float* x, size_t n) { elementwise(out, x, nullptr, n, gelu_erf_vec); }
 
+// cap * tanh(x / cap), as activations_avx2.cpp computes it.
+void softcap(float* out, const float* x, size_t n, float cap) {
+    const float32x4_t c = vdupq_n_f32(cap);
+    const float32x4_t one = vdupq_n_f32(1.0f);
+    elementwise(out, x, nullptr, n, [&](float32x4_t v) {
+        const float32x4_t z = vdivq_f32(v, c);
+        const float32x4_t a = vabsq_f32(z);
+        const float32x4_t t = exp_neon(vmulq_f32(vdupq_n_f32(-2.0f), a));
+        const float32x4_t far = vdivq_f32(vsubq_f32(one, t), vaddq_f32(one, t));
+        const float32x4_t a2 = vmulq_f32(a, a);
+        const float32x4_t series = vfmaq_f32(vdupq_n_f32(-1.0f / 3.0f), vdupq_n_f32(2.0f / 15.0f), a2);
+        const float32x4_t near = vfmaq_f32(a, vmulq_f32(series, a2), a);
+        const float32x4_t r = vbslq_f32(vcltq_f32(a, vdupq_n_f32(0.1f)), near, far);
+        const uint32x4_t sign = vandq_u32(vreinterpretq_u32_f32(z), vdupq_n_u32(0x80000000u));
+        return vmulq_f32(c, vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(r), sign)));
+    });
+}
+
 }  // namespace
 
 const ActivationKernels& activation_kernels_neon() {
-    static const ActivationKernels table = {"neon", swiglu, geglu, gelu_tanh, gelu_erf};
+    static const ActivationKernels table = {"neon", swiglu, geglu, gelu_tanh, gelu_erf, softcap};
     return table;
 }
 
