@@ -174,7 +174,7 @@ const std::map<std::string, OptionSetter>& option_table() {
 
 // --- messages -----------------------------------------------------------------------------------
 
-const std::set<std::string> kRoles = {"system", "user", "assistant", "tool"};
+const std::set<std::string> kRoles = {"system", "developer", "user", "assistant", "tool"};
 
 void check_content_parts(const json& parts, size_t index) {
     for (const json& part : parts) {
@@ -253,7 +253,7 @@ void check_message(json& m, size_t index) {
     if (!m.contains("role") || !m["role"].is_string()) fail("messages[%zu]: 'role' must be a string", index);
     std::string role = m["role"].get<std::string>();
     if (kRoles.count(role) == 0)
-        fail("messages[%zu]: unknown role '%s' (use system, user, assistant or tool)", index, role.c_str());
+        fail("messages[%zu]: unknown role '%s' (use system, developer, user, assistant or tool)", index, role.c_str());
     bool has_calls = m.contains("tool_calls") && !m["tool_calls"].is_null();
     if (!m.contains("content") || m["content"].is_null()) {
         if (!(role == "assistant" && has_calls)) fail("messages[%zu]: 'content' is missing", index);

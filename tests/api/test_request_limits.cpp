@@ -6,6 +6,7 @@
 
 #include "api/request.h"
 #include "chat/json_parse.h"
+#include "core/error.h"
 
 namespace cactus {
 namespace {
@@ -30,6 +31,26 @@ TEST(RequestLimits, ToolCallArgumentStringsGetTheRequestLimits) {
     EXPECT_TRUE(arguments_after_parse(nested_objects(kMaxJsonDepth + 1)).is_string());
     EXPECT_TRUE(arguments_after_parse(nested_objects(100000)).is_string());
     EXPECT_TRUE(arguments_after_parse("not json").is_string());
+}
+
+}  // namespace
+}  // namespace cactus
+
+namespace cactus {
+namespace {
+
+// OpenAI's developer role is accepted; an assistant's reasoning reaches the template untouched
+// (the family's ToolFormat::prepare_messages aliases its names as transformers does).
+TEST(RequestMessages, DeveloperRoleAndReasoningPassThrough) {
+    nlohmann::ordered_json parsed = api::parse_messages(
+        R"([{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": null, "reasoning_content": "plan", "tool_calls": [
+              {"type": "function", "function": {"name": "f", "arguments": "{\"a\": [1, {\"b\": null}]}"}}]}])");
+    EXPECT_EQ(parsed[0]["role"], "developer");
+    EXPECT_EQ(parsed[2]["reasoning_content"], "plan");
+    EXPECT_EQ(parsed[2]["tool_calls"][0]["function"]["arguments"],
+              nlohmann::ordered_json::parse(R"({"a": [1, {"b": null}]})"));
+    EXPECT_THROW(api::parse_messages(R"([{"role": "narrator", "content": "x"}])"), Error);
 }
 
 }  // namespace
