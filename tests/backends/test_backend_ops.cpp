@@ -2,8 +2,9 @@
 // in the spirit of ggml's test-backend-ops. A backend that is not usable here (no GPU) is reported
 // as skipped with the reason. Error bounds (max abs error relative to the reference's scale) are
 // stated per op: f32 element-wise ops and norms 1e-5; matmul by the weight type's activation
-// quantization (f32/f16 weights 1e-4, quantized 2e-2 of the row's |w|.|x|); attention 2e-3
-// (keys, values, queries and weights rounded to f16, as the KV path does).
+// quantization (f32/f16 weights 1e-4, quantized 2e-2 of the row's |w|.|x|); attention over the KV
+// cache 2e-3 with f16 rows (keys, values, queries and weights rounded to f16, as the KV path does),
+// 1e-4 with int8 rows, 1e-5 with f32 rows.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 
 #include "backends/backend.h"
 #include "core/error.h"
+#include "kv/kv_cache.h"
 #include "ops/ops_ref.h"
 #include "ops/quant.h"
 
@@ -212,80 +214,106 @@ TEST_P(BackendOps, RopeBothStylesAtScatteredPositions) {
     }
 }
 
+// Values as a KV cache of `type` stores them: f16 rounding, int8 groups per head, f32 as given.
+std::vector<float> as_stored(std::vector<float> x, size_t head_dim, KvType type) {
+    std::vector<int8_t> q(head_dim);
+    std::vector<float> scales(kv_groups_of(head_dim));
+    for (size_t h0 = 0; h0 < x.size(); h0 += head_dim) {
+        float* head = x.data() + h0;
+        if (type == KvType::F16) {
+            for (size_t i = 0; i < head_dim; ++i) head[i] = fp16_to_fp32(fp32_to_fp16(head[i]));
+        } else if (type == KvType::I8) {
+            kv_quantize_i8(q.data(), scales.data(), head, head_dim);
+            kv_dequantize_i8(head, q.data(), scales.data(), head_dim);
+        }
+    }
+    return x;
+}
+
 TEST_P(BackendOps, AttentionOverTheKvCacheEqualsTheReference) {
     // A global layer (one step of 11 tokens) and a sliding layer (window 4, ring rows reused over
     // steps of 4, 4 and 3 tokens); GQA with 2 query heads per KV head. window 1000: a global layer
-    // whose tokens [3, 8) form a bidirectional span (KvBatch::last: Gemma 3's image rows).
-    const size_t n_head = 4, n_head_kv = 2, hd = 40, n = 11, span_begin = 3, span_end = 8;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    auto half = [](std::vector<float> v) {
-        for (float& x : v) x = fp16_to_fp32(fp32_to_fp16(x));
-        return v;
-    };
-    for (uint32_t variant : {0u, 4u, 1000u}) {
-        const bool span = variant == 1000u;
-        const uint32_t window = span ? 0u : variant;
-        auto in_span = [&](size_t t) { return span && t >= span_begin && t < span_end; };
-        KvLayerSpec spec;
-        spec.k_width = spec.v_width = n_head_kv * hd;
-        spec.n_head_kv = n_head_kv;
-        spec.window = window;
-        KvCacheConfig config;
-        config.n_ctx = 64;
-        config.max_chunk = 16;
-        KvCache cache({spec}, config,
-                      [&](const std::vector<KvLayerLayout>& l, KvType t) { return be_->make_kv_storage(l, t); });
-        const std::vector<float> q = random_floats(n * n_head * hd, 20 + window);
-        const std::vector<float> k = random_floats(n * n_head_kv * hd, 30 + window);
-        const std::vector<float> v = random_floats(n * n_head_kv * hd, 40 + window);
-        std::vector<float> got;
-        for (size_t done = 0; done < n;) {
-            const size_t c = cache.reserve(n - done);
-            const size_t first = cache.append(c);
-            std::vector<KvCache*> caches(c, &cache);
-            std::vector<size_t> tokens(c), last(c);
-            for (size_t t = 0; t < c; ++t) tokens[t] = first + t;
-            for (size_t t = 0; t < c; ++t) last[t] = in_span(first + t) ? span_end - 1 : first + t;
-            const KvBatch kv = {c, caches.data(), tokens.data(), span ? last.data() : nullptr};
-            auto rows = [&](const std::vector<float>& x, size_t width) {
-                return f32(std::vector<float>(x.begin() + done * width, x.begin() + (done + c) * width), width);
-            };
-            const Tensor out = zeros(n_head * hd, c);
-            be_->kv_store(0, kv, rows(k, n_head_kv * hd), rows(v, n_head_kv * hd));
-            be_->attention_kv(out, 0, kv, rows(q, n_head * hd), n_head, scale);
-            const std::vector<float> part = get(out);
-            got.insert(got.end(), part.begin(), part.end());
-            done += c;
-        }
-        // Reference: per token and head over the f16-rounded rows it may see.
-        const std::vector<float> kh = half(k), vh = half(v);
-        std::vector<float> want(n * n_head * hd);
-        for (size_t t = 0; t < n; ++t) {
-            for (size_t h = 0; h < n_head; ++h) {
-                const size_t g = h / (n_head / n_head_kv);
-                const std::vector<float> qh =
-                    half(std::vector<float>(&q[(t * n_head + h) * hd], &q[(t * n_head + h) * hd] + hd));
-                std::vector<float> p;
-                std::vector<size_t> seen;
-                for (size_t j = 0; j < n; ++j) {
-                    if ((j > t && !(in_span(t) && in_span(j))) || (window && j <= t && t - j >= window)) continue;
-                    double dot = 0.0;
-                    for (size_t d = 0; d < hd; ++d) dot += qh[d] * kh[(j * n_head_kv + g) * hd + d];
-                    p.push_back(static_cast<float>(dot) * scale);
-                    seen.push_back(j);
-                }
-                softmax_ref(p.data(), p.size());
-                for (size_t d = 0; d < hd; ++d) {
-                    double acc = 0.0;
-                    for (size_t s = 0; s < seen.size(); ++s) acc += p[s] * vh[(seen[s] * n_head_kv + g) * hd + d];
-                    want[(t * n_head + h) * hd + d] = static_cast<float>(acc);
+    // whose tokens [3, 8) form a bidirectional span (KvBatch::last: Gemma 3's image rows). Every
+    // KV precision, at head dims 40 and 512 (Gemma 4's global layers). Bounds: f16 2e-3 (keys,
+    // values, queries and weights rounded to f16); int8 1e-4 and f32 1e-5 (the reference sees the
+    // stored rows; f32 sums in another order).
+    const size_t n_head = 4, n_head_kv = 2, n = 11, span_begin = 3, span_end = 8;
+    auto run = [&](KvType type, size_t hd, float tol) {
+        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        for (uint32_t variant : {0u, 4u, 1000u}) {
+            const bool span = variant == 1000u;
+            const uint32_t window = span ? 0u : variant;
+            auto in_span = [&](size_t t) { return span && t >= span_begin && t < span_end; };
+            KvLayerSpec spec;
+            spec.k_width = spec.v_width = n_head_kv * hd;
+            spec.n_head_kv = n_head_kv;
+            spec.window = window;
+            KvCacheConfig config;
+            config.n_ctx = 64;
+            config.max_chunk = 16;
+            config.kv.type = type;
+            KvCache cache({spec}, config,
+                          [&](const std::vector<KvLayerLayout>& l, KvType t) { return be_->make_kv_storage(l, t); });
+            const std::vector<float> q = random_floats(n * n_head * hd, 20 + window);
+            const std::vector<float> k = random_floats(n * n_head_kv * hd, 30 + window);
+            const std::vector<float> v = random_floats(n * n_head_kv * hd, 40 + window);
+            std::vector<float> got;
+            for (size_t done = 0; done < n;) {
+                const size_t c = cache.reserve(n - done);
+                const size_t first = cache.append(c);
+                std::vector<KvCache*> caches(c, &cache);
+                std::vector<size_t> tokens(c), last(c);
+                for (size_t t = 0; t < c; ++t) tokens[t] = first + t;
+                for (size_t t = 0; t < c; ++t) last[t] = in_span(first + t) ? span_end - 1 : first + t;
+                const KvBatch kv = {c, caches.data(), tokens.data(), span ? last.data() : nullptr};
+                auto rows = [&](const std::vector<float>& x, size_t width) {
+                    return f32(std::vector<float>(x.begin() + done * width, x.begin() + (done + c) * width), width);
+                };
+                const Tensor out = zeros(n_head * hd, c);
+                be_->kv_store(0, kv, rows(k, n_head_kv * hd), rows(v, n_head_kv * hd));
+                be_->attention_kv(out, 0, kv, rows(q, n_head * hd), n_head, scale);
+                const std::vector<float> part = get(out);
+                got.insert(got.end(), part.begin(), part.end());
+                done += c;
+            }
+            // Reference: per token and head over the stored rows it may see (the query rounded to
+            // f16 with f16 rows, as the kernels do).
+            const std::vector<float> ks = as_stored(k, hd, type), vs = as_stored(v, hd, type);
+            const std::vector<float> qs = type == KvType::F16 ? as_stored(q, hd, type) : q;
+            std::vector<float> want(n * n_head * hd);
+            for (size_t t = 0; t < n; ++t) {
+                for (size_t h = 0; h < n_head; ++h) {
+                    const size_t g = h / (n_head / n_head_kv);
+                    const float* qh = &qs[(t * n_head + h) * hd];
+                    std::vector<float> p;
+                    std::vector<size_t> seen;
+                    for (size_t j = 0; j < n; ++j) {
+                        if ((j > t && !(in_span(t) && in_span(j))) || (window && j <= t && t - j >= window)) continue;
+                        double dot = 0.0;
+                        for (size_t d = 0; d < hd; ++d) dot += qh[d] * ks[(j * n_head_kv + g) * hd + d];
+                        p.push_back(static_cast<float>(dot) * scale);
+                        seen.push_back(j);
+                    }
+                    softmax_ref(p.data(), p.size());
+                    for (size_t d = 0; d < hd; ++d) {
+                        double acc = 0.0;
+                        for (size_t s = 0; s < seen.size(); ++s) acc += p[s] * vs[(seen[s] * n_head_kv + g) * hd + d];
+                        want[(t * n_head + h) * hd + d] = static_cast<float>(acc);
+                    }
                 }
             }
+            const std::string what = std::string("attention (") + kv_type_name(type) + ", head_dim " +
+                                     std::to_string(hd) +
+                                     (span     ? ", bidirectional span)"
+                                      : window ? ", sliding window 4)"
+                                               : ", global)");
+            expect_close(got, want, tol, what.c_str());
         }
-        expect_close(got, want, 2e-3f,
-                     span     ? "attention (bidirectional span)"
-                     : window ? "attention (sliding window 4)"
-                              : "attention (global)");
+    };
+    for (size_t hd : {size_t(40), size_t(512)}) {
+        run(KvType::F16, hd, 2e-3f);
+        run(KvType::I8, hd, 1e-4f);
+        run(KvType::F32, hd, 1e-5f);
     }
 }
 
