@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "gguf/gguf.h"
 #include "models/model.h"
 
@@ -62,6 +63,27 @@ TEST(KvMemory, Gemma3At32kFollowsTheLayout) {
     // Global layers hold 512 rows (kv_compress_at), rings 512 + 256 - 1.
     const size_t row = 2 * 256 + 2 * 8 * 4 + 4;
     EXPECT_EQ(before, 3 * 512 * row + 15 * (512 + 256 - 1) * row);
+}
+
+// The memory budget counts f32 rows at 4 bytes: a budget that holds the f16 cache and the
+// activations but not the f32 cache refuses kv_cache_type f32 with the figures.
+TEST(KvMemory, BudgetCountsF32Rows) {
+    auto file = GgufFile::open(model_path());
+    ModelOptions o;
+    o.n_ctx = 32768;
+    o.n_threads = 1;
+    o.kv.compress = 0;
+    o.kv.type = static_cast<int>(KvType::F16);
+    // f16 needs 117 MB of KV (plus activations); f32 twice that.
+    o.memory_budget = expected_bytes(32768, KvType::F16) + (size_t(64) << 20);
+    EXPECT_NO_THROW(Model::load(*file, o));
+    o.kv.type = static_cast<int>(KvType::F32);
+    try {
+        Model::load(*file, o);
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("KV cache"), std::string::npos) << e.what();
+    }
 }
 
 // kv_cache_type f32 on the real model, through the model's KvOptions, with a prompt past the
