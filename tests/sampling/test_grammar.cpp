@@ -274,7 +274,8 @@ TEST(Grammar, Gemma4LazyGrammarAcceptsValidCallsOnly) {
         ParsedReply reply = parse_reply(*format, "<|tool_call>" + call + "<tool_call|>", true);
         ASSERT_EQ(reply.function_calls.size(), 1u) << call;
         std::string why;
-        const json& params = params_of(tools_fixture(), reply.function_calls[0]["name"].get<std::string>());
+        const json tools = tools_fixture();
+        const json& params = params_of(tools, reply.function_calls[0]["name"].get<std::string>());
         EXPECT_TRUE(valid(reply.function_calls[0]["arguments"], params, params, why)) << why;
     }
     const std::vector<std::pair<std::string, std::string>> invalid = {
