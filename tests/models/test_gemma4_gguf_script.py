@@ -109,6 +109,26 @@ def test_check_finds_one_corrupted_tensor(reduced, offsets, tmp_path):
     assert errors == ["check: blk.2.attn_v.weight: the first bytes differ from the regenerated ones"], p.stderr
 
 
+def test_full_size_specs():
+    """The E2B and E4B tensor lists without writing them (research/GEMMA4.md §1.1, §2.2): parameter
+    counts (llama-bench reports the E2B file as 4.63 B), KV-shared layers without K/V, FFN widths."""
+    e2b = mk.Model("e2b")
+    specs = {s.name: s for s in mk.tensor_specs(e2b, "q4_0")}
+    assert len(specs) == 541 and sum(int(np.prod(s.ne)) for s in specs.values()) == 4628569635
+    assert [il for il in range(35) if f"blk.{il}.attn_k.weight" not in specs] == list(range(15, 35))
+    assert [il for il in range(35) if not e2b.is_swa[il]] == [4, 9, 14, 19, 24, 29, 34]
+    assert specs["blk.14.ffn_gate.weight"].ne == (1536, 6144) and specs["blk.15.ffn_down.weight"].ne == (12288, 1536)
+    assert specs["blk.34.attn_q.weight"].ne == (1536, 8 * 512) and specs["blk.13.attn_k.weight"].ne == (1536, 256)
+    assert specs["per_layer_token_embd.weight"].ne == (35 * 256, 262144)
+    assert specs["per_layer_model_proj.weight"].ggml_type == gs.F16
+    assert np.array_equal(np.float32(specs["rope_freqs.weight"].params), np.float32([1.0] * 64 + [1e30] * 192))
+    e4b = mk.Model("e4b")
+    specs = {s.name: s for s in mk.tensor_specs(e4b, "q8_0")}
+    assert len(specs) == 666 and [il for il in range(42) if not e4b.is_swa[il]] == list(range(5, 42, 6))
+    assert [il for il in range(42) if f"blk.{il}.attn_v.weight" not in specs] == list(range(24, 42))
+    assert {s.ne for n, s in specs.items() if n.endswith("ffn_up.weight")} == {(2560, 10240)}
+
+
 def test_bad_arguments_are_refused(tmp_path):
     p = run("--shape", "e9b", check=False)
     assert p.returncode == 2 and "invalid choice: 'e9b'" in p.stderr
