@@ -27,7 +27,7 @@ Tensor types (--mix q4_0|q8_0):
     it is") and the converter writes in the model's 16-bit type.
   - F32: norms, rope_freqs, layer_output_scale (1-D tensors are never quantized).
 
-Values (chosen so activations stay sane; final logits have a std of about 1, far from the softcap):
+Values (chosen so activations stay sane; final logits have a std of about 1.2 at every shape, far from the softcap):
   - quantized blocks are written in their final format, no quantizer runs: an f16 scale d per block of
     32 and uniform quants (Q4_0 nibbles 0..15, i.e. -8..7, with d of either sign as the quantizer
     writes it, so weights average 0; Q8_0 int8 -127..127, -128 never occurs, as from the quantizer).
