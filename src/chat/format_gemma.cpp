@@ -92,7 +92,9 @@ const std::string kChannelOpen = "<|channel>", kChannelClose = "<channel|>", kTh
 
 class Gemma4Format : public GemmaCallFormat {
 public:
-    Gemma4Format() : GemmaCallFormat("gemma4", "<|tool_call>", "<tool_call|>", CallSyntax::gemma4) {}
+    explicit Gemma4Format(bool template_reads_tool_messages)
+        : GemmaCallFormat("gemma4", "<|tool_call>", "<tool_call|>", CallSyntax::gemma4),
+          fold_tool_results_(!template_reads_tool_messages) {}
 
     // The model may close a channel it never opened (llama.cpp's parser notes a trailing
     // <channel|>): that marker alone is hidden too.
@@ -170,20 +172,12 @@ public:
 
     // The template raises on arguments given as a string (it wants a mapping), as transformers
     // callers are told to deserialize them first: JSON-object strings become objects here.
+    // Templates without the scan of role:tool messages (the early large-model ones) get the
+    // results folded into the calling message's `tool_responses`, as llama.cpp does for them.
     json prepare_messages(const json& messages) const override {
         json out = ToolFormat::prepare_messages(messages);
-        for (json& m : out) {
-            if (!m.is_object() || !m.contains("tool_calls") || !m["tool_calls"].is_array()) continue;
-            for (json& call : m["tool_calls"]) {
-                if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
-                json& fn = call["function"];
-                if (!fn.contains("arguments") || !fn["arguments"].is_string()) continue;
-                json parsed;
-                if (try_parse_json(fn["arguments"].get<std::string>(), parsed) && parsed.is_object())
-                    fn["arguments"] = parsed;
-            }
-        }
-        return out;
+        parse_string_arguments(out);
+        return fold_tool_results_ ? fold_tool_results(out) : out;
     }
 
     // After an assistant message with text, calls and their results, the template closes the
@@ -198,6 +192,86 @@ public:
         if (ends_with(closed + thought)) prompt.resize(prompt.size() - thought.size());
         if (ends_with(closed)) prompt += "<|turn>model\n";
     }
+
+private:
+    static std::string role_of(const json& m) {
+        return m.is_object() && m.contains("role") && m["role"].is_string() ? m["role"].get<std::string>() : "";
+    }
+    static bool has_calls(const json& m) {
+        return role_of(m) == "assistant" && m.contains("tool_calls") && m["tool_calls"].is_array() &&
+               !m["tool_calls"].empty();
+    }
+
+    static void parse_string_arguments(json& messages) {
+        for (json& m : messages) {
+            if (!has_calls(m)) continue;
+            for (json& call : m["tool_calls"]) {
+                if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+                json& fn = call["function"];
+                if (!fn.contains("arguments") || !fn["arguments"].is_string()) continue;
+                json parsed;
+                if (try_parse_json(fn["arguments"].get<std::string>(), parsed) && parsed.is_object())
+                    fn["arguments"] = parsed;
+            }
+        }
+    }
+
+    // {name, response} of a role:tool message answering one of `calls`: the name of the call with
+    // its tool_call_id, else of the call at the same position, else the message's own name; the
+    // response is its content parsed as JSON where it is JSON, else the text.
+    static std::string call_name(const json& call) {
+        if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) return "";
+        const json& fn = call["function"];
+        return fn.contains("name") && fn["name"].is_string() ? fn["name"].get<std::string>() : "";
+    }
+
+    static json tool_response(const json& calls, const json& result, size_t position) {
+        std::string name;
+        const json id = result.value("tool_call_id", json());
+        for (const json& c : calls)
+            if (name.empty() && !id.is_null() && c.is_object() && c.value("id", json()) == id) name = call_name(c);
+        if (name.empty() && position < calls.size()) name = call_name(calls[position]);
+        if (name.empty() && result.contains("name") && result["name"].is_string()) name = result["name"];
+        std::string text;
+        const json content = result.value("content", json());
+        if (content.is_string()) {
+            text = content.get<std::string>();
+        } else if (content.is_array()) {
+            for (const json& part : content)
+                if (part.is_object() && part.value("type", "") == "text" && part.contains("text") &&
+                    part["text"].is_string())
+                    text += part["text"].get<std::string>();
+        }
+        json response;
+        if (!try_parse_json(text, response)) response = text;
+        return json{{"name", name.empty() ? "unknown" : name}, {"response", response}};
+    }
+
+    // assistant(calls) + its role:tool results (+ the answer after them) -> one assistant message
+    // with tool_calls, tool_responses and the answer as content (or its own content when none).
+    static json fold_tool_results(const json& messages) {
+        json out = json::array();
+        for (size_t i = 0; i < messages.size();) {
+            if (!has_calls(messages[i])) {
+                out.push_back(messages[i++]);
+                continue;
+            }
+            json merged = messages[i];
+            json responses = json::array();
+            size_t k = i + 1;
+            for (; k < messages.size() && role_of(messages[k]) == "tool"; ++k)
+                responses.push_back(tool_response(merged["tool_calls"], messages[k], responses.size()));
+            if (!responses.empty()) merged["tool_responses"] = responses;
+            if (k < messages.size() && role_of(messages[k]) == "assistant" && !has_calls(messages[k]) &&
+                messages[k].contains("content") && !messages[k]["content"].is_null() && !messages[k]["content"].empty())
+                merged["content"] = messages[k++]["content"];
+            out.push_back(merged);
+            i = k;
+        }
+        return out;
+    }
+
+    bool fold_tool_results_;
 };
 
 }  // namespace
@@ -207,6 +281,8 @@ std::unique_ptr<ToolFormat> make_gemma_format() {
                                              CallSyntax::gemma);
 }
 
-std::unique_ptr<ToolFormat> make_gemma4_format() { return std::make_unique<Gemma4Format>(); }
+std::unique_ptr<ToolFormat> make_gemma4_format() { return std::make_unique<Gemma4Format>(true); }
+
+std::unique_ptr<ToolFormat> make_gemma4_folded_format() { return std::make_unique<Gemma4Format>(false); }
 
 }  // namespace cactus

@@ -192,7 +192,8 @@ json ToolFormat::prepare_messages(const json& messages) const {
 std::unique_ptr<ToolFormat> tool_format_for(const std::string& source) {
     std::unique_ptr<ToolFormat> format;
     if (source.find("<|tool_call>call:") != std::string::npos)
-        format = make_gemma4_format();
+        format = source.find("OpenAI Chat Completions") != std::string::npos ? make_gemma4_format()
+                                                                             : make_gemma4_folded_format();
     else if (source.find("<|tool_call_start|>") != std::string::npos ||
              source.find("<|tool_list_start|>") != std::string::npos)
         format = make_lfm2_format();

@@ -76,6 +76,10 @@ std::unique_ptr<ToolFormat> make_hermes_format();
 std::unique_ptr<ToolFormat> make_lfm2_format();
 std::unique_ptr<ToolFormat> make_gemma_format();
 std::unique_ptr<ToolFormat> make_gemma4_format();
+// Gemma 4 for templates that do not scan role:tool messages themselves (the early large-model
+// ones, without the E2B template's "OpenAI Chat Completions" scan): results are folded into the
+// calling message's `tool_responses`.
+std::unique_ptr<ToolFormat> make_gemma4_folded_format();
 std::unique_ptr<ToolFormat> make_json_format();
 
 // Helpers shared by the formats.

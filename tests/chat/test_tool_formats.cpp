@@ -486,3 +486,37 @@ TEST(Gemma4Format, MarkersInsideStringArgumentsStayInTheCall) {
     EXPECT_EQ(gemma4_parse(block.substr(0, block.size() - std::string("<tool_call|>").size())).function_calls, calls);
     EXPECT_TRUE(gemma4_parse(block.substr(0, block.size() - 20)).function_calls.empty());
 }
+
+// The early large-model template (inside llama.cpp's ggml-vocab-gemma-4.gguf) reads results only
+// from the calling message's tool_responses: OpenAI role:tool messages are folded into it, as
+// llama.cpp does for such templates. The E2B template scans role:tool messages itself.
+TEST(Gemma4Format, EarlyTemplatesGetToolResultsFolded) {
+    json messages = json::parse(R"([
+      {"role": "user", "content": "Weather and time?"},
+      {"role": "assistant", "content": "", "reasoning_content": "both", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+        {"id": "c2", "type": "function", "function": {"name": "get_time", "arguments": {"city": "Tokyo"}}}]},
+      {"role": "tool", "tool_call_id": "c2", "content": "{\"t\": \"09:30\"}"},
+      {"role": "tool", "tool_call_id": "zz", "content": [{"type": "text", "text": "sun"}, {"type": "text", "text": "ny"}]},
+      {"role": "assistant", "content": "Sunny, 09:30."},
+      {"role": "user", "content": "Thanks"}
+    ])");
+    const std::string early = read_template("gemma4_early.jinja");
+    std::unique_ptr<ToolFormat> f = tool_format_for(early);
+    ASSERT_EQ(f->name(), "gemma4");
+    json prepared = f->prepare_messages(messages);
+    ASSERT_EQ(prepared.size(), 3u);
+    EXPECT_EQ(prepared[1]["tool_responses"], json::parse(R"([{"name": "get_time", "response": {"t": "09:30"}},
+                                                             {"name": "get_time", "response": "sunny"}])"));
+    EXPECT_EQ(prepared[1]["content"], "Sunny, 09:30.");
+    EXPECT_EQ(prepared[1]["tool_calls"][0]["function"]["arguments"], json::parse(R"({"city": "Paris"})"));
+    json ctx = {{"messages", prepared}, {"add_generation_prompt", true}, {"bos_token", "<bos>"}};
+    std::string text = ChatTemplate(early).render_ordered(ctx);
+    EXPECT_NE(text.find("<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>}<tool_call|>"), std::string::npos) << text;
+    EXPECT_NE(text.find("<|tool_response>response:get_time{t:<|\"|>09:30<|\"|>}<tool_response|>"), std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("<|turn>tool"), std::string::npos) << text;
+    // The E2B template keeps the messages as given.
+    std::unique_ptr<ToolFormat> e2b = tool_format_for(read_template("gemma4_e2b.jinja"));
+    EXPECT_EQ(e2b->prepare_messages(messages).size(), messages.size());
+}
