@@ -155,7 +155,9 @@ public:
     // One tag per tool, its arguments constrained by xgrammar's JSON Schema converter in the
     // "gemma" style (bare keys, <|"|> strings): the whole schema language, not a subset. Strings
     // exclude the close marker, so streaming (which hides up to the first one) sees the call
-    // whole; the style drops string length limits either way.
+    // whole; the style drops string length limits either way. The template writes no whitespace
+    // inside a call: one character at most between items keeps a weak model from filling a call
+    // with Gemma's many whitespace tokens (seen on random weights: 40 tokens of newlines).
     std::string call_grammar(const json& tools, bool force) const override {
         json tags = json::array();
         for (const auto& sig : tool_format::tool_signatures(tools)) {
@@ -164,6 +166,7 @@ public:
                                 {"content", json{{"type", "json_schema"},
                                                  {"json_schema", sig.second},
                                                  {"style", "gemma"},
+                                                 {"max_whitespace_cnt", 1},
                                                  {"excludes", json::array({close_})}}},
                                 {"end", close_}});
         }

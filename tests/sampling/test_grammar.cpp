@@ -294,6 +294,10 @@ TEST(Grammar, Gemma4LazyGrammarAcceptsValidCallsOnly) {
         EXPECT_TRUE(c.accept_text("<|tool_call>" + prefix)) << prefix;
         EXPECT_FALSE(c.accept_text(wrong)) << prefix << wrong;
     }
+    // The template writes calls without whitespace; the grammar allows one character between items.
+    GrammarConstraint spaced(compiled);
+    EXPECT_TRUE(spaced.accept_text("<|tool_call>call:get_weather{ city:"));
+    EXPECT_FALSE(spaced.accept_text("\n\n"));
 }
 
 TEST(Grammar, ForcedGrammarRejectsTextBeforeTheCall) {
