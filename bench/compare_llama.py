@@ -126,7 +126,8 @@ def ours_once(cactus, model, threads, args):
                     str(threads), "--json"], args.timeout, env)
     r = doc["results"][0]
     return {"pp": r["prefill"]["tokens_per_second"]["median"], "tg": r["decode"]["tokens_per_second"]["median"],
-            "ttft_ms": r["ttft_ms"]["median"], "peak_rss_bytes": doc["peak_rss_bytes"]}, doc
+            "ttft_ms": r["ttft_ms"]["median"], "peak_rss_bytes": doc["peak_rss_bytes"],
+            "rss_loaded_bytes": r.get("rss_loaded_bytes", 0)}, doc
 
 
 def theirs_once(llama_bench, model, threads, args):
@@ -206,6 +207,7 @@ def summarize(model, threads, ours, theirs, base, ours_doc, theirs_doc, read_gbs
                      "ttft_ms": median([s["ttft_ms"] for s in samples]),
                      "pp_samples": [s["pp"] for s in samples], "tg_samples": [s["tg"] for s in samples]}
     row["ours"]["peak_rss_bytes"] = max(s["peak_rss_bytes"] for s in ours)
+    row["ours"]["rss_loaded_bytes"] = max(s["rss_loaded_bytes"] for s in ours)
     if base:
         row["baseline"] = {"binary": args.cactus_baseline, "pp_tps": median([s["pp"] for s in base]),
                            "tg_tps": median([s["tg"] for s in base]), "pp_samples": [s["pp"] for s in base],
@@ -247,11 +249,12 @@ def markdown_table(rows):
                                     ("tg%d" % r["n_gen"], "tg_tps", "ratio_tg_vs_baseline")):
                 lines.append("| %s | %d | %s | %.1f | %.1f | %.3f |" % (r["model"], r["threads"], test, r["ours"][key],
                                                                      r["baseline"][key], r[rkey]))
-    lines += ["", "| model | threads | cactus TTFT (pp) ms | llama.cpp pp time ms | cactus peak RSS |",
-              "|---|---:|---:|---:|---:|"]
+    lines += ["", "| model | threads | cactus TTFT (pp) ms | llama.cpp pp time ms | cactus RSS, model loaded | cactus peak RSS |",
+              "|---|---:|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append("| %s | %d | %.0f | %.0f | %.1f MiB |" % (r["model"], r["threads"], r["ours"]["ttft_ms"],
-                                                            r["llama_cpp"]["ttft_ms"], r["ours"]["peak_rss_bytes"] / 2**20))
+        lines.append("| %s | %d | %.0f | %.0f | %.1f MiB | %.1f MiB |" % (
+            r["model"], r["threads"], r["ours"]["ttft_ms"], r["llama_cpp"]["ttft_ms"],
+            r["ours"]["rss_loaded_bytes"] / 2**20, r["ours"]["peak_rss_bytes"] / 2**20))
     return "\n".join(lines) + "\n"
 
 

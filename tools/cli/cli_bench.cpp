@@ -183,6 +183,7 @@ struct ThreadResult {
     Summary prefill_tps, decode_tps, ttft_ms;
     double load_ms = 0.0;
     size_t kv_bytes = 0;
+    size_t rss_loaded = 0;  // resident bytes with the model loaded, after its runs
 };
 
 struct Workload {
@@ -292,6 +293,7 @@ Json thread_result_json(const ThreadResult& r, const BenchArgs& args) {
     return Json{
         {"threads", r.threads},
         {"load_ms", r.load_ms},
+        {"rss_loaded_bytes", r.rss_loaded},
         {"kv_bytes", r.kv_bytes},
         {"prefill",
          {{"test", "pp" + std::to_string(args.n_prompt)}, {"tokens_per_second", summary_json(r.prefill_tps)}}},
@@ -360,8 +362,10 @@ void print_report(const ModelReport& m, const BenchArgs& args) {
     }
     if (args.n_gen > 0) std::printf("\n");
     size_t kv = m.results.empty() ? 0 : m.results.back().kv_bytes;
-    std::printf("\npeak RSS %.1f MiB | current RSS %.1f MiB | KV cache %.1f MiB\n", mib(m.peak_rss), mib(m.current_rss),
-                mib(kv));
+    size_t loaded = 0;
+    for (const ThreadResult& r : m.results) loaded = std::max(loaded, r.rss_loaded);
+    std::printf("\nRSS with the model loaded %.1f MiB | peak RSS %.1f MiB | after unloading %.1f MiB | KV cache %.1f MiB\n",
+                mib(loaded), mib(m.peak_rss), mib(m.current_rss), mib(kv));
 }
 
 int run_model_bench(const BenchArgs& args) {
@@ -388,6 +392,7 @@ int run_model_bench(const BenchArgs& args) {
         }
         m.results.push_back(bench_model(args, *model, threads, w));
         m.results.back().load_ms = load_ms;
+        m.results.back().rss_loaded = resident_memory_bytes();
     }
     m.peak_rss = peak_resident_bytes();
     m.current_rss = resident_memory_bytes();
