@@ -200,6 +200,7 @@ ChatRequest prepare_chat(Engine& engine, const char* messages_json, const char* 
 json complete_locally(Engine& engine, const ChatRequest& request, cactus_token_callback callback, void* user_data,
                       CompletionResult* result) {
     GenerationOptions generation = request.options.generation;
+    const size_t compactions_before = engine.model().kv_compactions();  // the cache is configured already
     const ToolFormat& format = engine.tool_format();
     // A prompt may end inside a hidden region (Gemma 4 with thinking on opens the thought after
     // tool results): the reply then starts in it, for the stream, the grammar and the parser.
@@ -230,7 +231,9 @@ json complete_locally(Engine& engine, const ChatRequest& request, cactus_token_c
     const std::string reply_text =
         opened >= 0 ? regions[static_cast<size_t>(opened)].open + result->text : result->text;
     ParsedReply reply = parse_reply(format, reply_text, !request.tools.empty());
-    return api::completion_response(*result, reply, engine.model().kv_bytes());
+    const size_t compactions = engine.model().kv_compactions();
+    return api::completion_response(*result, reply, engine.model().kv_bytes(),
+                                    compactions > compactions_before ? compactions - compactions_before : 0);
 }
 
 // The cloud hand-off after a local answer: when its first tokens were unsure (api/cloud.h).
@@ -351,7 +354,8 @@ int cactus_complete(cactus_model_t model, const char* messages_json, char* respo
             forced = api::hand_off(*cloud, api::chat_request(request.messages, request.all_tools, request.options),
                                    "confidence_threshold >= 1 forces the hand-off");
             if (forced.answered) {
-                json response = api::completion_response(CompletionResult{}, ParsedReply{}, engine.model().kv_bytes());
+                json response =
+                    api::completion_response(CompletionResult{}, ParsedReply{}, engine.model().kv_bytes(), 0);
                 api::apply_outcome(response, forced);
                 return finish_write(response, response_buffer, buffer_size);
             }

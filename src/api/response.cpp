@@ -35,7 +35,8 @@ json base_response() {
 
 }  // namespace
 
-json completion_response(const CompletionResult& result, const ParsedReply& reply, size_t kv_bytes) {
+json completion_response(const CompletionResult& result, const ParsedReply& reply, size_t kv_bytes,
+                         size_t kv_compactions) {
     json r = base_response();
     const CompletionMetrics& m = result.metrics;
     r["response"] = reply.response;
@@ -52,6 +53,7 @@ json completion_response(const CompletionResult& result, const ParsedReply& repl
     r["finish_reason"] = result.finish_reason;
     r["prompt_tokens"] = m.prompt_tokens;
     r["kv_cache_bytes"] = kv_bytes;
+    r["kv_compactions"] = kv_compactions;
     r["constraint_ms"] = m.constraint_ms;
     r["constraint_compile_ms"] = m.constraint_compile_ms;
     return r;

@@ -10,8 +10,10 @@
 
 namespace cactus::api {
 
-// Every key of the spec's response, for a successful completion.
-nlohmann::ordered_json completion_response(const CompletionResult& result, const ParsedReply& reply, size_t kv_bytes);
+// Every key of the spec's response, for a successful completion. kv_compactions: compactions of
+// the KV cache during this call (the model's count after the call minus its count before).
+nlohmann::ordered_json completion_response(const CompletionResult& result, const ParsedReply& reply, size_t kv_bytes,
+                                           size_t kv_compactions);
 // The same keys with success:false and the message.
 nlohmann::ordered_json error_response(const std::string& message);
 // {success, error, prefill_tokens, prefill_tps, total_time_ms, ram_usage_mb}
