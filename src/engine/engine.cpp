@@ -105,6 +105,7 @@ Engine::~Engine() = default;
 std::unique_ptr<Engine> Engine::load(const std::string& model_path, const EngineOptions& options) {
     std::unique_ptr<Engine> engine(new Engine());
     engine->file_ = GgufFile::open(model_path);
+    for (const std::string& table : Model::mapped_tables(*engine->file_)) engine->file_->keep_mapped(table);
     if (options.lock_weights) engine->file_->lock_in_memory();
     engine->model_options_.n_ctx = options.n_ctx;
     engine->model_options_.n_threads = options.n_threads;

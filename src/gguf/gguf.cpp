@@ -143,7 +143,15 @@ const char* GgufFile::residency() const {
 void GgufFile::lock_in_memory() {
     if (locked_ || tensors_.empty()) return;
     if (anonymous_ != nullptr || try_copy_into_anonymous_memory()) {
-        locked_ = ::mlock(anonymous_, anonymous_size_) == 0;
+        // The copy without its holes (kept-mapped tables: never touched, so never resident).
+        locked_ = true;
+        size_t from = 0;
+        std::vector<std::pair<size_t, size_t>> holes = kept_pages();
+        holes.emplace_back(anonymous_size_, anonymous_size_);
+        for (const auto& [begin, end] : holes) {
+            if (begin > from && ::mlock(anonymous_ + from, begin - from) != 0) locked_ = false;
+            from = end;
+        }
     } else {  // no memory for a copy: lock the file's pages where they are
         locked_ = ::mlock(base_ + data_offset_, size_ - static_cast<size_t>(data_offset_)) == 0;
     }
@@ -189,6 +197,7 @@ const GgufTensor& GgufFile::keep_mapped(const std::string& name) const {
     if (it == tensor_index_.end()) fail("gguf: keep_mapped: no tensor %s", name.c_str());
     GgufTensor& t = tensors_[it->second];
     used_in_place_[it->second] = true;
+    kept_mapped_[it->second] = true;
     if (!owns_mapping_) return t;
     const uint8_t* begin = t.data;
     const uint8_t* end = begin + t.n_bytes;
@@ -218,6 +227,21 @@ void GgufFile::copy_into_anonymous_memory() {
     }
 }
 
+std::vector<std::pair<size_t, size_t>> GgufFile::kept_pages() const {
+    std::vector<std::pair<size_t, size_t>> pages;
+    if (!owns_mapping_) return pages;
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    // The data section starts page-aligned in the copy, not in the file: offsets are the copy's.
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+        if (!kept_mapped_[i]) continue;
+        const size_t begin = (static_cast<size_t>(tensors_[i].offset) + page - 1) / page * page;
+        const size_t end = static_cast<size_t>(tensors_[i].offset + tensors_[i].n_bytes) / page * page;
+        if (end > begin) pages.emplace_back(begin, end);
+    }
+    std::sort(pages.begin(), pages.end());
+    return pages;
+}
+
 bool GgufFile::try_copy_into_anonymous_memory() {
     size_t length = size_ - static_cast<size_t>(data_offset_);
     void* copy = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -226,16 +250,25 @@ bool GgufFile::try_copy_into_anonymous_memory() {
     if (locked_) ::munlock(base_ + data_offset_, length);
     locked_ = false;
     // In slices, each dropped from the file mapping once copied: the peak RSS stays one copy.
+    // Kept-mapped tables are left out: their pages of the copy are never touched.
     constexpr size_t kSlice = size_t{64} << 20;
     const uint8_t* source = base_ + data_offset_;
-    for (size_t done = 0; done < length; done += kSlice) {
-        const size_t n = std::min(kSlice, length - done);
-        std::memcpy(static_cast<uint8_t*>(copy) + done, source + done, n);
-        if (owns_mapping_) drop_mapped_pages(source + done, source + done + n);
+    size_t from = 0;
+    std::vector<std::pair<size_t, size_t>> holes = kept_pages();
+    holes.emplace_back(length, length);
+    for (const auto& [begin, end] : holes) {
+        for (size_t done = from; done < begin; done += kSlice) {
+            const size_t n = std::min(kSlice, begin - done);
+            std::memcpy(static_cast<uint8_t*>(copy) + done, source + done, n);
+            if (owns_mapping_) drop_mapped_pages(source + done, source + done + n);
+        }
+        from = std::max(from, end);
     }
     anonymous_ = static_cast<uint8_t*>(copy);
     anonymous_size_ = length;
-    for (GgufTensor& t : tensors_) t.data = anonymous_ + t.offset;
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+        tensors_[i].data = (kept_mapped_[i] ? base_ + data_offset_ : anonymous_) + tensors_[i].offset;
+    }
     return true;
 }
 

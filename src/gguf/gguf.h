@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -112,8 +113,10 @@ public:
     void note_direct_use(const std::string& name) const;
     // A table read a few rows at a time (Gemma 4's per-layer embeddings: most of the file, a few KB
     // per token): its bytes stay in the file mapping, outside the anonymous copy and the mlock of
-    // lock_in_memory (the copy's pages of it are freed), so only the rows read are resident. Notes
-    // a direct use; returns the tensor (its data in the mapping). Logically const, as above.
+    // lock_in_memory, so only the rows read are resident. Called before the copy, the copy leaves it
+    // out (no transient copy of it either: Model::mapped_tables names such tables before a load);
+    // after, its data moves back to the mapping and the copy's pages of it are freed. Notes a direct
+    // use; returns the tensor (its data in the mapping). Logically const, as above.
     const GgufTensor& keep_mapped(const std::string& name) const;
     // Where the tensor data lives now: "mapped" (the file), "anonymous" (a copy) or "locked"
     // (mlock succeeded: on the copy, or on the file's pages when no copy could be made).
@@ -124,6 +127,9 @@ private:
     void parse();
     void release();
     bool try_copy_into_anonymous_memory();  // false (nothing changed) when the memory is refused
+    // [begin, end) offsets in the data section of the whole pages that hold kept-mapped tensors only
+    // (sorted, disjoint): the anonymous copy leaves them untouched.
+    std::vector<std::pair<size_t, size_t>> kept_pages() const;
 
     std::string path_;
     const uint8_t* base_ = nullptr;
@@ -140,6 +146,7 @@ private:
     std::map<std::string, GgufValue> metadata_;
     mutable std::vector<GgufTensor> tensors_;  // data: moved by release_tensor_bytes
     mutable std::vector<bool> used_in_place_;  // per tensor (parse): note_direct_use was called
+    mutable std::vector<bool> kept_mapped_;    // per tensor: keep_mapped was called
     std::map<std::string, size_t> tensor_index_;
 };
 

@@ -313,6 +313,7 @@ void GgufFile::parse() {
     data_offset_ = align_up(in.pos(), alignment_);
     place_tensors(tensors_, base_, size_, data_offset_, alignment_);
     used_in_place_.assign(tensors_.size(), false);
+    kept_mapped_.assign(tensors_.size(), false);
 }
 
 }  // namespace cactus

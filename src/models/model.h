@@ -70,6 +70,10 @@ public:
     // Loads the architecture that general.architecture names; throws cactus::Error on a missing
     // tensor, a wrong shape or an unsupported architecture. `file` must outlive the model.
     static std::unique_ptr<Model> load(const GgufFile& file, const ModelOptions& options);
+    // The tensors of the file's architecture that a step reads a few rows of (Gemma 4's per-layer
+    // embeddings): callers mark them GgufFile::keep_mapped before lock_in_memory, so they are
+    // never copied or locked (only the rows read become resident). Empty for most architectures.
+    static std::vector<std::string> mapped_tables(const GgufFile& file);
 
     virtual const ModelInfo& info() const = 0;
 

@@ -105,6 +105,31 @@ TEST(GgufRealModels, KeptMappedTableLeavesTheLockedCopy) {
     EXPECT_THROW(f->keep_mapped("no.such.tensor"), cactus::Error);
 }
 
+TEST(GgufRealModels, TableKeptMappedBeforeLockingIsNeverCopied) {
+    auto f = cactus::GgufFile::open(model_path("smollm2-135m.gguf"));
+    const cactus::GgufTensor* t = f->find_tensor("token_embd.weight");
+    const cactus::GgufTensor* other = f->find_tensor("blk.0.attn_q.weight");
+    ASSERT_NE(t, nullptr);
+    ASSERT_NE(other, nullptr);
+    const uint8_t* mapped = t->data;
+    const uint8_t* other_mapped = other->data;
+    std::vector<uint8_t> before(t->data, t->data + t->n_bytes);
+    std::vector<uint8_t> other_before(other->data, other->data + other->n_bytes);
+    f->keep_mapped("token_embd.weight");
+    f->lock_in_memory();
+    EXPECT_EQ(t->data, mapped);  // left out of the copy
+    EXPECT_NE(other->data, other_mapped);
+    EXPECT_EQ(0, std::memcmp(before.data(), t->data, before.size()));
+    EXPECT_EQ(0, std::memcmp(other_before.data(), other->data, other_before.size()));
+    // Every tensor, the neighbours of the hole included, holds the file's bytes.
+    auto g = cactus::GgufFile::open(model_path("smollm2-135m.gguf"));
+    for (const cactus::GgufTensor& any : f->tensors()) {
+        const cactus::GgufTensor* fresh = g->find_tensor(any.name);
+        ASSERT_NE(fresh, nullptr);
+        EXPECT_EQ(0, std::memcmp(fresh->data, any.data, any.n_bytes)) << any.name;
+    }
+}
+
 TEST(GgufRealModels, MissingFileIsAnError) {
     try {
         cactus::GgufFile::open("/nonexistent/model.gguf");

@@ -238,6 +238,7 @@ int main(int argc, char** argv) {
     }
     try {
         auto file = cactus::GgufFile::open(argv[1]);
+        for (const std::string& table : cactus::Model::mapped_tables(*file)) file->keep_mapped(table);
         if (anonymous) file->copy_into_anonymous_memory();
         auto model = cactus::Model::load(*file, options);
         std::string line;

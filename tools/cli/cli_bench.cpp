@@ -372,6 +372,7 @@ int run_model_bench(const BenchArgs& args) {
     ModelReport m;
     m.path = resolve_model_path(args.model);
     std::unique_ptr<GgufFile> file = GgufFile::open(m.path);
+    for (const std::string& table : Model::mapped_tables(*file)) file->keep_mapped(table);
     if (args.mlock && !args.no_mlock) file->lock_in_memory();
     m.residency = file->residency();
     m.architecture = file->get_string("general.architecture", "");
