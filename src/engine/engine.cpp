@@ -124,6 +124,12 @@ std::unique_ptr<Engine> Engine::load(const std::string& model_path, const Engine
     return engine;
 }
 
+std::string Engine::generated_piece(StreamingDetokenizer& detok, int32_t token) const {
+    const bool marker =
+        static_cast<size_t>(token) < shown_special_.size() && shown_special_[static_cast<size_t>(token)];
+    return marker ? detok.push_bytes(tokenizer_->token_to_piece(token, true)) : detok.push(token);
+}
+
 std::string Engine::render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                 bool add_generation_prompt, bool enable_thinking) const {
     nlohmann::ordered_json context;
@@ -354,10 +360,7 @@ CompletionResult Engine::complete_prompt(const Prompt& prompt, const GenerationO
         result.token_probabilities.push_back(sampler.last_probability());
         result.tokens.push_back(token);
         sampler.accept(token);
-        const bool marker =
-            static_cast<size_t>(token) < shown_special_.size() && shown_special_[static_cast<size_t>(token)];
-        std::string shown =
-            stream.push(marker ? detok.push_bytes(tokenizer_->token_to_piece(token, true)) : detok.push(token));
+        std::string shown = stream.push(generated_piece(detok, token));
         if (!shown.empty() && on_token) on_token(shown, token);
         if (stream.stopped()) {
             result.finish_reason = "stop";

@@ -23,6 +23,7 @@ struct MediaPrompt;
 class Tokenizer;
 class ChatTemplate;
 class ToolFormat;
+class StreamingDetokenizer;
 class GrammarVocab;
 struct CompiledConstraint;
 
@@ -114,6 +115,10 @@ public:
                             bool add_generation_prompt, bool enable_thinking = false) const;
     // The family's tool-call / thinking format, chosen from the chat template.
     const ToolFormat& tool_format() const { return *format_; }
+    // The text a generated token adds to a reply: the detokenizer's (whole UTF-8 characters), or
+    // the text of one of the format's marker tokens (control tokens such as <|tool_call>, shown so
+    // the output parser and the grammar see them). For loops that generate themselves (the server).
+    std::string generated_piece(StreamingDetokenizer& detok, int32_t token) const;
     // The grammar engine's view of the vocabulary (built on first use, then cached with the
     // grammars it compiled).
     GrammarVocab& grammar_vocab();

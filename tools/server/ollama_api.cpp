@@ -16,6 +16,7 @@
 #include "openai_api.h"
 #include "constraint.h"
 #include "params.h"
+#include "reply.h"
 #include "server.h"
 
 namespace cactus::server {
@@ -38,28 +39,39 @@ int64_t ns(double ms) { return static_cast<int64_t>(ms * 1e6); }
 
 class OllamaFormatter final : public Formatter {
 public:
-    OllamaFormatter(std::string model, bool chat, bool tools) : model_(std::move(model)), chat_(chat), tools_(tools) {}
+    // reader: the model family's reply format (chat only; /api/generate returns the raw text).
+    OllamaFormatter(std::string model, bool chat, bool tools, std::unique_ptr<ReplyReader> reader = nullptr)
+        : model_(std::move(model)), chat_(chat), tools_(tools), reader_(std::move(reader)) {}
 
     std::string content_type(bool stream) const override {
         return stream ? "application/x-ndjson" : "application/json";
     }
 
-    std::string stream_piece(const std::string& text, const std::vector<TokenInfo>&) override {
-        if (text.empty() || tools_) return std::string();
+    std::string stream_piece(const std::string& piece, const std::vector<TokenInfo>&) override {
+        if (tools_) return std::string();  // calls are parsed from the whole reply at the end
+        const std::string text = reader_ ? reader_->stream(piece) : piece;  // thinking stays out
+        if (text.empty()) return std::string();
         json r = base();
         put_text(r, text);
         r["done"] = false;
         return line(r);
     }
 
-    std::string stream_end(const Completion& c) override { return line(final_object(c, tools_ ? c.text : "")); }
+    std::string stream_end(const Completion& c) override {
+        std::string out;
+        const std::string rest = reader_ && !tools_ ? reader_->stream_end() : std::string();
+        if (!rest.empty()) {  // a partial marker held back at the end
+            json r = base();
+            put_text(r, rest);
+            r["done"] = false;
+            out += line(r);
+        }
+        return out + line(final_object(c, false));
+    }
 
     std::string stream_error(int, const std::string& message) override { return line(json{{"error", message}}); }
 
-    std::string whole(const Completion& c) override {
-        json r = final_object(c, c.text);
-        return dump(r);
-    }
+    std::string whole(const Completion& c) override { return dump(final_object(c, true)); }
 
 private:
     json base() const { return json{{"model", model_}, {"created_at", now_rfc3339()}}; }
@@ -71,18 +83,23 @@ private:
             r["response"] = text;
     }
 
-    json final_object(const Completion& c, const std::string& text) const {
+    // The last object; its text is the whole reply (whole, or streamed with tools held back) or
+    // empty (streamed: the text went out piece by piece).
+    json final_object(const Completion& c, bool whole) const {
         json r = base();
-        put_text(r, text);
-        if (chat_ && tools_ && !c.cloud) {
-            ParsedReply reply = parse_reply(c.text, true);
-            if (!reply.function_calls.empty()) {
+        const bool with_text = whole || tools_;
+        if (!chat_ || !reader_ || c.cloud) {
+            put_text(r, with_text ? c.text : std::string());
+        } else {
+            ParsedReply reply = reader_->parse(c.text, tools_);  // thinking to message.thinking, as Ollama
+            put_text(r, with_text ? reply.response : std::string());
+            if (!reply.thinking.empty()) r["message"]["thinking"] = reply.thinking;
+            if (tools_ && !reply.function_calls.empty()) {
                 json calls = json::array();
                 for (const json& call : reply.function_calls)
                     calls.push_back(json{
                         {"function",
                          {{"name", call.value("name", "")}, {"arguments", call.value("arguments", json::object())}}}});
-                r["message"]["content"] = reply.response;
                 r["message"]["tool_calls"] = calls;
             }
         }
@@ -100,6 +117,7 @@ private:
     std::string model_;
     bool chat_;
     bool tools_;
+    std::unique_ptr<ReplyReader> reader_;
 };
 
 // Ollama's "options" object → sampling; Ollama's defaults where a field is absent.
@@ -151,7 +169,10 @@ void handle_chat(Server& server, const httplib::Request& req, httplib::Response&
     read_ollama_options(server, body, p);
     const bool stream = read_bool(body, "stream", true);
     run_generation(server, std::move(p),
-                   std::make_shared<OllamaFormatter>(model_of(server, body), true, !tools.empty()), stream, res);
+                   std::make_shared<OllamaFormatter>(
+                       model_of(server, body), true, !tools.empty(),
+                       std::make_unique<ReplyReader>(server.backend().engine().tool_format(), prompt)),
+                   stream, res);
 }
 
 void handle_generate(Server& server, const httplib::Request& req, httplib::Response& res) {

@@ -11,6 +11,7 @@
 #include "params.h"
 #include "tokenizer/tokenizer.h"
 #include "core/format.h"
+#include "reply.h"
 #include "vision.h"
 
 namespace cactus::server {
@@ -58,8 +59,10 @@ void add_handoff_fields(json& r, const Completion& c) {
 
 class ChatFormatter final : public Formatter {
 public:
-    ChatFormatter(Server& server, std::string model, bool tools_offered, int top_logprobs, bool include_usage)
+    ChatFormatter(Server& server, std::string model, bool tools_offered, int top_logprobs, bool include_usage,
+                  const std::string& prompt)
         : server_(server),
+          reader_(server.backend().engine().tool_format(), prompt),
           model_(std::move(model)),
           tools_(tools_offered),
           top_logprobs_(top_logprobs),
@@ -71,8 +74,9 @@ public:
 
     std::string stream_start() override { return sse(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr)); }
 
-    std::string stream_piece(const std::string& text, const std::vector<TokenInfo>& tokens) override {
-        if (tools_) return std::string();  // tool calls are parsed from the whole reply at the end
+    std::string stream_piece(const std::string& piece, const std::vector<TokenInfo>& tokens) override {
+        if (tools_) return std::string();                // tool calls are parsed from the whole reply at the end
+        const std::string text = reader_.stream(piece);  // thinking stays out of the content
         if (text.empty() && (top_logprobs_ < 0 || tokens.empty())) return std::string();
         json c = chunk(json{{"content", text}}, nullptr);
         if (top_logprobs_ >= 0) c["choices"][0]["logprobs"] = json{{"content", logprobs(tokens)}};
@@ -83,8 +87,13 @@ public:
         std::string out;
         json message = message_of(c);
         const std::string finish = finish_of(c, message);
-        if (tools_ || c.cloud) {  // what was held back (or came from the hand-off endpoint)
+        if (!tools_ && !c.cloud) {  // a partial marker held back at the end
+            const std::string rest = reader_.stream_end();
+            if (!rest.empty()) out += sse(chunk(json{{"content", rest}}, nullptr));
+        }
+        if (tools_ || c.cloud || message.contains("reasoning_content")) {  // held back, or from the hand-off
             json delta = json::object();
+            if (message.contains("reasoning_content")) delta["reasoning_content"] = message["reasoning_content"];
             // Text was streamed piece by piece unless tools held it back.
             if (tools_ && message.contains("content") && !message["content"].is_null())
                 delta["content"] = message["content"];
@@ -163,10 +172,11 @@ private:
             if (!m.contains("role")) m["role"] = "assistant";
             return m;
         }
-        json m = {{"role", "assistant"}, {"content", c.text}};
-        if (!tools_) return m;
-        ParsedReply reply = parse_reply(c.text, true);
-        if (reply.function_calls.empty()) return m;
+        // The family's format: thinking to reasoning_content (as llama-server), calls to tool_calls.
+        ParsedReply reply = reader_.parse(c.text, tools_);
+        json m = {{"role", "assistant"}, {"content", reply.response}};
+        if (!reply.thinking.empty()) m["reasoning_content"] = reply.thinking;
+        if (!tools_ || reply.function_calls.empty()) return m;
         json calls = json::array();
         for (const json& call : reply.function_calls) {
             calls.push_back(json{
@@ -186,6 +196,7 @@ private:
     }
 
     Server& server_;
+    ReplyReader reader_;
     std::string model_;
     bool tools_;
     int top_logprobs_;
@@ -452,7 +463,7 @@ void handle_chat_completions(Server& server, const httplib::Request& req, httpli
         server, OutputRule{response_format, tools, force_tools, force_tools ? "tool_choice" : "response_format"});
 
     auto f = std::make_shared<ChatFormatter>(server, model_name(server, body), !tools.empty(), p.top_logprobs,
-                                             include_usage);
+                                             include_usage, prompt);
     bool forced = false;
     HandoffPlan plan = handoff_plan(server, body, "chat/completions", &forced);
     std::string handoff_error;

@@ -336,7 +336,7 @@ void Scheduler::on_logits(SlotState& slot, std::vector<float>& logits) {
     e.token.id = token;
     e.token.probability = slot.sampler->last_probability();
     slot.sampler->accept(token);
-    e.text = slot.stream->push(slot.detok->push(token));
+    e.text = slot.stream->push(backend_.engine().generated_piece(*slot.detok, token));
     ++slot.stats.completion_tokens;
     slot.job->push(std::move(e));
     if (slot.stream->stopped()) return finish(slot, "stop");
