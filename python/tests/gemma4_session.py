@@ -16,8 +16,6 @@ import sys
 import threading
 import time
 
-import cactus
-
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS_FILE = os.path.join(REPO, "tests", "api", "data", "gemma4_session_tools.json")
 # What the visible reply must never hold: Gemma 4's thinking, call and string markers, end of turn.
@@ -38,6 +36,31 @@ USER_3 = ("Thanks. Also put 'buy flowers' on my todo list with high priority, an
 def load_tools():
     with open(TOOLS_FILE, encoding="utf-8") as f:
         return json.load(f)
+
+
+def bounded_for_random_weights(tools, max_chars=12):
+    """A copy of tools that a random-weight model can finish calls of. Free strings (no enum, const,
+    pattern or format) get the pattern ^[A-Za-z0-9.@-]{1,n}$, n = min(maxLength, max_chars): the gemma
+    grammar style drops length limits, and a random model inside an unbounded string picks the closing
+    <|"|> once in 262,144 tokens; a short pattern without spaces compiles fast (a space class or a
+    40-character bound costs xgrammar seconds per string over this vocabulary). Numbers without bounds
+    get +-1e6, integers +-1e9: the grammar allows any exponent or length, and the call reader drops a
+    call holding a number beyond the double range (1e309) or a 64-bit integer."""
+    def walk(node):
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        node = {k: walk(v) for k, v in node.items()}
+        kind = node.get("type")
+        if kind == "string" and not {"enum", "const", "pattern", "format"} & set(node):
+            node["pattern"] = "^[A-Za-z0-9.@-]{1,%d}$" % min(node.get("maxLength", max_chars), max_chars)
+        if kind in ("number", "integer") and "enum" not in node:
+            limit = 10 ** 6 if kind == "number" else 10 ** 9
+            node.setdefault("minimum", -limit)
+            node.setdefault("maximum", limit)
+        return node
+    return walk(tools)
 
 
 def options(mode, **extra):
@@ -104,6 +127,7 @@ class Turn:
 
 
 def complete(handle, messages, tools, opts):
+    import cactus  # here, so tests/server can use this module's checks without loading the library
     pieces = []
     start = time.monotonic()
     r = cactus.cactus_complete(handle, messages, opts, tools, callback=lambda piece, _id: pieces.append(piece))
@@ -117,7 +141,8 @@ def run_session(handle, mode, tools):
     turns = []
     base = options(mode)
     for attempt in range(MAX_TRIES):
-        r, streamed, seconds = complete(handle, messages, tools, dict(base, force_tools=True, seed=base["seed"] + attempt))
+        forced = dict(base, force_tools=True, seed=base["seed"] + attempt)
+        r, streamed, seconds = complete(handle, messages, tools, forced)
         if r["function_calls"] or not (r["finish_reason"] == "length" and r["thinking"]):
             break
     turns.append(Turn("turn 1 (forced)", r, streamed, seconds, attempt + 1))
@@ -174,7 +199,8 @@ def session_problems(turns, mode, tools, validator_class, window):
         r = t.response
         if not r.get("success"):
             problems.append("%s: success false: %s" % (t.name, r.get("error")))
-        problems += ["%s: %s" % (t.name, e) for e in marker_errors(r, t.streamed) + call_errors(r, tools, validator_class)]
+        errors = marker_errors(r, t.streamed) + call_errors(r, tools, validator_class)
+        problems += ["%s: %s" % (t.name, e) for e in errors]
     first = turns[0].response
     if not first["function_calls"]:
         problems.append("turn 1 (forced): no call after %d tries: %r" % (turns[0].tries, first["response"][:300]))
