@@ -26,7 +26,8 @@ namespace cactus {
 
 namespace {
 
-constexpr float kDefaultSoftcap = 30.0f;  // llama.cpp's default when the file has no key
+constexpr float kDefaultSoftcap = 30.0f;         // llama.cpp's default when the file has no key
+constexpr size_t kMaxHeadDim = size_t(1) << 16;  // sanity bound (the activations follow the widest layer)
 
 HParams read_gemma4_hparams(const GgufFile& file) {
     HParams hp = read_hparams(file, "gemma4", {false, true});
@@ -60,8 +61,8 @@ Gemma4Params read_gemma4_params(const GgufFile& file, const HParams& hp) {
              hp.n_layer);
     }
     for (int64_t s : pattern.ints) g.sliding.push_back(s != 0);
-    g.head_dim_swa_k = read_dim(file, p + "attention.key_length_swa", hp.head_dim_k, hp.head_dim_k);
-    g.head_dim_swa_v = read_dim(file, p + "attention.value_length_swa", g.head_dim_swa_k, hp.head_dim_v);
+    g.head_dim_swa_k = read_dim(file, p + "attention.key_length_swa", hp.head_dim_k, kMaxHeadDim);
+    g.head_dim_swa_v = read_dim(file, p + "attention.value_length_swa", g.head_dim_swa_k, kMaxHeadDim);
     g.n_rot_swa = read_dim(file, p + "rope.dimension_count_swa", g.head_dim_swa_k, g.head_dim_swa_k);
     g.rope_base_swa = static_cast<float>(file.get_float(p + "rope.freq_base_swa", hp.rope_base));
     const uint64_t shared = file.get_uint(p + "attention.shared_kv_layers", 0);

@@ -1,10 +1,11 @@
-// libFuzzer target for model loading: a small llama, gemma3 or lfm2 GGUF written with GgufWriter whose
+// libFuzzer target for model loading: a small llama, gemma3, lfm2 or gemma4 GGUF written with GgufWriter whose
 // hyper-parameters (metadata) and tensor shapes and types the input mutates: claims far larger
 // than the tensors, missing or extra tensors, shapes off by one, types the loader must reject.
 // Loading must succeed or throw cactus::Error, allocating within the memory budget (256 MiB);
 // a model that loads runs a forward pass. Checked by ASan/UBSan and libFuzzer's -rss_limit_mb.
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -134,6 +135,48 @@ void add_lfm2_layers(cactus::GgufWriter& w, FuzzedDataProvider& in, const TrueDi
     }
 }
 
+// gemma4: a sliding-window pattern (sometimes of the wrong length), sliding heads half as wide,
+// the last layers KV-shared (no k/v of their own), K = V (attn_v left out) now and then, and the
+// per-layer embeddings; claims and shapes mutated as for the others.
+void add_gemma4_layers(cactus::GgufWriter& w, FuzzedDataProvider& in, const TrueDims& d) {
+    const std::string a = "gemma4.";
+    const uint32_t hd_swa = std::max(2u, d.head_dim / 2), ple = 8, shared = d.n_layer / 2;
+    std::vector<int64_t> pattern;
+    for (uint32_t il = 0; il < d.n_layer; ++il) pattern.push_back(il + 1 < d.n_layer && in.ConsumeBool() ? 1 : 0);
+    if (in.ConsumeIntegralInRange<int>(0, 7) == 0) pattern.push_back(1);
+    w.add_int_array(a + "attention.sliding_window_pattern", cactus::GgufType::BOOL, pattern);
+    add_claim(w, in, a + "attention.key_length_swa", hd_swa);
+    add_claim(w, in, a + "attention.value_length_swa", hd_swa);
+    add_claim(w, in, a + "rope.dimension_count_swa", hd_swa);
+    add_claim(w, in, a + "attention.shared_kv_layers", shared);
+    add_claim(w, in, a + "embedding_length_per_layer_input", ple);
+    add_weight(w, in, "per_layer_token_embd.weight", ple * d.n_layer, d.n_vocab);
+    add_weight(w, in, "per_layer_model_proj.weight", d.n_embd, ple * d.n_layer);
+    add_weight(w, in, "per_layer_proj_norm.weight", ple, 0);
+    add_weight(w, in, "rope_freqs.weight", d.head_dim / 2, 0);
+    for (uint32_t il = 0; il < d.n_layer; ++il) {
+        const std::string b = "blk." + std::to_string(il) + ".";
+        const uint32_t hd = pattern[il] ? hd_swa : d.head_dim;
+        add_weight(w, in, b + "attn_norm.weight", d.n_embd, 0);
+        add_weight(w, in, b + "attn_q.weight", d.n_embd, d.n_head * hd);
+        add_weight(w, in, b + "attn_q_norm.weight", hd, 0);
+        if (il + shared < d.n_layer) {
+            add_weight(w, in, b + "attn_k.weight", d.n_embd, d.n_head_kv * hd);
+            if (in.ConsumeIntegralInRange<int>(0, 7) != 0)
+                add_weight(w, in, b + "attn_v.weight", d.n_embd, d.n_head_kv * hd);
+            add_weight(w, in, b + "attn_k_norm.weight", hd, 0);
+        }
+        add_weight(w, in, b + "attn_output.weight", d.n_head * hd, d.n_embd);
+        add_weight(w, in, b + "post_attention_norm.weight", d.n_embd, 0);
+        add_ffn(w, in, b, d);
+        add_weight(w, in, b + "post_ffw_norm.weight", d.n_embd, 0);
+        add_weight(w, in, b + "inp_gate.weight", d.n_embd, ple);
+        add_weight(w, in, b + "proj.weight", ple, d.n_embd);
+        add_weight(w, in, b + "post_norm.weight", d.n_embd, 0);
+        add_weight(w, in, b + "layer_output_scale.weight", 1, 0);
+    }
+}
+
 std::vector<uint8_t> build_file(FuzzedDataProvider& in) {
     TrueDims d;
     d.n_head = 1u << in.ConsumeIntegralInRange<int>(0, 2);
@@ -146,7 +189,8 @@ std::vector<uint8_t> build_file(FuzzedDataProvider& in) {
     d.n_vocab = in.ConsumeIntegralInRange<uint32_t>(2, 64);
     const bool gemma = in.ConsumeBool();
     const bool lfm2 = !gemma && in.ConsumeIntegralInRange<int>(0, 2) == 0;
-    const std::string a = gemma ? "gemma3" : lfm2 ? "lfm2" : "llama";
+    const bool gemma4 = gemma && in.ConsumeBool();
+    const std::string a = gemma4 ? "gemma4" : gemma ? "gemma3" : lfm2 ? "lfm2" : "llama";
     cactus::GgufWriter w;
     w.add_string("general.architecture", a);
     add_claim(w, in, a + ".block_count", d.n_layer);
@@ -167,6 +211,10 @@ std::vector<uint8_t> build_file(FuzzedDataProvider& in) {
     if (in.ConsumeBool()) add_weight(w, in, "output.weight", d.n_embd, d.n_vocab);
     if (lfm2) {
         add_lfm2_layers(w, in, d);
+        return w.to_bytes();
+    }
+    if (gemma4) {
+        add_gemma4_layers(w, in, d);
         return w.to_bytes();
     }
     for (uint32_t il = 0; il < d.n_layer; ++il) {
@@ -199,7 +247,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     options.memory_budget = size_t(256) << 20;
     options.n_ctx = in.ConsumeBool() ? 0 : in.ConsumeIntegralInRange<size_t>(1, 256);
     options.n_batch = in.ConsumeIntegralInRange<size_t>(0, 64);
-    if (in.ConsumeBool()) options.kv.type = in.ConsumeIntegralInRange<int>(0, 1);
+    if (in.ConsumeBool()) options.kv.type = in.ConsumeIntegralInRange<int>(0, 2);
     if (in.ConsumeBool()) options.kv.compress = in.ConsumeIntegralInRange<int>(0, 1);
     const int32_t token = in.ConsumeIntegral<int32_t>();
     try {
