@@ -214,6 +214,34 @@ TEST_P(BackendOps, RopeBothStylesAtScatteredPositions) {
     }
 }
 
+// Gemma 4's proportional RoPE: frequency factors (GGUF rope_freqs) divide each pair's angle; 1e30
+// leaves a pair unrotated. Mixed factors (Llama 3 style) too, and two factor arrays in one backend.
+TEST_P(BackendOps, RopeFrequencyFactors) {
+    const size_t n = 7, n_head = 2, head_dim = 64;
+    std::vector<float> proportional(head_dim / 2, 1e30f), mixed(head_dim / 2);
+    for (size_t i = 0; i < head_dim / 8; ++i) proportional[i] = 1.0f;
+    for (size_t i = 0; i < mixed.size(); ++i) mixed[i] = 1.0f + 0.25f * static_cast<float>(i % 5);
+    const std::vector<int32_t> pos = {0, 1, 9, 511, 512, 4095, 131071};
+    for (const std::vector<float>* factors : {&proportional, &mixed, &proportional}) {
+        const RopeParams params = {RopeStyle::NEOX, head_dim, 1000000.0f, 1.0f, factors->data()};
+        const std::vector<float> x = random_floats(n * n_head * head_dim, 12);
+        std::vector<float> want = x;
+        for (size_t t = 0; t < n; ++t) rope_ref(&want[t * n_head * head_dim], n_head, head_dim, pos[t], params);
+        const Tensor xt = f32(x, n_head * head_dim);
+        be_->rope(xt, n_head, i32(pos), params);
+        const std::vector<float> got = get(xt);
+        expect_close(got, want, 1e-4f, factors == &mixed ? "rope, mixed factors" : "rope, proportional");
+        if (factors != &proportional) continue;
+        for (size_t t = 0; t < n; ++t)  // pairs (i, i + 32) with i >= 8 pass through unchanged
+            for (size_t h = 0; h < n_head; ++h)
+                for (size_t i = head_dim / 8; i < head_dim / 2; ++i)
+                    for (size_t d : {i, i + head_dim / 2}) {
+                        const size_t at = (t * n_head + h) * head_dim + d;
+                        ASSERT_EQ(got[at], x[at]) << "token " << t << " dim " << d;
+                    }
+    }
+}
+
 // Values as a KV cache of `type` stores them: f16 rounding, int8 groups per head, f32 as given.
 std::vector<float> as_stored(std::vector<float> x, size_t head_dim, KvType type) {
     std::vector<int8_t> q(head_dim);

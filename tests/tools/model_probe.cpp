@@ -1,6 +1,6 @@
 // Drives a model for the Python oracle tests (tests/models/test_model_oracle.py).
 //
-//   model_probe MODEL.gguf [--threads N] [--ctx N] [--batch N] [--kv-type f16|int8|f32] [--anonymous]
+//   model_probe MODEL.gguf [--threads N] [--ctx N] [--batch N] [--kv-type f16|int8|f32] [--device D] [--anonymous]
 //
 // Reads one JSON request per stdin line and writes one JSON response line:
 //   {"tokens": [...], "n_predict": 32}
@@ -207,7 +207,7 @@ json handle(cactus::Model& model, const std::string& line) {
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s MODEL.gguf [--threads N] [--ctx N] [--batch N] [--kv-type T] [--anonymous]\n",
+        std::fprintf(stderr, "usage: %s MODEL.gguf [--threads N] [--ctx N] [--batch N] [--kv-type T] [--device D] [--anonymous]\n",
                      argv[0]);
         return 2;
     }
@@ -224,6 +224,8 @@ int main(int argc, char** argv) {
             options.n_ctx = std::strtoull(argv[++i], nullptr, 10);
         } else if (i + 1 < argc && arg == "--batch") {
             options.n_batch = std::strtoull(argv[++i], nullptr, 10);
+        } else if (i + 1 < argc && arg == "--device") {
+            options.device = argv[++i];
         } else if (i + 1 < argc && arg == "--kv-type") {
             try {
                 options.kv.type = static_cast<int>(cactus::parse_kv_type(argv[++i]));
