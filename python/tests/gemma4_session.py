@@ -7,8 +7,8 @@ same session through the C API.
 
 Random weights: a reply that opens a thought never closes it (one token of 262,144) and a free
 string never ends, so the 20 tools (tests/api/data/gemma4_session_tools.json) bound every string
-with an enum or a pattern, and a forced turn that thought until max_tokens is asked again with the
-next seed."""
+with an enum or a pattern, and a forced turn that only thought is asked again with the next seed
+(run_session)."""
 import json
 import os
 import struct
@@ -21,7 +21,8 @@ TOOLS_FILE = os.path.join(REPO, "tests", "api", "data", "gemma4_session_tools.js
 # What the visible reply must never hold: Gemma 4's thinking, call and string markers, end of turn.
 MARKERS = ("<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", '<|"|>', "<turn|>")
 STACK_BYTES = 256 * 1024  # the engine runs from threads with this stack (docs/ARCHITECTURE.md)
-MAX_TRIES = 8             # forced turn 1: seeds tried while the reply only thinks
+MAX_TRIES = 64            # forced turn 1: seeds tried while the reply only thinks
+THOUGHT_OPEN = "<|channel>"
 FORCED_TOKENS = 384       # turn 1: room for several calls (a random model chains 1-5)
 LAZY_TOKENS = 48          # turns 2 and 3: short, so the sliding rings can roll back over them
 
@@ -121,9 +122,18 @@ def answer_calls(messages, reply, turn):
         messages.append({"role": "tool", "tool_call_id": call["id"], "name": c["name"], "content": tool_result(c)})
 
 
+class Attempt:
+    def __init__(self, response, streamed, seconds):
+        self.response, self.streamed, self.seconds = response, streamed, seconds
+
+
 class Turn:
-    def __init__(self, name, response, streamed, seconds, tries=1):
-        self.name, self.response, self.streamed, self.seconds, self.tries = name, response, streamed, seconds, tries
+    """A turn's attempts (turn 1 may be asked again); the last one is the turn's reply."""
+
+    def __init__(self, name, attempts):
+        self.name, self.attempts = name, attempts
+        self.response, self.streamed, self.seconds = attempts[-1].response, attempts[-1].streamed, attempts[-1].seconds
+        self.tries = len(attempts)
 
 
 def complete(handle, messages, tools, opts):
@@ -134,26 +144,39 @@ def complete(handle, messages, tools, opts):
     return r, "".join(pieces), time.monotonic() - start
 
 
+def thought_only(response, stopped_at_thought):
+    """A forced reply with no call that thought (random weights never close a thought): cut at
+    max_tokens inside it, or, with the retries' stop sequence, stopped where it opened."""
+    if response["function_calls"]:
+        return False
+    if response["finish_reason"] == "length" and response["thinking"]:
+        return True
+    return stopped_at_thought and response["finish_reason"] == "stop" and response["response"] == ""
+
+
 def run_session(handle, mode, tools):
     """Turn 1 forced, turn 2 under the lazy grammar after the results, turn 3 after a new user
-    message. Returns the Turns; raises only what the binding raises (a C API error)."""
+    message. Returns the Turns; raises only what the binding raises (a C API error). Turn 1 is asked
+    again with the next seed while its reply only thinks; the retries stop at the thought's opening
+    marker (stop_sequences), so they cost a few tokens (at the E2B shape a random model opens a
+    thought in most forced replies)."""
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER_1}]
-    turns = []
     base = options(mode)
+    attempts = []
     for attempt in range(MAX_TRIES):
         forced = dict(base, force_tools=True, seed=base["seed"] + attempt)
-        r, streamed, seconds = complete(handle, messages, tools, forced)
-        if r["function_calls"] or not (r["finish_reason"] == "length" and r["thinking"]):
+        if attempt:
+            forced["stop_sequences"] = [THOUGHT_OPEN]
+        attempts.append(Attempt(*complete(handle, messages, tools, forced)))
+        if not thought_only(attempts[-1].response, attempt > 0):
             break
-    turns.append(Turn("turn 1 (forced)", r, streamed, seconds, attempt + 1))
-    answer_calls(messages, r, 1)
+    turns = [Turn("turn 1 (forced)", attempts)]
+    answer_calls(messages, turns[0].response, 1)
     lazy = dict(base, max_tokens=LAZY_TOKENS)
-    r, streamed, seconds = complete(handle, messages, tools, lazy)
-    turns.append(Turn("turn 2 (lazy)", r, streamed, seconds))
-    answer_calls(messages, r, 2)
+    turns.append(Turn("turn 2 (lazy)", [Attempt(*complete(handle, messages, tools, lazy))]))
+    answer_calls(messages, turns[1].response, 2)
     messages.append({"role": "user", "content": USER_3})
-    r, streamed, seconds = complete(handle, messages, tools, lazy)
-    turns.append(Turn("turn 3 (lazy)", r, streamed, seconds))
+    turns.append(Turn("turn 3 (lazy)", [Attempt(*complete(handle, messages, tools, lazy))]))
     return turns
 
 
@@ -196,11 +219,12 @@ def session_problems(turns, mode, tools, validator_class, window):
     usually is not, and its tokens differ from the template's re-rendering from the first one)."""
     problems = []
     for t in turns:
-        r = t.response
-        if not r.get("success"):
-            problems.append("%s: success false: %s" % (t.name, r.get("error")))
-        errors = marker_errors(r, t.streamed) + call_errors(r, tools, validator_class)
-        problems += ["%s: %s" % (t.name, e) for e in errors]
+        for k, a in enumerate(t.attempts):
+            name = t.name if t.tries == 1 else "%s, try %d" % (t.name, k + 1)
+            if not a.response.get("success"):
+                problems.append("%s: success false: %s" % (name, a.response.get("error")))
+            errors = marker_errors(a.response, a.streamed) + call_errors(a.response, tools, validator_class)
+            problems += ["%s: %s" % (name, e) for e in errors]
     first = turns[0].response
     if not first["function_calls"]:
         problems.append("turn 1 (forced): no call after %d tries: %r" % (turns[0].tries, first["response"][:300]))
@@ -212,8 +236,8 @@ def session_problems(turns, mode, tools, validator_class, window):
             problems.append("%s: prefix not reused after a %d-token reply (rings roll back %d): prefill %d of %d"
                             % (t.name, previous.response["decode_tokens"], rollback, r["prefill_tokens"],
                                r["prompt_tokens"]))
-    compactions = [t.response.get("kv_compactions") for t in turns]
-    if mode == "on" and not (compactions[0] and compactions[0] > 0):
+    compactions = [sum(a.response.get("kv_compactions", 0) for a in t.attempts) for t in turns]
+    if mode == "on" and not compactions[0] > 0:
         problems.append("compaction on: turn 1 compacted %r times" % compactions[0])
     if mode == "off" and any(c != 0 for c in compactions):
         problems.append("compaction off: compactions %r" % compactions)
@@ -223,10 +247,12 @@ def session_problems(turns, mode, tools, validator_class, window):
 def describe(turns, mode):
     lines = []
     for t in turns:
-        r = t.response
-        lines.append("%-4s %-16s prompt %5d prefill %5d decode %4d compactions %s  %6.1f s  prefill %7.1f tok/s  "
-                     "decode %6.1f tok/s  calls %d%s  finish %s  ram %.0f MB"
-                     % (mode, t.name, r["prompt_tokens"], r["prefill_tokens"], r["decode_tokens"],
-                        r.get("kv_compactions"), t.seconds, r["prefill_tps"], r["decode_tps"], len(r["function_calls"]),
-                        " (try %d)" % t.tries if t.tries > 1 else "", r["finish_reason"], r["ram_usage_mb"]))
+        for k, a in enumerate(t.attempts):
+            r = a.response
+            name = t.name if t.tries == 1 else "%s %d/%d" % (t.name, k + 1, t.tries)
+            lines.append("%-4s %-20s prompt %5d prefill %5d decode %4d compactions %s  %6.1f s  prefill %7.1f tok/s  "
+                         "decode %6.1f tok/s  calls %d  finish %s  ram %.0f MB"
+                         % (mode, name, r["prompt_tokens"], r["prefill_tokens"], r["decode_tokens"],
+                            r.get("kv_compactions"), a.seconds, r["prefill_tps"], r["decode_tps"],
+                            len(r["function_calls"]), r["finish_reason"], r["ram_usage_mb"]))
     return "\n".join(lines)

@@ -37,7 +37,7 @@ using cactus::testing::schema_problem;
 using cactus::testing::test_model_path;
 
 const char* const kMarkers[] = {"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|\"|>", "<turn|>"};
-constexpr int kMaxTries = 8;           // forced turn 1: seeds tried while the reply only thinks
+constexpr int kMaxTries = 64;          // forced turn 1: seeds tried while the reply only thinks
 constexpr size_t kForcedTokens = 384;  // room for several calls (a random model chains 1-5)
 constexpr size_t kLazyTokens = 48;     // short, so the sliding rings can roll back over the reply
 constexpr size_t kPrefillChunk = 512;  // the default; a ring rolls back min(window, chunk) tokens
@@ -132,32 +132,38 @@ void answer_calls(json& messages, const json& reply, int turn) {
     }
 }
 
-// Turn 1 forced (asked again with the next seed while the reply only thought: random weights never
-// close a thought), turn 2 lazy after the results, turn 3 lazy after a new user message. Stops at
-// the first call that fails; the checks run on the test's thread.
+// A forced reply with no call that thought (random weights never close a thought): cut at
+// max_tokens inside it, or, with the retries' stop sequence, stopped where it opened.
+bool thought_only(const json& r, bool stopped_at_thought) {
+    if (!r["function_calls"].empty()) return false;
+    if (r["finish_reason"] == "length" && !r["thinking"].get<std::string>().empty()) return true;
+    return stopped_at_thought && r["finish_reason"] == "stop" && r["response"] == "";
+}
+
+// Turn 1 forced, asked again with the next seed while its reply only thought (the retries stop at
+// the thought's opening marker, so they cost a few tokens), turn 2 lazy after the results, turn 3
+// lazy after a new user message. Stops at the first call that fails; the checks run on the test's
+// thread. Returns every reply in order: turn 1's attempts, then turns 2 and 3.
 std::vector<Turn> run_session(cactus_model_t model, bool compaction, const json& tools) {
-    std::vector<Turn> turns;
+    std::vector<Turn> replies;
     json messages = json::array({{{"role", "system"}, {"content", kSystem}}, {{"role", "user"}, {"content", kUser1}}});
-    Turn first;
     for (int attempt = 0; attempt < kMaxTries; ++attempt) {
-        first = complete(model, "turn 1 (forced)", messages, tools,
-                         options(compaction, kSeed + attempt, kForcedTokens, true));
-        first.tries = attempt + 1;
-        if (!usable(first)) break;
-        const json& r = first.response;
-        if (!r["function_calls"].empty() ||
-            !(r["finish_reason"] == "length" && !r["thinking"].get<std::string>().empty()))
-            break;
+        json forced = options(compaction, kSeed + attempt, kForcedTokens, true);
+        if (attempt > 0) forced["stop_sequences"] = json::array({"<|channel>"});
+        replies.push_back(complete(model, "turn 1 (forced)", messages, tools, forced));
+        replies.back().tries = attempt + 1;
+        if (!usable(replies.back()) || !thought_only(replies.back().response, attempt > 0)) break;
     }
-    turns.push_back(first);
-    if (!usable(first)) return turns;
-    answer_calls(messages, first.response, 1);
-    turns.push_back(complete(model, "turn 2 (lazy)", messages, tools, options(compaction, kSeed, kLazyTokens, false)));
-    if (!usable(turns.back())) return turns;
-    answer_calls(messages, turns.back().response, 2);
+    if (!usable(replies.back())) return replies;
+    answer_calls(messages, replies.back().response, 1);
+    replies.push_back(
+        complete(model, "turn 2 (lazy)", messages, tools, options(compaction, kSeed, kLazyTokens, false)));
+    if (!usable(replies.back())) return replies;
+    answer_calls(messages, replies.back().response, 2);
     messages.push_back({{"role", "user"}, {"content", kUser3}});
-    turns.push_back(complete(model, "turn 3 (lazy)", messages, tools, options(compaction, kSeed, kLazyTokens, false)));
-    return turns;
+    replies.push_back(
+        complete(model, "turn 3 (lazy)", messages, tools, options(compaction, kSeed, kLazyTokens, false)));
+    return replies;
 }
 
 void print(const std::vector<Turn>& turns, const char* mode) {
@@ -187,9 +193,11 @@ void expect_calls_valid(const Turn& t, const json& tools) {
     }
 }
 
-void expect_session(const std::vector<Turn>& turns, bool compaction, const json& tools, size_t window) {
-    ASSERT_EQ(turns.size(), 3u) << "the session stopped early";
-    for (const Turn& t : turns) {
+void expect_session(const std::vector<Turn>& replies, bool compaction, const json& tools, size_t window) {
+    ASSERT_GE(replies.size(), 3u) << "the session stopped early";
+    size_t compactions = 0, first_turn_compactions = 0;
+    for (size_t i = 0; i < replies.size(); ++i) {
+        const Turn& t = replies[i];
         ASSERT_GT(t.rc, 0) << t.name << ": " << t.error;
         ASSERT_TRUE(t.response.is_object()) << t.name << ": the response is not JSON";
         ASSERT_TRUE(t.response.value("success", false)) << t.name << ": " << t.response.dump();
@@ -199,22 +207,25 @@ void expect_session(const std::vector<Turn>& turns, bool compaction, const json&
             EXPECT_EQ(t.streamed.find(m), std::string::npos) << t.name << ": the stream holds " << m;
         }
         expect_calls_valid(t, tools);
+        compactions += t.response["kv_compactions"].get<size_t>();
+        if (i + 2 < replies.size()) first_turn_compactions += t.response["kv_compactions"].get<size_t>();  // turn 1
     }
-    EXPECT_FALSE(turns[0].response["function_calls"].empty())
-        << "forced turn 1 has no call after " << turns[0].tries << " tries: " << turns[0].response.dump();
+    const Turn* turns[] = {&replies[replies.size() - 3], &replies[replies.size() - 2], &replies.back()};
+    EXPECT_FALSE(turns[0]->response["function_calls"].empty())
+        << "forced turn 1 has no call after " << turns[0]->tries << " tries: " << turns[0]->response.dump();
     // A ring rolls back at most min(window, chunk) tokens (kv_cache.h): a turn must reuse the cached
     // prefix when the previous reply fed back no more (always for turn 3; turn 2 when turn 1 was short).
     const size_t rollback = std::min<size_t>(window, kPrefillChunk);
-    for (size_t i = 1; i < turns.size(); ++i) {
-        const json& r = turns[i].response;
-        if (turns[i - 1].response["decode_tokens"].get<size_t>() <= rollback) {
-            EXPECT_LT(r["prefill_tokens"].get<size_t>(), r["prompt_tokens"].get<size_t>()) << turns[i].name;
+    for (size_t i = 1; i < 3; ++i) {
+        const json& r = turns[i]->response;
+        if (turns[i - 1]->response["decode_tokens"].get<size_t>() <= rollback) {
+            EXPECT_LT(r["prefill_tokens"].get<size_t>(), r["prompt_tokens"].get<size_t>()) << turns[i]->name;
         }
     }
     if (compaction) {
-        EXPECT_GE(turns[0].response["kv_compactions"].get<size_t>(), 1u) << "the ~2,800-token prompt must compact";
+        EXPECT_GE(first_turn_compactions, 1u) << "the ~2,800-token prompt must compact";
     } else {
-        for (const Turn& t : turns) EXPECT_EQ(t.response["kv_compactions"].get<size_t>(), 0u) << t.name;
+        EXPECT_EQ(compactions, 0u);
     }
 }
 
