@@ -3,7 +3,9 @@
 #include "chat/json_parse.h"
 
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "chat/tool_format.h"
 #include "core/error.h"
@@ -232,19 +234,27 @@ private:
     bool read_number(json& out) {
         size_t b = p;
         if (s_[p] == '-' || s_[p] == '+') ++p;
-        bool is_float = false;
         while (p < s_.size() &&
                (std::isdigit(static_cast<unsigned char>(s_[p])) || s_[p] == '.' || s_[p] == 'e' || s_[p] == 'E' ||
                 ((s_[p] == '-' || s_[p] == '+') && (s_[p - 1] == 'e' || s_[p - 1] == 'E')))) {
-            if (s_[p] == '.' || s_[p] == 'e' || s_[p] == 'E') is_float = true;
             ++p;
         }
         std::string text = s_.substr(b, p - b);
-        if (text.empty() || text == "-" || text == "+") return false;
+        if (!text.empty() && text[0] == '+') text.erase(0, 1);
+        if (text.empty() || text == "-") return false;
+        // Integers beyond 64 bits come back as doubles, and are kept (a schema's "integer" accepts
+        // a double of integral value).
         json parsed;
-        if (!try_parse_json(text[0] == '+' ? text.substr(1) : text, parsed) || !parsed.is_number()) return false;
-        if (!is_float && !parsed.is_number_integer()) return false;
-        out = parsed;
+        if (try_parse_json(text, parsed) && parsed.is_number()) {
+            out = parsed;
+            return true;
+        }
+        // A well-formed number beyond the double range (the grammar lets any digits through:
+        // 1e309) saturates to the largest finite double instead of losing the whole call.
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end != text.c_str() + text.size() || !std::isdigit(static_cast<unsigned char>(text.back()))) return false;
+        out = std::isfinite(v) ? v : std::copysign(std::numeric_limits<double>::max(), v);
         return true;
     }
 

@@ -45,9 +45,11 @@ public:
                 pos = end;
                 continue;
             }
+            // Unreadable: a closed block stays as text; one cut off before its close marker (max_tokens)
+            // leaves, as it never reached the stream (tool_format::cut_regions does the same).
             const size_t close = text.find(close_, start + open_.size());
             pos = close == std::string::npos ? text.size() : close + close_.size();
-            kept += text.substr(start, pos - start);
+            if (close != std::string::npos) kept += text.substr(start, pos - start);
         }
         if (pos < text.size()) kept += text.substr(pos);
         text = kept;

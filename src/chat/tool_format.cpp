@@ -86,9 +86,13 @@ size_t cut_regions(std::string& text, const std::string& open, const std::string
             pos = after;
             continue;
         }
-        size_t end = text.find(close, body);  // unreadable: keep the block as text
+        // Unreadable. A block cut off before its close marker (a reply that hit max_tokens) is
+        // dropped: the stream hid it and it is no call, so the response matches what was streamed
+        // (an app that sends the response back must not put an open marker into its next prompt).
+        // A closed one stays as text.
+        const size_t end = text.find(close, body);
         pos = end == std::string::npos ? text.size() : end + close.size();
-        kept += text.substr(start, pos - start);
+        if (end != std::string::npos) kept += text.substr(start, pos - start);
     }
     if (pos < text.size()) kept += text.substr(pos);
     text = kept;

@@ -92,7 +92,8 @@ std::string trim(const std::string& s);
 // The calls of an OpenAI-style message (tool_calls[i].function) as [{name, arguments}].
 nlohmann::ordered_json message_calls(const nlohmann::ordered_json& message);
 // For each `open`...`close` span of text (an unterminated one runs to the end), calls
-// read(body); spans it accepts are cut out of text. Returns how many were accepted.
+// read(body); spans it accepts are cut out of text, and so are unterminated ones it does not
+// (replies cut off by max_tokens); closed ones it does not accept stay. Returns how many were accepted.
 size_t cut_regions(std::string& text, const std::string& open, const std::string& close,
                    const std::function<bool(const std::string&)>& read);
 // transformers' reasoning aliases (_alias_reasoning_fields): a message whose reasoning_content,

@@ -192,7 +192,8 @@ private:
 
     static std::string finish_of(const Completion& c, const json& message) {
         if (c.cloud) return c.cloud_answer["choices"][0].value("finish_reason", std::string("stop"));
-        return message.contains("tool_calls") ? "tool_calls" : c.finish_reason;
+        // A reply cut at max_tokens stays "length" even with calls (its last call may be the cut one).
+        return message.contains("tool_calls") && c.finish_reason != "length" ? "tool_calls" : c.finish_reason;
     }
 
     Server& server_;
