@@ -76,6 +76,13 @@ Gemma4Params read_gemma4_params(const GgufFile& file, const HParams& hp) {
         fail("load gemma4: rope.dimension_count_swa %zu must be even, freq_base_swa %g > 0", g.n_rot_swa,
              g.rope_base_swa);
     }
+    // The 26B-A4B's experts run beside its dense FFN: loading the dense part alone would answer
+    // wrongly without a word.
+    if (file.get_uint(p + "expert_count", 0) > 0 || file.find_tensor("blk.0.ffn_gate_inp.weight")) {
+        fail(
+            "load gemma4: mixture-of-experts layers (gemma4.expert_count, ffn_gate_inp: the 26B-A4B) are not "
+            "supported yet");
+    }
     bool any_sliding = false;
     for (bool s : g.sliding) any_sliding = any_sliding || s;
     if (any_sliding && hp.sliding_window == 0) fail("load gemma4: attention.sliding_window is missing or 0");

@@ -24,6 +24,9 @@ struct SmallGemma4 {
     size_t e = 64, n_layer = 10, n_head = 4, n_kv = 1, hd_swa = 16, hd_full = 32, n_ff = 96, ple = 8;
     size_t n_vocab = 64, shared = 5;
     uint32_t window = 8;
+    size_t n_kv_full = 1;  // KV heads of the full layers (31B: fewer than the sliding ones)
+    bool k_eq_v = false;   // full layers without attn_v (31B)
+    uint32_t experts = 0;  // gemma4.expert_count (26B-A4B)
     bool sliding(size_t il) const { return il % 5 != 4; }
     size_t n_ff_of(size_t il) const { return il >= n_layer - shared ? 2 * n_ff : n_ff; }
 };
@@ -45,7 +48,15 @@ std::vector<uint8_t> write_small_gemma4(const SmallGemma4& m, unsigned seed) {
     w.add_int_array(a + "feed_forward_length", GgufType::U32, ff);
     w.add_int_array(a + "attention.sliding_window_pattern", GgufType::BOOL, pattern);
     w.add_u32(a + "attention.head_count", static_cast<uint32_t>(m.n_head));
-    w.add_u32(a + "attention.head_count_kv", static_cast<uint32_t>(m.n_kv));
+    if (m.n_kv_full == m.n_kv) {
+        w.add_u32(a + "attention.head_count_kv", static_cast<uint32_t>(m.n_kv));
+    } else {
+        std::vector<int64_t> kv;
+        for (size_t il = 0; il < m.n_layer; ++il)
+            kv.push_back(static_cast<int64_t>(m.sliding(il) ? m.n_kv : m.n_kv_full));
+        w.add_int_array(a + "attention.head_count_kv", GgufType::U32, kv);
+    }
+    if (m.experts) w.add_u32(a + "expert_count", m.experts);
     w.add_u32(a + "attention.key_length", static_cast<uint32_t>(m.hd_full));
     w.add_u32(a + "attention.value_length", static_cast<uint32_t>(m.hd_full));
     w.add_u32(a + "attention.key_length_swa", static_cast<uint32_t>(m.hd_swa));
@@ -79,13 +90,14 @@ std::vector<uint8_t> write_small_gemma4(const SmallGemma4& m, unsigned seed) {
     for (size_t il = 0; il < m.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         const size_t hd = m.sliding(il) ? m.hd_swa : m.hd_full;
+        const size_t n_kv = m.sliding(il) ? m.n_kv : m.n_kv_full;
         const bool stores = il < m.n_layer - m.shared;
         tensor(p + "attn_norm.weight", {m.e}, 0.1f, 1.0f);
         tensor(p + "attn_q.weight", {m.e, m.n_head * hd}, s, 0.0f);
         tensor(p + "attn_q_norm.weight", {hd}, 0.1f, 1.0f);
         if (stores) {
-            tensor(p + "attn_k.weight", {m.e, m.n_kv * hd}, s, 0.0f);
-            tensor(p + "attn_v.weight", {m.e, m.n_kv * hd}, s, 0.0f);
+            tensor(p + "attn_k.weight", {m.e, n_kv * hd}, s, 0.0f);
+            if (!(m.k_eq_v && !m.sliding(il))) tensor(p + "attn_v.weight", {m.e, n_kv * hd}, s, 0.0f);
             tensor(p + "attn_k_norm.weight", {hd}, 0.1f, 1.0f);
         }
         tensor(p + "attn_output.weight", {m.n_head * hd, m.e}, s, 0.0f);
@@ -105,8 +117,9 @@ std::vector<uint8_t> write_small_gemma4(const SmallGemma4& m, unsigned seed) {
 
 class Gemma4Model : public ::testing::Test {
 protected:
-    void SetUp() override {
-        bytes_ = write_small_gemma4(SmallGemma4(), 5);
+    void SetUp() override { use(SmallGemma4()); }
+    void use(const SmallGemma4& m) {
+        bytes_ = write_small_gemma4(m, 5);
         file_ = GgufFile::from_memory(bytes_.data(), bytes_.size());
     }
     std::unique_ptr<Model> load(KvRequest kv = KvRequest(), size_t n_seq = 1, size_t n_ctx = 256) {
@@ -319,6 +332,34 @@ TEST_F(Gemma4Model, RandomSessionsWithCompactionAndTruncation) {
                 EXPECT_GT(model->kv_compactions(), 0u);
             }
         }
+    }
+}
+
+TEST_F(Gemma4Model, KEqualsVWithFewerFullKvHeads) {
+    // The 31B layout: full layers with 2 KV heads of their own and no attn_v (values are the raw key
+    // projection), sliding layers with 4. Self-consistency only: no transformers run covers it.
+    SmallGemma4 m;
+    m.n_head = 4;
+    m.n_kv = 4;
+    m.n_kv_full = 2;
+    m.k_eq_v = true;
+    use(m);
+    auto model = load(kv_of(KvType::F32, false));
+    const std::vector<int32_t> t = tokens(30, 7);
+    const std::vector<float> one = chunked(*model, t, 1);
+    const std::vector<float> all = chunked(*model, t, 30);
+    EXPECT_LT(max_abs_diff(one.data(), all.data(), one.size()), 1e-4f);
+}
+
+TEST_F(Gemma4Model, MixtureOfExpertsIsRefusedByName) {
+    SmallGemma4 m;
+    m.experts = 8;
+    use(m);
+    try {
+        load();
+        FAIL() << "expected an error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("mixture-of-experts"), std::string::npos) << e.what();
     }
 }
 

@@ -207,8 +207,10 @@ json handle(cactus::Model& model, const std::string& line) {
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s MODEL.gguf [--threads N] [--ctx N] [--batch N] [--kv-type T] [--device D] [--anonymous]\n",
-                     argv[0]);
+        std::fprintf(
+            stderr,
+            "usage: %s MODEL.gguf [--threads N] [--ctx N] [--batch N] [--kv-type T] [--device D] [--anonymous]\n",
+            argv[0]);
         return 2;
     }
     cactus::ModelOptions options;

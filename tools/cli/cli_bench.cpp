@@ -364,8 +364,9 @@ void print_report(const ModelReport& m, const BenchArgs& args) {
     size_t kv = m.results.empty() ? 0 : m.results.back().kv_bytes;
     size_t loaded = 0;
     for (const ThreadResult& r : m.results) loaded = std::max(loaded, r.rss_loaded);
-    std::printf("\nRSS with the model loaded %.1f MiB | peak RSS %.1f MiB | after unloading %.1f MiB | KV cache %.1f MiB\n",
-                mib(loaded), mib(m.peak_rss), mib(m.current_rss), mib(kv));
+    std::printf(
+        "\nRSS with the model loaded %.1f MiB | peak RSS %.1f MiB | after unloading %.1f MiB | KV cache %.1f MiB\n",
+        mib(loaded), mib(m.peak_rss), mib(m.current_rss), mib(kv));
 }
 
 int run_model_bench(const BenchArgs& args) {
