@@ -40,6 +40,24 @@ def test_errors_raise_with_the_engine_message(smollm):
     assert cactus.cactus_complete(smollm, [{"role": "user", "content": "hi"}], {"max_tokens": 2})["success"]
 
 
+@pytest.mark.parametrize("fixture", ["smollm", "gemma"])
+def test_ignore_eos_with_tools_runs_to_max_tokens_and_a_forced_call_ends_the_reply(fixture, request):
+    model = request.getfixturevalue(fixture)
+    tools = make_tools(20, target_chars=4000)
+    ask = [{"role": "user", "content": "Say hi in one word."}]
+    for seed in (7, 8):
+        cactus.cactus_reset(model)
+        r = cactus.cactus_complete(model, ask, {"max_tokens": 40, "ignore_eos": True, "temperature": 0.7,
+                                                "seed": seed, "enable_thinking_if_supported": True}, tools=tools)
+        if r["function_calls"]:
+            continue  # the model chose a call: its grammar may end the reply
+        assert r["decode_tokens"] == 40 and r["finish_reason"] == "length", r
+    cactus.cactus_reset(model)
+    r = cactus.cactus_complete(model, ask, {"max_tokens": 300, "ignore_eos": True, "temperature": 0.7, "seed": 7,
+                                            "force_tools": True, "parallel_tool_calls": False}, tools=tools)
+    assert len(r["function_calls"]) == 1 and r["finish_reason"] == "stop" and r["decode_tokens"] < 300, r
+
+
 def test_tokenize_and_render_prompt(smollm):
     ids = cactus.cactus_tokenize(smollm, "Hello world")
     assert len(ids) >= 2 and all(isinstance(i, int) for i in ids)

@@ -24,6 +24,15 @@ std::string with_thinking(const json& inner_format, const HiddenRegion& block, b
     return json{{"type", "structural_tag"}, {"format", format}}.dump();
 }
 
+// A forced call grammar that ends after its first call (the family formats list calls one after
+// another as "tags_with_separator").
+std::string one_call_only(const std::string& tag) {
+    json spec = parse_json(tag, "tool grammar");
+    json& format = spec["format"];
+    if (format.value("type", "") == "tags_with_separator") format["stop_after_first"] = true;
+    return spec.dump();
+}
+
 struct Thinking {
     bool on;
     HiddenRegion block;
@@ -48,6 +57,7 @@ std::optional<ConstraintSpec> constraint_for(const ToolFormat& format, const jso
                             prompt_opened_thinking};
     if (o.force_tools) {
         std::string tag = format.call_grammar(tools, /*force=*/true);
+        if (!o.parallel_tool_calls) tag = one_call_only(tag);
         if (thinking.on)
             tag = with_thinking(parse_json(tag, "tool grammar")["format"], thinking.block, thinking.opened);
         return ConstraintSpec{ConstraintSpec::Kind::structural_tag, tag};

@@ -122,6 +122,8 @@ const std::map<std::string, OptionSetter>& option_table() {
         {"ignore_eos",
          [](ApiOptions& o, const json& v, const std::string& k) { o.generation.ignore_eos = read_bool(v, k); }},
         {"force_tools", [](ApiOptions& o, const json& v, const std::string& k) { o.force_tools = read_bool(v, k); }},
+        {"parallel_tool_calls",
+         [](ApiOptions& o, const json& v, const std::string& k) { o.parallel_tool_calls = read_bool(v, k); }},
         {"constrain_tool_calls",
          [](ApiOptions& o, const json& v, const std::string& k) { o.constrain_tool_calls = read_bool(v, k); }},
         {"response_format",
@@ -160,9 +162,8 @@ const std::map<std::string, OptionSetter>& option_table() {
              o.context.kv.compress_at = static_cast<size_t>(read_int(v, k, 2, 1 << 20));
          }},
         {"kv_compress_to",
-         [](ApiOptions& o, const json& v, const std::string& k) {
-             o.context.kv.compress_to = static_cast<size_t>(read_int(v, k, 1, 1 << 20));
-         }},
+         [](ApiOptions& o, const json& v,
+            const std::string& k) { o.context.kv.compress_to = static_cast<size_t>(read_int(v, k, 1, 1 << 20)); }},
         {"kv_compress_sinks", [](ApiOptions& o, const json& v,
                                  const std::string& k) { o.context.kv.compress_sinks = read_int(v, k, 0, 1 << 20); }},
         {"kv_compress_recent",

@@ -13,6 +13,7 @@ namespace cactus::api {
 struct ApiOptions {
     GenerationOptions generation;
     bool force_tools = false;                // the reply must be one or more calls of the given tools
+    bool parallel_tool_calls = true;         // with force_tools: false = exactly one call, then the end
     bool constrain_tool_calls = true;        // lazy grammar: free text until a call marker, then the call grammar
     nlohmann::ordered_json response_format;  // null, {"type":"json_object"} or {"type":"json_schema",...}
     int tool_rag_top_k = 2;

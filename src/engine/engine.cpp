@@ -345,14 +345,14 @@ CompletionResult Engine::complete_prompt(const Prompt& prompt, const GenerationO
             result.finish_reason = "cancelled";
             break;
         }
+        const bool end_allowed = end_of_turn_allowed(options, constraint.get());
+        sampler.set_banned(end_allowed ? nullptr : &tokenizer_->end_of_generation_ids());
         int32_t token = sampler.sample(logits);
         if (!have_first) {
             first_token_time = Clock::now();
             have_first = true;
         }
-        // A grammar that reached its end ends the reply even with ignore_eos: no token may follow.
-        const bool grammar_done = constraint != nullptr && constraint->terminated();
-        if ((!options.ignore_eos || grammar_done) && tokenizer_->is_end_of_generation(token)) {
+        if (end_allowed && tokenizer_->is_end_of_generation(token)) {
             result.finish_reason = "stop";
             break;
         }

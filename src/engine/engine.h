@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/model.h"
+#include "sampling/grammar.h"
 #include "sampling/sampler.h"
 
 namespace cactus {
@@ -62,10 +63,21 @@ struct GenerationOptions {
     SamplingParams sampling;
     std::vector<std::string> stop_sequences;
     bool include_stop_sequences = false;
-    bool ignore_eos = false;  // for tests and benchmarks: run to max_tokens
+    // For tests and benchmarks: end-of-turn tokens are never drawn (as llama.cpp's ignore_eos),
+    // so the reply runs to max_tokens, unless a grammar shapes the reply (end_of_turn_allowed).
+    bool ignore_eos = false;
     // Constrained decoding (sampling/grammar.h): tokens outside the grammar are masked.
     std::shared_ptr<const CompiledConstraint> constraint;
 };
+
+// Whether an end-of-turn token may be drawn now (and then ends the reply). With ignore_eos only
+// where a grammar shapes the reply (a plain one, or a lazy tool-call grammar after its trigger):
+// the grammar then allows the end only once complete, so a reply with a forced call still stops
+// right after the call, and one that opened a call ends only after the call is whole. A lazy
+// grammar that was never triggered never ends a reply.
+inline bool end_of_turn_allowed(const GenerationOptions& options, const GrammarConstraint* constraint) {
+    return !options.ignore_eos || (constraint != nullptr && constraint->engaged());
+}
 
 struct CompletionMetrics {
     size_t prompt_tokens = 0;   // tokens of the whole prompt

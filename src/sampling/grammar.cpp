@@ -3,7 +3,9 @@
 #include <dlpack/dlpack.h>
 #include <xgrammar/xgrammar.h>
 
+#include <algorithm>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 
@@ -12,6 +14,10 @@ namespace cactus {
 struct CompiledConstraint {
     xgrammar::CompiledGrammar grammar;
     size_t n_vocab;
+    // A lazy grammar (a structural tag of "triggered_tags": free text until one of these strings)
+    // lists its triggers; empty = the grammar shapes the text from the first token.
+    std::vector<std::string> triggers;
+    std::shared_ptr<const std::vector<std::string>> token_bytes;  // [n_vocab], to spot a trigger
 };
 
 std::string ConstraintSpec::key() const {
@@ -20,13 +26,15 @@ std::string ConstraintSpec::key() const {
 }
 
 struct GrammarVocab::Impl {
+    std::shared_ptr<const std::vector<std::string>> token_bytes;
     xgrammar::TokenizerInfo info;
     xgrammar::GrammarCompiler compiler;
     mutable std::mutex mutex;
     std::unordered_map<std::string, std::shared_ptr<const CompiledConstraint>> cache;
 
     Impl(const std::vector<std::string>& bytes, const std::vector<int32_t>& stops)
-        : info(bytes, xgrammar::VocabType::RAW, static_cast<int>(bytes.size()), stops, false),
+        : token_bytes(std::make_shared<const std::vector<std::string>>(bytes)),
+          info(bytes, xgrammar::VocabType::RAW, static_cast<int>(bytes.size()), stops, false),
           // Two compile threads (the machines here have few cores); xgrammar's own cache off:
           // ours keys by the spec text and keeps the shared compiled grammar.
           compiler(info, /*max_threads=*/2, /*cache_enabled=*/false) {}
@@ -68,6 +76,19 @@ xgrammar::CompiledGrammar compile_spec(xgrammar::GrammarCompiler& c, const Const
     fail("GrammarVocab::compile: unknown constraint kind %d", static_cast<int>(spec.kind));
 }
 
+// The triggers of a structural tag whose top-level format is "triggered_tags" (a lazy grammar).
+std::vector<std::string> lazy_triggers(const ConstraintSpec& spec) {
+    if (spec.kind != ConstraintSpec::Kind::structural_tag) return {};
+    const nlohmann::json tag = nlohmann::json::parse(spec.text, nullptr, /*allow_exceptions=*/false);
+    if (!tag.is_object() || !tag.contains("format")) return {};
+    const nlohmann::json& format = tag["format"];
+    if (!format.is_object() || format.value("type", "") != "triggered_tags") return {};
+    std::vector<std::string> triggers;
+    for (const nlohmann::json& t : format.value("triggers", nlohmann::json::array()))
+        if (t.is_string() && !t.get<std::string>().empty()) triggers.push_back(t.get<std::string>());
+    return triggers;
+}
+
 }  // namespace
 
 std::shared_ptr<const CompiledConstraint> GrammarVocab::compile(const ConstraintSpec& spec) {
@@ -79,8 +100,8 @@ std::shared_ptr<const CompiledConstraint> GrammarVocab::compile(const Constraint
     }
     std::shared_ptr<const CompiledConstraint> compiled;
     try {
-        compiled =
-            std::make_shared<CompiledConstraint>(CompiledConstraint{compile_spec(impl_->compiler, spec), n_vocab_});
+        compiled = std::make_shared<CompiledConstraint>(
+            CompiledConstraint{compile_spec(impl_->compiler, spec), n_vocab_, lazy_triggers(spec), impl_->token_bytes});
     } catch (const cactus::Error&) {
         throw;
     } catch (const std::exception& e) {
@@ -102,8 +123,11 @@ struct GrammarConstraint::Impl {
     std::vector<int32_t> bitmask;  // [ceil(n_vocab / 32)] bit i = token i allowed
     int64_t shape[1];
     DLTensor tensor;
+    bool engaged;
+    std::string tail;  // the last accepted bytes while not engaged, shorter than the longest trigger
 
-    explicit Impl(std::shared_ptr<const CompiledConstraint> c) : compiled(std::move(c)), matcher(compiled->grammar) {
+    explicit Impl(std::shared_ptr<const CompiledConstraint> c)
+        : compiled(std::move(c)), matcher(compiled->grammar), engaged(compiled->triggers.empty()) {
         bitmask.resize(static_cast<size_t>(xgrammar::GetBitmaskSize(static_cast<int>(compiled->n_vocab))));
         shape[0] = static_cast<int64_t>(bitmask.size());
         tensor = DLTensor{};
@@ -114,6 +138,21 @@ struct GrammarConstraint::Impl {
         tensor.shape = shape;
         tensor.strides = nullptr;
         tensor.byte_offset = 0;
+    }
+
+    void watch_for_trigger(const std::string& text) {
+        if (engaged) return;
+        tail += text;
+        size_t longest = 0;
+        for (const std::string& t : compiled->triggers) {
+            if (tail.find(t) != std::string::npos) {
+                engaged = true;
+                tail.clear();
+                return;
+            }
+            longest = std::max(longest, t.size());
+        }
+        if (tail.size() >= longest) tail.erase(0, tail.size() - (longest - 1));
     }
 };
 
@@ -147,10 +186,18 @@ void GrammarConstraint::mask(std::vector<float>& logits) {
 
 bool GrammarConstraint::accept(int32_t token) {
     if (token < 0 || static_cast<size_t>(token) >= impl_->compiled->n_vocab) return false;
-    return impl_->matcher.AcceptToken(token);
+    if (!impl_->matcher.AcceptToken(token)) return false;
+    impl_->watch_for_trigger((*impl_->compiled->token_bytes)[static_cast<size_t>(token)]);
+    return true;
 }
 
-bool GrammarConstraint::accept_text(const std::string& text) { return impl_->matcher.AcceptString(text); }
+bool GrammarConstraint::accept_text(const std::string& text) {
+    if (!impl_->matcher.AcceptString(text)) return false;
+    impl_->watch_for_trigger(text);
+    return true;
+}
+
+bool GrammarConstraint::engaged() const { return impl_->engaged; }
 bool GrammarConstraint::terminated() const { return impl_->matcher.IsTerminated(); }
 bool GrammarConstraint::complete() const { return impl_->matcher.IsCompleted(); }
 

@@ -61,6 +61,10 @@ public:
     bool terminated() const;
     // The input so far is a complete sentence of the grammar (a stop token would be accepted).
     bool complete() const;
+    // The grammar shapes the reply: always for a plain grammar; for a lazy one (a structural tag
+    // of triggered tags: free text until a trigger), once a trigger appeared in the accepted text.
+    // Before that the text is free and an end-of-turn token says nothing about the grammar.
+    bool engaged() const;
 
 private:
     struct Impl;

@@ -147,6 +147,9 @@ int32_t Sampler::draw(const std::vector<TokenCandidate>& c, float temperature) {
 int32_t Sampler::sample(std::vector<float>& logits) {
     CACTUS_ASSERT(!logits.empty());
     apply_repetition_penalty(logits);
+    if (banned_ != nullptr)
+        for (int32_t id : *banned_)
+            if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[static_cast<size_t>(id)] = -INFINITY;
     using Clock = std::chrono::steady_clock;
     auto ms_since = [](Clock::time_point t) {
         return std::chrono::duration<double, std::milli>(Clock::now() - t).count();

@@ -34,6 +34,8 @@ public:
     // chosen token advances it (not owned; nullptr = free text).
     void set_constraint(GrammarConstraint* constraint) { constraint_ = constraint; }
     double constraint_ms() const { return constraint_ms_; }  // time spent masking and advancing
+    // Tokens never drawn while set (ignore_eos: the end-of-turn tokens); not owned, nullptr = none.
+    void set_banned(const std::vector<int32_t>* ids) { banned_ = ids; }
 
     // Picks the next token from logits ([n_vocab]); `logits` is used as scratch.
     int32_t sample(std::vector<float>& logits);
@@ -55,6 +57,7 @@ private:
     std::vector<float> weights_;  // draw's scratch, [candidates]
     float last_probability_ = 0.0f;
     GrammarConstraint* constraint_ = nullptr;
+    const std::vector<int32_t>* banned_ = nullptr;
     double constraint_ms_ = 0.0;
 };
 

@@ -9,6 +9,7 @@
 #include "api/constraints.h"
 #include "chat/output_parser.h"
 #include "chat/tool_format.h"
+#include "engine/engine.h"
 #include "sampling/grammar.h"
 
 namespace cactus {
@@ -83,6 +84,63 @@ TEST(ToolConstraints, JsonRepliesThinkInTheFamilysBlock) {
     EXPECT_TRUE(accepts_whole(*make_gemma4_format(), o, false, "<|channel>thought\nx<channel|>{\"a\": 1}"));
     EXPECT_TRUE(accepts_whole(*make_hermes_format(), o, false, "<think>x</think>{\"a\": 1}"));
     EXPECT_FALSE(accepts_whole(*make_hermes_format(), o, false, "<|channel>x<channel|>{\"a\": 1}"));
+}
+
+TEST(ToolConstraints, ForcedCallsMayFollowOneAnotherUnlessParallelCallsAreOff) {
+    struct Case {
+        std::unique_ptr<ToolFormat> format;
+        std::string call, separator;
+    };
+    Case cases[] = {
+        {make_gemma4_format(), kCall, ""},
+        {make_hermes_format(),
+         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>", "\n"}};
+    for (const Case& c : cases) {
+        api::ApiOptions o;
+        o.force_tools = true;
+        EXPECT_TRUE(accepts_whole(*c.format, o, false, c.call + c.separator + c.call)) << c.call;
+        o.parallel_tool_calls = false;
+        EXPECT_TRUE(accepts_whole(*c.format, o, false, c.call)) << c.call;
+        GrammarConstraint one = constraint(*c.format, o, false);
+        ASSERT_TRUE(one.accept_text(c.call));
+        EXPECT_FALSE(one.accept_text(c.separator + c.call.substr(0, 3))) << "a second call after the first";
+    }
+}
+
+TEST(ToolConstraints, LazyGrammarEngagesAtItsTriggerOnly) {
+    // Free text says nothing about the grammar: an end-of-turn token there is the model's, and
+    // ignore_eos keeps it out; once the trigger appeared the grammar shapes the reply.
+    std::unique_ptr<ToolFormat> gemma4 = make_gemma4_format();
+    api::ApiOptions o;
+    GrammarConstraint lazy = constraint(*gemma4, o, false);
+    EXPECT_FALSE(lazy.engaged());
+    ASSERT_TRUE(lazy.accept_text("Let me look <|tool"));  // the trigger split across pieces
+    EXPECT_FALSE(lazy.engaged());
+    ASSERT_TRUE(lazy.accept_text("_call>call:get_weather{city:<|\"|>Oslo<|\"|>}<tool_call|>"));
+    EXPECT_TRUE(lazy.engaged());
+    EXPECT_TRUE(lazy.complete());  // the call is whole: the reply may end here
+
+    GrammarConstraint mid_call = constraint(*gemma4, o, false);
+    ASSERT_TRUE(mid_call.accept_text("<|tool_call>call:get_weather{city:"));
+    EXPECT_TRUE(mid_call.engaged());
+    EXPECT_FALSE(mid_call.complete());  // an end-of-turn token is masked by the grammar
+
+    o.force_tools = true;
+    EXPECT_TRUE(constraint(*gemma4, o, false).engaged());  // a forced call shapes it from the start
+}
+
+TEST(ToolConstraints, IgnoreEosLetsTheEndInOnlyWhereAGrammarShapesTheReply) {
+    std::unique_ptr<ToolFormat> gemma4 = make_gemma4_format();
+    api::ApiOptions o;
+    GrammarConstraint lazy = constraint(*gemma4, o, false);
+    GenerationOptions g;
+    EXPECT_TRUE(end_of_turn_allowed(g, nullptr));
+    EXPECT_TRUE(end_of_turn_allowed(g, &lazy));
+    g.ignore_eos = true;
+    EXPECT_FALSE(end_of_turn_allowed(g, nullptr));
+    EXPECT_FALSE(end_of_turn_allowed(g, &lazy));
+    ASSERT_TRUE(lazy.accept_text(kCall));
+    EXPECT_TRUE(end_of_turn_allowed(g, &lazy));
 }
 
 }  // namespace

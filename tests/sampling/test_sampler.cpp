@@ -191,3 +191,24 @@ TEST(Sampler, NanLogitsAreAnErrorNotACrash) {
     std::vector<float> logits(16, NAN);
     EXPECT_THROW(s.sample(logits), Error);
 }
+
+TEST(Sampler, BannedTokensAreNeverDrawnUntilUnset) {
+    // ignore_eos: the end-of-turn ids (here the two best logits) are kept out of greedy and random draws.
+    const std::vector<int32_t> banned = {1, 5};
+    for (float temperature : {0.0f, 1.5f}) {
+        SamplingParams params;
+        params.temperature = temperature;
+        params.seed = 11;
+        Sampler s(params);
+        s.set_banned(&banned);
+        for (int i = 0; i < 200; ++i) {
+            auto logits = make_logits();
+            int32_t t = s.sample(logits);
+            EXPECT_NE(t, 1);
+            EXPECT_NE(t, 5);
+        }
+        s.set_banned(nullptr);
+        auto logits = make_logits();
+        if (temperature == 0.0f) EXPECT_EQ(s.sample(logits), 1);
+    }
+}

@@ -324,6 +324,28 @@ def test_response_format_json_object_and_text_completions(server):
     jsonschema.validate(json.loads(t.choices[0].text), CITY)
 
 
+def test_ignore_eos_with_tools_runs_to_max_tokens_and_a_forced_call_still_ends_the_reply(server):
+    # ignore_eos keeps end-of-turn tokens out unless a grammar shapes the reply: with tools offered
+    # (auto) the reply runs to max_tokens; a forced call ends it right after the call (the end of
+    # turn accepted by the grammar used to leave it with no next token: a 500).
+    tools = [{"type": "function", "function": {"name": "tool_%d" % i, "description": "Looks up item %d" % i,
+                                               "parameters": {"type": "object", "required": ["query"],
+                                                              "properties": {"query": {"type": "string"}}}}}
+             for i in range(20)]
+    ask = [{"role": "user", "content": "Say hi in one word."}]
+    c = client(server)
+    for seed in (7, 8):
+        r = c.chat.completions.create(model="m", messages=ask, tools=tools, max_tokens=40, temperature=0.7,
+                                      seed=seed, extra_body={"ignore_eos": True})
+        if r.choices[0].message.tool_calls:
+            continue  # the model chose a call
+        assert r.usage.completion_tokens == 40 and r.choices[0].finish_reason == "length", r
+    r = c.chat.completions.create(model="m", messages=ask, tools=tools, tool_choice="required", max_tokens=300,
+                                  temperature=0.7, seed=7, extra_body={"ignore_eos": True})
+    assert r.choices[0].message.tool_calls and r.choices[0].finish_reason == "tool_calls", r
+    assert r.usage.completion_tokens < 300, r
+
+
 def test_tool_choice_required_and_named_force_a_valid_call(server):
     import jsonschema
     params = {"type": "object", "required": ["city"], "additionalProperties": False,
@@ -343,3 +365,8 @@ def test_tool_choice_required_and_named_force_a_valid_call(server):
             assert calls[0].function.name == "get_time"
         assert calls[0].function.name in ("get_weather", "get_time")
         jsonschema.validate(json.loads(calls[0].function.arguments), params)
+        assert len(calls) == 1  # parallel_tool_calls defaults to false, as in llama-server
+    # With parallel calls on, this model follows its first call with more.
+    r = c.chat.completions.create(model="m", messages=ask, tools=tools, tool_choice="required", max_tokens=160,
+                                  temperature=0, parallel_tool_calls=True)
+    assert len(r.choices[0].message.tool_calls) >= 2, r

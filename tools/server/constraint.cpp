@@ -33,6 +33,7 @@ std::shared_ptr<const CompiledConstraint> compile_rule(Server& server, const Out
     api::ApiOptions options;
     options.response_format = rule.response_format;
     options.force_tools = rule.force_tools;
+    options.parallel_tool_calls = rule.parallel_calls;
     options.constrain_tool_calls = false;  // free text around calls unless they are forced
     static std::mutex compile_mutex;
     std::lock_guard<std::mutex> lock(compile_mutex);

@@ -19,6 +19,7 @@ struct OutputRule {
     json tools;            // the tools shown to the model
     bool force_tools = false;
     const char* param = "response_format";  // the field an invalid schema is reported against
+    bool parallel_calls = false;            // several forced calls in one reply (llama-server's default: no)
 };
 
 // OpenAI's response_format, validated (400 naming it); null for text or absent.

@@ -461,7 +461,8 @@ void handle_chat_completions(Server& server, const httplib::Request& req, httpli
     read_openai_sampling(server, body, p);
     p.top_logprobs = want_logprobs ? top : -1;
     p.gen.constraint = compile_rule(
-        server, OutputRule{response_format, tools, force_tools, force_tools ? "tool_choice" : "response_format"});
+        server, OutputRule{response_format, tools, force_tools, force_tools ? "tool_choice" : "response_format",
+                           read_bool(body, "parallel_tool_calls", false)});
 
     auto f = std::make_shared<ChatFormatter>(server, model_name(server, body), !tools.empty(), p.top_logprobs,
                                              include_usage, prompt);

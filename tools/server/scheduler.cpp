@@ -317,6 +317,9 @@ void Scheduler::on_logits(SlotState& slot, std::vector<float>& logits) {
     std::vector<float> raw;
     if (p.top_logprobs >= 0) raw = logits;
     int32_t token = -1;
+    const bool end_allowed = end_of_turn_allowed(p.gen, slot.constraint.get());
+    const Tokenizer& tok = backend_.engine().tokenizer();
+    slot.sampler->set_banned(end_allowed ? nullptr : &tok.end_of_generation_ids());
     try {
         token = slot.sampler->sample(logits);  // throws when a grammar leaves no token
     } catch (const std::exception& e) {
@@ -328,8 +331,7 @@ void Scheduler::on_logits(SlotState& slot, std::vector<float>& logits) {
         slot.stats.ttft_ms = ms_since(slot.job->submitted(), slot.first_token_time);
         metrics_.observe_ttft(slot.stats.ttft_ms / 1000.0);
     }
-    const Tokenizer& tok = backend_.engine().tokenizer();
-    if (!p.gen.ignore_eos && tok.is_end_of_generation(token)) return finish(slot, "stop");
+    if (end_allowed && tok.is_end_of_generation(token)) return finish(slot, "stop");
     GenEvent e;
     e.kind = GenEvent::Kind::Token;
     e.token = p.top_logprobs >= 0 ? logprob_info(raw, token, p.top_logprobs) : TokenInfo{};
