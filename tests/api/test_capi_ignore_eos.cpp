@@ -50,8 +50,10 @@ TEST_P(IgnoreEosWithTools, UntriggeredToolGrammarRunsToMaxTokens) {
     int without_call = 0;
     for (int seed : {7, 8, 9}) {
         cactus_reset(model);
-        const std::string options = R"({"max_tokens":48,"ignore_eos":true,"temperature":0.7,"enable_thinking_if_supported":true,)"
-                                    R"("seed":)" + std::to_string(seed) + "}";
+        const std::string options =
+            R"({"max_tokens":48,"ignore_eos":true,"temperature":0.7,"enable_thinking_if_supported":true,)"
+            R"("seed":)" +
+            std::to_string(seed) + "}";
         json r = complete(model, kShortAnswer, options);
         ASSERT_TRUE(r.value("success", false)) << r.dump();
         if (!r["function_calls"].empty()) continue;  // the model chose a call: its grammar may end the reply
@@ -72,9 +74,8 @@ TEST_P(IgnoreEosWithTools, ForcedCallEndsTheReplyRightAfterTheCall) {
     json replies[2];
     for (bool ignore_eos : {false, true}) {
         cactus_reset(model);
-        const std::string options =
-            std::string(R"({"max_tokens":120,"temperature":0.7,"seed":7,"force_tools":true,)") +
-            R"("parallel_tool_calls":false,"ignore_eos":)" + (ignore_eos ? "true}" : "false}");
+        const std::string options = std::string(R"({"max_tokens":120,"temperature":0.7,"seed":7,"force_tools":true,)") +
+                                    R"("parallel_tool_calls":false,"ignore_eos":)" + (ignore_eos ? "true}" : "false}");
         replies[ignore_eos] = complete(model, kShortAnswer, options);
         ASSERT_TRUE(replies[ignore_eos].value("success", false)) << replies[ignore_eos].dump();
     }
