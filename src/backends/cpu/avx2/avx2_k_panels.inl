@@ -55,8 +55,8 @@ inline __m256i dword_broadcast(__m256i v, int d) {
 // The scales of two rows' Q4_K super-blocks for the paired-row kernels, from their bytes [row a's
 // scale_0..7 min_0..7 | row b's]: int16 pairs (scale_c, scale_c) as dwords, c < 4 in `low`, c >= 4
 // in `high`, so that chunk(c), the int16 vector [a's scale_c x 8 | b's scale_c x 8], is one vpshufd
-// (which issues on all four vector ALU pipes of Zen 5; vpshufb, the word broadcast it replaces, on
-// two: +2-4% Q4_K decode, docs/PERFORMANCE.md, session 16).
+// (which issues on all four vector ALU pipes of Zen 5, where a vpshufb word broadcast issues on two:
+// 2-4% more Q4_K decode throughput in `matmul_bench Q4_K 1536 8960 1 1`).
 struct KScalePairs {
     __m256i low, high;
     explicit KScalePairs(__m256i bytes) {
@@ -82,9 +82,9 @@ struct KToken {
     __m256i chunk(int c) const { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs + 32 * c)); }
     // The same token, for a row loop: its quants are then read per row from L1 (vpmaddubsw's memory
     // operand). Left to itself GCC 12 hoists the 8 invariant chunk loads out of the decode's row loop
-    // into 8 of AVX2's 16 registers and spills the rows' partial sums instead: Q6_K decode 60 -> 88
-    // GFLOP/s, Q4_K 110 -> 117 (docs/PERFORMANCE.md, session 15). The empty asm hides the pointer's
-    // value from the optimizer; it emits no instruction.
+    // into 8 of AVX2's 16 registers and spills the rows' partial sums instead, which costs about a
+    // third of the Q6_K decode and 6% of Q4_K's (`matmul_bench Q6_K 1536 8960 1 1`, the same for
+    // Q4_K). The empty asm hides the pointer's value from the optimizer; it emits no instruction.
     KToken read_from_l1() const {
         KToken t = *this;
         asm("" : "+r"(t.b));

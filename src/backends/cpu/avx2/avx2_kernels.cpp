@@ -48,10 +48,10 @@ void register_avx2_kernels(CpuKernels& t, bool decode_prefetch_l1) {
     register_legacy_tiles(t);
     register_panels(t);  // replaces the legacy entries: another accumulation order, see there
     register_panel_decodes(t, decode_prefetch_l1);
-    register_q4_0_x8(t, decode_prefetch_l1);   // Q4_0 repacked at load for the decode (session 17)
+    register_q4_0_x8(t, decode_prefetch_l1);   // Q4_0 repacked at load: the decode reads one stream
     register_k_panels(t, decode_prefetch_l1);  // Q4_K, Q5_K, Q6_K: vec_dot in the panels' order, panels, decode
-    register_q4_k_x8(t, decode_prefetch_l1);   // Q4_K repacked at load for the decode (session 16)
-    register_q6_k_x8(t, decode_prefetch_l1);   // Q6_K likewise (session 17)
+    register_q4_k_x8(t, decode_prefetch_l1);   // Q4_K repacked at load: one stream, scales unpacked once
+    register_q6_k_x8(t, decode_prefetch_l1);   // Q6_K likewise (see q6_k_x8.h)
     register_float_tiles(t);
     t.quantize_row[static_cast<size_t>(DType::Q8_0)] = quantize_row_q8_0;
     t.quantize_row[static_cast<size_t>(DType::Q8_1)] = quantize_row_q8_1;

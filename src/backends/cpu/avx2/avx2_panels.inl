@@ -42,8 +42,8 @@ inline __m256i half_block_dot(const uint8_t* wq, const int8_t* xq, __m256i acc) 
 // vpsignb (the activation takes the weight's sign) before vpmaddubsw and a vpmaddwd per group (|q| <=
 // 128: one group's pair sums reach 32,512, so no two groups share an int16 sum). Each acc[t] is
 // added to in order: left alone GCC 12 computed the 32 products of a block first, spilled them and
-// summed them as a tree; the empty asm (no instruction) keeps each sum in its register (Q8_0 at 512
-// tokens 125-146 -> 151-163 GFLOP/s, docs/PERFORMANCE.md, session 17).
+// summed them as a tree; the empty asm (no instruction) keeps each sum in its register, about 15%
+// faster at 512 tokens (`matmul_bench Q8_0 1536 8960 512 1`).
 template <int T>
 inline void half_block_dots_signed(const uint8_t* wq, const int8_t* const* xq, __m256i* acc /* [T] */) {
     for (int g = 0; g < 8; ++g) {
@@ -86,7 +86,8 @@ void half_panel_tile(float* y, size_t y_stride, const uint8_t* half, const uint8
             } else {
                 // groups reloaded from L1 per token (an empty asm hides that they are the same): GCC
                 // 12 otherwise keeps the 8 groups in registers across the T tokens and spills the
-                // accumulators (Q5_0 / Q5_1 at 512 tokens +5-8%, Q4_0 +1-2%; session 17)
+                // accumulators: 5-8% slower Q5_0 / Q5_1 at 512 tokens, 1-2% Q4_0 (matmul_bench TYPE
+                // 1536 8960 512 1)
                 const uint8_t* groups = half;
                 asm("" : "+r"(groups));
                 isum = half_block_dot<F>(groups, xb.qs, _mm256_set1_epi32(a.bias));

@@ -46,8 +46,8 @@ void q4_k_x8_panel_decode(float* y, const void* w, size_t w_row_bytes, const voi
 }
 
 // Prefill: Q4_K's panels, packed from the groups in place. Rebuilding GGUF blocks first (6-bit
-// scales packed again, then unpacked by the packer) made the 128-token product 21% slower than
-// from the file's rows on the AVX-512 table (session 22).
+// scales packed again, then unpacked by the packer) makes the 128-token product 21% slower than
+// packing from the file's rows on the AVX-512 table (`matmul_bench Q4_K/R 1536 8960 128 1`).
 struct Q4_KX8Rows {
     const uint8_t* groups;
     size_t group_stride;                               // 8 * w_row_bytes: the panel's second group

@@ -116,9 +116,9 @@ inline __m256i rows_block_dots(const uint8_t* rows, size_t w_row_bytes, size_t b
 
 // y[0..8) = vec_dot(row r, x) for 8 rows of w_row_bytes from `rows`; each block step prefetches
 // `prefetch_step` bytes of the next panel from `prefetch` on (decode_panel_in_passes), into L1 or
-// L2 (prefetch_bytes): on Zen 4 L1's few miss buffers held the stream back (Q8_0 from memory
-// 22 -> 38 GFLOP/s into L2, docs/PERFORMANCE.md session 10); on Zen 5 L2 was the slower one
-// (session 12).
+// L2 (prefetch_bytes): on Zen 4 L1's few miss buffers hold the stream back (Q8_0 from memory
+// reads about 1.7x faster prefetched into L2: `matmul_bench Q8_0 1536 8960 1 1 0.5 16`); on Zen 5
+// L2 is the slower one.
 template <class F, bool kL1>
 void half_panel_decode(float* y, const uint8_t* rows, size_t w_row_bytes, const void* x, const PanelActBlock* act,
                        size_t n_blocks, const uint8_t* prefetch, size_t prefetch_step) {

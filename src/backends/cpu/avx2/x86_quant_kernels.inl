@@ -176,7 +176,7 @@ inline void k_decode_scale_step(const uint8_t* rows, size_t w_row_bytes, size_t 
 
 // The decode kernels prefetch the next panel of rows while they multiply the current one: into L1
 // (_MM_HINT_T0) or into L2 (_MM_HINT_T1), whichever CpuFeatures::decode_prefetch_l1 says is faster
-// on this CPU (Zen 4 and Sapphire Rapids: L2; Zen 5: L1; docs/PERFORMANCE.md, session 12).
+// on this CPU (Zen 4 and Sapphire Rapids: L2; Zen 5: L1; `matmul_bench ... --vs-read` shows it).
 template <bool kIntoL1>
 inline void prefetch_bytes(const uint8_t* p, size_t bytes) {
     for (size_t off = 0; off < bytes; off += 64) {
@@ -212,10 +212,10 @@ void decode_panel_in_passes(float* y, const uint8_t* rows, size_t w_row_bytes, s
 
 // The _X8 layouts (a panel is two groups, each one sequential run read in order): into L1, a fixed
 // kGroupsPrefetchAheadL1 ahead of the reads, not a whole panel. A panel of wide rows is larger than
-// L1 (Q4_K_X8 rows of 8960: 80 KiB, L1 48 KiB on Zen 5), and its lines left L1 before they were
+// L1 (Q4_K_X8 rows of 8960: 80 KiB, L1 48 KiB on Zen 5), and its lines leave L1 before they are
 // read. `matmul_bench --vs-read`, Zen 5, one thread, 8960 x 1536 from memory, product / plain read:
 // Q4_K_X8 0.93 a panel ahead, 0.97-0.98 at 8-12 KiB, 0.97 at 16, 0.93-0.94 at 24; Q6_K_X8 0.92 ->
-// 0.95-0.97 at 12-16 KiB (session 23). Into L2 (CPUs where that hint is faster) a panel ahead.
+// 0.95-0.97 at 12-16 KiB. Into L2 (CPUs where that hint is faster) a panel ahead.
 constexpr size_t kGroupsPrefetchAheadL1 = 12 * 1024;
 
 template <bool kIntoL1, class Pass>
