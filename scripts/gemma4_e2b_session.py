@@ -41,14 +41,6 @@ def status_kib(key):
     return 0
 
 
-def session(path, tools):
-    handle = cactus.cactus_init(path)
-    try:
-        return gs.run_session(handle, "on", tools), gs.run_session(handle, "off", tools)
-    finally:
-        cactus.cactus_destroy(handle)
-
-
 def forced_rate(path, count):
     import jsonschema
     handle = cactus.cactus_init(path)
@@ -153,7 +145,7 @@ def main(argv=None):
     window = gs.sliding_window(args.model)
     tools = gs.load_tools()
     start = time.monotonic()
-    on, off = gs.on_small_stack(session, args.model, tools)
+    on, off = gs.on_small_stack(gs.both_sessions, args.model, tools)
     print(gs.describe(on, "on") + "\n" + gs.describe(off, "off"), flush=True)
     problems = (gs.session_problems(on, "on", tools, jsonschema.Draft202012Validator, window)
                 + gs.session_problems(off, "off", tools, jsonschema.Draft202012Validator, window))

@@ -180,6 +180,16 @@ def run_session(handle, mode, tools):
     return turns
 
 
+def both_sessions(path, tools):
+    """The session with compaction on, then off, on one handle of the file at path."""
+    import cactus
+    handle = cactus.cactus_init(path)
+    try:
+        return run_session(handle, "on", tools), run_session(handle, "off", tools)
+    finally:
+        cactus.cactus_destroy(handle)
+
+
 def on_small_stack(fn, *args):
     """Runs fn(*args) on a thread with a 256 KiB stack, as the crash report's app did; returns its
     result or raises its exception here."""

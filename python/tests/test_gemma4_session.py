@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-import cactus
+import cactus  # noqa: F401 (the library loads on the main thread, not the small-stack one)
 import gemma4_session as gs
 from cactus_test_paths import model_path
 
@@ -21,20 +21,12 @@ def gemma4_model():
     return os.environ.get("CACTUS_GEMMA4_MODEL") or model_path("gemma4-reduced-q4_0")
 
 
-def whole_session(path, tools):
-    handle = cactus.cactus_init(path)
-    try:
-        return gs.run_session(handle, "on", tools), gs.run_session(handle, "off", tools)
-    finally:
-        cactus.cactus_destroy(handle)
-
-
 def test_session_from_a_small_stack_thread():
     path = gemma4_model()
     window = gs.sliding_window(path)
     tools = gs.load_tools()
     assert len(tools) == 20
-    on, off = gs.on_small_stack(whole_session, path, tools)
+    on, off = gs.on_small_stack(gs.both_sessions, path, tools)
     print("\n" + gs.describe(on, "on") + "\n" + gs.describe(off, "off"))
     problems = (gs.session_problems(on, "on", tools, jsonschema.Draft202012Validator, window)
                 + gs.session_problems(off, "off", tools, jsonschema.Draft202012Validator, window))

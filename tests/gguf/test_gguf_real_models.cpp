@@ -5,7 +5,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "gguf/gguf.h"
@@ -87,15 +90,27 @@ TEST(GgufRealModels, LockAndCopyKeepTheBytes) {
     EXPECT_EQ(0, std::memcmp(before.data(), g->find_tensor("blk.0.attn_q.weight")->data, before.size()));
 }
 
-TEST(GgufRealModels, KeptMappedTableLeavesTheLockedCopy) {
-    auto f = cactus::GgufFile::open(model_path("smollm2-135m.gguf"));
-    const cactus::GgufTensor* t = f->find_tensor("token_embd.weight");
-    const cactus::GgufTensor* other = f->find_tensor("blk.0.attn_q.weight");
-    ASSERT_NE(t, nullptr);
-    ASSERT_NE(other, nullptr);
+const cactus::GgufTensor* need_tensor(const cactus::GgufFile& f, const std::string& name) {
+    const cactus::GgufTensor* t = f.find_tensor(name);
+    if (t == nullptr) throw std::runtime_error("the file has no " + name);  // a test failure, not a crash
+    return t;
+}
+
+// smollm2's token table (kept mapped in these tests) and another tensor, with their file bytes and
+// where the mapping holds them.
+struct TableAndNeighbour {
+    std::unique_ptr<cactus::GgufFile> f = cactus::GgufFile::open(model_path("smollm2-135m.gguf"));
+    const cactus::GgufTensor* t = need_tensor(*f, "token_embd.weight");
+    const cactus::GgufTensor* other = need_tensor(*f, "blk.0.attn_q.weight");
     const uint8_t* mapped = t->data;
-    std::vector<uint8_t> before(t->data, t->data + t->n_bytes);
-    std::vector<uint8_t> other_before(other->data, other->data + other->n_bytes);
+    const uint8_t* other_mapped = other->data;
+    std::vector<uint8_t> before{t->data, t->data + t->n_bytes};
+    std::vector<uint8_t> other_before{other->data, other->data + other->n_bytes};
+};
+
+TEST(GgufRealModels, KeptMappedTableLeavesTheLockedCopy) {
+    TableAndNeighbour s;
+    auto& [f, t, other, mapped, other_mapped, before, other_before] = s;
     f->lock_in_memory();
     ASSERT_NE(t->data, mapped);  // in the copy now
     const cactus::GgufTensor& kept = f->keep_mapped("token_embd.weight");
@@ -106,15 +121,8 @@ TEST(GgufRealModels, KeptMappedTableLeavesTheLockedCopy) {
 }
 
 TEST(GgufRealModels, TableKeptMappedBeforeLockingIsNeverCopied) {
-    auto f = cactus::GgufFile::open(model_path("smollm2-135m.gguf"));
-    const cactus::GgufTensor* t = f->find_tensor("token_embd.weight");
-    const cactus::GgufTensor* other = f->find_tensor("blk.0.attn_q.weight");
-    ASSERT_NE(t, nullptr);
-    ASSERT_NE(other, nullptr);
-    const uint8_t* mapped = t->data;
-    const uint8_t* other_mapped = other->data;
-    std::vector<uint8_t> before(t->data, t->data + t->n_bytes);
-    std::vector<uint8_t> other_before(other->data, other->data + other->n_bytes);
+    TableAndNeighbour s;
+    auto& [f, t, other, mapped, other_mapped, before, other_before] = s;
     f->keep_mapped("token_embd.weight");
     f->lock_in_memory();
     EXPECT_EQ(t->data, mapped);  // left out of the copy
