@@ -88,6 +88,32 @@ CACTUS_API int cactus_tokenize(cactus_model_t model, const char* text, uint32_t*
 CACTUS_API int cactus_render_prompt(cactus_model_t model, const char* messages_json, const char* options_json,
                                     const char* tools_json, char* buffer, size_t buffer_size);
 
+/* Text embedding with any text model: an encoder (BERT family, e.g. `cactus pull all-minilm-l6-v2`)
+ * pools its output as the file says (mean for MiniLM); a decoder mean-pools its final hidden states
+ * (and forgets its cached conversation). Writes the vector to buffer (buffer_bytes >= dim * 4) and
+ * the dimension to *embedding_dim. normalize: unit L2 length. A text longer than the model takes is
+ * cut to fit. Returns the count of floats, -1 on error (empty text, bad handle), or -2 when the
+ * buffer is too small (*embedding_dim is still set). */
+CACTUS_API int cactus_embed(cactus_model_t model, const char* text, float* buffer, size_t buffer_bytes,
+                            size_t* embedding_dim, bool normalize);
+
+/* The mean of the vision encoder's projected output for an image (a model loaded with its mmproj);
+ * unit L2 length. Same returns as cactus_embed; -1 for a model without a vision encoder. */
+CACTUS_API int cactus_image_embed(cactus_model_t model, const char* image_path, float* buffer, size_t buffer_bytes,
+                                  size_t* embedding_dim);
+
+/* The mean of the Whisper encoder's output over the audio's frames (a WAV file; a Whisper handle);
+ * unit L2 length. Same returns as cactus_embed; -1 for a model without an audio encoder. */
+CACTUS_API int cactus_audio_embed(cactus_model_t model, const char* audio_path, float* buffer, size_t buffer_bytes,
+                                  size_t* embedding_dim);
+
+/* Retrieval over the corpus given to cactus_init: the top_k (0: 5) chunks for the query, as
+ * {"chunks":[{"score", "source", "content"}]}, best first. Returns the bytes written; 0 with
+ * {"chunks":[],"error":"..."} when the handle has no corpus or the query is empty; -1 on a bad
+ * argument or a buffer too small. */
+CACTUS_API int cactus_rag_query(cactus_model_t model, const char* query, char* response_buffer, size_t buffer_size,
+                                size_t top_k);
+
 /* Speech to text with a Whisper model handle (cactus_init on a converted whisper-* GGUF). Exactly one
  * of audio_path (a WAV file: any rate, channels, PCM 8-32 bit or float) and pcm_buffer (16-bit mono
  * 16 kHz) is given; prompt must be NULL. options_json (may be NULL): {language: "auto"|"en"|...,
