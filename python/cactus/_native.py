@@ -64,3 +64,23 @@ lib.cactus_stream_transcribe_process.argtypes = [ctypes.c_void_p, ctypes.c_void_
 lib.cactus_stream_transcribe_process.restype = ctypes.c_int
 lib.cactus_stream_transcribe_stop.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
 lib.cactus_stream_transcribe_stop.restype = ctypes.c_int
+
+
+def _declare(name, argtypes, restype):
+    """Declares a C function; a library built before the function existed lacks it (api.py names it then)."""
+    try:
+        fn = getattr(lib, name)
+    except AttributeError:
+        return
+    fn.argtypes = argtypes
+    fn.restype = restype
+
+
+_FLOATS = ctypes.POINTER(ctypes.c_float)
+_SIZE_P = ctypes.POINTER(ctypes.c_size_t)
+_declare("cactus_embed", [ctypes.c_void_p, ctypes.c_char_p, _FLOATS, ctypes.c_size_t, _SIZE_P, ctypes.c_bool],
+         ctypes.c_int)
+_declare("cactus_image_embed", [ctypes.c_void_p, ctypes.c_char_p, _FLOATS, ctypes.c_size_t, _SIZE_P], ctypes.c_int)
+_declare("cactus_audio_embed", [ctypes.c_void_p, ctypes.c_char_p, _FLOATS, ctypes.c_size_t, _SIZE_P], ctypes.c_int)
+_declare("cactus_rag_query", [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t],
+         ctypes.c_int)

@@ -252,3 +252,66 @@ def cactus_stream_transcribe_stop(stream):
     buffer = ctypes.create_string_buffer(_MIN_RESPONSE_BUFFER * 4)
     rc = lib.cactus_stream_transcribe_stop(ctypes.c_void_p(stream), buffer, len(buffer))
     return _decode_response(buffer, rc)
+
+
+# ---- embeddings and retrieval ------------------------------------------------------------------
+def _function(name):
+    fn = getattr(lib, name, None)
+    if fn is None:
+        raise CactusError("%s is missing from this libcactus (rebuild it)" % name)
+    return fn
+
+
+def _vector(call, what):
+    """Calls call(buffer, bytes, &dim) with a buffer that grows to the dimension the engine reports."""
+    capacity = 4096
+    dim = ctypes.c_size_t(0)
+    for _ in range(2):
+        buffer = (ctypes.c_float * capacity)()
+        rc = call(buffer, ctypes.sizeof(buffer), ctypes.byref(dim))
+        if rc >= 0:
+            return list(buffer[:rc])
+        if rc == -2 and dim.value > capacity:
+            capacity = dim.value
+            continue
+        raise CactusError(cactus_get_last_error() or "%s failed" % what)
+    raise CactusError("%s: the buffer stayed too small (%d floats)" % (what, dim.value))
+
+
+def cactus_embed(model, text, normalize=True):
+    """The embedding of one text (a list of floats; unit length when normalize)."""
+    handle, data = _check_handle(model), _encode(text, "text")
+    fn = _function("cactus_embed")
+    return _vector(lambda buf, size, dim: fn(handle, data, buf, size, dim, bool(normalize)), "cactus_embed")
+
+
+def cactus_image_embed(model, image_path):
+    """The embedding of an image file (a model loaded with its mmproj); unit length."""
+    handle, data = _check_handle(model), _encode(os.fspath(image_path), "image_path")
+    fn = _function("cactus_image_embed")
+    return _vector(lambda buf, size, dim: fn(handle, data, buf, size, dim), "cactus_image_embed")
+
+
+def cactus_audio_embed(model, audio_path):
+    """The embedding of a WAV file (a Whisper handle); unit length."""
+    handle, data = _check_handle(model), _encode(os.fspath(audio_path), "audio_path")
+    fn = _function("cactus_audio_embed")
+    return _vector(lambda buf, size, dim: fn(handle, data, buf, size, dim), "cactus_audio_embed")
+
+
+def cactus_rag_query(model, query, top_k=5):
+    """Retrieval over the handle's corpus (cactus_init's corpus_dir): the response JSON text,
+    {"chunks": [{"score", "source", "content"}]} (with "error" when there is no corpus)."""
+    handle, data = _check_handle(model), _encode(query, "query")
+    fn = _function("cactus_rag_query")
+    size = max(_MIN_RESPONSE_BUFFER, 65536 * max(1, int(top_k)))
+    for _ in range(3):
+        buffer = ctypes.create_string_buffer(size)
+        rc = fn(handle, data, buffer, size, int(top_k))
+        if rc >= 0:
+            return buffer.value.decode("utf-8", "replace")
+        message = cactus_get_last_error()
+        if "small" not in message:  # -1 also answers a buffer too small: only that is retried
+            raise CactusError(message)
+        size *= 8
+    raise CactusError(cactus_get_last_error())

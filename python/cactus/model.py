@@ -8,8 +8,11 @@ from . import api
 class Model:
     """A loaded model. Use as a context manager or call close()."""
 
-    def __init__(self, path="smollm2-135m", **default_options):
-        self._handle = api.cactus_init(path)
+    def __init__(self, path="smollm2-135m", corpus_dir=None, cache_index=True, **default_options):
+        """corpus_dir: a folder of .txt/.md files indexed for search() and for retrieval in every
+        completion (docs/API.md); cache_index: reuse the index files there while they are current."""
+        self._handle = None
+        self._handle = api.cactus_init(path, None if corpus_dir is None else str(corpus_dir), cache_index)
         self._default_options = dict(default_options)
         self.last_response = None
 
@@ -109,3 +112,25 @@ class Model:
             api.lib.cactus_stream_transcribe_stop(stream, None, 0)
             raise
         yield api.cactus_stream_transcribe_stop(stream)
+
+    # ---- embeddings and retrieval ----------------------------------------------------------------
+    def embed(self, text, normalize=True):
+        """The embedding of a text (a list of floats), or of each text of a list (a list of lists)."""
+        if isinstance(text, str):
+            return api.cactus_embed(self._handle, text, normalize)
+        return [api.cactus_embed(self._handle, t, normalize) for t in text]
+
+    def image_embed(self, path):
+        return api.cactus_image_embed(self._handle, path)
+
+    def audio_embed(self, path):
+        return api.cactus_audio_embed(self._handle, path)
+
+    def search(self, query, top_k=5):
+        """The corpus chunks nearest the query, best first: [{"score", "source", "content"}]. Raises
+        RuntimeError (CactusError) when the handle has no corpus or the query is empty."""
+        import json
+        response = json.loads(api.cactus_rag_query(self._handle, query, top_k))
+        if response.get("error"):
+            raise api.CactusError(response["error"])
+        return response["chunks"]

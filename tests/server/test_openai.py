@@ -167,12 +167,6 @@ def test_prompt_longer_than_a_slot_is_a_clear_400(server):
     assert e.value.body["code"] == "context_length_exceeded"
 
 
-def test_embeddings_say_no_embedding_model(server):
-    with pytest.raises(openai.BadRequestError) as e:
-        client(server).embeddings.create(model="m", input="hello")
-    assert "embedding" in e.value.body["message"]
-
-
 def test_tokenize_detokenize_props_health_metrics(server):
     status, body, _ = server.post("/tokenize", {"content": "Hello world", "with_pieces": True})
     tokens = json.loads(body)["tokens"]

@@ -47,6 +47,7 @@ void register_chat(CLI::App& app);
 void register_models(CLI::App& app);      // pull, list
 void register_bench(CLI::App& app);       // bench (speed, memory), bench --membw
 void register_transcribe(CLI::App& app);  // transcribe FILE.wav (Whisper)
+void register_embed(CLI::App& app);       // embed -m MODEL [TEXT ...] (JSON lines)
 int run_transcribe_bench(const std::string& model, const std::string& audio, const std::vector<int>& threads, int reps,
                          bool json, size_t beam_size);  // bench --transcribe
 // bench --mmproj [--image]: image encode ms, image prefill, TTFT (cli_bench_vision.cpp)

@@ -1,4 +1,4 @@
-// The cactus command line: run, chat, pull, list, bench, serve.
+// The cactus command line: run, chat, pull, list, bench, serve, transcribe, embed.
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
     cactus::cli::register_bench(app);
     cactus::server::register_serve(app);
     cactus::cli::register_transcribe(app);
+    cactus::cli::register_embed(app);
     try {
         std::vector<std::string> args = cactus::server::llama_server_spellings(argc, argv);
         std::vector<char*> arg_ptrs;

@@ -640,13 +640,6 @@ void install_openai(Server& server, httplib::Server& http, const Wrap& wrap) {
                                      "invalid_request_error", "model_not_found"};
                  send_json(r, 200, model_object(*s));
              }));
-    http.Post("/v1/embeddings", wrap([](const httplib::Request& q, httplib::Response&) {
-                  parse_body(q);
-                  throw HttpError{400,
-                                  "embeddings are not available: this server runs a text-generation model and cactus "
-                                  "has no embedding model yet",
-                                  "model", "invalid_request_error", "model_not_supported"};
-              }));
     http.Post("/tokenize", wrap([s](const httplib::Request& q, httplib::Response& r) { handle_tokenize(*s, q, r); }));
     http.Post("/detokenize",
               wrap([s](const httplib::Request& q, httplib::Response& r) { handle_detokenize(*s, q, r); }));

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "engine/embedding.h"
 #include "engine/model_store.h"
 #include "serve_command.h"
 #include "server.h"
@@ -20,7 +21,14 @@ struct ServeArgs {
     bool quiet = false;
     bool no_auto_handoff = false;
     bool engine_per_slot = false;
+    bool embedding_flag = false;  // llama-server's --embedding(s): the endpoints are always on
+    std::string embedding_model;
 };
+
+// The alias for a model argument: a known short name as given, else the file's stem.
+std::string alias_of(const std::string& name, const std::string& path) {
+    return find_known_model(name) ? name : std::filesystem::path(path).stem().string();
+}
 
 int serve(ServeArgs& a) {
     ServerConfig& c = a.config;
@@ -32,14 +40,23 @@ int serve(ServeArgs& a) {
     handoff_from_environment(c.handoff);
     c.model_path = resolve_model_path(c.model);
     c.mmproj_path = resolve_mmproj_path(c.model, c.mmproj_path);  // as the C API and `cactus run`
-    if (c.alias.empty()) {
-        c.alias = find_known_model(c.model) ? c.model : std::filesystem::path(c.model_path).stem().string();
+    if (c.alias.empty()) c.alias = alias_of(c.model, c.model_path);
+    c.encoder_only = TextEmbedder::is_encoder_file(c.model_path);
+    if (!a.embedding_model.empty()) {
+        c.embedding_model_path = resolve_model_path(a.embedding_model);
+        c.embedding_alias = alias_of(a.embedding_model, c.embedding_model_path);
+    } else {
+        c.embedding_alias = c.alias;
     }
     block_shutdown_signals();  // before any thread starts (the engines' pools included)
     EngineOptions options;
     options.n_threads = c.threads;
     options.lock_weights = c.lock_weights;
     options.n_ctx = c.ctx_size > 0 ? std::max<size_t>(c.ctx_size / c.parallel, 64) : 4096;
+    if (c.encoder_only) {
+        std::fprintf(stderr, "serve: %s is an encoder-only model: embedding endpoints only\n", c.model_path.c_str());
+        return Server(c, nullptr).run();
+    }
     std::fprintf(stderr, "serve: loading %s (%zu slot%s)\n", c.model_path.c_str(), c.parallel,
                  c.parallel == 1 ? "" : "s");
     std::unique_ptr<StepBackend> backend = a.engine_per_slot ? make_engine_per_slot(c.model_path, options, c.parallel)
@@ -118,6 +135,13 @@ void register_serve(CLI::App& app) {
         ->check(CLI::Range(1, 600000));
     cmd->add_flag("--engine-per-slot", args->engine_per_slot,
                   "One engine per slot, run one after another (for comparisons; default: one batched model)");
+    cmd->add_option("--embedding-model", args->embedding_model,
+                    "Model for the embedding and rerank endpoints: a short name (all-minilm-l6-v2) or a .gguf path "
+                    "(default: the served model, loaded a second time on the first embedding request)");
+    cmd->add_flag("--embedding,--embeddings", args->embedding_flag,
+                  "Accepted for llama-server's sake: the embedding endpoints are always served");
+    cmd->add_option("--pooling", c.pooling, "Pooling of the embedding model's outputs (default: the model's own)")
+        ->check(CLI::IsMember({"none", "mean", "cls", "last"}));
     cmd->add_flag("--no-auto-handoff", args->no_auto_handoff,
                   "Hand off only when a request asks (cloud_handoff: true)");
     cmd->callback([args] {

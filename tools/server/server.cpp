@@ -12,6 +12,7 @@
 #include "api/request.h"
 #include "core/error.h"
 #include "core/format.h"
+#include "embed_service.h"
 #include "vision.h"
 
 namespace cactus::server {
@@ -53,14 +54,17 @@ json parse_body(const httplib::Request& req) {
 
 Server::Server(ServerConfig config, std::unique_ptr<StepBackend> backend)
     : config_(std::move(config)), backend_(std::move(backend)) {
-    SchedulerOptions so;
-    so.max_queue = config_.max_queue;
-    so.prefill_chunk = config_.prefill_chunk;
-    so.step_tokens = std::max<size_t>(512, config_.prefill_chunk);
-    scheduler_ = std::make_unique<Scheduler>(*backend_, so, metrics_);
+    if (backend_) {
+        SchedulerOptions so;
+        so.max_queue = config_.max_queue;
+        so.prefill_chunk = config_.prefill_chunk;
+        so.step_tokens = std::max<size_t>(512, config_.prefill_chunk);
+        scheduler_ = std::make_unique<Scheduler>(*backend_, so, metrics_);
+    }
     if (!config_.handoff.url.empty()) handoff_ = std::make_unique<HandoffClient>(config_.handoff);
-    if (!config_.mmproj_path.empty())
+    if (!config_.mmproj_path.empty() && backend_)
         vision_ = std::make_unique<ServerVision>(config_.mmproj_path, backend_->engine(), config_.threads);
+    make_embeddings();
     if (!config_.ssl_cert_file.empty() || !config_.ssl_key_file.empty()) {
         if (config_.ssl_cert_file.empty() || config_.ssl_key_file.empty())
             fail("serve: --ssl-cert-file and --ssl-key-file go together");
@@ -72,7 +76,27 @@ Server::Server(ServerConfig config, std::unique_ptr<StepBackend> backend)
     install_routes();
 }
 
-Server::~Server() { scheduler_->stop(); }
+Server::~Server() {
+    if (scheduler_) scheduler_->stop();
+}
+
+void Server::make_embeddings() {
+    EngineOptions options;
+    options.n_threads = config_.threads;
+    options.lock_weights = config_.lock_weights;
+    options.n_ctx = backend_ ? backend_->n_ctx() : 0;
+    const std::optional<Pooling> pooling =
+        config_.pooling.empty() ? std::nullopt : std::optional<Pooling>(parse_pooling(config_.pooling));
+    const bool own_file = !config_.embedding_model_path.empty();
+    embeddings_ =
+        std::make_unique<EmbedService>(own_file ? config_.embedding_model_path : config_.model_path, options, pooling);
+    // A file of its own (or an encoder served alone) loads now, so a bad one stops the start-up;
+    // the served decoder's second copy waits for the first embedding request.
+    if (own_file || !backend_) embeddings_->load();
+}
+
+size_t Server::n_slots() const { return scheduler_ ? scheduler_->n_slots() : 0; }
+size_t Server::busy_slots() const { return scheduler_ ? scheduler_->busy() : 0; }
 
 Clock::time_point Server::deadline_from(const json& body) const {
     auto it = body.find("timeout");
@@ -175,18 +199,22 @@ void Server::install_routes() {
         if (draining())
             send_json(res, 503, json{{"status", "shutting down"}});
         else
-            send_json(res, 200,
-                      json{{"status", "ok"},
-                           {"slots_idle", scheduler_->n_slots() - scheduler_->busy()},
-                           {"slots_processing", scheduler_->busy()}});
+            send_json(
+                res, 200,
+                json{{"status", "ok"}, {"slots_idle", n_slots() - busy_slots()}, {"slots_processing", busy_slots()}});
     });
     if (config_.metrics) {
         http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-            res.set_content(metrics_.render(scheduler_->n_slots()), "text/plain; version=0.0.4");
+            res.set_content(metrics_.render(n_slots()), "text/plain; version=0.0.4");
         });
     }
-    install_openai(*this, http, openai);
-    install_ollama(*this, http, ollama);
+    if (backend_) {
+        install_openai(*this, http, openai);
+        install_ollama(*this, http, ollama);
+    } else {
+        install_encoder_only(*this, http, openai, ollama);
+    }
+    install_embeddings(*this, http, openai, ollama);
 }
 
 void Server::shutdown_when_signalled() {
@@ -204,9 +232,11 @@ void Server::shutdown_when_signalled() {
     std::fprintf(stderr, "serve: shutting down (in-flight requests get %.0f s)\n", config_.shutdown_timeout_s);
     const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                           std::chrono::duration<double>(config_.shutdown_timeout_s));
-    auto idle = [&] { return scheduler_->busy() == 0 && scheduler_->queued() == 0 && in_flight_.load() <= 0; };
+    auto idle = [&] {
+        return busy_slots() == 0 && (!scheduler_ || scheduler_->queued() == 0) && in_flight_.load() <= 0;
+    };
     while (!idle() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (!idle()) {
+    if (!idle() && scheduler_) {
         std::fprintf(stderr, "serve: cancelling %zu running and %zu queued requests\n", scheduler_->busy(),
                      scheduler_->queued());
         scheduler_->cancel_all();
@@ -222,16 +252,16 @@ int Server::run() {
         std::fprintf(stderr, "serve: cannot listen on %s:%d\n", config_.host.c_str(), config_.port);
         return 1;
     }
-    scheduler_->start();
+    if (scheduler_) scheduler_->start();
     std::thread watcher([this] { shutdown_when_signalled(); });
     std::fprintf(stderr, "serve: %s on %s://%s:%d (%zu slot%s, %zu tokens each)\n", config_.alias.c_str(),
-                 config_.ssl_cert_file.empty() ? "http" : "https", config_.host.c_str(), config_.port,
-                 scheduler_->n_slots(), scheduler_->n_slots() == 1 ? "" : "s", backend_->n_ctx());
+                 config_.ssl_cert_file.empty() ? "http" : "https", config_.host.c_str(), config_.port, n_slots(),
+                 n_slots() == 1 ? "" : "s", backend_ ? backend_->n_ctx() : 0);
     std::fflush(stderr);
     http_->listen_after_bind();
     draining_.store(true);
     watcher.join();
-    scheduler_->stop();
+    if (scheduler_) scheduler_->stop();
     std::fprintf(stderr, "serve: stopped\n");
     return 0;
 }

@@ -48,9 +48,15 @@ struct ServerConfig {
     std::string ssl_cert_file, ssl_key_file;  // both set: HTTPS
     HandoffConfig handoff;
     std::string mmproj_path;  // vision projector .gguf; empty = text only (image requests are 400s)
+    // Embeddings (embed_service.h): the --embedding-model file, else the served model's own.
+    std::string embedding_model_path;  // resolved .gguf; empty = model_path, loaded on first use
+    std::string embedding_alias;       // model name in embedding responses
+    std::string pooling;               // --pooling: "" = the embedding model's own
+    bool encoder_only = false;         // the served model is an encoder: embeddings only, no slots
 };
 
 class ServerVision;  // vision.h
+class EmbedService;  // embed_service.h
 
 // Raised by request parsing: becomes an OpenAI-style error with this status.
 struct HttpError {
@@ -77,6 +83,7 @@ using Wrap = std::function<RawHandler(RawHandler)>;
 
 class Server {
 public:
+    // backend: nullptr when config.encoder_only (no generation: the embedding endpoints only).
     Server(ServerConfig config, std::unique_ptr<StepBackend> backend);
     ~Server();
     // Binds, serves until stop() or SIGTERM/SIGINT (then drains within the shutdown bound).
@@ -89,11 +96,15 @@ public:
     Metrics& metrics() { return metrics_; }
     HandoffClient* handoff() { return handoff_.get(); }
     ServerVision* vision() { return vision_.get(); }  // nullptr without --mmproj
+    EmbedService& embeddings() { return *embeddings_; }
     bool draining() const { return draining_.load(); }
+    size_t n_slots() const;  // 0 for an encoder-only server
+    size_t busy_slots() const;
     Clock::time_point deadline_from(const json& body) const;
 
 private:
     void install_routes();
+    void make_embeddings();
     RawHandler wrap(RawHandler handler, bool ollama);
     bool authorized(const httplib::Request& req) const;
     void shutdown_when_signalled();
@@ -104,6 +115,7 @@ private:
     std::unique_ptr<Scheduler> scheduler_;
     std::unique_ptr<HandoffClient> handoff_;
     std::unique_ptr<ServerVision> vision_;
+    std::unique_ptr<EmbedService> embeddings_;
     std::unique_ptr<httplib::Server> http_;
     std::atomic<bool> draining_{false};
     std::atomic<int> in_flight_{0};
@@ -111,6 +123,10 @@ private:
 
 void install_openai(Server& server, httplib::Server& http, const Wrap& wrap);  // and llama-server's extras
 void install_ollama(Server& server, httplib::Server& http, const Wrap& wrap);
+// /v1/embeddings, /embeddings, /rerank and aliases, /api/embed, /api/embeddings (embedding_api.cpp).
+void install_embeddings(Server& server, httplib::Server& http, const Wrap& openai, const Wrap& ollama);
+// An encoder-only server: /v1/models, /api/tags, and chat/completion endpoints that answer 400.
+void install_encoder_only(Server& server, httplib::Server& http, const Wrap& openai, const Wrap& ollama);
 
 // Blocks SIGTERM/SIGINT in the calling thread and the threads it starts later (Server::run()
 // receives them with sigtimedwait); ignores SIGPIPE. Call before any thread starts.
