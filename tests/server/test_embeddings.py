@@ -59,12 +59,12 @@ def test_openai_client_float_base64_and_lists(emb_server):
     assert r.usage.prompt_tokens == r.usage.total_tokens > 4
     dim = len(r.data[0].embedding)
     assert dim in (384, 576) and all(abs(norm(d.embedding) - 1) < 1e-4 for d in r.data)
-    raw = c.embeddings.create(model="emb", input=TEXTS[1], encoding_format="base64")
-    # The openai client decodes base64 itself; the wire format is checked by hand below.
-    assert close(raw.data[0].embedding, r.data[1].embedding, 1e-6)
-    status, body, _ = emb_server.post("/v1/embeddings", {"input": TEXTS[1], "encoding_format": "base64"})
-    wire = base64.b64decode(json.loads(body)["data"][0]["embedding"])
-    assert status == 200 and close(list(struct.unpack("<%df" % dim, wire)), r.data[1].embedding, 1e-6)
+    # Without encoding_format the client asks for base64 and decodes it; floats must agree.
+    floats = c.embeddings.create(model="emb", input=TEXTS, encoding_format="float")
+    assert all(close(a.embedding, b.embedding, 1e-7) for a, b in zip(floats.data, r.data))
+    raw = c.embeddings.create(model="emb", input=TEXTS[1], encoding_format="base64").data[0].embedding
+    wire = base64.b64decode(raw)
+    assert close(list(struct.unpack("<%df" % dim, wire)), r.data[1].embedding, 0)
     ids = emb_server.post("/tokenize", {"content": TEXTS[0]}) if not HAVE_MINILM else None
     if ids is not None:  # token-id input (smollm2's tokenizer is the server's own)
         tokens = json.loads(ids[1])["tokens"]
