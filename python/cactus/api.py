@@ -83,7 +83,9 @@ def _image_files(messages):
 
 
 def cactus_init(model_path, corpus_dir=None, cache_index=False):
-    """Loads a model (a .gguf path, a folder holding one, or a known short name); returns a handle."""
+    """Loads a model (a .gguf path, a folder holding one, or a known short name); returns a handle.
+    corpus_dir: a folder of .txt/.md files indexed for retrieval (cactus_rag_query)."""
+    corpus_dir = None if corpus_dir is None else os.fspath(corpus_dir)
     handle = lib.cactus_init(_encode(str(model_path), "model_path"), _encode(corpus_dir, "corpus_dir"),
                              bool(cache_index))
     if not handle:

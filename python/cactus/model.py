@@ -12,7 +12,7 @@ class Model:
         """corpus_dir: a folder of .txt/.md files indexed for search() and for retrieval in every
         completion (docs/API.md); cache_index: reuse the index files there while they are current."""
         self._handle = None
-        self._handle = api.cactus_init(path, None if corpus_dir is None else str(corpus_dir), cache_index)
+        self._handle = api.cactus_init(path, corpus_dir, cache_index)
         self._default_options = dict(default_options)
         self.last_response = None
 

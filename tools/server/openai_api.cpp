@@ -563,6 +563,15 @@ json model_object(Server& server) {
                   {"n_embd", info.n_embd}}}};
 }
 
+// The --embedding-model, listed beside the served model.
+json embedding_model_object(Server& server) {
+    return json{{"id", server.config().embedding_alias},
+                {"object", "model"},
+                {"created", 0},
+                {"owned_by", "cactus"},
+                {"meta", {{"path", server.config().embedding_model_path}, {"endpoints", "embeddings, rerank"}}}};
+}
+
 void handle_tokenize(Server& server, const httplib::Request& req, httplib::Response& res) {
     const json body = parse_body(req);
     const json* content = field(body, "content");
@@ -632,9 +641,15 @@ void install_openai(Server& server, httplib::Server& http, const Wrap& wrap) {
     http.Post("/completions",
               wrap([s](const httplib::Request& q, httplib::Response& r) { handle_completions(*s, q, r); }));
     http.Get("/v1/models", wrap([s](const httplib::Request&, httplib::Response& r) {
-                 send_json(r, 200, json{{"object", "list"}, {"data", json::array({model_object(*s)})}});
+                 json data = json::array({model_object(*s)});
+                 if (!s->config().embedding_model_path.empty()) data.push_back(embedding_model_object(*s));
+                 send_json(r, 200, json{{"object", "list"}, {"data", data}});
              }));
     http.Get(R"(/v1/models/(.+))", wrap([s](const httplib::Request& q, httplib::Response& r) {
+                 if (!s->config().embedding_model_path.empty() && q.matches[1] == s->config().embedding_alias) {
+                     send_json(r, 200, embedding_model_object(*s));
+                     return;
+                 }
                  if (q.matches[1] != s->config().alias)
                      throw HttpError{404, "The model '" + std::string(q.matches[1]) + "' does not exist", "model",
                                      "invalid_request_error", "model_not_found"};
