@@ -85,6 +85,10 @@ def test_same_vectors_as_cactus_embed(emb_server):
     assert rc == 0 and [l["embedding"] for l in piped] == [l["embedding"] for l in lines], err
     rc, raw, _ = cli_embed("--no-normalize", TEXTS[0])
     assert rc == 0 and abs(norm(raw[0]["embedding"]) - 1) > 1e-3
+    rc, rows, _ = cli_embed("--pooling", "none", TEXTS[0])
+    assert rc == 0 and len(rows[0]["embedding"]) == rows[0]["n_tokens"] == lines[0]["n_tokens"]
+    rc, _, err = cli_embed("--no-truncate", "word " * 9000)
+    assert rc == 1 and err.startswith("error:")
 
 
 def test_cli_errors_exit_1():

@@ -61,7 +61,14 @@ std::vector<std::vector<int32_t>> EmbedService::tokens_of(const EmbedRequest& r)
         const EmbedInput& in = r.inputs[i];
         const std::string where = cactus::format("%s[%zu]", r.param, i);
         if (!in.is_ids && in.text.empty()) throw HttpError{400, where + " is an empty string", r.param};
-        std::vector<int32_t> ids = in.is_ids ? in.ids : m.tokenize(in.text);
+        std::vector<int32_t> ids = in.ids;
+        if (!in.is_ids) {
+            try {
+                ids = m.tokenize(in.text);
+            } catch (const Error& e) {  // text the tokenizer refuses (e.g. invalid UTF-8)
+                throw HttpError{400, where + ": " + e.what(), r.param};
+            }
+        }
         if (ids.empty()) throw HttpError{400, where + " has no tokens", r.param};
         for (int32_t id : ids)
             if (id < 0 || static_cast<size_t>(id) >= vocab)
