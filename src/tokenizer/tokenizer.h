@@ -1,7 +1,8 @@
 #pragma once
 // Text <-> token ids, built from GGUF metadata (tokenizer.ggml.*): GPT-2 byte-level BPE with the
 // pre-tokenizer that tokenizer.ggml.pre names, SentencePiece BPE with byte fallback, and gemma4's
-// SentencePiece-style BPE (ranked merges over raw UTF-8, spaces as U+2581, <0xXX> byte fallback).
+// SentencePiece-style BPE (ranked merges over raw UTF-8, spaces as U+2581, <0xXX> byte fallback),
+// and BERT's WordPiece.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -52,7 +53,10 @@ protected:
     int32_t eos_id_ = -1;
     int32_t eot_id_ = -1;
     bool decode_strips_prefix_space_ = false;  // SentencePiece models that add a prefix space
-    bool decode_cleans_spaces_ = false;        // llama.cpp's clean_spaces
+    // WordPiece: every word-initial piece starts with a space, so the text's first one is dropped
+    // (also after a [CLS] that renders as nothing).
+    bool decode_strips_leading_space_ = false;
+    bool decode_cleans_spaces_ = false;  // llama.cpp's clean_spaces
     bool add_bos_ = false;
     bool add_eos_ = false;
     std::vector<int32_t> eog_ids_;
