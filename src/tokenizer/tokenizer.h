@@ -32,6 +32,7 @@ public:
     // The text of `ids`, as llama.cpp's llama_detokenize(remove_special = false) gives it: the
     // pieces joined, the prefix space dropped where the model adds one, and, for pre-tokenizers
     // that ask for it, spaces before punctuation cleaned up. Invalid UTF-8 is kept as is.
+    // WordPiece also drops the text's leading space, which llama.cpp keeps ("hello", not " hello").
     std::string decode(const std::vector<int32_t>& ids, bool render_special = false) const;
 
     virtual size_t vocab_size() const = 0;

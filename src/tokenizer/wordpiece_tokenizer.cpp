@@ -29,8 +29,9 @@ bool removed_by_cleaner(uint32_t cp) {
 
 // BertNormalizer in its order: clean text (controls removed, whitespace to ' '), spaces around
 // CJK ideographs, NFD with nonspacing marks dropped, lowercase. Canonical reordering of NFD is
-// left out: it moves only combining marks, and all but 25 of those (spacing marks such as
-// U+1D165) are Mn and dropped, so it matters only when two of those 25 stand out of order.
+// left out: it moves only combining marks, all but 25 of which (spacing marks such as U+1D165)
+// are Mn and dropped; two of those 25 out of order is the only case it changes, and BERT's
+// vocabulary has none of them, so such a word is [UNK] in either order.
 std::vector<uint32_t> normalize(const std::string& text) {
     std::vector<uint32_t> out;
     out.reserve(text.size() + 8);
