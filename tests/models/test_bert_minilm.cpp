@@ -73,7 +73,7 @@ double cosine(const std::vector<double>& a, const float* b) {
 
 class MinilmTest : public ::testing::Test {
 protected:
-    static void SetUpTestSuite() { file_ = GgufFile::open(testing::test_model_path("all-minilm-l6-v2")); }
+    static void SetUpTestSuite() { file_ = GgufFile::open(cactus::testing::test_model_path("all-minilm-l6-v2")); }
     static void TearDownTestSuite() { file_.reset(); }
 
     static std::unique_ptr<BertModel> load(size_t n_batch = 512, int n_threads = 0) {
@@ -129,9 +129,9 @@ TEST_F(MinilmTest, MatchesOracleOnGoldenSentences) {
         }
     }
     std::printf(
-        "[ minilm   ] %s weights: min cosine vs oracle %.8f (sentence %zu, %zu tokens) over %zu sentences, "
-        "%zu tokens in %.3f s\n",
-        f16 ? "F16" : "F32", worst, worst_i, g.ids[worst_i].size(), g.ids.size(), n_tokens, secs);
+        "[ minilm   ] %s weights: min cosine vs oracle %.9f (1 - cos = %.2e; sentence %zu, %zu tokens) over %zu "
+        "sentences, %zu tokens in %.3f s\n",
+        f16 ? "F16" : "F32", worst, 1.0 - worst, worst_i, g.ids[worst_i].size(), g.ids.size(), n_tokens, secs);
 }
 
 // Packed sequences attend only to themselves: a batch gives each sequence's hidden states as
@@ -191,7 +191,7 @@ TEST_F(MinilmTest, BadInputThrows) {
 }
 
 TEST(MinilmLoad, RejectsZeroBatch) {
-    auto file = GgufFile::open(testing::test_model_path("all-minilm-l6-v2"));
+    auto file = GgufFile::open(cactus::testing::test_model_path("all-minilm-l6-v2"));
     ModelOptions o;
     o.n_batch = 0;
     EXPECT_THROW(BertModel::load(*file, o), Error);
