@@ -75,6 +75,13 @@ std::vector<std::vector<int32_t>> EmbedService::tokens_of(const EmbedRequest& r)
                 throw HttpError{400,
                                 cactus::format("%s holds token id %d; ids are in [0, %zu)", where.c_str(), id, vocab),
                                 r.param};
+        if (r.truncate && ids.size() > m.max_tokens()) {
+            // As TextEmbedder::embed cuts a text: a final special token ([SEP], EOS) stays last.
+            const int32_t last = ids.back();
+            const bool keep_last = !in.is_ids && m.tokenizer().is_control(last) && m.max_tokens() >= 2;
+            ids.resize(keep_last ? m.max_tokens() - 1 : m.max_tokens());
+            if (keep_last) ids.push_back(last);
+        }
         if (!r.truncate && ids.size() > m.max_tokens()) {
             throw HttpError{400,
                             cactus::format("%s has %zu tokens but the embedding model takes at most %zu (truncate: "
