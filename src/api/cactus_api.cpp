@@ -149,6 +149,8 @@ cactus_model_t cactus_init(const char* model_path, const char* corpus_dir, bool 
         const std::string path = resolve_model_path(model_path);
         if (api::is_speech_model(path)) {
             handle->speech = std::make_unique<api::SpeechModel>(path);
+        } else if (TextEmbedder::is_encoder_file(path)) {
+            handle->embedder = TextEmbedder::load_encoder(path);
         } else {
             EngineOptions options;
             options.mmproj_path = resolve_mmproj_path(model_path);
