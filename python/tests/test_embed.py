@@ -47,6 +47,21 @@ def test_embed_equals_the_cli(smol):
         assert max(abs(a - b) for a, b in zip(smol.embed(text), vector)) < 1e-5
 
 
+def test_encoder_handle_equals_the_cli():
+    import cactus
+    path = os.path.join(os.path.dirname(model_path("smollm2-135m")), "all-minilm-l6-v2.gguf")
+    if not os.path.exists(path):
+        pytest.skip("needs all-minilm-l6-v2 (cactus pull all-minilm-l6-v2)")
+    proc = subprocess.run([BIN, "embed", "-m", path, "-t", "2", *TEXTS], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    cli = [json.loads(line)["embedding"] for line in proc.stdout.splitlines()]
+    with cactus.Model(path) as m:
+        vectors = m.embed(TEXTS)
+    assert len(vectors[0]) == 384
+    for a, b in zip(vectors, cli):
+        assert max(abs(x - y) for x, y in zip(a, b)) < 1e-5
+
+
 def test_embed_errors(smol):
     import cactus
     with pytest.raises(cactus.CactusError):
