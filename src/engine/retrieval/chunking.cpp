@@ -104,7 +104,7 @@ std::vector<Chunk> chunk_text(const std::string& text, const std::string& source
                               const ChunkingOptions& options) {
     std::vector<Chunk> chunks;
     std::vector<size_t> chunk_tokens;
-    Packer packer{&chunks, &source};
+    Packer packer{&chunks, &source, {}, 0};
     auto flush = [&] {
         if (packer.text.empty()) return;
         chunk_tokens.push_back(packer.tokens);
