@@ -110,17 +110,23 @@ double bm25_term_score(double tf, double doc_length, double avg_length) {
 
 Bm25Index::Bm25Index(const std::vector<std::string>& documents) {
     doc_length_.reserve(documents.size());
-    std::unordered_map<uint32_t, uint32_t> tf;
+    std::vector<uint32_t> ids;  // the document's term ids, sorted so equal terms are runs
     double total = 0;
     for (size_t d = 0; d < documents.size(); ++d) {
         std::vector<std::string> terms = bm25_terms(documents[d]);
-        tf.clear();
-        for (const std::string& t : terms) {
-            auto it = term_id_.emplace(t, static_cast<uint32_t>(postings_.size())).first;
+        ids.clear();
+        for (std::string& t : terms) {
+            auto it = term_id_.try_emplace(std::move(t), static_cast<uint32_t>(postings_.size())).first;
             if (it->second == postings_.size()) postings_.emplace_back();
-            ++tf[it->second];
+            ids.push_back(it->second);
         }
-        for (const auto& [term, count] : tf) postings_[term].push_back({static_cast<uint32_t>(d), count});
+        std::sort(ids.begin(), ids.end());
+        for (size_t i = 0; i < ids.size();) {
+            size_t j = i;
+            while (j < ids.size() && ids[j] == ids[i]) ++j;
+            postings_[ids[i]].push_back({static_cast<uint32_t>(d), static_cast<uint32_t>(j - i)});
+            i = j;
+        }
         doc_length_.push_back(static_cast<uint32_t>(terms.size()));
         total += static_cast<double>(terms.size());
     }

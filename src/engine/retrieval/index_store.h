@@ -3,9 +3,10 @@
 //   <root>/<sha256 of (absolute corpus path, embedder id)>/manifest.json  what the index was built from
 //   <root>/<...>/chunks.bin                                               chunks and their vectors
 // manifest.json lists every corpus file (name, size, mtime, sha256), the embedder id and dim,
-// the chunking options, and the size and sha256 of chunks.bin. Both files are replaced atomically
+// the chunking options, and the size and a 64-bit hash of chunks.bin (it catches damage; the
+// parser's own bounds checks catch a hostile file whose hash was forged). Both files are replaced atomically
 // (temp + rename, chunks.bin first: a manifest only ever names complete chunks). Nothing read back
-// is trusted: chunks.bin must match the manifest's sha256 and parse within its own bytes.
+// is trusted: chunks.bin must match the manifest's size and hash and parse within its own bytes.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -32,7 +33,7 @@ struct IndexManifest {
     std::vector<CorpusFile> files;
     std::vector<std::string> changed_while_reading;  // non-empty: the next open rebuilds
     uint64_t chunks_bytes = 0;
-    std::string chunks_sha256;
+    std::string chunks_hash;  // fast_hash_hex of chunks.bin
 };
 
 nlohmann::ordered_json manifest_to_json(const IndexManifest& m);
@@ -62,8 +63,9 @@ void write_index(const std::string& dir, IndexManifest manifest, const std::vect
 bool read_index(const std::string& dir, const IndexManifest& current, std::vector<Chunk>* chunks,
                 std::vector<float>* vectors, std::string* why);
 
-// Small file helpers shared with the corpus scan.
+// Small helpers shared with the corpus scan and the tests.
 std::string sha256_hex(const std::string& bytes);
+std::string fast_hash_hex(const std::string& bytes);  // 16 hex digits; not cryptographic
 // Reads a whole file; false when it cannot be opened or read (errno kept).
 bool read_file_bytes(const std::string& path, std::string* out, uint64_t max_bytes);
 

@@ -5,16 +5,17 @@
 namespace cactus {
 
 float dot(const float* a, const float* b, size_t n) {
-    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    // 16 independent sums: the compiler turns them into several vector accumulators, so the adds
+    // do not wait on one another (rag_bench query_ms_vector).
+    float acc[16] = {};
     size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        s0 += a[i] * b[i];
-        s1 += a[i + 1] * b[i + 1];
-        s2 += a[i + 2] * b[i + 2];
-        s3 += a[i + 3] * b[i + 3];
+    for (; i + 16 <= n; i += 16) {
+        for (size_t k = 0; k < 16; ++k) acc[k] += a[i + k] * b[i + k];
     }
-    for (; i < n; ++i) s0 += a[i] * b[i];
-    return (s0 + s1) + (s2 + s3);
+    float s = 0;
+    for (; i < n; ++i) s += a[i] * b[i];
+    for (size_t k = 0; k < 16; k += 4) s += (acc[k] + acc[k + 1]) + (acc[k + 2] + acc[k + 3]);
+    return s;
 }
 
 void VectorStore::add(const float* row) { values_.insert(values_.end(), row, row + dim_); }

@@ -31,7 +31,7 @@ private:
     std::vector<float> values_;
 };
 
-// Dot product of two float arrays; written so the loop vectorises (four independent sums).
+// Dot product of two float arrays; written so the loop vectorises.
 float dot(const float* a, const float* b, size_t n);
 
 }  // namespace cactus
