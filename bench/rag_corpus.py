@@ -6,7 +6,11 @@ made with `.so` are skipped), roff stripped to text, the NAME section removed. q
 holds one known-item query per page: its NAME one-liner (the text after "\\-") as the query and
 the page's file as the answer.
 
-    python3 bench/rag_corpus.py OUT_DIR      ->  OUT_DIR/corpus/*.txt, OUT_DIR/queries.jsonl
+    python3 bench/rag_corpus.py OUT_DIR [--max-chars N]  ->  OUT_DIR/corpus/*.txt, OUT_DIR/queries.jsonl
+
+--max-chars keeps each page's first N characters (cut at a paragraph end): the whole corpus is
+~22,000 chunks, which a real embedder on two CPU cores takes long to embed; the first part of a
+page (SYNOPSIS, the start of DESCRIPTION) still identifies it.
 """
 import gzip
 import json
@@ -88,9 +92,15 @@ def roff_to_text(source):
 
 
 def main():
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    max_chars = 0
+    if "--max-chars" in args:
+        at = args.index("--max-chars")
+        max_chars = int(args[at + 1])
+        del args[at:at + 2]
+    if len(args) != 1:
         sys.exit(__doc__)
-    out = sys.argv[1]
+    out = args[0]
     corpus = os.path.join(out, "corpus")
     os.makedirs(corpus, exist_ok=True)
     queries, skipped = [], 0
@@ -110,6 +120,9 @@ def main():
                 skipped += 1
                 continue
             query = name_line.split(" - ", 1)[1].strip()
+            if max_chars and len(text) > max_chars:
+                cut = text.rfind("\n\n", 0, max_chars)
+                text = text[:cut if cut > 0 else max_chars].rstrip() + "\n"
             fname = entry[:-3] + ".txt"
             with open(os.path.join(corpus, fname), "w") as f:
                 f.write(text)
@@ -117,7 +130,7 @@ def main():
     with open(os.path.join(out, "queries.jsonl"), "w") as f:
         for q in queries:
             f.write(json.dumps(q) + "\n")
-    print(json.dumps({"pages": len(queries), "skipped": skipped, "out": out}))
+    print(json.dumps({"pages": len(queries), "skipped": skipped, "max_chars": max_chars, "out": out}))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/retrieval/corpus_index.h"
@@ -99,6 +100,11 @@ nlohmann::json run(size_t n_chunks, size_t dim, size_t n_queries, const std::str
         row[std::string("query_ms_") + rank_mode_name(mode)] = 1e3 * total / static_cast<double>(n_queries);
     }
     std::system(("rm -rf '" + root + "'").c_str());
+    // The machine's load, so rows from a shared box can be told apart from quiet ones.
+    std::ifstream load("/proc/loadavg");
+    double load1 = 0;
+    if (load >> load1) row["loadavg_1min"] = load1;
+    row["hw_threads"] = std::thread::hardware_concurrency();
     return row;
 }
 

@@ -89,7 +89,7 @@ std::vector<Variant> variants() {
     v.push_back(
         {"hybrid_cactus_0.8_0.2_top20_bm25_in_candidates", RankMode::HYBRID, FusionOptions::cactus_compatible()});
     for (size_t cand : {20, 100}) {
-        for (double wv : {0.8, 0.7, 0.6, 0.5, 0.4, 0.3}) {
+        for (double wv : {0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2}) {
             FusionOptions f{60.0, wv, 1.0 - wv, cand, false};
             char name[96];
             std::snprintf(name, sizeof(name), "hybrid_%.1f_%.1f_top%zu", wv, 1.0 - wv, cand);
