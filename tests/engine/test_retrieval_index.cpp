@@ -143,3 +143,35 @@ TEST(RetrievalIndex, ManifestMatchingNeedsEveryField) {
 
 }  // namespace
 }  // namespace cactus
+
+namespace cactus {
+namespace {
+
+// Vectors that say nothing (the same for every text): the vector ranking is the chunk order, so
+// only BM25 can find the one note that names the query's word.
+TEST(RetrievalIndex, HybridRecallsWhatVectorsMissUnlessBm25OnlyReranks) {
+    TempCorpus dir;
+    for (int i = 0; i < 30; ++i) {
+        char name[32];
+        std::snprintf(name, sizeof(name), "note%02d.txt", i);
+        dir.write(name, i == 29 ? "the zeppelin lands at noon" : "an ordinary note number " + std::to_string(i));
+    }
+    CorpusEmbedder flat = test::fake_embedder(std::make_shared<size_t>(0), "flat", 4);
+    flat.embed = [](const std::vector<std::string>& texts) {
+        return std::vector<std::vector<float>>(texts.size(), std::vector<float>{1, 0, 0, 0});
+    };
+    CorpusOptions options;
+    options.index_root = dir.index_root();
+    auto index = CorpusIndex::open(dir.corpus(), flat, options);
+    auto has_zeppelin = [](const std::vector<RetrievedChunk>& r) {
+        return std::any_of(r.begin(), r.end(), [](const RetrievedChunk& c) { return c.source == "note29.txt"; });
+    };
+    EXPECT_FALSE(has_zeppelin(index->query("zeppelin", 5, RankMode::VECTOR)));
+    EXPECT_TRUE(has_zeppelin(index->query("zeppelin", 5, RankMode::BM25)));
+    EXPECT_TRUE(has_zeppelin(index->query("zeppelin", 5, RankMode::HYBRID)));
+    index->set_fusion(FusionOptions::cactus_compatible());  // BM25 sees the 20 vector candidates only
+    EXPECT_FALSE(has_zeppelin(index->query("zeppelin", 5, RankMode::HYBRID)));
+}
+
+}  // namespace
+}  // namespace cactus
