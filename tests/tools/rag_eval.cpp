@@ -3,7 +3,7 @@
 // files (first chunk of each file), and the answer's rank gives recall@1/5/10, MRR@10 and
 // nDCG@10 (one relevant item: 1/log2(1 + rank)).
 //   rag_eval --corpus DIR --queries FILE.jsonl (--model EMBEDDER.gguf | --fake)
-//            [--threads N] [--index-root DIR] [--limit N] [--out ROWS.jsonl]
+//            [--threads N] [--index-root DIR] [--limit N] [--label NAME] [--out ROWS.jsonl]
 // Prints one JSON object: the index, timings and a row per ranking (bm25, vector, hybrid
 // variants); --out appends the rows to a JSON-lines file.
 #include <chrono>
@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
     }
     if (!args.count("corpus") || !args.count("queries") || (!args.count("model") && !args.count("fake"))) {
         std::cerr << "usage: rag_eval --corpus DIR --queries FILE (--model GGUF | --fake) [--threads N] "
-                     "[--index-root DIR] [--limit N] [--out ROWS.jsonl]\n";
+                     "[--index-root DIR] [--limit N] [--label NAME] [--out ROWS.jsonl]\n";
         return 2;
     }
     try {
@@ -162,7 +162,8 @@ int main(int argc, char** argv) {
         for (const Variant& v : variants()) rows.push_back(evaluate(*index, queries, qvecs, v));
         const CorpusBuildStats& s = index->stats();
         nlohmann::json common = {
-            {"bench", "rag_eval"},       {"embedder", embedder.id},    {"files", s.files},
+            {"bench", "rag_eval"},       {"corpus", args.count("label") ? args["label"] : args["corpus"]},
+            {"embedder", embedder.id},    {"files", s.files},
             {"chunks", index->size()},   {"queries", queries.size()},  {"from_cache", s.from_cache},
             {"open_s", s.seconds_total}, {"embed_s", s.seconds_embed}, {"query_embed_s", query_embed_s}};
         if (args.count("out")) {
