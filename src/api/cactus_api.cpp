@@ -18,6 +18,8 @@
 
 #include "api/cloud.h"
 #include "api/constraints.h"
+#include "api/guard.h"
+#include "api/handle.h"
 #include "api/request.h"
 #include "api/response.h"
 #include "api/speech_api.h"
@@ -36,133 +38,17 @@ namespace {
 
 using json = nlohmann::ordered_json;
 using namespace cactus;
+using api::check_buffer;
+using api::dump;
+using api::fail_into;
+using api::finish_write;
+using api::guarded;
+using api::Handle;
+using api::Lease;
+using api::set_error;
+using api::Use;
 
-// How long a call waits for another call on the same handle to finish, and how long
-// cactus_destroy waits for the call in flight.
-constexpr std::chrono::seconds kHandleWait{600};
-
-// One loaded model. cactus_model_t is not a pointer to it but an id looked up in a registry, so a
-// destroyed (or never valid) handle is an error, never a use after free. Calls hold the handle
-// through a Lease: `busy` (with the calling thread as owner) while the call runs, the mutex only
-// for a moment, so cactus_stop and cactus_destroy never wait behind a call.
-struct Handle {
-    std::unique_ptr<Engine> engine;            // freed by destroy, or by the last call once destroyed
-    std::unique_ptr<api::SpeechModel> speech;  // Whisper models (speech_api.h); engine is then null
-    std::mutex mutex;                          // guards everything below and the engine pointer
-    std::condition_variable idle;              // signalled when busy clears or the handle closes
-    bool busy = false;
-    std::thread::id owner;         // the thread of the call in flight
-    bool closed = false;           // cactus_destroy was called
-    bool destroy_waiting = false;  // cactus_destroy waits to free the engine itself
-};
-
-std::mutex g_registry_mutex;
-std::unordered_map<uintptr_t, std::shared_ptr<Handle>> g_registry;
-uintptr_t g_next_id = 0x1000;  // ids step by 16: never NULL, never a small integer
-
-std::shared_ptr<Handle> find_handle(cactus_model_t model) {
-    if (model == nullptr) fail("the model handle is NULL");
-    std::lock_guard<std::mutex> lock(g_registry_mutex);
-    auto it = g_registry.find(reinterpret_cast<uintptr_t>(model));
-    if (it == g_registry.end()) fail("the model handle is not valid (destroyed, or never returned by cactus_init)");
-    return it->second;
-}
-
-// Exclusive use of a handle's engine for one call. The stop counter is read at entry, before
-// waiting, so a stop sent while this call waits (or renders, or prefills) ends it.
-class Lease {
-public:
-    // speech = true: a Whisper handle (cactus_transcribe and the streaming calls), else a text one.
-    explicit Lease(cactus_model_t model, bool speech = false) : h_(find_handle(model)) {
-        std::unique_lock<std::mutex> lock(h_->mutex);
-        if (h_->closed || (!h_->engine && !h_->speech)) fail("the model handle was destroyed");
-        if (speech && !h_->speech) fail("this model has no audio encoder (not a Whisper model)");
-        if (!speech && !h_->engine) fail("this handle holds a speech model (Whisper); use cactus_transcribe");
-        const uint64_t entry_epoch = h_->engine ? h_->engine->stop_epoch() : 0;
-        if (h_->busy && h_->owner == std::this_thread::get_id()) {
-            fail(
-                "called from inside a callback of a call on the same handle; calls on a handle do not "
-                "nest (return from the callback first; cactus_stop is allowed)");
-        }
-        if (!h_->idle.wait_for(lock, kHandleWait, [&] { return !h_->busy || h_->closed; })) {
-            fail("the handle is busy with another call (waited %lld s)", static_cast<long long>(kHandleWait.count()));
-        }
-        if (h_->closed) fail("the model handle was destroyed while this call waited for it");
-        h_->busy = true;
-        h_->owner = std::this_thread::get_id();
-        if (h_->engine) h_->engine->begin_call(entry_epoch);
-    }
-    ~Lease() {
-        std::unique_ptr<Engine> freed;
-        {
-            std::lock_guard<std::mutex> lock(h_->mutex);
-            h_->busy = false;
-            h_->owner = std::thread::id();
-            if (h_->closed && !h_->destroy_waiting) freed = std::move(h_->engine);  // destroy did not wait
-        }
-        h_->idle.notify_all();
-    }
-    Lease(const Lease&) = delete;
-    Lease& operator=(const Lease&) = delete;
-    Engine& engine() const { return *h_->engine; }
-    api::SpeechModel& speech() const { return *h_->speech; }
-    const std::shared_ptr<Handle>& handle() const { return h_; }
-
-private:
-    std::shared_ptr<Handle> h_;
-};
-
-thread_local std::string t_last_error;
 std::atomic<int> g_backend{0};  // 0 cpu/auto
-
-// Error messages may quote hostile input; keep them valid UTF-8 (invalid bytes become U+FFFD).
-std::string valid_utf8(const std::string& text) {
-    std::string quoted = json(text).dump(-1, ' ', false, json::error_handler_t::replace);
-    return parse_json(quoted, "error message").get<std::string>();
-}
-
-void set_error(const std::string& message) {
-    t_last_error = valid_utf8(message);
-    CACTUS_LOG_DEBUG("%s", message.c_str());
-}
-
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-// Runs body, turning every exception into -1 and a last-error message prefixed with `function`.
-template <typename Body>
-int guarded(const char* function, Body&& body) {
-    try {
-        t_last_error.clear();
-        return body();
-    } catch (const std::bad_alloc&) {
-        set_error(std::string(function) + ": out of memory");
-    } catch (const std::exception& e) {
-        set_error(std::string(function) + ": " + e.what());
-    } catch (...) {
-        set_error(std::string(function) + ": unknown error");
-    }
-    return CACTUS_ERROR;
-}
-
-void check_buffer(const char* buffer, size_t size) {
-    if (buffer == nullptr) fail("response_buffer is NULL");
-    if (size == 0) fail("buffer_size is 0");
-}
-
-// Writes an error response when it fits; returns -1 either way.
-int fail_into(char* buffer, size_t size) {
-    if (buffer != nullptr && size > 0) api::write_text(dump(api::error_response(t_last_error)), buffer, size);
-    return CACTUS_ERROR;
-}
-
-int finish_write(const json& response, char* buffer, size_t size) {
-    std::string text = dump(response);
-    int written = api::write_text(text, buffer, size);
-    if (written == CACTUS_BUFFER_TOO_SMALL)
-        set_error("response needs " + std::to_string(text.size() + 1) + " bytes but buffer_size is " +
-                  std::to_string(size));
-    return written;
-}
 
 std::string render(Engine& engine, const json& messages, const json& selected, const api::ApiOptions& o) {
     return engine.render_chat(messages, selected, /*add_generation_prompt=*/true, o.enable_thinking);
@@ -268,11 +154,7 @@ cactus_model_t cactus_init(const char* model_path, const char* corpus_dir, bool 
             options.mmproj_path = resolve_mmproj_path(model_path);
             handle->engine = Engine::load(path, options);
         }
-        std::lock_guard<std::mutex> lock(g_registry_mutex);
-        const uintptr_t id = g_next_id;
-        g_next_id += 16;
-        g_registry.emplace(id, std::move(handle));
-        result = reinterpret_cast<cactus_model_t>(id);
+        result = api::register_handle(std::move(handle));
         return 0;
     });
     (void)cache_index;
@@ -282,28 +164,21 @@ cactus_model_t cactus_init(const char* model_path, const char* corpus_dir, bool 
 void cactus_destroy(cactus_model_t model) {
     if (model == nullptr) return;
     guarded("cactus_destroy", [&]() -> int {
-        std::shared_ptr<Handle> h;
-        {
-            std::lock_guard<std::mutex> lock(g_registry_mutex);
-            auto it = g_registry.find(reinterpret_cast<uintptr_t>(model));
-            if (it == g_registry.end()) fail("the model handle is not valid (already destroyed?)");
-            h = std::move(it->second);
-            g_registry.erase(it);  // later calls fail at once
-        }
-        std::unique_ptr<Engine> freed;
+        std::shared_ptr<Handle> h = api::take_handle(model);  // later calls fail at once
+        api::HandleModels freed;
         std::unique_lock<std::mutex> lock(h->mutex);
         h->closed = true;
         if (h->engine) h->engine->request_stop();                         // the call in flight ends within a step
         h->idle.notify_all();                                             // queued calls wake up and fail
         if (h->busy && h->owner == std::this_thread::get_id()) return 0;  // from a callback: freed by that call
         h->destroy_waiting = true;
-        const bool idle = h->idle.wait_for(lock, kHandleWait, [&] { return !h->busy; });
+        const bool idle = h->idle.wait_for(lock, api::kHandleWait, [&] { return !h->busy; });
         h->destroy_waiting = false;
         if (!idle) {
             fail("the call in flight did not end within %lld s; the model is freed when it does",
-                 static_cast<long long>(kHandleWait.count()));
+                 static_cast<long long>(api::kHandleWait.count()));
         }
-        freed = std::move(h->engine);
+        freed = api::take_models(*h);
         lock.unlock();
         return 0;  // `freed` goes here, outside the lock
     });
@@ -311,15 +186,15 @@ void cactus_destroy(cactus_model_t model) {
 
 void cactus_reset(cactus_model_t model) {
     guarded("cactus_reset", [&]() -> int {
-        Lease lease(model);
-        lease.engine().reset();
+        Lease lease(model, Use::EMBED);  // an encoder has no conversation to forget
+        if (lease.handle()->engine) lease.engine().reset();
         return 0;
     });
 }
 
 void cactus_stop(cactus_model_t model) {
     guarded("cactus_stop", [&]() -> int {
-        std::shared_ptr<Handle> h = find_handle(model);
+        std::shared_ptr<Handle> h = api::find_handle(model);
         std::lock_guard<std::mutex> lock(h->mutex);
         if (h->engine) h->engine->request_stop();
         return 0;
@@ -439,7 +314,7 @@ int cactus_transcribe(cactus_model_t model, const char* audio_path, const char* 
         if (has_path == has_pcm) fail("give exactly one of audio_path and pcm_buffer");
         if (prompt != nullptr && prompt[0] != '\0') fail("prompt: an initial prompt is not supported yet; pass NULL");
         TranscribeOptions options = api::parse_transcribe_options(options_json);
-        Lease lease(model, /*speech=*/true);
+        Lease lease(model, Use::SPEECH);
         std::vector<float> audio = has_path ? read_wav_file(audio_path) : pcm16_to_float(pcm_buffer, pcm_buffer_size);
         const Transcript t =
             transcribe(*lease.speech().whisper, audio.data(), audio.size(), options, [&](const TranscriptSegment& s) {
@@ -461,7 +336,7 @@ void* cactus_stream_transcribe_start(cactus_model_t model, const char* options_j
     cactus_stream_handle* result = nullptr;
     guarded("cactus_stream_transcribe_start", [&]() -> int {
         const TranscribeOptions options = api::parse_transcribe_options(options_json);
-        Lease lease(model, /*speech=*/true);
+        Lease lease(model, Use::SPEECH);
         auto s = std::make_unique<cactus_stream_handle>();
         s->model = model;
         s->keep = lease.handle();
@@ -478,7 +353,7 @@ int cactus_stream_transcribe_process(void* stream, const uint8_t* pcm_buffer, si
         check_buffer(response_buffer, buffer_size);
         if (stream == nullptr) fail("the stream handle is NULL");
         auto* s = static_cast<cactus_stream_handle*>(stream);
-        Lease lease(s->model, /*speech=*/true);
+        Lease lease(s->model, Use::SPEECH);
         return finish_write(s->stream->process(pcm_buffer, pcm_buffer_size), response_buffer, buffer_size);
     });
     return rc == CACTUS_ERROR ? fail_into(response_buffer, buffer_size) : rc;
@@ -492,14 +367,14 @@ int cactus_stream_transcribe_stop(void* stream, char* response_buffer, size_t bu
     auto* s = static_cast<cactus_stream_handle*>(stream);
     int rc = guarded("cactus_stream_transcribe_stop", [&]() -> int {
         if (response_buffer == nullptr || buffer_size == 0) return 0;  // just free the stream
-        Lease lease(s->model, /*speech=*/true);
+        Lease lease(s->model, Use::SPEECH);
         return finish_write(s->stream->stop(), response_buffer, buffer_size);
     });
     delete s;
     return rc == CACTUS_ERROR ? fail_into(response_buffer, buffer_size) : rc;
 }
 
-const char* cactus_get_last_error(void) { return t_last_error.c_str(); }
+const char* cactus_get_last_error(void) { return api::last_error().c_str(); }
 
 void cactus_log_set_level(int level) { cactus::log_set_level(level); }
 

@@ -5,10 +5,30 @@
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "models/audio/audio_input.h"
+#include "models/audio/log_mel.h"
+#include "engine/embedding.h"
 
 namespace cactus::api {
 
 using json = nlohmann::ordered_json;
+
+std::vector<float> audio_embedding(SpeechModel& model, const std::vector<float>& samples) {
+    if (samples.empty()) fail("audio embedding: no audio samples");
+    WhisperModel& whisper = *model.whisper;
+    const WhisperHparams& hp = whisper.hparams();
+    const size_t n = std::min(samples.size(), hp.n_frames() * kMelHop);  // the first window (30 s)
+    const LogMel mel = log_mel(samples.data(), n, whisper.mel_filters(), hp.n_mels);
+    const size_t frames = std::min(mel.n_frames - 1, hp.n_frames());
+    std::vector<float> window(hp.n_frames() * hp.n_mels, 0.0f);  // [n_frames, n_mels], zero-padded
+    std::copy(mel.data.begin(), mel.data.begin() + static_cast<std::ptrdiff_t>(frames * hp.n_mels), window.begin());
+    whisper.encode(window.data());
+    const size_t rows = std::max<size_t>(1, std::min(hp.n_audio_ctx, (frames + 1) / 2));  // the conv halves time
+    std::vector<float> states;
+    whisper.encoder_states(rows, &states);
+    std::vector<float> v = pool_hidden(states.data(), rows, hp.n_embd, Pooling::MEAN);
+    l2_normalize(&v);
+    return v;
+}
 
 bool is_speech_model(const std::string& path) {
     return GgufFile::open(path)->get_string("general.architecture", "") == "whisper";

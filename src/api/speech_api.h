@@ -24,6 +24,10 @@ struct SpeechModel {
     std::unique_ptr<WhisperModel> whisper;
 };
 
+// The mean of the Whisper encoder's states over the frames that hold audio (the first 30 s of
+// `samples`, 16 kHz mono), as one window is encoded for transcription; unit L2 length.
+std::vector<float> audio_embedding(SpeechModel& model, const std::vector<float>& samples);
+
 // options_json keys: language ("auto" or a code), translate (bool), temperature (0: temperature 0
 // only, no fallback), timestamps (bool: segments in the response), no_speech_threshold, beam_size
 // (1 = greedy, up to kMaxBeamSize), patience, length_penalty.

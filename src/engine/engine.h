@@ -153,6 +153,9 @@ public:
     CompletionResult complete_with_images(const std::string& prompt_text, const std::vector<ImageInput>& images,
                                           const GenerationOptions& options, const TokenCallback& on_token);
     CompletionMetrics prefill_with_images(const std::string& prompt_text, const std::vector<ImageInput>& images);
+    // The mean of the vision projector's output rows for one image (the rows the prompt would
+    // hold), unit L2 length: [n_embd].
+    std::vector<float> image_embedding(const ImageInput& image);
     // Reads image files (the decoder's size limit) for the calls above; errors name the file, or
     // say that the model has no vision projector.
     std::vector<ImageInput> read_images(const std::vector<std::string>& paths) const;

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/sha256.h"
 #include "engine/engine.h"
+#include "engine/embedding.h"
 #include "gguf/gguf.h"
 #include "models/model.h"
 #include "models/vision/image.h"
@@ -83,6 +84,23 @@ void Engine::load_vision(const std::string& mmproj_path, int n_threads) {
     if (hp.proj_dim != model_->info().n_embd)
         fail("mmproj '%s' gives %zu-wide image rows but the text model takes %zu: not a pair", mmproj_path.c_str(),
              hp.proj_dim, model_->info().n_embd);
+}
+
+std::vector<float> Engine::image_embedding(const ImageInput& image) {
+    if (!vision_) fail("this model has no vision projector (mmproj): it gives no image embeddings");
+    MediaPrompt layout;
+    layout.n_embd = model_->info().n_embd;
+    append_image(&layout, decode_image(image.bytes.data(), image.bytes.size(), image.name), *vision_,
+                 MarkerVocab(*tokenizer_));
+    std::vector<float> rows;  // [image rows, n_embd]
+    for (size_t i = 0; i < layout.tokens.size(); ++i)
+        if (layout.tokens[i] < 0)
+            rows.insert(rows.end(), layout.embd.begin() + static_cast<std::ptrdiff_t>(i * layout.n_embd),
+                        layout.embd.begin() + static_cast<std::ptrdiff_t>((i + 1) * layout.n_embd));
+    if (rows.empty()) fail("image embedding: the image gave no rows");
+    std::vector<float> v = pool_hidden(rows.data(), rows.size() / layout.n_embd, layout.n_embd, Pooling::MEAN);
+    l2_normalize(&v);
+    return v;
 }
 
 size_t Engine::media_span_rows() const {

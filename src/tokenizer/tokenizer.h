@@ -1,7 +1,8 @@
 #pragma once
 // Text <-> token ids, built from GGUF metadata (tokenizer.ggml.*): GPT-2 byte-level BPE with the
 // pre-tokenizer that tokenizer.ggml.pre names, SentencePiece BPE with byte fallback, and gemma4's
-// SentencePiece-style BPE (ranked merges over raw UTF-8, spaces as U+2581, <0xXX> byte fallback).
+// SentencePiece-style BPE (ranked merges over raw UTF-8, spaces as U+2581, <0xXX> byte fallback),
+// and BERT's WordPiece.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,6 +32,7 @@ public:
     // The text of `ids`, as llama.cpp's llama_detokenize(remove_special = false) gives it: the
     // pieces joined, the prefix space dropped where the model adds one, and, for pre-tokenizers
     // that ask for it, spaces before punctuation cleaned up. Invalid UTF-8 is kept as is.
+    // WordPiece also drops the text's leading space, which llama.cpp keeps ("hello", not " hello").
     std::string decode(const std::vector<int32_t>& ids, bool render_special = false) const;
 
     virtual size_t vocab_size() const = 0;
@@ -52,7 +54,10 @@ protected:
     int32_t eos_id_ = -1;
     int32_t eot_id_ = -1;
     bool decode_strips_prefix_space_ = false;  // SentencePiece models that add a prefix space
-    bool decode_cleans_spaces_ = false;        // llama.cpp's clean_spaces
+    // WordPiece: every word-initial piece starts with a space, so the text's first one is dropped
+    // (also after a [CLS] that renders as nothing).
+    bool decode_strips_leading_space_ = false;
+    bool decode_cleans_spaces_ = false;  // llama.cpp's clean_spaces
     bool add_bos_ = false;
     bool add_eos_ = false;
     std::vector<int32_t> eog_ids_;

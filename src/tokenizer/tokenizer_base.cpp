@@ -131,6 +131,7 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool render_speci
         first = false;
         text += piece;
     }
+    if (decode_strips_leading_space_ && !text.empty() && text[0] == ' ') text.erase(0, 1);
     return decode_cleans_spaces_ ? clean_spaces(text) : text;
 }
 
@@ -143,7 +144,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_spec(const TokenizerSpec& spec) {
     if (spec.model == "llama") return std::make_unique<SpmTokenizer>(spec);
     // llama.cpp ignores the file's pre-tokenizer name for gemma4
     if (spec.model == "gemma4") return std::make_unique<BpeTokenizer>(spec, VocabKind::Gemma4, "gemma4");
-    fail("Tokenizer::from_spec: unsupported tokenizer.ggml.model '%s' (expected gpt2, llama or gemma4)",
+    if (spec.model == "bert") return std::make_unique<WordPieceTokenizer>(spec);
+    fail("Tokenizer::from_spec: unsupported tokenizer.ggml.model '%s' (expected gpt2, llama, gemma4 or bert)",
          spec.model.c_str());
 }
 

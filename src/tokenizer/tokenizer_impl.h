@@ -1,6 +1,6 @@
 #pragma once
 // The concrete tokenizers behind Tokenizer: a shared vocabulary-based base, BPE (GPT-2 byte-level,
-// or gemma4's SentencePiece-style) and SentencePiece BPE. Internal to src/tokenizer (tests may
+// or gemma4's SentencePiece-style), SentencePiece BPE and WordPiece (BERT). Internal to src/tokenizer (tests may
 // include it).
 #include <array>
 #include <string>
@@ -90,6 +90,30 @@ private:
     void append_bytes(const char* bytes, size_t n, std::vector<int32_t>& out) const;
 
     std::array<int32_t, 256> byte_tokens_{};  // -1 when the vocabulary lacks the byte
+};
+
+// WordPiece (tokenizer.ggml.model = "bert"), with the semantics of Hugging Face tokenizers'
+// BertNormalizer (clean text, CJK split, NFD, accents stripped, lowercase), BertPreTokenizer
+// (whitespace and punctuation) and WordPiece (greedy longest match, "##" continuations). The
+// vocabulary is llama.cpp's "phantom space" form: word-initial pieces are stored as U+2581 + piece,
+// continuation pieces without their "##", control tokens unchanged.
+class WordPieceTokenizer : public VocabTokenizer {
+public:
+    explicit WordPieceTokenizer(const TokenizerSpec& spec);
+
+    // add_special: [CLS] text [SEP] (BOS and SEP ids, as llama.cpp does for BERT whatever the
+    // add_bos/add_eos flags say).
+    std::vector<int32_t> encode(const std::string& text, bool add_special, bool parse_special) const override;
+
+protected:
+    void encode_text(const std::string& text, bool after_special, std::vector<int32_t>& out) const override;
+    std::string normal_piece(int32_t id) const override { return unescape_spaces(vocab_.text(id)); }
+
+private:
+    // Appends the ids of one pre-tokenized word (code points, already normalised).
+    void encode_word(const std::vector<uint32_t>& word, std::vector<int32_t>& out) const;
+
+    size_t max_token_bytes_ = 0;  // longest vocabulary entry: bounds the match lengths tried
 };
 
 }  // namespace cactus

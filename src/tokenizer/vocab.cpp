@@ -120,6 +120,9 @@ void Vocab::read_special_ids(const TokenizerSpec& spec, VocabKind kind, BosPolic
     if (kind == VocabKind::Spm) {
         bos = 1, eos = 2, unk = 0;
         add_space_prefix = true, add_bos = true;
+    } else if (kind == VocabKind::Wpm) {
+        bos = 101, unk = 100, sep = 102, pad = 0, mask = 103;
+        add_bos = true, add_sep = true;
     } else {
         if (kind == VocabKind::Bpe) bos = 11, eos = 11;
         add_bos = bos_policy.add_by_default;

@@ -37,7 +37,7 @@ enum TokenAttr : uint32_t {
 
 // Everything a tokenizer is built from: the tokenizer.ggml.* metadata.
 struct TokenizerSpec {
-    std::string model;  // "gpt2" (byte-level BPE), "llama" (SentencePiece BPE) or "gemma4"
+    std::string model;  // "gpt2" (byte-level BPE), "llama" (SentencePiece BPE), "gemma4" or "bert" (WordPiece)
     std::string pre;    // pre-tokenizer name (gpt2 only; gemma4 always uses "gemma4"); empty: "default"
     std::vector<std::string> tokens;
     std::vector<float> scores;         // empty: all 0
@@ -58,8 +58,9 @@ struct TextFragment {
 };
 
 // Which defaults apply to special ids the metadata leaves out (llama.cpp's per-model defaults):
-// Bpe (gpt2) BOS = EOS = 11, Spm (llama) BOS 1, EOS 2, UNK 0, and Gemma4 (a BPE model) none.
-enum class VocabKind { Bpe, Spm, Gemma4 };
+// Bpe (gpt2) BOS = EOS = 11, Spm (llama) BOS 1, EOS 2, UNK 0, Gemma4 (a BPE model) none, and
+// Wpm (bert) BOS ([CLS]) 101, UNK 100, SEP 102, PAD 0, MASK 103.
+enum class VocabKind { Bpe, Spm, Gemma4, Wpm };
 
 // When BOS is added, where a BPE pre-tokenizer decides it (llama.cpp sets it per
 // tokenizer.ggml.pre): the default when add_bos_token is absent, and whether to add it always.

@@ -18,7 +18,9 @@ API = {"cactus_init", "cactus_destroy", "cactus_reset", "cactus_stop", "cactus_s
        "cactus_get_last_error", "cactus_log_set_level", "cactus_log_set_callback",
        # speech (Whisper handles): cactus_transcribe and the streaming trio, as Cactus names them
        "cactus_transcribe", "cactus_stream_transcribe_start", "cactus_stream_transcribe_process",
-       "cactus_stream_transcribe_stop"}
+       "cactus_stream_transcribe_stop",
+       # embeddings and retrieval, as Cactus names them
+       "cactus_embed", "cactus_image_embed", "cactus_audio_embed", "cactus_rag_query"}
 
 
 def test_library_exports_only_the_c_api():

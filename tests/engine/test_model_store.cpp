@@ -51,6 +51,18 @@ TEST_F(ModelStoreTest, KnownNamesHaveChecksumsAndParts) {
     EXPECT_EQ(model_cache_dir(), dir_.string());
 }
 
+TEST_F(ModelStoreTest, ConvertedRowsNameAScriptThatExists) {
+    const KnownModel* minilm = find_known_model("all-minilm-l6-v2");
+    ASSERT_NE(minilm, nullptr);
+    EXPECT_EQ(minilm->convert, "convert_minilm.py");
+    for (const KnownModel& m : known_models()) {
+        if (m.convert.empty()) continue;
+        const std::string script = m.convert.substr(0, m.convert.find(' '));
+        EXPECT_EQ(script.rfind(".py"), script.size() - 3) << m.name;
+        EXPECT_TRUE(fs::is_regular_file(std::string(CACTUS_SOURCE_DIR) + "/scripts/" + script)) << m.name;
+    }
+}
+
 TEST_F(ModelStoreTest, MissingKnownModelSaysHowToGetIt) {
     EXPECT_NE(message_of("gemma3-270m").find("cactus pull gemma3-270m"), std::string::npos);
 }

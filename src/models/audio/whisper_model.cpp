@@ -312,6 +312,13 @@ void WhisperModel::encoder_block(const EncLayer& l, const Tensor& x, size_t n) {
     blocks_.residual(x, h);
 }
 
+void WhisperModel::encoder_states(size_t rows, std::vector<float>* out) {
+    if (rows == 0 || rows > hp_.n_audio_ctx)
+        fail("whisper: %zu encoder rows asked, 1..%zu exist", rows, hp_.n_audio_ctx);
+    out->resize(rows * hp_.n_embd);
+    be_.download(out->data(), ex_.rows_view(0, rows), out->size() * sizeof(float));
+}
+
 void WhisperModel::encode(const float* mel) {
     const size_t d = hp_.n_embd, na = hp_.n_audio_ctx;
     be_.upload(mel_, mel, mel_.bytes());

@@ -61,6 +61,8 @@ public:
     // mel: [n_frames(), n_mels] of one window → encoder states and the cross-attention K/V of every
     // decoder layer (kept until the next call).
     void encode(const float* mel);
+    // The first `rows` (<= n_audio_ctx) encoder states of the last encode(): [rows, n_embd] into *out.
+    void encoder_states(size_t rows, std::vector<float>* out);
     // Runs tokens [n] at decoder positions [n_past, n_past + n) over the self-attention cache
     // (rows from n_past on are overwritten); returns the logits of the last token [n_vocab].
     const std::vector<float>& decode(const int32_t* tokens, size_t n, size_t n_past);
