@@ -4,6 +4,7 @@
 // nDCG@10 (one relevant item: 1/log2(1 + rank)).
 //   rag_eval --corpus DIR --queries FILE.jsonl (--model EMBEDDER.gguf | --fake)
 //            [--threads N] [--index-root DIR] [--limit N] [--label NAME] [--out ROWS.jsonl]
+// The encoder is built here from BertModel (TextEmbedder::load_encoder does the same in the engine).
 // Prints one JSON object: the index, timings and a row per ranking (bm25, vector, hybrid
 // variants); --out appends the rows to a JSON-lines file.
 #include <chrono>
@@ -19,6 +20,10 @@
 #include "engine/embedding.h"
 #include "engine/retrieval/bm25.h"
 #include "engine/retrieval/corpus_index.h"
+#include "gguf/gguf.h"
+#include "models/bert.h"
+#include "models/model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace {
 
@@ -59,9 +64,38 @@ CorpusEmbedder fake_embedder() {
     return e;
 }
 
+// An encoder GGUF (architecture "bert") as a TextEmbedder, built here from BertModel and the
+// file's tokenizer: the tool needs no more than that. Texts are cut at 256 tokens, as
+// sentence-transformers does for MiniLM.
+class BertFileEmbedder : public TextEmbedder {
+public:
+    BertFileEmbedder(const std::string& path, int n_threads) : path_(path), file_(GgufFile::open(path)) {
+        tokenizer_ = Tokenizer::from_gguf(*file_);
+        ModelOptions options;
+        options.n_threads = n_threads;
+        bert_ = BertModel::load(*file_, options);
+    }
+    size_t dim() const override { return bert_->hparams().n_embd; }
+    size_t max_tokens() const override { return std::min<size_t>(256, bert_->hparams().n_positions); }
+    Pooling default_pooling() const override { return bert_->pooling(); }
+    const Tokenizer& tokenizer() const override { return *tokenizer_; }
+    std::string name() const override { return "bert " + path_.substr(path_.find_last_of('/') + 1); }
+
+protected:
+    void hidden_states(const std::vector<std::vector<int32_t>>& seqs, std::vector<std::vector<float>>* out) override {
+        bert_->encode(seqs, out);
+    }
+
+private:
+    std::string path_;
+    std::unique_ptr<GgufFile> file_;
+    std::unique_ptr<Tokenizer> tokenizer_;
+    std::unique_ptr<BertModel> bert_;
+};
+
 // A TextEmbedder (kept alive by the lambdas) as a CorpusEmbedder.
 CorpusEmbedder model_embedder(const std::string& path, int threads) {
-    std::shared_ptr<TextEmbedder> model(TextEmbedder::load_encoder(path, threads).release());
+    std::shared_ptr<TextEmbedder> model = std::make_shared<BertFileEmbedder>(path, threads);
     const size_t n_special = model->tokenize("a").size() - 1;  // [CLS] and [SEP] for BERT
     CorpusEmbedder e;
     e.id = "text-embedder:" + model->name() + ":" + pooling_name(model->default_pooling()) + ":normalized";
@@ -162,10 +196,11 @@ int main(int argc, char** argv) {
         for (const Variant& v : variants()) rows.push_back(evaluate(*index, queries, qvecs, v));
         const CorpusBuildStats& s = index->stats();
         nlohmann::json common = {
-            {"bench", "rag_eval"},       {"corpus", args.count("label") ? args["label"] : args["corpus"]},
+            {"bench", "rag_eval"},        {"corpus", args.count("label") ? args["label"] : args["corpus"]},
             {"embedder", embedder.id},    {"files", s.files},
-            {"chunks", index->size()},   {"queries", queries.size()},  {"from_cache", s.from_cache},
-            {"open_s", s.seconds_total}, {"embed_s", s.seconds_embed}, {"query_embed_s", query_embed_s}};
+            {"chunks", index->size()},    {"queries", queries.size()},
+            {"from_cache", s.from_cache}, {"open_s", s.seconds_total},
+            {"embed_s", s.seconds_embed}, {"query_embed_s", query_embed_s}};
         if (args.count("out")) {
             std::ofstream out(args["out"], std::ios::app);
             for (const nlohmann::json& r : rows) {
