@@ -65,6 +65,8 @@ def test_openai_client_float_base64_and_lists(emb_server):
     raw = c.embeddings.create(model="emb", input=TEXTS[1], encoding_format="base64").data[0].embedding
     wire = base64.b64decode(raw)
     assert close(list(struct.unpack("<%df" % dim, wire)), r.data[1].embedding, 1e-6)  # alone vs in a batch
+    props = json.loads(emb_server.get("/props")[1])
+    assert props["embedding_model"] == EMBED_MODEL
     listed = [m.id for m in c.models.list().data]
     assert listed[0] == "smollm2-135m" and ("all-minilm-l6-v2" in listed) == HAVE_MINILM
     ids = emb_server.post("/tokenize", {"content": TEXTS[0]}) if not HAVE_MINILM else None

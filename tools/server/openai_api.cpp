@@ -8,6 +8,7 @@
 #include "models/model.h"
 #include "gguf/gguf.h"
 #include "constraint.h"
+#include "embed_service.h"
 #include "params.h"
 #include "tokenizer/tokenizer.h"
 #include "core/format.h"
@@ -624,6 +625,7 @@ void handle_props(Server& server, httplib::Response& res) {
               {"build_info", "cactus " CACTUS_SERVER_VERSION},
               {"max_queue", server.scheduler().options().max_queue},
               {"handoff", server.handoff() != nullptr},
+              {"embedding_model", server.embeddings().model_path()},
               {"slots", slots}};
     send_json(res, 200, r);
 }
