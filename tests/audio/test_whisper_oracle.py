@@ -184,3 +184,38 @@ def test_bad_beam_sizes_are_clear_errors():
                               os.path.join(speech_set.CACHE, "espeak_00.wav")], capture_output=True, text=True)
         assert out.returncode != 0, beam
         assert "beam" in out.stderr.lower(), (beam, out.stderr)
+
+
+def test_audio_embedding_matches_faster_whisper_encoder():
+    """cactus_audio_embed: the mean of the encoder's states over the frames that hold audio, as the
+    CT2 encoder of faster-whisper computes them for the same window."""
+    import ctypes
+
+    clips = [wav for wav, _ in speech_set.ensure_clips(range(3))]
+    out = subprocess.run([oracle_python(), os.path.join(os.path.dirname(__file__), "fw_reference.py"), "embed",
+                          ct2_folder("whisper-tiny.en")] + clips, check=True, capture_output=True, text=True,
+                         timeout=600, env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
+    ref = json.loads(out.stdout)
+    lib = ctypes.CDLL(os.path.join(BUILD_DIR, "lib", "libcactus.so"))
+    lib.cactus_init.restype = ctypes.c_void_p
+    lib.cactus_init.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_bool]
+    lib.cactus_audio_embed.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_float),
+                                       ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
+    lib.cactus_destroy.argtypes = [ctypes.c_void_p]
+    lib.cactus_get_last_error.restype = ctypes.c_char_p
+    handle = lib.cactus_init(gguf_path("whisper-tiny.en").encode(), None, False)
+    assert handle, lib.cactus_get_last_error()
+    try:
+        vectors = []
+        for wav in clips:
+            buf = (ctypes.c_float * 2048)()
+            dim = ctypes.c_size_t(0)
+            rc = lib.cactus_audio_embed(handle, wav.encode(), buf, ctypes.sizeof(buf), ctypes.byref(dim))
+            assert rc == 384, lib.cactus_get_last_error()  # tiny.en's width
+            v = np.array(buf[:rc], dtype=np.float64)
+            # The GGUF holds the CT2 file's F16 weights; both run them in f32.
+            assert float(v @ np.array(ref[wav])) > 0.9999, wav
+            vectors.append(v)
+        assert float(vectors[0] @ vectors[1]) < 0.9999  # different clips, different vectors
+    finally:
+        lib.cactus_destroy(handle)

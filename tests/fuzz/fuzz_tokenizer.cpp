@@ -1,7 +1,7 @@
 // libFuzzer target for the tokenizers: arbitrary bytes (invalid UTF-8 included) through both
-// tokenizer types, BPE (smollm2-135m) and SentencePiece (gemma3-270m), loaded from the real
-// models' GGUF files ($CACTUS_MODELS or ~/.cache/cactus/models). The first byte picks the
-// tokenizer and the flags. Checked: no crash or sanitizer report; every id is in the vocabulary;
+// tokenizer types, BPE (smollm2-135m), SentencePiece (gemma3-270m) and WordPiece
+// (all-minilm-l6-v2), loaded from the real models' GGUF files ($CACTUS_MODELS or
+// ~/.cache/cactus/models). The first byte picks the tokenizer and the flags. Checked: no crash or sanitizer report; every id is in the vocabulary;
 // decoding the ids works; text without special tokens round-trips for valid UTF-8 (BPE).
 #include <cstdint>
 #include <cstdlib>
@@ -20,7 +20,7 @@ struct Loaded {
     std::unique_ptr<cactus::Tokenizer> tokenizer;
 };
 
-Loaded g_tokenizers[2];
+Loaded g_tokenizers[3];
 
 std::string model_path(const char* name) {
     const char* store = std::getenv("CACTUS_MODELS");
@@ -31,8 +31,8 @@ std::string model_path(const char* name) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-    const char* names[2] = {"smollm2-135m", "gemma3-270m"};
-    for (int k = 0; k < 2; ++k) {
+    const char* names[3] = {"smollm2-135m", "gemma3-270m", "all-minilm-l6-v2"};
+    for (int k = 0; k < 3; ++k) {
         g_tokenizers[k].file = cactus::GgufFile::open(model_path(names[k]));
         g_tokenizers[k].tokenizer = cactus::Tokenizer::from_gguf(*g_tokenizers[k].file);
     }
@@ -42,7 +42,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size == 0) return 0;
     const uint8_t flags = data[0];
-    const cactus::Tokenizer& tok = *g_tokenizers[flags & 1].tokenizer;
+    const cactus::Tokenizer& tok = *g_tokenizers[(flags & 1) + ((flags & 16) ? 1 : 0)].tokenizer;
     const bool add_special = (flags & 2) != 0;
     const bool parse_special = (flags & 4) != 0;
     const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);

@@ -241,3 +241,42 @@ def test_smolvlm_template_with_content_parts(pair, tmp_path):
                                                                  prompt, [rgbs[1]])
     assert r["prompt_tokens"] == n_past and r["response"] == text.strip()
     assert abs(r["confidence"] - confidence) < 5e-4, (r["confidence"], confidence)
+
+
+def test_image_embedding_is_the_mean_of_libmtmds_image_rows(pair):
+    """cactus_image_embed = the mean of the projected rows the prompt would hold (every tile), unit
+    length: the same rows libmtmd computes for the image."""
+    import ctypes
+
+    import numpy as np
+    from mtmd_oracle import mtmd_layout
+
+    folder, images, rgbs = pair
+    lib = ctypes.CDLL(LIBRARY)
+    lib.cactus_init.restype = ctypes.c_void_p
+    lib.cactus_init.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_bool]
+    lib.cactus_image_embed.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_float),
+                                       ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
+    lib.cactus_destroy.argtypes = [ctypes.c_void_p]
+    lib.cactus_get_last_error.restype = ctypes.c_char_p
+    handle = lib.cactus_init(folder.encode(), None, False)
+    assert handle, lib.cactus_get_last_error()
+    try:
+        for path, rgb in zip(images[:2], rgbs[:2]):
+            buf = (ctypes.c_float * 4096)()
+            dim = ctypes.c_size_t(0)
+            rc = lib.cactus_image_embed(handle, path.encode(), buf, ctypes.sizeof(buf), ctypes.byref(dim))
+            assert rc > 0, lib.cactus_get_last_error()
+            ours = np.array(buf[:rc], dtype=np.float64)
+            rows = [c[1] for c in mtmd_layout(os.path.join(folder, "text.gguf"), os.path.join(folder, "mmproj.gguf"),
+                                              rgb) if c[0] == "image"]
+            ref = np.concatenate(rows).astype(np.float64).mean(axis=0)
+            ref /= np.linalg.norm(ref)
+            assert abs(np.linalg.norm(ours) - 1.0) < 1e-5
+            assert float(ours @ ref) > 0.9999, float(ours @ ref)
+        small = (ctypes.c_float * 2)()
+        assert lib.cactus_image_embed(handle, images[0].encode(), small, ctypes.sizeof(small),
+                                      ctypes.byref(dim)) == -2
+        assert dim.value == rc
+    finally:
+        lib.cactus_destroy(handle)
