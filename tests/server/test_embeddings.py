@@ -210,9 +210,18 @@ def test_encoder_only_server():
         assert s.stop() == 0
 
 
-def test_lazy_decoder_embedder_leaves_chat_working(server):
-    """The session server (smollm2, 4 slots, no --embedding-model) embeds with a second copy of its
-    own file; chat keeps working beside it."""
+def test_lazy_decoder_embedder_leaves_chat_working():
+    """Without --embedding-model, smollm2's server embeds with a second copy of its own file, loaded
+    on the first embedding request; chat keeps working beside it. (A server of its own: the shared
+    one's memory stays as test_load.py measures it.)"""
+    server = ServerProcess("--parallel", "2", "-t", "2")
+    try:
+        check_lazy_decoder(server)
+    finally:
+        assert server.stop() == 0
+
+
+def check_lazy_decoder(server):
     c = oai(server)
     e = c.embeddings.create(model="smollm2-135m", input=TEXTS[0]).data[0].embedding
     rc, lines, err = cli_embed(TEXTS[0], model=MODEL)
