@@ -228,3 +228,10 @@ def check_lazy_decoder(server):
     assert rc == 0 and len(e) == 576 and close(lines[0]["embedding"], e), err
     reply = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}], max_tokens=4)
     assert reply.choices[0].message.content
+
+
+def test_a_bad_embedding_model_stops_the_start():
+    for bad in ("/nonexistent.gguf", os.path.join(os.path.dirname(BIN), "cactus")):
+        proc = subprocess.run([BIN, "serve", MODEL, "--port", "0", "-t", "2", "--embedding-model", bad],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 1 and "error:" in proc.stderr, proc.stderr
