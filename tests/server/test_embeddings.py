@@ -29,7 +29,7 @@ def emb_server():
     """smollm2 serves chat; the embedding model is MiniLM (--embedding-model) when present, else
     smollm2's own file loaded a second time on the first embedding request."""
     extra = ["--embedding-model", MINILM] if HAVE_MINILM else []
-    s = ServerProcess("--parallel", "1", "-t", "2", *extra)
+    s = ServerProcess("--parallel", "1", "-t", "2", "--embeddings", "--reranking", *extra)  # llama-server's flags
     yield s
     assert s.stop() == 0
 

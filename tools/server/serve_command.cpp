@@ -138,8 +138,8 @@ void register_serve(CLI::App& app) {
     cmd->add_option("--embedding-model", args->embedding_model,
                     "Model for the embedding and rerank endpoints: a short name (all-minilm-l6-v2) or a .gguf path "
                     "(default: the served model, loaded a second time on the first embedding request)");
-    cmd->add_flag("--embedding,--embeddings", args->embedding_flag,
-                  "Accepted for llama-server's sake: the embedding endpoints are always served");
+    cmd->add_flag("--embedding,--embeddings,--rerank,--reranking", args->embedding_flag,
+                  "Accepted for llama-server's sake: the embedding and rerank endpoints are always served");
     cmd->add_option("--pooling", c.pooling, "Pooling of the embedding model's outputs (default: the model's own)")
         ->check(CLI::IsMember({"none", "mean", "cls", "last"}));
     cmd->add_flag("--no-auto-handoff", args->no_auto_handoff,
