@@ -27,7 +27,7 @@ def eval_table():
     for r in rows("rag_eval.jsonl"):
         runs.setdefault((r["embedder"], r["chunks"], r.get("corpus", "")), []).append(r)
     for (embedder, chunks, corpus), rs in runs.items():
-        out.append(f"**{embedder}**, {corpus} {rs[0]['files']} pages, {chunks} chunks, {rs[0]['queries']} queries "
+        out.append(f"**{embedder}**; {corpus}: {rs[0]['files']} pages, {chunks} chunks, {rs[0]['queries']} queries "
                    f"(embedding {rs[0]['embed_s']:.0f} s)\n")
         out.append("| ranking | recall@1 | recall@5 | recall@10 | MRR@10 | nDCG@10 |")
         out.append("|---|---|---|---|---|---|")
