@@ -34,7 +34,7 @@ GEMMA4_REDUCED=${CACTUS_MODELS:-$HOME/.cache/cactus/models}/gemma4-reduced-q4_0.
 if cmp -s "$GEMMA4_REDUCED.new" "$GEMMA4_REDUCED"; then rm "$GEMMA4_REDUCED.new"; else mv "$GEMMA4_REDUCED.new" "$GEMMA4_REDUCED"; fi
 scripts/setup_whisper_oracle.sh  # faster-whisper (tests/audio); its Python also converts whisper-* on pull
 CACTUS_CONVERT_PYTHON=${CACTUS_WHISPER_VENV:-$HOME/.cache/cactus/whisper-venv}/bin/python \
-  build/bin/cactus pull whisper-tiny.en
+  build/bin/cactus pull whisper-tiny.en all-minilm-l6-v2  # the embedding model (scripts/convert_minilm.py)
 
 step "C++ tests"
 # The long-session regression scenario runs here only: under ASan it takes 6 minutes, and the KV

@@ -20,6 +20,7 @@
 #include "api/constraints.h"
 #include "api/guard.h"
 #include "api/handle.h"
+#include "api/rag_api.h"
 #include "api/request.h"
 #include "api/response.h"
 #include "api/speech_api.h"
@@ -69,9 +70,11 @@ struct ChatRequest {
     std::vector<ImageInput> images;  // the messages' images, in order
 };
 
-ChatRequest prepare_chat(Engine& engine, const char* messages_json, const char* options_json, const char* tools_json) {
+ChatRequest prepare_chat(const Lease& lease, const char* messages_json, const char* options_json,
+                         const char* tools_json) {
+    Engine& engine = lease.engine();
     ChatRequest r;
-    r.messages = api::parse_messages(messages_json);
+    r.messages = api::ground_messages(*lease.handle(), api::parse_messages(messages_json));
     r.options = api::parse_options(options_json);
     r.all_tools = api::parse_tools(tools_json);
     r.tools = api::select_tools(r.all_tools, r.messages, r.options.tool_rag_top_k);
@@ -142,22 +145,22 @@ cactus_model_t cactus_init(const char* model_path, const char* corpus_dir, bool 
     cactus_model_t result = nullptr;
     guarded("cactus_init", [&]() -> int {
         if (model_path == nullptr) fail("model_path is NULL");
-        if (corpus_dir != nullptr && corpus_dir[0] != '\0')
-            fail("corpus_dir: retrieval over a corpus is not supported by this build; pass NULL");
         if (g_backend.load() != 0) fail("the selected backend is not available");
         auto handle = std::make_shared<Handle>();
         const std::string path = resolve_model_path(model_path);
         if (api::is_speech_model(path)) {
             handle->speech = std::make_unique<api::SpeechModel>(path);
+        } else if (TextEmbedder::is_encoder_file(path)) {
+            handle->embedder = TextEmbedder::load_encoder(path);
         } else {
             EngineOptions options;
             options.mmproj_path = resolve_mmproj_path(model_path);
             handle->engine = Engine::load(path, options);
         }
+        if (corpus_dir != nullptr && corpus_dir[0] != '\0') api::open_corpus(*handle, corpus_dir, cache_index);
         result = api::register_handle(std::move(handle));
         return 0;
     });
-    (void)cache_index;
     return result;
 }
 
@@ -222,7 +225,7 @@ int cactus_complete(cactus_model_t model, const char* messages_json, char* respo
         check_no_audio(pcm_buffer, pcm_buffer_size);
         Lease lease(model);
         Engine& engine = lease.engine();
-        ChatRequest request = prepare_chat(engine, messages_json, options_json, tools_json);
+        ChatRequest request = prepare_chat(lease, messages_json, options_json, tools_json);
         const std::optional<HandoffConfig> cloud = api::handoff_config(request.options);
         api::CloudOutcome forced;
         if (cloud && api::handoff_forced(request.options)) {  // the endpoint first, the local model if it fails
@@ -254,7 +257,7 @@ int cactus_prefill(cactus_model_t model, const char* messages_json, char* respon
         check_no_audio(pcm_buffer, pcm_buffer_size);
         Lease lease(model);
         Engine& engine = lease.engine();
-        ChatRequest request = prepare_chat(engine, messages_json, options_json, tools_json);
+        ChatRequest request = prepare_chat(lease, messages_json, options_json, tools_json);
         CompletionMetrics m = request.images.empty() ? engine.prefill(engine.tokenize_prompt(request.prompt))
                                                      : engine.prefill_with_images(request.prompt, request.images);
         if (m.cancelled) {
@@ -289,10 +292,10 @@ int cactus_render_prompt(cactus_model_t model, const char* messages_json, const 
                          const char* tools_json, char* buffer, size_t buffer_size) {
     return guarded("cactus_render_prompt", [&]() -> int {
         check_buffer(buffer, buffer_size);
-        json messages = api::parse_messages(messages_json);
         api::ApiOptions options = api::parse_options(options_json);
-        json tools = api::select_tools(api::parse_tools(tools_json), messages, options.tool_rag_top_k);
         Lease lease(model);
+        json messages = api::ground_messages(*lease.handle(), api::parse_messages(messages_json));
+        json tools = api::select_tools(api::parse_tools(tools_json), messages, options.tool_rag_top_k);
         std::string prompt = render(lease.engine(), messages, tools, options);
         int written = api::write_text(prompt, buffer, buffer_size);
         if (written == CACTUS_BUFFER_TOO_SMALL)

@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "engine/retrieval/corpus_index.h"
 
 namespace cactus::api {
 
@@ -30,9 +31,16 @@ const char* missing_model(const Handle& h, Use use) {
 
 }  // namespace
 
+Handle::Handle() = default;
 Handle::~Handle() { HandleModels models = take_models(*this); }
 
+HandleModels::HandleModels() = default;
+HandleModels::HandleModels(HandleModels&&) noexcept = default;
+HandleModels& HandleModels::operator=(HandleModels&&) noexcept = default;
+
 HandleModels::~HandleModels() {
+    corpus.reset();
+    rag_embedder.reset();
     embedder.reset();
     speech.reset();
     engine.reset();
@@ -40,6 +48,8 @@ HandleModels::~HandleModels() {
 
 HandleModels take_models(Handle& h) {
     HandleModels m;
+    m.corpus = std::move(h.corpus);
+    m.rag_embedder = std::move(h.rag_embedder);
     m.embedder = std::move(h.embedder);
     m.speech = std::move(h.speech);
     m.engine = std::move(h.engine);

@@ -15,6 +15,10 @@
 #include "engine/embedding.h"
 #include "engine/engine.h"
 
+namespace cactus {
+class CorpusIndex;
+}
+
 namespace cactus::api {
 
 // How long a call waits for another call on the same handle to finish, and how long
@@ -26,14 +30,17 @@ struct Handle {
     // Freed by destroy, or by the last call once destroyed (members free in reverse order: the
     // corpus and the embedder, which may use the engine, go first).
     std::unique_ptr<Engine> engine;
-    std::unique_ptr<SpeechModel> speech;     // Whisper models (speech_api.h); engine is then null
-    std::unique_ptr<TextEmbedder> embedder;  // encoder files (engine null), or made over the engine on first use
-    std::mutex mutex;                        // guards everything below and the model pointers
-    std::condition_variable idle;            // signalled when busy clears or the handle closes
+    std::unique_ptr<SpeechModel> speech;         // Whisper models (speech_api.h); engine is then null
+    std::unique_ptr<TextEmbedder> embedder;      // encoder files (engine null), or made over the engine on first use
+    std::unique_ptr<TextEmbedder> rag_embedder;  // the corpus's own embedding model (api/rag_api.h), if not the above
+    std::unique_ptr<CorpusIndex> corpus;         // cactus_init's corpus_dir (engine/retrieval)
+    std::mutex mutex;                            // guards everything below and the model pointers
+    std::condition_variable idle;                // signalled when busy clears or the handle closes
     bool busy = false;
     std::thread::id owner;         // the thread of the call in flight
     bool closed = false;           // cactus_destroy was called
     bool destroy_waiting = false;  // cactus_destroy waits to free the models itself
+    Handle();                      // out of line, as the destructor: CorpusIndex is complete only in handle.cpp
     ~Handle();
 };
 
@@ -43,10 +50,12 @@ struct HandleModels {
     std::unique_ptr<Engine> engine;
     std::unique_ptr<SpeechModel> speech;
     std::unique_ptr<TextEmbedder> embedder;
-    HandleModels() = default;
-    HandleModels(HandleModels&&) = default;
-    HandleModels& operator=(HandleModels&&) = default;
-    ~HandleModels();  // the embedder first: it may use the engine
+    std::unique_ptr<TextEmbedder> rag_embedder;
+    std::unique_ptr<CorpusIndex> corpus;
+    HandleModels();
+    HandleModels(HandleModels&&) noexcept;
+    HandleModels& operator=(HandleModels&&) noexcept;
+    ~HandleModels();  // the corpus, then the embedders (they may use the engine), then the models
 };
 HandleModels take_models(Handle& h);  // call with h.mutex held
 

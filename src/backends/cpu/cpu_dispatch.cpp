@@ -15,6 +15,7 @@ const AttentionRowKernels& pick_attention(const CpuFeatures& f) {
     return f.avx2 ? attention_row_kernels_avx2() : attention_row_kernels_generic();
 }
 const DenseGemmKernels& pick_dense_gemm(const CpuFeatures& f) {
+    if (f.avx512_vnni) return dense_gemm_kernels_avx512();
     return f.avx2 ? dense_gemm_kernels_avx2() : dense_gemm_kernels_generic();
 }
 #elif defined(__aarch64__)
@@ -55,7 +56,12 @@ const DenseGemmKernels& dense_gemm_kernels() { return *cpu_kernel_set().dense_ge
 std::vector<const DenseGemmKernels*> dense_gemm_tables() {
     std::vector<const DenseGemmKernels*> tables = {&dense_gemm_kernels_generic()};
     const CpuFeatures detected = cpu_features_capped(nullptr);
-    if (&pick_dense_gemm(detected) != tables[0]) tables.push_back(&pick_dense_gemm(detected));
+    CpuFeatures narrower = detected;  // x86-64: the AVX2 table also runs on an AVX-512 CPU
+    narrower.avx512_vnni = false;
+    for (const CpuFeatures& f : {narrower, detected}) {
+        const DenseGemmKernels* t = &pick_dense_gemm(f);
+        if (t != tables.back()) tables.push_back(t);
+    }
     return tables;
 }
 

@@ -46,9 +46,10 @@ void dense_dot_rows_generic(float* s, const float* q, const float* rows, size_t 
 void dense_axpy_rows_generic(float* out, const float* p, const float* rows, size_t stride, size_t n_rows, size_t d);
 
 const DenseGemmKernels& dense_gemm_kernels_generic();
-const DenseGemmKernels& dense_gemm_kernels_avx2();  // x86-64 only (avx2/dense_gemm_avx2.cpp)
-const DenseGemmKernels& dense_gemm_kernels_neon();  // aarch64 only (neon/dense_gemm_neon.cpp)
-const DenseGemmKernels& dense_gemm_kernels();       // the chosen tier (cpu_dispatch.cpp)
+const DenseGemmKernels& dense_gemm_kernels_avx2();    // x86-64 only (avx2/dense_gemm_avx2.cpp)
+const DenseGemmKernels& dense_gemm_kernels_avx512();  // x86-64 only (avx512/dense_gemm_avx512.cpp)
+const DenseGemmKernels& dense_gemm_kernels_neon();    // aarch64 only (neon/dense_gemm_neon.cpp)
+const DenseGemmKernels& dense_gemm_kernels();         // the chosen tier (cpu_dispatch.cpp)
 // Every table this CPU can run, generic first (tests; cpu_dispatch.cpp).
 std::vector<const DenseGemmKernels*> dense_gemm_tables();
 
