@@ -38,7 +38,7 @@ const char* rank_mode_name(RankMode mode);
 // ranks from 1, over the top `candidates` of each ranking (a chunk missing from one ranking gets
 // nothing from it). The defaults score best on the man-page benchmark with all-MiniLM-L6-v2
 // (docs/RAG.md, bench/results/rag/rag_eval.jsonl: recall@5 0.758 against vector 0.728, BM25
-// 0.673 and Cactus's recipe 0.734). cactus_compatible() gives Cactus's recipe.
+// 0.673 and Cactus's recipe 0.735). cactus_compatible() gives Cactus's recipe.
 struct FusionOptions {
     double rrf_k = 60.0;
     double w_vector = 0.7;
