@@ -52,9 +52,10 @@ struct FusionOptions {
 };
 
 struct CorpusOptions {
-    bool cache_index = true;  // reuse a stored index when the corpus and the embedder match it
-    std::string index_root;   // where indexes live; empty: <model cache>/index (model_store.h)
-    size_t embed_batch = 16;  // texts per CorpusEmbedder::embed call
+    bool cache_index = true;    // reuse a stored index when the corpus and the embedder match it
+    std::string index_root;     // where indexes live; empty: <model cache>/index (model_store.h)
+    size_t embed_batch = 16;    // texts per CorpusEmbedder::embed call
+    size_t search_threads = 0;  // threads of one vector scan; 0: by size (VectorStore::query)
     ChunkingOptions chunking;
     FusionOptions fusion;
 };
