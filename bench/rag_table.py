@@ -27,7 +27,7 @@ def eval_table():
     for r in rows("rag_eval.jsonl"):
         runs.setdefault((r["embedder"], r["chunks"], r.get("corpus", "")), []).append(r)
     for (embedder, chunks, corpus), rs in runs.items():
-        out.append(f"**{embedder}**, {corpus} {rs[0]['files']} pages, {chunks} chunks, {rs[0]['queries']} queries "
+        out.append(f"**{embedder}**; {corpus}: {rs[0]['files']} pages, {chunks} chunks, {rs[0]['queries']} queries "
                    f"(embedding {rs[0]['embed_s']:.0f} s)\n")
         out.append("| ranking | recall@1 | recall@5 | recall@10 | MRR@10 | nDCG@10 |")
         out.append("|---|---|---|---|---|---|")
@@ -39,11 +39,11 @@ def eval_table():
 
 
 def bench_table():
-    out = ["| chunks | dim | build s (no embedding) | cached reopen s | vector ms | bm25 ms | hybrid ms | "
-           "chunks.bin MB | load (1 min) / hw threads |",
-           "|---|---|---|---|---|---|---|---|---|"]
+    out = ["| chunks | dim | scan threads (0 auto) | build s (no embedding) | cached reopen s | vector ms | bm25 ms | "
+           "hybrid ms | chunks.bin MB | load (1 min) / hw threads |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows("rag_bench.jsonl"):
-        out.append(f"| {r['chunks']} | {r['dim']} | {r['build_s_excl_embed']:.2f} | {r['reopen_cached_s']:.2f} | "
+        out.append(f"| {r['chunks']} | {r['dim']} | {r['search_threads']} | {r['build_s_excl_embed']:.2f} | {r['reopen_cached_s']:.2f} | "
                    f"{r['query_ms_vector']:.2f} | {r['query_ms_bm25']:.2f} | {r['query_ms_hybrid']:.2f} | "
                    f"{r['chunks_bin_bytes'] / 1e6:.0f} | {r.get('loadavg_1min', '?')} / {r.get('hw_threads', '?')} |")
     return out

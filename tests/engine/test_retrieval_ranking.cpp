@@ -93,6 +93,32 @@ TEST(RetrievalVectors, BruteForceTopKByDotProduct) {
     EXPECT_THROW(store.assign(std::vector<float>(7)), Error);
 }
 
+TEST(RetrievalVectors, ThreadedScanEqualsOneThread) {
+    const size_t dim = 7, n = 1001;
+    VectorStore store(dim);
+    uint32_t state = 12345;
+    auto next = [&] {
+        state = state * 1664525u + 1013904223u;
+        return static_cast<float>(state >> 24) / 256.0f - 0.5f;
+    };
+    std::vector<float> row(dim);
+    for (size_t r = 0; r < n; ++r) {
+        for (float& x : row) x = next();
+        if (r % 100 == 3) row.assign(dim, 0.25f);  // equal scores: ties resolved by id
+        store.add(row.data());
+    }
+    std::vector<float> q(dim, 0.5f);
+    std::vector<ScoredId> one = store.query(q.data(), 20, 1);
+    for (size_t threads : {2, 3, 8, 2000}) {
+        std::vector<ScoredId> many = store.query(q.data(), 20, threads);
+        ASSERT_EQ(many.size(), one.size());
+        for (size_t i = 0; i < one.size(); ++i) {
+            EXPECT_EQ(many[i].id, one[i].id) << threads << " threads, rank " << i;
+            EXPECT_EQ(many[i].score, one[i].score);
+        }
+    }
+}
+
 TEST(RetrievalFusion, ReciprocalRankFusion) {
     std::vector<ScoredId> vec = {{5, 0.9f}, {3, 0.8f}, {1, 0.7f}};
     std::vector<ScoredId> bm = {{1, 9.0f}, {7, 3.0f}};

@@ -1,6 +1,7 @@
 // Build and query cost of CorpusIndex at 10^4 and 10^5 chunks, embedding excluded: synthetic
 // notes (paragraphs of ~100 Zipf-distributed words, one chunk each) and random unit vectors.
-//   rag_bench [--chunks N[,N...]] [--dim D] [--queries Q] [--dir TMPDIR] [--out ROWS.jsonl]
+//   rag_bench [--chunks N[,N...]] [--dim D] [--queries Q] [--search-threads T] [--dir TMPDIR]
+//             [--out ROWS.jsonl]
 // Prints a JSON row per size: open (build) seconds without the embedder's time, the cached
 // reopen, index bytes, and ms per query for vector, bm25 and hybrid (query vector given).
 #include <sys/stat.h>
@@ -56,7 +57,7 @@ void write_corpus(const std::string& dir, size_t n_chunks) {
     }
 }
 
-nlohmann::json run(size_t n_chunks, size_t dim, size_t n_queries, const std::string& tmp) {
+nlohmann::json run(size_t n_chunks, size_t dim, size_t n_queries, const std::string& tmp, size_t search_threads) {
     std::string root = tmp + "/rag_bench_" + std::to_string(n_chunks);
     std::system(("rm -rf '" + root + "' && mkdir -p '" + root + "/corpus'").c_str());
     write_corpus(root + "/corpus", n_chunks);
@@ -73,6 +74,7 @@ nlohmann::json run(size_t n_chunks, size_t dim, size_t n_queries, const std::str
     CorpusOptions options;
     options.index_root = root + "/index";
     options.embed_batch = 256;
+    options.search_threads = search_threads;
     auto index = CorpusIndex::open(root + "/corpus", e, options);
     const CorpusBuildStats built = index->stats();
     auto reopened = CorpusIndex::open(root + "/corpus", e, options);
@@ -83,6 +85,7 @@ nlohmann::json run(size_t n_chunks, size_t dim, size_t n_queries, const std::str
     nlohmann::json row = {{"bench", "rag_bench"},
                           {"chunks", index->size()},
                           {"dim", dim},
+                          {"search_threads", search_threads},
                           {"build_s_excl_embed", built.seconds_total - built.seconds_embed},
                           {"embed_s_fake", built.seconds_embed},
                           {"reopen_cached_s", reopened->stats().seconds_total},
@@ -112,7 +115,7 @@ nlohmann::json run(size_t n_chunks, size_t dim, size_t n_queries, const std::str
 
 int main(int argc, char** argv) {
     std::vector<size_t> sizes = {10000, 100000};
-    size_t dim = 384, n_queries = 50;
+    size_t dim = 384, n_queries = 50, search_threads = 0;
     std::string tmp = "/tmp", out_path;
     for (int i = 1; i + 1 < argc; i += 2) {
         std::string a = argv[i], v = argv[i + 1];
@@ -124,6 +127,8 @@ int main(int argc, char** argv) {
             dim = std::stoul(v);
         } else if (a == "--queries") {
             n_queries = std::stoul(v);
+        } else if (a == "--search-threads") {
+            search_threads = std::stoul(v);
         } else if (a == "--dir") {
             tmp = v;
         } else if (a == "--out") {
@@ -132,7 +137,7 @@ int main(int argc, char** argv) {
     }
     try {
         for (size_t n : sizes) {
-            nlohmann::json row = run(n, dim, n_queries, tmp);
+            nlohmann::json row = run(n, dim, n_queries, tmp, search_threads);
             std::cout << row.dump() << std::endl;
             if (!out_path.empty()) std::ofstream(out_path, std::ios::app) << row.dump() << "\n";
         }

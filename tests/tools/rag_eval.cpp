@@ -4,7 +4,6 @@
 // nDCG@10 (one relevant item: 1/log2(1 + rank)).
 //   rag_eval --corpus DIR --queries FILE.jsonl (--model EMBEDDER.gguf | --fake)
 //            [--threads N] [--index-root DIR] [--limit N] [--label NAME] [--out ROWS.jsonl]
-// The encoder is built here from BertModel (TextEmbedder::load_encoder does the same in the engine).
 // Prints one JSON object: the index, timings and a row per ranking (bm25, vector, hybrid
 // variants); --out appends the rows to a JSON-lines file.
 #include <chrono>
@@ -17,13 +16,10 @@
 #include <vector>
 
 #include "core/error.h"
+#include "engine/corpus_embedder.h"
 #include "engine/embedding.h"
 #include "engine/retrieval/bm25.h"
 #include "engine/retrieval/corpus_index.h"
-#include "gguf/gguf.h"
-#include "models/bert.h"
-#include "models/model.h"
-#include "tokenizer/tokenizer.h"
 
 namespace {
 
@@ -64,52 +60,12 @@ CorpusEmbedder fake_embedder() {
     return e;
 }
 
-// An encoder GGUF (architecture "bert") as a TextEmbedder, built here from BertModel and the
-// file's tokenizer: the tool needs no more than that. Texts are cut at 256 tokens, as
-// sentence-transformers does for MiniLM.
-class BertFileEmbedder : public TextEmbedder {
-public:
-    BertFileEmbedder(const std::string& path, int n_threads) : path_(path), file_(GgufFile::open(path)) {
-        tokenizer_ = Tokenizer::from_gguf(*file_);
-        ModelOptions options;
-        options.n_threads = n_threads;
-        bert_ = BertModel::load(*file_, options);
-    }
-    size_t dim() const override { return bert_->hparams().n_embd; }
-    size_t max_tokens() const override { return std::min<size_t>(256, bert_->hparams().n_positions); }
-    Pooling default_pooling() const override { return bert_->pooling(); }
-    const Tokenizer& tokenizer() const override { return *tokenizer_; }
-    std::string name() const override { return "bert " + path_.substr(path_.find_last_of('/') + 1); }
-
-protected:
-    void hidden_states(const std::vector<std::vector<int32_t>>& seqs, std::vector<std::vector<float>>* out) override {
-        bert_->encode(seqs, out);
-    }
-
-private:
-    std::string path_;
-    std::unique_ptr<GgufFile> file_;
-    std::unique_ptr<Tokenizer> tokenizer_;
-    std::unique_ptr<BertModel> bert_;
-};
-
-// A TextEmbedder (kept alive by the lambdas) as a CorpusEmbedder.
+// The engine's encoder (TextEmbedder::load_encoder) as the index sees it in cactus_init
+// (engine/corpus_embedder.h). The model lives as long as the process.
 CorpusEmbedder model_embedder(const std::string& path, int threads) {
-    std::shared_ptr<TextEmbedder> model = std::make_shared<BertFileEmbedder>(path, threads);
-    const size_t n_special = model->tokenize("a").size() - 1;  // [CLS] and [SEP] for BERT
-    CorpusEmbedder e;
-    e.id = "text-embedder:" + model->name() + ":" + pooling_name(model->default_pooling()) + ":normalized";
-    e.dim = model->dim();
-    e.count_tokens = [model, n_special](const std::string& text) {
-        size_t n = model->tokenize(text).size();
-        return n > n_special ? n - n_special : 0;
-    };
-    e.embed = [model](const std::vector<std::string>& texts) {
-        std::vector<std::vector<float>> out;
-        for (Embedding& emb : model->embed(texts, EmbedOptions{})) out.push_back(std::move(emb.values));
-        return out;
-    };
-    return e;
+    static std::unique_ptr<TextEmbedder> model;
+    model = TextEmbedder::load_encoder(path, threads);
+    return corpus_embedder(*model);
 }
 
 struct Variant {

@@ -148,7 +148,8 @@ std::vector<RetrievedChunk> CorpusIndex::query_with_vector(const std::string& te
     }
     std::vector<RetrievedChunk> out;
     if (mode == RankMode::VECTOR) {
-        for (const ScoredId& s : store_.query(q.data(), top_k)) out.push_back(result(s.id, s.score));
+        for (const ScoredId& s : store_.query(q.data(), top_k, options_.search_threads))
+            out.push_back(result(s.id, s.score));
         return out;
     }
     if (mode == RankMode::BM25) {
@@ -156,7 +157,7 @@ std::vector<RetrievedChunk> CorpusIndex::query_with_vector(const std::string& te
         return out;
     }
     const FusionOptions& f = options_.fusion;
-    std::vector<ScoredId> by_vector = store_.query(q.data(), f.candidates);
+    std::vector<ScoredId> by_vector = store_.query(q.data(), f.candidates, options_.search_threads);
     std::vector<ScoredId> by_bm25;
     if (f.bm25_over_candidates_only) {
         std::vector<uint32_t> ids;

@@ -1,5 +1,8 @@
 #include "engine/retrieval/vector_store.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "core/error.h"
 
 namespace cactus {
@@ -26,10 +29,33 @@ void VectorStore::assign(std::vector<float> values) {
     values_ = std::move(values);
 }
 
-std::vector<ScoredId> VectorStore::query(const float* query, size_t top_k) const {
-    TopK top(top_k);
+std::vector<ScoredId> VectorStore::query(const float* query, size_t top_k, size_t n_threads) const {
     const size_t n = size();
-    for (size_t r = 0; r < n; ++r) top.push(static_cast<uint32_t>(r), dot(values_.data() + r * dim_, query, dim_));
+    if (n_threads == 0) {
+        // One thread below ~4 M floats (10^4 rows of 384): starting threads costs more than it saves.
+        n_threads = n * dim_ < (size_t(4) << 20) ? 1 : std::max(1u, std::thread::hardware_concurrency());
+    }
+    n_threads = std::min(n_threads, std::max<size_t>(n, 1));
+    auto scan = [&](size_t begin, size_t end) {
+        TopK top(top_k);
+        for (size_t r = begin; r < end; ++r)
+            top.push(static_cast<uint32_t>(r), dot(values_.data() + r * dim_, query, dim_));
+        return top.take_sorted();
+    };
+    if (n_threads <= 1) return scan(0, n);
+    // Each thread keeps its slice's top_k; merging them through one TopK gives the same ids and
+    // order as a single scan (ties go to the lower id either way).
+    std::vector<std::vector<ScoredId>> parts(n_threads);
+    std::vector<std::thread> threads;
+    for (size_t t = 1; t < n_threads; ++t) {
+        threads.emplace_back([&, t] { parts[t] = scan(n * t / n_threads, n * (t + 1) / n_threads); });
+    }
+    parts[0] = scan(0, n / n_threads);
+    for (std::thread& th : threads) th.join();
+    TopK top(top_k);
+    for (const std::vector<ScoredId>& part : parts) {
+        for (const ScoredId& s : part) top.push(s.id, s.score);
+    }
     return top.take_sorted();
 }
 

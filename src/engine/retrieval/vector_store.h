@@ -23,8 +23,9 @@ public:
     // Replaces every row: values holds [n, dim()] floats.
     void assign(std::vector<float> values);
 
-    // The top_k rows by dot product with `query` (dim() floats), best first.
-    std::vector<ScoredId> query(const float* query, size_t top_k) const;
+    // The top_k rows by dot product with `query` (dim() floats), best first. n_threads 0: one
+    // thread for small stores, every hardware thread for large ones (the scan is memory-bound).
+    std::vector<ScoredId> query(const float* query, size_t top_k, size_t n_threads = 0) const;
 
 private:
     size_t dim_;
