@@ -81,6 +81,11 @@ void row_block(const DenseJob& g, size_t i0, size_t rows, size_t p0, size_t p1, 
         const float* panel = g.packed + (p * g.k + k0) * kDensePanel;
         const size_t j0 = p * kDensePanel;
         float* c = g.c + i0 * g.ldc + j0;
+        if (g.kernels->panel_rows2 && p + 1 < p1 && j0 + 2 * kDensePanel <= g.n) {
+            g.kernels->panel_rows2(c, g.ldc, a, g.lda, panel, panel + g.k * kDensePanel, kl, rows, accumulate);
+            ++p;
+            continue;
+        }
         if (j0 + kDensePanel <= g.n) {
             g.kernels->panel_rows(c, g.ldc, a, g.lda, panel, kl, rows, accumulate);
             continue;

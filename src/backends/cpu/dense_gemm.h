@@ -39,6 +39,11 @@ struct DenseGemmKernels {
     //   axpy_rows: out[c] += sum_{j < n_rows} p[j] * rows[j * stride + c]  for c < d
     void (*dot_rows)(float* s, const float* q, const float* rows, size_t stride, size_t n_rows, size_t d);
     void (*axpy_rows)(float* out, const float* p, const float* rows, size_t stride, size_t n_rows, size_t d);
+    // Optional (nullptr: two panel_rows calls): panel_rows over two whole panels at once, columns
+    // 0-15 from panel0 and 16-31 from panel1 (c's row holds 32). Twice the independent FMA chains
+    // of one panel hide the FMA latency where one register covers a panel row (AVX-512).
+    void (*panel_rows2)(float* c, size_t ldc, const float* a, size_t lda, const float* panel0, const float* panel1,
+                        size_t k, size_t rows, bool accumulate) = nullptr;
 };
 
 // The generic dot_rows / axpy_rows (also in tables without their own).
