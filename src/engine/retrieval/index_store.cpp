@@ -232,7 +232,7 @@ void parse_chunks(const std::string& bytes, size_t dim, std::vector<Chunk>* chun
              static_cast<unsigned long long>(n * dim * sizeof(float)));
     }
     vectors->resize(n * dim);
-    std::memcpy(vectors->data(), bytes.data() + r.pos, r.left());
+    if (r.left() > 0) std::memcpy(vectors->data(), bytes.data() + r.pos, r.left());  // an empty corpus has none
 }
 
 std::string default_index_root() { return model_cache_dir() + "/index"; }
