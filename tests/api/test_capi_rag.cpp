@@ -61,8 +61,10 @@ TEST_F(CapiRag, TheRelevantFileComesFirst) {
     EXPECT_EQ(r["chunks"][0].at("source"), "penguins.md");
     EXPECT_NE(r["chunks"][0].at("content").get<std::string>().find("500 metres"), std::string::npos);
     EXPECT_GT(r["chunks"][0].at("score").get<double>(), r["chunks"][1].at("score").get<double>());
-    EXPECT_EQ(query("why do some volcanoes explode", 1)["chunks"][0]["source"], "volcanoes.txt");
-    for (const auto& c : query("anything", 10)["chunks"]) EXPECT_NE(c["source"], "ignored.csv");
+    const nlohmann::json volcano = query("why do some volcanoes explode", 1);
+    EXPECT_EQ(volcano["chunks"][0]["source"], "volcanoes.txt");
+    const nlohmann::json all = query("anything", 10);  // a named result: the loop must not outlive it
+    for (const auto& c : all["chunks"]) EXPECT_NE(c["source"], "ignored.csv");
 }
 
 TEST_F(CapiRag, ContractForBadQueries) {
