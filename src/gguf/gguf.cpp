@@ -137,8 +137,8 @@ const char* GgufFile::residency() const {
 }
 
 // The copy sits in transparent huge pages where the kernel allows them: a 1 GB model's decode then
-// misses the TLB far less (qwen2.5-coder-1.5b tg64, 1 thread, Zen 5: 33.2 -> 34.8 tok/s against
-// mlock of the file pages; docs/PERFORMANCE.md, session 14). If mlock is refused the copy stays
+// misses the TLB far less (qwen2.5-coder-1.5b tg64, 1 thread, Zen 5: 34.8 tok/s against 33.2 with
+// mlock of the file pages; bench/compare_llama.py). If mlock is refused the copy stays
 // unlocked (RLIMIT_MEMLOCK): resident unless the system swaps.
 void GgufFile::lock_in_memory() {
     if (locked_ || tensors_.empty()) return;

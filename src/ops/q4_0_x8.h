@@ -5,7 +5,7 @@
 //   [32 p, 32 p + 32)   pair p = rows (p, p + 4), p < 4: row p's 16 bytes of nibbles, then row p + 4's
 //   [128, 144)          d of rows 0..7 (f16)
 // One 256-bit load then gives a pair's quants without a lane insert, the 8 rows' d are one load
-// instead of a gather, and the decode reads one sequential stream (docs/PERFORMANCE.md, session 17).
+// instead of a gather, and the decode reads one sequential stream (tests/tools/matmul_bench).
 // Rows are interleaved, so the matrix is only addressable by group: a row count that is a multiple
 // of 8, row stride dtype_row_bytes(Q4_0_X8, n) = 18 bytes per block, group g at 8 g * row stride.
 #include <cstddef>

@@ -8,7 +8,7 @@
 //                                then those of row p + 4
 //   [1152, 1168) / [1168, 1184)  d / dmin of rows 0..7 (f16)
 // One 256-bit load then gives a pair's 16-byte halves without a lane insert, the scales need no
-// 6-bit unpack and the 8 rows' d and dmin are one load each (docs/PERFORMANCE.md, session 16).
+// 6-bit unpack and the 8 rows' d and dmin are one load each (tests/tools/matmul_bench).
 // Rows are interleaved, so the matrix is only addressable by group: a row count that is a multiple
 // of 8, row stride dtype_row_bytes(Q4_K_X8, n) = 148 bytes per super-block, group g at
 // 8 g * row stride.

@@ -10,7 +10,7 @@
 // 32 (4 g + 3) + l in its bits 6, 7. So three of four chunks are one mask away, and the fourth
 // gathers its three bit pairs: the decode does 11 vector operations per four chunks where the
 // GGUF's 4 + 2 bit split takes 17, and reads one sequential stream instead of 8 rows 210 bytes
-// apart; the 8 rows' d are one load (docs/PERFORMANCE.md, session 17). Rows are interleaved, so
+// apart; the 8 rows' d are one load (tests/tools/matmul_bench). Rows are interleaved, so
 // the matrix is only addressable by group: a row count that is a multiple of 8, row stride
 // dtype_row_bytes(Q6_K_X8, n) = 210 bytes per super-block, group g at 8 g * row stride.
 #include <cstddef>

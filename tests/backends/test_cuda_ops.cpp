@@ -265,8 +265,7 @@ TEST(CudaOps, AttentionOverCacheHeadDim512EveryPrecision) {
         compare_kv_attention(type, 9, 2, false, 512, 512);
     }
 }
-// Written in session 7 without a GPU to run it on (the device was not lent again): the CUDA kernel's
-// `ahead` field (bidirectional spans) against the CPU backend.
+// The CUDA kernel's `ahead` field (bidirectional spans) against the CPU backend.
 TEST(CudaOps, AttentionOverCacheBidirectionalSpans) { compare_kv_attention(KvType::F16, 9, 2, true); }
 
 TEST(CudaOps, DenseAttentionAndConvolutionsMatchCpu) {

@@ -16,7 +16,7 @@
 // pool and memory, and prints the median GB/s of each and the median ratio of adjacent pairs: how
 // close the product streams to what this machine reads at that moment. On a host whose bandwidth
 // moves between levels within seconds, the pair ratio stays put where separate runs do not
-// (session 23: Q4_K_X8 1536 x 8960 x 32 copies, AVX2 table, 0.99-1.02 at 1 thread, 0.88-0.89 at 2).
+// (Q4_K_X8 1536 x 8960 x 32 copies, AVX2 table: 0.99-1.02 at 1 thread, 0.88-0.89 at 2).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -73,7 +73,7 @@ std::vector<uint8_t> random_weights(DType type, size_t n_in, size_t n_out, std::
 
 // The weights in memory as the engine keeps them (GgufFile::lock_in_memory, repacked weights):
 // huge pages. From a plain heap vector the row-streaming decodes ran 3-4x slower from memory on a
-// VM host whose page walks were slow (session 17), which the models never see.
+// VM host whose page walks are slow, which the models never see.
 class WeightMemory {
 public:
     explicit WeightMemory(const std::vector<uint8_t>& bytes) : memory_(bytes.size()) {

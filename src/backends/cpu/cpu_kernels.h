@@ -85,7 +85,7 @@ struct CpuKernels {
     PanelGemmFn panel_gemm[kDTypeSlots] = {};
     // One-token products of kPanelRows rows, indexed by weight DType, and the activation facts they
     // read (null: none, the K-quants; the AVX-512 table keeps the AVX2 table's pair for the
-    // 32-element formats: docs/PERFORMANCE.md, session 10).
+    // 32-element formats, faster there for one token: bench/compare_llama.py).
     PanelDecodeFn panel_decode[kDTypeSlots] = {};
     PanelActFn decode_act[kDTypeSlots] = {};
     // Indexed by the file's weight DType (x86: Q4_0 -> Q4_0_X8; AVX2 also Q4_K -> Q4_K_X8, Q6_K -> Q6_K_X8); null: kept.

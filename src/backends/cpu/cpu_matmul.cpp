@@ -31,7 +31,7 @@ constexpr size_t kPrefillChunksPerThread = 8;
 // in pieces of at least kDecodeTailPieceBytes (at most kDecodeMaxTailPieces) to whichever thread is
 // free. With one range per thread, the thread that got less bandwidth from a shared memory system
 // held the other up at the end of every job (qwen2.5-coder AVX2, 2 threads: 9-10% of thread time
-// spinning in the pool, 4-6% with the tail; docs/PERFORMANCE.md, session 19).
+// spinning in the pool, 4-6% with the tail; bench/compare_llama.py).
 constexpr uint64_t kDecodeTailPercent = 10;
 constexpr uint64_t kDecodeTailPieceBytes = 32 * 1024;
 constexpr uint64_t kDecodeMaxTailPieces = 16;

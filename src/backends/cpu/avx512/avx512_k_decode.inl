@@ -3,8 +3,8 @@
 // qh) zmm loads. vpdpbusd sums 4 quant products per int32 lane (at most 4 * 63 * 128 = 32,256, so
 // exact as int16), vpackssdw packs two such vectors into words, 4 words per 16 quants, and one
 // vpdpwssd multiplies them with their scales: per 64 bytes of quants 3 multiplies and 2 shuffles,
-// where a vpmaddubsw + vpdpwssd per vector took 4 and 2 (Q4_K 130-135 -> 172-189 GFLOP/s from L2 on
-// Zen 5, docs/PERFORMANCE.md, session 20). Q4_K's 6-bit scales are unpacked for 4 rows at once (one
+// where a vpmaddubsw + vpdpwssd per vector takes 4 and 2 (Q4_K from L2 on Zen 5: 172-189 GFLOP/s
+// against 130-135, tests/tools/matmul_bench). Q4_K's 6-bit scales are unpacked for 4 rows at once (one
 // row per 128-bit lane), and the 8 rows' 16-lane sums are transposed together. The int32 isum and
 // mdot of a super-block are exact, so they equal the AVX2 kernel's whatever the order; the float
 // step is k_decode_scale_step, so the result equals the table's vec_dot bit for bit

@@ -47,8 +47,8 @@ constexpr size_t kMaxTileTokens = 4;
 // Q6_K's do (the X8 packers give the same panels). A model larger than the last-level cache streams
 // every weight from memory, where the 8 rows side by side of the GGUF layout read slower (Q6_K
 // 8960 x 1536 x 16 copies: 0.37-0.43 ms against 0.32-0.39): qwen2.5-coder-1.5b tg64 at 1 thread
-// 31.9 -> 34.4 tok/s (shuffled runs), pp512 unchanged, pp128 -2% (docs/PERFORMANCE.md, session 22;
-// sessions 16, 17 and 20 had measured the decode either way within the noise). Q6_K_X8's one token
+// runs at 34.4 tok/s against 31.9 in the GGUF layout, pp512 the same, pp128 2% lower
+// (bench/compare_llama.py, shuffled runs). Q6_K_X8's one token
 // runs on 512-bit vectors (avx512_k_x8_decode.inl); Q4_K_X8 keeps the AVX2 group decode, which the
 // model ran faster than a 512-bit one (34.7-35.4 against 32.7-33.7 tok/s) although that one was
 // faster in cache (1536 x 512: 230-248 GFLOP/s against 147-150).
@@ -66,17 +66,17 @@ void register_avx512_kernels(CpuKernels& t, bool decode_prefetch_l1) {
     register_legacy_tiles(t);
     register_panels(t);  // replaces the legacy entries: another accumulation order, see there
     // Q4_K, Q5_K and Q6_K keep the AVX2 table's K panels, vec_dot and decode (faster than the 512-bit
-    // K tiles this table had, above all for one token: docs/PERFORMANCE.md, session 11), and
+    // K tiles, above all for one token: bench/compare_llama.py), and
     // multiply the panels 16 rows per zmm:
     register_k_panels_zmm(t);
-    register_k_decode_zmm(t, decode_prefetch_l1);  // one token of Q4_K and Q6_K on 512-bit vectors (session 12, Zen 5)
-    use_k_x8_with_zmm_panels(t);                   // the AVX2 table's packers and Q4_K_X8 decode (session 22)
+    register_k_decode_zmm(t, decode_prefetch_l1);     // one token of Q4_K and Q6_K on 512-bit vectors
+    use_k_x8_with_zmm_panels(t);                      // the AVX2 table's packers and Q4_K_X8 decode
     register_k_x8_decode_zmm(t, decode_prefetch_l1);  // Q6_K_X8's one token on 512-bit vectors
     // One token of Q4_0/Q4_1/Q5_0/Q8_0: the AVX2 table's 8-row decode (the same accumulation order
     // as these panels, and faster than 512-bit row panels on Zen 4 and on a Sapphire Rapids Xeon,
-    // docs/PERFORMANCE.md, session 10), compiled here with vpdpbusd for the nibble formats' dots.
+    // bench/compare_llama.py), compiled here with vpdpbusd for the nibble formats' dots.
     register_panel_decodes(t, decode_prefetch_l1);
-    register_q4_0_x8(t, decode_prefetch_l1);  // with this table's dots and panels (session 17)
+    register_q4_0_x8(t, decode_prefetch_l1);  // with this table's dots and panels
     register_float_tiles(t);
     t.quantize_row[static_cast<size_t>(DType::Q8_0)] = quantize_row_q8_0;
     t.quantize_row[static_cast<size_t>(DType::Q8_1)] = quantize_row_q8_1;
