@@ -32,6 +32,7 @@
 #include "core/log.h"
 #include "engine/engine.h"
 #include "engine/model_store.h"
+#include "gguf/gguf.h"
 #include "models/audio/audio_input.h"
 #include "tokenizer/tokenizer.h"
 
@@ -148,9 +149,11 @@ cactus_model_t cactus_init(const char* model_path, const char* corpus_dir, bool 
         if (g_backend.load() != 0) fail("the selected backend is not available");
         auto handle = std::make_shared<Handle>();
         const std::string path = resolve_model_path(model_path);
-        if (api::is_speech_model(path)) {
+        // The header is read once here for the architecture; the loader below opens the file again.
+        const std::string arch = GgufFile::open(path)->get_string("general.architecture", "");
+        if (api::is_speech_architecture(arch)) {
             handle->speech = std::make_unique<api::SpeechModel>(path);
-        } else if (TextEmbedder::is_encoder_file(path)) {
+        } else if (TextEmbedder::is_encoder_architecture(arch)) {
             handle->embedder = TextEmbedder::load_encoder(path);
         } else {
             EngineOptions options;

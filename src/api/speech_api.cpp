@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "gguf/gguf.h"
 #include "models/audio/audio_input.h"
 #include "models/audio/log_mel.h"
 #include "engine/embedding.h"
@@ -28,10 +27,6 @@ std::vector<float> audio_embedding(SpeechModel& model, const std::vector<float>&
     std::vector<float> v = pool_hidden(states.data(), rows, hp.n_embd, Pooling::MEAN);
     l2_normalize(&v);
     return v;
-}
-
-bool is_speech_model(const std::string& path) {
-    return GgufFile::open(path)->get_string("general.architecture", "") == "whisper";
 }
 
 SpeechModel::SpeechModel(const std::string& path) {

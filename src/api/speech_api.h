@@ -15,8 +15,8 @@
 
 namespace cactus::api {
 
-// True when the GGUF file at `path` is a Whisper model (general.architecture == "whisper").
-bool is_speech_model(const std::string& path);
+// True for a Whisper model's general.architecture.
+inline bool is_speech_architecture(const std::string& arch) { return arch == "whisper"; }
 
 struct SpeechModel {
     explicit SpeechModel(const std::string& path);

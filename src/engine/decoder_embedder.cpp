@@ -14,20 +14,13 @@ namespace cactus {
 
 namespace {
 
-// llama.cpp's numbering of <arch>.pooling_type: 0 none, 1 mean, 2 cls, 3 last, 4 rank.
+// The file's <arch>.pooling_type when it names one; a decoder has no rank head, so none/rank and
+// absent mean the fallback.
 Pooling pooling_from_file(const GgufFile& file, Pooling fallback) {
     const std::string key = file.get_string("general.architecture", "") + ".pooling_type";
     if (!file.has(key)) return fallback;
-    switch (file.get_uint(key)) {
-        case 1:
-            return Pooling::MEAN;
-        case 2:
-            return Pooling::CLS;
-        case 3:
-            return Pooling::LAST;
-        default:
-            return fallback;  // none / rank: a decoder has no rank head; pooled embeddings use the mean
-    }
+    const std::optional<Pooling> pooling = pooling_from_type(file.get_uint(key));
+    return pooling && *pooling != Pooling::NONE ? *pooling : fallback;
 }
 
 class DecoderEmbedder : public TextEmbedder {

@@ -10,18 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "models/pooling.h"
+
 namespace cactus {
 
 class Engine;
 class Tokenizer;
-
-// How the hidden states of a text's tokens become its vector (llama.cpp's pooling types).
-enum class Pooling {
-    NONE,  // no pooling: one vector per token (never normalised)
-    MEAN,  // average over the tokens (sentence-transformers MiniLM, Cactus's decoder embeddings)
-    CLS,   // the first token ([CLS]: bge, arctic)
-    LAST,  // the last token (decoder embedders: Qwen3-Embedding, e5-mistral)
-};
 
 // "none", "mean", "cls", "last"; throws cactus::Error naming the value otherwise.
 Pooling parse_pooling(const std::string& name);
@@ -52,6 +46,8 @@ public:
     static std::unique_ptr<TextEmbedder> load_encoder(const std::string& path, int n_threads = 0);
     // Whether the GGUF at `path` holds an encoder-only architecture (what load_encoder takes).
     static bool is_encoder_file(const std::string& path);
+    // The same for a general.architecture already read.
+    static bool is_encoder_architecture(const std::string& arch);
     // Embeddings from a decoder's final hidden states (after the output norm). They share the
     // engine's model: embedding forgets the engine's cached conversation (the next completion
     // recomputes its prompt).

@@ -13,17 +13,11 @@ namespace {
 
 constexpr const char* kEncoderArchitectures[] = {"bert"};
 
-bool is_encoder_architecture(const std::string& arch) {
-    for (const char* a : kEncoderArchitectures)
-        if (arch == a) return true;
-    return false;
-}
-
 class EncoderEmbedder : public TextEmbedder {
 public:
     EncoderEmbedder(const std::string& path, int n_threads) : file_(GgufFile::open(path)) {
         const std::string arch = file_->get_string("general.architecture", "");
-        if (!is_encoder_architecture(arch))
+        if (!TextEmbedder::is_encoder_architecture(arch))
             fail("'%s' is not an encoder-only model (architecture '%s'; supported: bert)", path.c_str(), arch.c_str());
         ModelOptions options;
         options.n_threads = n_threads;
@@ -61,6 +55,12 @@ private:
 
 std::unique_ptr<TextEmbedder> TextEmbedder::load_encoder(const std::string& path, int n_threads) {
     return std::make_unique<EncoderEmbedder>(path, n_threads);
+}
+
+bool TextEmbedder::is_encoder_architecture(const std::string& arch) {
+    for (const char* a : kEncoderArchitectures)
+        if (arch == a) return true;
+    return false;
 }
 
 bool TextEmbedder::is_encoder_file(const std::string& path) {

@@ -13,7 +13,7 @@
 
 #include "backends/backend.h"
 #include "core/error.h"
-#include "engine/embedding.h"
+#include "models/pooling.h"
 #include "gguf/gguf.h"
 #include "models/blocks.h"
 #include "models/model.h"
@@ -66,19 +66,11 @@ BertHparams read_hparams(const GgufFile& f) {
 
 Pooling read_pooling(const GgufFile& f) {
     const uint64_t type = f.get_uint("bert.pooling_type", 1);
-    switch (type) {
-        case 0:
-            return Pooling::NONE;
-        case 1:
-            return Pooling::MEAN;
-        case 2:
-            return Pooling::CLS;
-        case 3:
-            return Pooling::LAST;
-        default:
-            fail("load bert: bert.pooling_type %llu is not supported (0 none, 1 mean, 2 cls, 3 last)",
-                 static_cast<unsigned long long>(type));
-    }
+    const std::optional<Pooling> pooling = pooling_from_type(type);
+    if (!pooling)
+        fail("load bert: bert.pooling_type %llu is not supported (0 none, 1 mean, 2 cls, 3 last)",
+             static_cast<unsigned long long>(type));
+    return *pooling;
 }
 
 class BertModelImpl final : public BertModel {

@@ -9,11 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "models/pooling.h"
+
 namespace cactus {
 
 class GgufFile;
 struct ModelOptions;
-enum class Pooling;
 
 struct BertHparams {
     size_t n_vocab = 0;
