@@ -26,6 +26,26 @@ namespace cactus::server {
 
 using json = nlohmann::ordered_json;
 
+// What a request gets for the sampling fields it leaves out: llama-server's sampling flags
+// (--temp, --top-k, ...; serve_command.cpp), with llama-server's defaults, so a client moving from
+// llama-server gets the same kind of reply for the same request.
+struct RequestDefaults {
+    double temperature = 0.8;
+    int top_k = 40;
+    double top_p = 0.95;
+    double min_p = 0.05;
+    double repeat_penalty = 1.0;
+    int repeat_last_n = 64;
+    double presence_penalty = 0.0;
+    double frequency_penalty = 0.0;
+    int64_t seed = -1;      // -1: a random seed per request
+    int64_t n_predict = -1;  // -1: what a slot's context leaves
+    std::vector<std::string> samplers;  // --samplers order; empty = llama-server's default order
+    std::string reasoning_format = "auto";  // --reasoning-format: auto, deepseek, none
+    nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();  // --chat-template-kwargs
+    bool cache_prompt = true;
+};
+
 struct ServerConfig {
     std::string model = "smollm2-135m";
     std::string model_path;  // resolved .gguf
@@ -53,6 +73,9 @@ struct ServerConfig {
     std::string embedding_alias;       // model name in embedding responses
     std::string pooling;               // --pooling: "" = the embedding model's own
     bool encoder_only = false;         // the served model is an encoder: embeddings only, no slots
+    RequestDefaults defaults;          // llama-server's sampling flags
+    bool slots_endpoint = true;        // --slots / --no-slots: serve GET /slots
+    bool props_writable = false;       // --props: POST /props may change the defaults
 };
 
 class ServerVision;  // vision.h
