@@ -402,9 +402,9 @@ void image_prompt(Server& server, const std::string& prompt, const std::vector<I
                         "messages", "invalid_request_error", "context_length_exceeded"};
 }
 
-void handle_chat_completions(Server& server, const httplib::Request& req, httplib::Response& res) {
-    const json body = parse_body(req);
-    std::vector<ImageInput> images;  // with a vision projector: the messages' images, in order
+ChatRequest read_chat_request(Server& server, const json& body) {
+    ChatRequest r;
+    std::vector<ImageInput>& images = r.images;  // with a vision projector: the messages' images, in order
     json messages;
     if (server.vision() != nullptr && field(body, "messages") != nullptr) {
         json raw = body;
@@ -437,36 +437,42 @@ void handle_chat_completions(Server& server, const httplib::Request& req, httpli
         }
     }
     const json response_format = openai_response_format(body);
-    const bool stream = read_bool(body, "stream", false);
-    bool include_usage = false;
+    r.stream = read_bool(body, "stream", false);
     if (const json* so = field(body, "stream_options")) {
         if (!so->is_object()) throw HttpError{400, "'stream_options' must be an object", "stream_options"};
-        include_usage = read_bool(*so, "include_usage", false);
+        r.include_usage = read_bool(*so, "include_usage", false);
     }
     const bool want_logprobs = read_bool(body, "logprobs", false);
     const int top = static_cast<int>(read_int(body, "top_logprobs", 0, 20, 0));
     if (field(body, "top_logprobs") && !want_logprobs)
         throw HttpError{400, "'top_logprobs' needs 'logprobs': true", "top_logprobs"};
 
-    GenParams p;
-    std::string prompt;
+    GenParams& p = r.params;
     try {
-        prompt = server.backend().engine().render_chat(messages, tools, true);
+        r.prompt = server.backend().engine().render_chat(messages, tools, true);
     } catch (const std::exception& e) {
         throw HttpError{400, std::string("cannot render the chat template: ") + e.what(), "messages"};
     }
     if (images.empty())
-        p.prompt = tokenize_for_slot(server, prompt, "messages");
+        p.prompt = tokenize_for_slot(server, r.prompt, "messages");
     else
-        image_prompt(server, prompt, images, &p);
+        image_prompt(server, r.prompt, images, &p);
     read_openai_sampling(server, body, p);
     p.top_logprobs = want_logprobs ? top : -1;
     p.gen.constraint = compile_rule(
         server, OutputRule{response_format, tools, force_tools, force_tools ? "tool_choice" : "response_format",
                            read_bool(body, "parallel_tool_calls", false)});
+    r.tools = std::move(tools);
+    return r;
+}
 
-    auto f = std::make_shared<ChatFormatter>(server, model_name(server, body), !tools.empty(), p.top_logprobs,
-                                             include_usage, prompt);
+void handle_chat_completions(Server& server, const httplib::Request& req, httplib::Response& res) {
+    const json body = parse_body(req);
+    ChatRequest r = read_chat_request(server, body);
+    GenParams p = std::move(r.params);
+    const bool stream = r.stream;
+    auto f = std::make_shared<ChatFormatter>(server, model_name(server, body), !r.tools.empty(), p.top_logprobs,
+                                             r.include_usage, r.prompt);
     bool forced = false;
     HandoffPlan plan = handoff_plan(server, body, "chat/completions", &forced);
     std::string handoff_error;

@@ -13,6 +13,20 @@ void read_openai_sampling(Server& server, const json& body, GenParams& p);
 // The hand-off settings of a request; *forced when the request asks for the hand-off outright.
 HandoffPlan handoff_plan(Server& server, const json& body, const char* endpoint, bool* forced);
 
+// A chat request read and prepared: the rendered prompt, its ids (and image rows) and the sampling,
+// length, constraint and deadline settings in params, the tools shown to the model. The chat
+// endpoints of other protocols (/v1/responses, /v1/messages) translate their request into a chat
+// body and share this.
+struct ChatRequest {
+    GenParams params;
+    std::string prompt;  // the rendered chat (the reply parser reads where it ends)
+    json tools = json::array();
+    std::vector<ImageInput> images;
+    bool stream = false;
+    bool include_usage = false;
+};
+ChatRequest read_chat_request(Server& server, const json& body);
+
 void handle_chat_completions(Server& server, const httplib::Request& req, httplib::Response& res);
 void handle_completions(Server& server, const httplib::Request& req, httplib::Response& res);
 

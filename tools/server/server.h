@@ -38,9 +38,9 @@ struct RequestDefaults {
     int repeat_last_n = 64;
     double presence_penalty = 0.0;
     double frequency_penalty = 0.0;
-    int64_t seed = -1;      // -1: a random seed per request
-    int64_t n_predict = -1;  // -1: what a slot's context leaves
-    std::vector<std::string> samplers;  // --samplers order; empty = llama-server's default order
+    int64_t seed = -1;                      // -1: a random seed per request
+    int64_t n_predict = -1;                 // -1: what a slot's context leaves
+    std::vector<std::string> samplers;      // --samplers order; empty = llama-server's default order
     std::string reasoning_format = "auto";  // --reasoning-format: auto, deepseek, none
     nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();  // --chat-template-kwargs
     bool cache_prompt = true;
