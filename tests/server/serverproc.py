@@ -33,7 +33,8 @@ class ServerProcess:
         full_env = dict(os.environ)
         full_env.update(env or {})
         self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen([BIN, "serve", model, "--port", str(self.port), "--alias", alias, *args],
+        alias_args = ["--alias", alias] if alias is not None else []  # None: args or the environment name it
+        self.proc = subprocess.Popen([BIN, "serve", model, "--port", str(self.port), *alias_args, *args],
                                      stdout=self.log, stderr=subprocess.STDOUT, env=full_env)
         self.ca = ca
         self.wait_ready()
