@@ -5,6 +5,7 @@
 // have Anthropic's shape (Server::wrap with ErrorStyle::anthropic).
 #include <httplib.h>
 
+#include "chat_translation.h"
 #include "openai_api.h"
 #include "params.h"
 #include "reply.h"
@@ -92,9 +93,10 @@ void add_message(json& messages, const json& m, size_t index) {
         } else if (type == "tool_use") {
             if (!block.contains("name") || !block["name"].is_string())
                 bad_message(index, "a tool_use block needs a string 'name'");
-            calls.push_back(json{{"id", block.value("id", "")},
-                                 {"type", "function"},
-                                 {"function", {{"name", block["name"]}, {"arguments", block.value("input", json::object())}}}});
+            calls.push_back(
+                json{{"id", block.value("id", "")},
+                     {"type", "function"},
+                     {"function", {{"name", block["name"]}, {"arguments", block.value("input", json::object())}}}});
         } else if (type == "tool_result") {
             messages.push_back(json{{"role", "tool"},
                                     {"tool_call_id", block.value("tool_use_id", "")},
@@ -107,7 +109,7 @@ void add_message(json& messages, const json& m, size_t index) {
         }
     }
     if (parts.empty() && calls.empty()) return;
-    json chat = {{"role", role}, {"content", parts.empty() ? json("") : parts}};
+    json chat = {{"role", role}, {"content", joined_text_parts(parts)}};
     if (!calls.empty()) chat["tool_calls"] = calls;
     messages.push_back(chat);
 }
@@ -154,7 +156,8 @@ void read_tool_choice(const json& choice, json& chat) {
 json chat_body_of(const json& body) {
     json chat = json::object();
     json messages = json::array();
-    if (const json* system = field(body, "system")) messages.push_back(json{{"role", "system"}, {"content", system_text(*system)}});
+    if (const json* system = field(body, "system"))
+        messages.push_back(json{{"role", "system"}, {"content", system_text(*system)}});
     const json* list = field(body, "messages");
     if (list == nullptr || !list->is_array()) throw HttpError{400, "'messages' must be an array", "messages"};
     for (size_t i = 0; i < list->size(); ++i) add_message(messages, (*list)[i], i);
@@ -199,8 +202,12 @@ public:
     std::string content_type(bool stream) const override { return stream ? "text/event-stream" : "application/json"; }
 
     std::string stream_start() override {
-        json message = {{"id", id_},       {"type", "message"},        {"role", "assistant"},
-                        {"model", model_}, {"content", json::array()}, {"stop_reason", nullptr},
+        json message = {{"id", id_},
+                        {"type", "message"},
+                        {"role", "assistant"},
+                        {"model", model_},
+                        {"content", json::array()},
+                        {"stop_reason", nullptr},
                         {"stop_sequence", nullptr},
                         {"usage", {{"input_tokens", prompt_tokens_}, {"output_tokens", 0}}}};
         return event("message_start", json{{"message", message}}) + event("ping", json::object());
@@ -280,13 +287,14 @@ private:
     static json tool_use(const json& call) {
         json input = call.value("arguments", json::object());
         if (!input.is_object()) input = json::object();
-        return json{{"type", "tool_use"}, {"id", random_id("toolu_")}, {"name", call.value("name", "")}, {"input", input}};
+        return json{
+            {"type", "tool_use"}, {"id", random_id("toolu_")}, {"name", call.value("name", "")}, {"input", input}};
     }
 
     static std::string event(const char* type, json data) {
         json e = {{"type", type}};
         for (const auto& [key, value] : data.items()) e[key] = value;
-        return std::string("event: ") + type + "\ndata: " + dump(e) + "\n\n";
+        return sse_event(type, e);
     }
 
     std::string block_start(const json& block) {
@@ -333,7 +341,8 @@ void handle_messages(Server& server, const httplib::Request& req, httplib::Respo
 
 void install_anthropic(Server& server, httplib::Server& http, const Wrap& wrap) {
     Server* s = &server;
-    http.Post("/v1/messages", wrap([s](const httplib::Request& q, httplib::Response& r) { handle_messages(*s, q, r); }));
+    http.Post("/v1/messages",
+              wrap([s](const httplib::Request& q, httplib::Response& r) { handle_messages(*s, q, r); }));
     http.Post("/v1/messages/count_tokens", wrap([s](const httplib::Request& q, httplib::Response& r) {
                   const ChatRequest chat = read_messages_request(*s, parse_body(q));
                   send_json(r, 200, json{{"input_tokens", chat.params.prompt.size()}});

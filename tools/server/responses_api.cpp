@@ -7,6 +7,7 @@
 
 #include <httplib.h>
 
+#include "chat_translation.h"
 #include "openai_api.h"
 #include "params.h"
 #include "reply.h"
@@ -36,8 +37,9 @@ json chat_part(const json& part, size_t index) {
     if (type == "refusal") return json{{"type", "text"}, {"text", part.value("refusal", "")}};
     if (type == "input_image") {
         if (!part.contains("image_url") || !part["image_url"].is_string())
-            bad_input(index, "an input_image part needs 'image_url' (a data: URL or a local path; file_id is "
-                             "not supported: there is no file store)");
+            bad_input(index,
+                      "an input_image part needs 'image_url' (a data: URL or a local path; file_id is "
+                      "not supported: there is no file store)");
         return json{{"type", "image_url"}, {"image_url", {{"url", part["image_url"]}}}};
     }
     bad_input(index, "content part type '" + type + "' is not supported (input_text, output_text, input_image)");
@@ -48,7 +50,7 @@ json chat_content(const json& content, size_t index) {
     if (!content.is_array()) bad_input(index, "'content' must be a string or an array of parts");
     json parts = json::array();
     for (const json& part : content) parts.push_back(chat_part(part, index));
-    return parts;
+    return joined_text_parts(parts);
 }
 
 // The assistant message that a function_call item joins: the previous one when it is the
@@ -159,14 +161,32 @@ json chat_response_format(const json& text) {
 
 // Fields of the Responses API with no chat counterpart; the rest (temperature, top_p, stream,
 // parallel_tool_calls and llama-server's sampling extras) pass through to the chat body unchanged.
-const char* const kResponsesOnly[] = {
-    "input",   "instructions", "tools",   "tool_choice", "text",       "max_output_tokens", "reasoning",
-    "store",   "metadata",     "include", "truncation",  "user",       "previous_response_id", "top_logprobs",
-    "background", "service_tier", "prompt_cache_key", "safety_identifier", "stream_options", "conversation",
-    "prompt", "max_tool_calls"};
+const char* const kResponsesOnly[] = {"input",
+                                      "instructions",
+                                      "tools",
+                                      "tool_choice",
+                                      "text",
+                                      "max_output_tokens",
+                                      "reasoning",
+                                      "store",
+                                      "metadata",
+                                      "include",
+                                      "truncation",
+                                      "user",
+                                      "previous_response_id",
+                                      "top_logprobs",
+                                      "background",
+                                      "service_tier",
+                                      "prompt_cache_key",
+                                      "safety_identifier",
+                                      "stream_options",
+                                      "conversation",
+                                      "prompt",
+                                      "max_tool_calls"};
 
 json chat_body_of(const json& body) {
-    if (const json* prev = field(body, "previous_response_id"); prev != nullptr && !(prev->is_string() && prev->get<std::string>().empty()))
+    if (const json* prev = field(body, "previous_response_id");
+        prev != nullptr && !(prev->is_string() && prev->get<std::string>().empty()))
         throw HttpError{400,
                         "'previous_response_id' is not supported: this server stores no responses (as llama-server); "
                         "send the whole conversation in 'input'",
@@ -280,8 +300,8 @@ private:
     }
 
     json response(const json& output, const char* status, const json& usage) const {
-        json r = {{"id", id_}, {"object", "response"}, {"created_at", created_}, {"status", status},
-                  {"background", false}, {"error", nullptr}, {"incomplete_details", nullptr}};
+        json r = {{"id", id_},           {"object", "response"}, {"created_at", created_},       {"status", status},
+                  {"background", false}, {"error", nullptr},     {"incomplete_details", nullptr}};
         if (std::string(status) == "incomplete") r["incomplete_details"] = json{{"reason", "max_output_tokens"}};
         if (std::string(status) == "completed") r["completed_at"] = static_cast<long long>(std::time(nullptr));
         for (const auto& [key, value] : echo_.items()) r[key] = value;
@@ -292,7 +312,8 @@ private:
 
     json usage(const Completion& c, const ParsedReply& reply) const {
         const size_t reasoning =
-            reply.thinking.empty() ? 0 : server_.backend().engine().tokenizer().encode(reply.thinking, false, false).size();
+            reply.thinking.empty() ? 0
+                                   : server_.backend().engine().tokenizer().encode(reply.thinking, false, false).size();
         return json{{"input_tokens", c.stats.prompt_tokens},
                     {"input_tokens_details", {{"cached_tokens", c.stats.cached_tokens}}},
                     {"output_tokens", c.stats.completion_tokens},
@@ -301,12 +322,14 @@ private:
     }
 
     static json text_part(const std::string& text) {
-        return json{{"type", "output_text"}, {"text", text}, {"annotations", json::array()}, {"logprobs", json::array()}};
+        return json{
+            {"type", "output_text"}, {"text", text}, {"annotations", json::array()}, {"logprobs", json::array()}};
     }
 
     json message_item(const std::string& text, const char* status) const {
         json content = status == std::string("in_progress") ? json::array() : json::array({text_part(text)});
-        return json{{"id", message_id_}, {"type", "message"}, {"status", status}, {"role", "assistant"}, {"content", content}};
+        return json{
+            {"id", message_id_}, {"type", "message"}, {"status", status}, {"role", "assistant"}, {"content", content}};
     }
 
     static json reasoning_item(const std::string& thinking) {
@@ -330,7 +353,7 @@ private:
     std::string event(const char* type, json data) {
         json e = {{"type", type}, {"sequence_number", sequence_++}};
         for (const auto& [key, value] : data.items()) e[key] = value;
-        return std::string("event: ") + type + "\ndata: " + dump(e) + "\n\n";
+        return sse_event(type, e);
     }
 
     // Text of the message item, which opens at its first text (or at the end when forced).
@@ -349,10 +372,10 @@ private:
         if (text.empty()) return out;
         streamed_ += text;
         return out += event("response.output_text.delta", json{{"item_id", message_id_},
-                                                              {"output_index", message_index_},
-                                                              {"content_index", 0},
-                                                              {"delta", text},
-                                                              {"logprobs", json::array()}});
+                                                               {"output_index", message_index_},
+                                                               {"content_index", 0},
+                                                               {"delta", text},
+                                                               {"logprobs", json::array()}});
     }
 
     std::string close_message(bool cut) {
@@ -432,7 +455,8 @@ void send_input_tokens(httplib::Response& res, const ChatRequest& r) {
 
 void install_responses(Server& server, httplib::Server& http, const Wrap& wrap) {
     Server* s = &server;
-    const RawHandler responses = wrap([s](const httplib::Request& q, httplib::Response& r) { handle_responses(*s, q, r); });
+    const RawHandler responses =
+        wrap([s](const httplib::Request& q, httplib::Response& r) { handle_responses(*s, q, r); });
     const RawHandler count = wrap([s](const httplib::Request& q, httplib::Response& r) {
         send_input_tokens(r, read_responses_request(*s, parse_body(q)));
     });

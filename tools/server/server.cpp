@@ -29,15 +29,23 @@ bool is_anthropic_path(const std::string& path) { return path.rfind("/v1/message
 // Anthropic's error types, by status (docs.anthropic.com/en/api/errors).
 const char* anthropic_error_type(int status) {
     switch (status) {
-        case 400: return "invalid_request_error";
-        case 401: return "authentication_error";
-        case 403: return "permission_error";
-        case 404: return "not_found_error";
-        case 413: return "request_too_large";
-        case 429: return "rate_limit_error";
+        case 400:
+            return "invalid_request_error";
+        case 401:
+            return "authentication_error";
+        case 403:
+            return "permission_error";
+        case 404:
+            return "not_found_error";
+        case 413:
+            return "request_too_large";
+        case 429:
+            return "rate_limit_error";
         case 503:
-        case 529: return "overloaded_error";
-        default: return "api_error";
+        case 529:
+            return "overloaded_error";
+        default:
+            return "api_error";
     }
 }
 
@@ -177,7 +185,8 @@ void Server::install_routes() {
             for (const std::string& allowed : config_.cors_origins) {
                 if (allowed == "*" || allowed == origin) {
                     res.set_header("Access-Control-Allow-Origin", allowed == "*" ? "*" : origin);
-                    res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key, anthropic-version");
+                    res.set_header("Access-Control-Allow-Headers",
+                                   "Authorization, Content-Type, x-api-key, anthropic-version");
                     res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
                     break;
                 }
