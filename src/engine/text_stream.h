@@ -17,7 +17,7 @@ public:
 
     bool stopped() const { return stopped_; }
     const std::string& matched_stop() const { return matched_; }  // the stop sequence that ended the text
-    const std::string& text() const { return visible_; }  // all text shown or to be shown
+    const std::string& text() const { return visible_; }          // all text shown or to be shown
 
 private:
     size_t held_back_length() const;
