@@ -289,11 +289,11 @@ private:
                   {"previous_response_id", nullptr},
                   {"reasoning", body.value("reasoning", json{{"effort", nullptr}, {"summary", nullptr}})},
                   {"store", false},
-                  {"temperature", body.value("temperature", json(1.0))},
+                  {"temperature", body.value("temperature", json())},
                   {"text", body.value("text", json{{"format", {{"type", "text"}}}})},
                   {"tool_choice", body.value("tool_choice", json("auto"))},
                   {"tools", body.value("tools", json::array())},
-                  {"top_p", body.value("top_p", json(1.0))},
+                  {"top_p", body.value("top_p", json())},
                   {"truncation", "disabled"},
                   {"metadata", body.value("metadata", json::object())}};
         return e;

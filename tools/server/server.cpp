@@ -223,8 +223,12 @@ void Server::install_routes() {
     http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return;
         if (res.status == 404) {
-            send_error(res, HttpError{404, "no route for " + req.method + " " + req.path, "", "invalid_request_error",
-                                      "not_found"});
+            const HttpError e{404, "no route for " + req.method + " " + req.path, "", "invalid_request_error",
+                              "not_found"};
+            if (is_anthropic_path(req.path))
+                send_anthropic_error(res, e);
+            else
+                send_error(res, e);
         }
     });
 
