@@ -283,6 +283,25 @@ def test_messages_errors_have_anthropics_shape(qwen):
     assert status == 400 and json.loads(raw)["error"]["type"] == "invalid_request_error"
 
 
+def test_messages_auth_and_unknown_routes_in_anthropics_shape():
+    s = ServerProcess("--api-key", "sekret", "-t", "2")
+    try:
+        body = {"max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}
+        status, raw, _ = s.post("/v1/messages", body)
+        assert status == 401 and json.loads(raw)["error"]["type"] == "authentication_error", raw
+        status, raw, _ = s.post("/v1/messages", body, headers={"x-api-key": "sekret", "anthropic-version": "2023-06-01"})
+        assert status == 200 and json.loads(raw)["usage"]["output_tokens"] <= 2, raw
+        status, raw, _ = s.post("/v1/messages/nope", body, headers={"x-api-key": "sekret"})
+        assert status == 404 and json.loads(raw)["error"]["type"] == "not_found_error", raw
+        status, raw, _ = s.post("/v1/responses", {"input": "hi"})
+        assert status == 401 and json.loads(raw)["error"]["code"] == "invalid_api_key", raw
+        status, raw, _ = s.post("/v1/responses", {"input": "hi", "max_output_tokens": 2},
+                                headers={"Authorization": "Bearer sekret"})
+        assert status == 200 and json.loads(raw)["object"] == "response", raw
+    finally:
+        assert s.stop() == 0
+
+
 def test_anthropic_client(qwen):
     anthropic = pytest.importorskip("anthropic")
     c = anthropic.Anthropic(base_url=qwen.url, api_key="none", max_retries=0, timeout=120)

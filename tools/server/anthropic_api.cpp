@@ -180,9 +180,10 @@ ChatRequest read_messages_request(Server& server, const json& body) {
         return read_chat_request(server, chat);
     } catch (HttpError& e) {
         if (e.param == "stop") e.param = "stop_sequences";
-        if (!e.param.empty() && e.message.find('\'' + e.param + '\'') == std::string::npos &&
-            e.message.find(e.param) != 0)
-            e.message = e.param + ": " + e.message;  // Anthropic's errors have no param field
+        // Anthropic's errors have no param field: the message names the field instead.
+        const bool named =
+            e.message.find('\'' + e.param + '\'') != std::string::npos || e.message.rfind(e.param, 0) == 0;
+        if (!e.param.empty() && !named) e.message = e.param + ": " + e.message;
         throw;
     }
 }

@@ -161,28 +161,14 @@ json chat_response_format(const json& text) {
 
 // Fields of the Responses API with no chat counterpart; the rest (temperature, top_p, stream,
 // parallel_tool_calls and llama-server's sampling extras) pass through to the chat body unchanged.
-const char* const kResponsesOnly[] = {"input",
-                                      "instructions",
-                                      "tools",
-                                      "tool_choice",
-                                      "text",
-                                      "max_output_tokens",
-                                      "reasoning",
-                                      "store",
-                                      "metadata",
-                                      "include",
-                                      "truncation",
-                                      "user",
-                                      "previous_response_id",
-                                      "top_logprobs",
-                                      "background",
-                                      "service_tier",
-                                      "prompt_cache_key",
-                                      "safety_identifier",
-                                      "stream_options",
-                                      "conversation",
-                                      "prompt",
-                                      "max_tool_calls"};
+// clang-format off
+const char* const kResponsesOnly[] = {
+    "input", "instructions", "tools", "tool_choice", "text", "max_output_tokens",  // translated
+    "reasoning", "metadata",                                                         // echoed
+    "store", "include", "truncation", "user", "top_logprobs", "service_tier",        // ignored
+    "prompt_cache_key", "safety_identifier", "stream_options", "prompt", "max_tool_calls",
+    "previous_response_id", "background", "conversation"};  // refused when set (chat_body_of)
+// clang-format on
 
 json chat_body_of(const json& body) {
     if (const json* prev = field(body, "previous_response_id");
