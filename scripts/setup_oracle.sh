@@ -6,7 +6,7 @@ set -euo pipefail
 ORACLE_DIR=${CACTUS_ORACLE_DIR:-$HOME/.cache/cactus/oracle}
 VENV="$ORACLE_DIR/venv"
 STAMP="$VENV/.cactus-oracle-requirements"
-REQUIREMENTS=(llama-cpp-python==0.3.36 gguf==0.19.0 numpy jinja2==3.1.6 pytest matplotlib openai==3.57.0 ollama==0.6.3 pillow==13.0.0 jsonschema==4.23.0)
+REQUIREMENTS=(llama-cpp-python==0.3.36 gguf==0.19.0 numpy jinja2==3.1.6 pytest matplotlib openai==3.57.0 ollama==0.6.3 pillow==13.0.0 jsonschema==4.23.0 anthropic==2.17.0)
 
 CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_OPENMP=OFF"
 # llama.cpp 0.3.36's AMX matmul, built by Debian 12's GCC 12 on a CPU with AMX tiles, dies of
@@ -31,5 +31,5 @@ export CMAKE_ARGS CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)"
 if [ -f "$STAMP" ]; then  # a venv of other requirements or flags: build llama.cpp again with these
   "$VENV/bin/pip" install --disable-pip-version-check --no-cache-dir -q --force-reinstall --no-deps "${REQUIREMENTS[0]}"
 fi
-"$VENV/bin/python" -c "import llama_cpp, gguf, jinja2, numpy, pytest, matplotlib, openai, ollama, jsonschema"
+"$VENV/bin/python" -c "import llama_cpp, gguf, jinja2, numpy, pytest, matplotlib, openai, ollama, jsonschema, anthropic"
 echo "$BUILD_KEY" > "$STAMP"

@@ -29,18 +29,19 @@ std::string TextStream::push(const std::string& piece) {
     if (stopped_) return std::string();
     buffer_ += piece;
     size_t first_match = std::string::npos;
-    size_t match_len = 0;
+    const std::string* match = nullptr;
     for (const std::string& stop : stops_) {
         size_t at = buffer_.find(stop);
         if (at != std::string::npos && at < first_match) {
             first_match = at;
-            match_len = stop.size();
+            match = &stop;
         }
     }
     std::string out;
     if (first_match != std::string::npos) {
         stopped_ = true;
-        out = buffer_.substr(0, first_match + (include_stop_ ? match_len : 0));
+        matched_ = *match;
+        out = buffer_.substr(0, first_match + (include_stop_ ? match->size() : 0));
         buffer_.clear();
     } else {
         size_t keep = held_back_length();

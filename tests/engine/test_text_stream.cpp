@@ -27,6 +27,7 @@ TEST(TextStream, ReleasesHeldTextWhenItDiverges) {
     EXPECT_EQ(s.push("xST"), "x");
     EXPECT_EQ(s.push("AY"), "STAY");
     EXPECT_FALSE(s.stopped());
+    EXPECT_EQ(s.matched_stop(), "");
 }
 
 TEST(TextStream, IncludeStopKeepsTheSequence) {
@@ -38,6 +39,7 @@ TEST(TextStream, IncludeStopKeepsTheSequence) {
 TEST(TextStream, EarliestOfSeveralStopsWins) {
     TextStream s({"world", "lo"}, false);
     EXPECT_EQ(s.push("hello world"), "hel");
+    EXPECT_EQ(s.matched_stop(), "lo");  // Anthropic's stop_sequence names it
 }
 
 TEST(TextStream, FinishFlushesHeldPrefix) {

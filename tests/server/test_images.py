@@ -11,6 +11,7 @@ tests/vision/make_vlm_gguf.py (text.gguf + mmproj.gguf, small widths):
   * Gemma 3 (the real gemma3-270m text, a synthetic 16-row projector): with prefill chunks of 8 the
     image's bidirectional span is still prefilled whole (first-token log-probabilities equal those of
     chunks of 512; a cut span changes them) and the answer equals `cactus run`'s;
+  * /v1/responses' input_image and /v1/messages' base64 image block answer as chat's image_url does;
   * a server without a projector (the shared smollm2 server) refuses images with a 400 saying so,
     never an answer without them; Ollama's base64 'images' are refused with a pointer to image_url.
 """
@@ -108,6 +109,28 @@ def test_image_answers_equal_cactus_run(pair, vserver):
         t.join()
     for (status, body), want in zip(got, expected):
         assert status == 200 and body["choices"][0]["message"]["content"].strip() == want, body
+
+
+def test_responses_and_messages_images_answer_as_chat(pair, vserver):
+    """/v1/responses' input_image and /v1/messages' base64 image block reach the model as chat's
+    image_url part does: the same greedy answer."""
+    png = pair[2][0]
+    status, body = chat(vserver, ask(data_url(png)))
+    assert status == 200, body
+    want = body["choices"][0]["message"]["content"]
+    status, raw, _ = vserver.post("/v1/responses", dict(GREEDY, max_output_tokens=16, input=[{"role": "user", "content": [
+        {"type": "input_image", "image_url": data_url(png)}, {"type": "input_text", "text": PROMPT}]}]))
+    r = json.loads(raw)
+    assert status == 200 and r["output"][-1]["content"][0]["text"] == want, r
+    with open(png, "rb") as f:
+        b64 = base64.b64encode(f.read()).decode()
+    status, raw, _ = vserver.post("/v1/messages", {"max_tokens": 16, "temperature": 0, "messages": [
+        {"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                                  "data": b64}},
+                                     {"type": "text", "text": PROMPT}]}]})
+    m = json.loads(raw)
+    assert status == 200 and m["content"][0]["text"] == chat(vserver, ask(data_url(png)), ignore_eos=False)[1][
+        "choices"][0]["message"]["content"], m
 
 
 @pytest.mark.parametrize("url, words", [

@@ -96,6 +96,7 @@ private:
                 finished_ = true;
                 c_.text += e.text;
                 c_.finish_reason = openai_finish(e.finish_reason);
+                c_.stop_word = e.stop_word;
                 c_.stats = e.stats;
                 if (deciding_) {
                     held_text_ += e.text;

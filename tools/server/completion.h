@@ -27,6 +27,7 @@ struct Completion {
     std::string text;
     std::vector<TokenInfo> tokens;
     std::string finish_reason = "stop";  // OpenAI's: stop, length (timeouts and cancels map to length)
+    std::string stop_word;  // the stop sequence that ended the reply, if one did (Anthropic's stop_sequence)
     GenStats stats;
     bool failed = false;
     int error_status = 0;

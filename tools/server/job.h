@@ -52,6 +52,7 @@ struct GenEvent {
     std::string text;           // Token: visible text completed by this token (may be empty); Done: held-back tail
     TokenInfo token;            // Token only
     std::string finish_reason;  // Done: "stop", "length", "cancelled", "timeout"
+    std::string stop_word;      // Done: the stop sequence that ended the reply (empty: end of turn or other)
     GenStats stats;             // Done
     int status = 500;           // Error: HTTP status
     std::string error;          // Error: message

@@ -353,6 +353,7 @@ void Scheduler::finish(SlotState& slot, const std::string& reason) {
     GenEvent e;
     e.kind = GenEvent::Kind::Done;
     e.finish_reason = reason;
+    if (slot.stream && slot.stream->stopped()) e.stop_word = slot.stream->matched_stop();
     if (slot.stream && !slot.stream->stopped() && reason != "cancelled") {
         e.text = slot.stream->push(slot.detok->flush());
         e.text += slot.stream->finish();

@@ -24,6 +24,30 @@ thread_local Clock::time_point t_request_start;
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 bool is_ollama_path(const std::string& path) { return path == "/" || path.rfind("/api/", 0) == 0; }
+bool is_anthropic_path(const std::string& path) { return path.rfind("/v1/messages", 0) == 0; }
+
+// Anthropic's error types, by status (docs.anthropic.com/en/api/errors).
+const char* anthropic_error_type(int status) {
+    switch (status) {
+        case 400:
+            return "invalid_request_error";
+        case 401:
+            return "authentication_error";
+        case 403:
+            return "permission_error";
+        case 404:
+            return "not_found_error";
+        case 413:
+            return "request_too_large";
+        case 429:
+            return "rate_limit_error";
+        case 503:
+        case 529:
+            return "overloaded_error";
+        default:
+            return "api_error";
+    }
+}
 
 }  // namespace
 
@@ -39,6 +63,12 @@ void send_error(httplib::Response& res, const HttpError& e) {
                 {"code", e.code.empty() ? json(nullptr) : json(e.code)}};
     if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
     send_json(res, e.status, json{{"error", err}});
+}
+
+void send_anthropic_error(httplib::Response& res, const HttpError& e) {
+    if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
+    send_json(res, e.status,
+              json{{"type", "error"}, {"error", {{"type", anthropic_error_type(e.status)}, {"message", e.message}}}});
 }
 
 json parse_body(const httplib::Request& req) {
@@ -118,11 +148,13 @@ bool Server::authorized(const httplib::Request& req) const {
     return req.get_header_value("x-api-key") == config_.api_key;
 }
 
-RawHandler Server::wrap(RawHandler handler, bool ollama) {
-    return [handler, ollama](const httplib::Request& req, httplib::Response& res) {
+RawHandler Server::wrap(RawHandler handler, ErrorStyle style) {
+    return [handler, style](const httplib::Request& req, httplib::Response& res) {
         auto fail_with = [&](const HttpError& e) {
-            if (ollama)
+            if (style == ErrorStyle::ollama)
                 send_json(res, e.status, json{{"error", e.message}});
+            else if (style == ErrorStyle::anthropic)
+                send_anthropic_error(res, e);
             else
                 send_error(res, e);
         };
@@ -153,7 +185,8 @@ void Server::install_routes() {
             for (const std::string& allowed : config_.cors_origins) {
                 if (allowed == "*" || allowed == origin) {
                     res.set_header("Access-Control-Allow-Origin", allowed == "*" ? "*" : origin);
-                    res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+                    res.set_header("Access-Control-Allow-Headers",
+                                   "Authorization, Content-Type, x-api-key, anthropic-version");
                     res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
                     break;
                 }
@@ -167,6 +200,8 @@ void Server::install_routes() {
             res.set_header("WWW-Authenticate", "Bearer");
             if (is_ollama_path(req.path))
                 send_json(res, 401, json{{"error", "invalid or missing API key"}});
+            else if (is_anthropic_path(req.path))
+                send_anthropic_error(res, HttpError{401, "invalid or missing API key (x-api-key: ...)"});
             else
                 send_error(res, HttpError{401, "invalid or missing API key (Authorization: Bearer ...)", "",
                                           "authentication_error", "invalid_api_key"});
@@ -188,13 +223,18 @@ void Server::install_routes() {
     http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return;
         if (res.status == 404) {
-            send_error(res, HttpError{404, "no route for " + req.method + " " + req.path, "", "invalid_request_error",
-                                      "not_found"});
+            const HttpError e{404, "no route for " + req.method + " " + req.path, "", "invalid_request_error",
+                              "not_found"};
+            if (is_anthropic_path(req.path))
+                send_anthropic_error(res, e);
+            else
+                send_error(res, e);
         }
     });
 
-    Wrap openai = [this](RawHandler h) { return wrap(std::move(h), false); };
-    Wrap ollama = [this](RawHandler h) { return wrap(std::move(h), true); };
+    Wrap openai = [this](RawHandler h) { return wrap(std::move(h), ErrorStyle::openai); };
+    Wrap ollama = [this](RawHandler h) { return wrap(std::move(h), ErrorStyle::ollama); };
+    Wrap anthropic = [this](RawHandler h) { return wrap(std::move(h), ErrorStyle::anthropic); };
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
         if (draining())
             send_json(res, 503, json{{"status", "shutting down"}});
@@ -211,6 +251,8 @@ void Server::install_routes() {
     if (backend_) {
         install_openai(*this, http, openai);
         install_ollama(*this, http, ollama);
+        install_responses(*this, http, openai);
+        install_anthropic(*this, http, anthropic);
     } else {
         install_encoder_only(*this, http, openai, ollama);
     }

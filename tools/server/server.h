@@ -100,7 +100,9 @@ struct HttpError {
 };
 
 // Route installation: wrap() turns a handler that may throw HttpError into an httplib handler
-// (auth, errors in OpenAI's shape, or Ollama's {"error": "..."} when ollama is true).
+// with errors in its protocol's shape: OpenAI's {"error": {message, type, param, code}}, Ollama's
+// {"error": "..."} or Anthropic's {"type": "error", "error": {type, message}}.
+enum class ErrorStyle { openai, ollama, anthropic };
 using RawHandler = std::function<void(const httplib::Request&, httplib::Response&)>;
 using Wrap = std::function<RawHandler(RawHandler)>;
 
@@ -128,7 +130,7 @@ public:
 private:
     void install_routes();
     void make_embeddings();
-    RawHandler wrap(RawHandler handler, bool ollama);
+    RawHandler wrap(RawHandler handler, ErrorStyle style);
     bool authorized(const httplib::Request& req) const;
     void shutdown_when_signalled();
 
@@ -146,6 +148,11 @@ private:
 
 void install_openai(Server& server, httplib::Server& http, const Wrap& wrap);  // and llama-server's extras
 void install_ollama(Server& server, httplib::Server& http, const Wrap& wrap);
+// /v1/responses and the token counters /v1/responses/input_tokens, /v1/chat/completions/input_tokens
+// (responses_api.cpp).
+void install_responses(Server& server, httplib::Server& http, const Wrap& wrap);
+// /v1/messages and /v1/messages/count_tokens (anthropic_api.cpp); wrap gives Anthropic's error shape.
+void install_anthropic(Server& server, httplib::Server& http, const Wrap& wrap);
 // /v1/embeddings, /embeddings, /rerank and aliases, /api/embed, /api/embeddings (embedding_api.cpp).
 void install_embeddings(Server& server, httplib::Server& http, const Wrap& openai, const Wrap& ollama);
 // An encoder-only server: /v1/models, /api/tags, and chat/completion endpoints that answer 400.
@@ -158,6 +165,7 @@ void block_shutdown_signals();
 // Helpers shared by the protocol files.
 void send_json(httplib::Response& res, int status, const json& body);
 void send_error(httplib::Response& res, const HttpError& e);
+void send_anthropic_error(httplib::Response& res, const HttpError& e);
 // Parses a request body (object; nesting depth checked). Throws HttpError.
 json parse_body(const httplib::Request& req);
 
