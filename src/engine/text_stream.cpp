@@ -35,6 +35,7 @@ std::string TextStream::push(const std::string& piece) {
         if (at != std::string::npos && at < first_match) {
             first_match = at;
             match_len = stop.size();
+            matched_ = stop;
         }
     }
     std::string out;

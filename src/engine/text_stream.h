@@ -16,7 +16,8 @@ public:
     std::string finish();
 
     bool stopped() const { return stopped_; }
-    const std::string& text() const { return visible_; }  // all text shown or to be shown
+    const std::string& matched_stop() const { return matched_; }  // the stop sequence that ended the text
+    const std::string& text() const { return visible_; }          // all text shown or to be shown
 
 private:
     size_t held_back_length() const;
@@ -26,6 +27,7 @@ private:
     std::string buffer_;   // text not yet returned
     std::string visible_;  // text returned so far plus buffer_ after finish
     bool stopped_ = false;
+    std::string matched_;
 };
 
 }  // namespace cactus

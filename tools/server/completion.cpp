@@ -83,7 +83,10 @@ private:
     }
 
     bool handle(GenEvent& e, httplib::DataSink& sink) {
+        f_->observe(e);
         switch (e.kind) {
+            case GenEvent::Kind::Progress:
+                return !stream_ || write(sink, f_->stream_progress(e));
             case GenEvent::Kind::Token:
                 c_.text += e.text;
                 c_.tokens.push_back(e.token);
