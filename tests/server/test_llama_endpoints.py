@@ -6,6 +6,8 @@ id_slot, return_tokens, timings_per_token, return_progress), /tokenize, /detoken
 qwen2.5-coder-0.5b, the one model here with FIM tokens."""
 import json
 import os
+import threading
+import time
 
 import pytest
 
@@ -161,6 +163,26 @@ def test_slots_and_erase(server):
     assert status == 501 and err["error"]["type"] == "not_supported_error"
     assert post(server, "/slots/7?action=erase", {})[0] == 400
     assert post(server, "/slots/1?action=nope", {})[0] == 400
+
+
+def test_pinned_requests_wait_for_their_slot_and_erase_waits_for_a_busy_slot(server):
+    replies = []
+    threads = [threading.Thread(target=lambda: replies.append(complete(server, id_slot=1, n_predict=24)))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    t0 = time.time()
+    status, erased = post(server, "/slots/1?action=erase", {})  # answered once slot 1 is idle
+    for t in threads:
+        t.join(60)
+    assert status == 200 and erased["n_erased"] > 0 and time.time() - t0 < 60
+    assert [r["id_slot"] for r in replies] == [1, 1] and all(r["tokens_predicted"] == 24 for r in replies)
+
+
+def test_logprobs_is_n_probs_when_an_integer(server):
+    r = complete(server, logprobs=2, n_predict=2)
+    assert len(r["completion_probabilities"]) == 2 and len(r["completion_probabilities"][0]["top_logprobs"]) == 2
 
 
 def test_props_get_and_post(server):

@@ -368,7 +368,10 @@ std::vector<std::string> read_string_list(const json& body, const char* key) {
 NativeRequest read_native(Server& server, const json& body) {
     NativeRequest r;
     NativeOptions& o = r.options;
-    o.n_probs = static_cast<int>(read_int(body, "n_probs", 0, 100, 0));
+    // llama-server reads an integer `logprobs` as n_probs when n_probs is absent.
+    const json* logprobs = field(body, "logprobs");
+    const int64_t n_probs_alias = logprobs && logprobs->is_number_integer() ? read_int(body, "logprobs", 0, 100, 0) : 0;
+    o.n_probs = static_cast<int>(read_int(body, "n_probs", 0, 100, n_probs_alias));
     o.post_sampling_probs = read_bool(body, "post_sampling_probs", false);
     o.return_tokens = read_bool(body, "return_tokens", false);
     o.timings_per_token = read_bool(body, "timings_per_token", false);

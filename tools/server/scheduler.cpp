@@ -123,6 +123,10 @@ std::shared_ptr<EraseRequest> Scheduler::erase(int slot) {
     request->slot = slot;
     {
         std::lock_guard<std::mutex> lock(mutex_);
+        if (!running_) {  // stopped: no thread would take it, and no request runs to wait for
+            request->done = true;
+            return request;
+        }
         erases_.push_back(request);
     }
     wake_.notify_all();
@@ -200,6 +204,7 @@ void Scheduler::loop() {
         }
         metrics_.set_load(queue_.size(), busy_);
     }
+    erase_idle_slots();  // erases that waited for the last requests: every slot is idle now
 }
 
 namespace {
