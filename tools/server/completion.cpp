@@ -83,7 +83,10 @@ private:
     }
 
     bool handle(GenEvent& e, httplib::DataSink& sink) {
+        f_->observe(e);
         switch (e.kind) {
+            case GenEvent::Kind::Progress:
+                return !stream_ || write(sink, f_->stream_progress(e));
             case GenEvent::Kind::Token:
                 c_.text += e.text;
                 c_.tokens.push_back(e.token);
@@ -96,7 +99,7 @@ private:
                 finished_ = true;
                 c_.text += e.text;
                 c_.finish_reason = openai_finish(e.finish_reason);
-                c_.stop_word = e.stop_word;
+                c_.stop_word = e.stats.stop_word;
                 c_.stats = e.stats;
                 if (deciding_) {
                     held_text_ += e.text;

@@ -49,6 +49,11 @@ public:
     virtual std::string stream_piece(const std::string& text, const std::vector<TokenInfo>& tokens) = 0;
     virtual std::string stream_end(const Completion& c) = 0;
     virtual std::string stream_error(int status, const std::string& message) = 0;
+    // Every event of the local job, before it is handled (llama-server's native shape reports the
+    // slot, counts and timings in each chunk).
+    virtual void observe(const GenEvent&) {}
+    // A Progress event (streaming only; the job asked for them).
+    virtual std::string stream_progress(const GenEvent&) { return std::string(); }
     virtual std::string whole(const Completion& c) = 0;
 };
 

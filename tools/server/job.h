@@ -26,6 +26,15 @@ struct GenParams {
     GenerationOptions gen;                     // max_tokens, sampling, stop sequences
     int top_logprobs = -1;                     // -1: no log-probabilities; else alternatives per token (0..20)
     Clock::time_point deadline = Clock::time_point::max();
+    // llama-server's slot controls (/completion): run in slot id_slot (-1: the free slot sharing the
+    // longest prefix); cache_prompt false drops the slot's cache so the whole prompt is computed;
+    // report_progress sends Progress events while the prompt is computed (return_progress).
+    int id_slot = -1;
+    bool cache_prompt = true;
+    bool report_progress = false;
+    // > 0: generation stops at the first newline after this many ms of generating (llama-server's
+    // t_max_predict_ms, for code completion).
+    double t_max_predict_ms = 0.0;
 };
 
 struct TokenInfo {
@@ -44,25 +53,32 @@ struct GenStats {
     double total_ms = 0.0;  // submitted → done
     double decode_tps = 0.0;
     int slot = -1;
+    uint64_t id_task = 0;        // the scheduler's number for the request (llama-server's id_task)
+    std::string stop_word;       // Done with "stop": the stop sequence that matched; empty: an end-of-generation token
+    bool has_new_line = false;   // the generated text holds a newline
+    size_t tokens_in_cache = 0;  // Done: tokens the slot's cache holds afterwards (prompt and reply)
 };
 
 struct GenEvent {
-    enum class Kind { Token, Done, Error };
+    // Progress: a prefill chunk is in (stats: prompt_tokens, cached_tokens, prefilled; only when
+    // GenParams::report_progress). Token events carry the running stats too.
+    enum class Kind { Token, Progress, Done, Error };
     Kind kind = Kind::Token;
     std::string text;           // Token: visible text completed by this token (may be empty); Done: held-back tail
     TokenInfo token;            // Token only
     std::string finish_reason;  // Done: "stop", "length", "cancelled", "timeout"
-    std::string stop_word;      // Done: the stop sequence that ended the reply (empty: end of turn or other)
-    GenStats stats;             // Done
+    GenStats stats;             // Done, Token and Progress (so far); Done: stats.stop_word
+    size_t prefilled = 0;       // Progress: prompt tokens in the cache
     int status = 500;           // Error: HTTP status
     std::string error;          // Error: message
 };
 
 class Job {
 public:
-    explicit Job(GenParams params) : params_(std::move(params)), submitted_(Clock::now()) {}
+    explicit Job(GenParams params, uint64_t id = 0) : params_(std::move(params)), submitted_(Clock::now()), id_(id) {}
 
     const GenParams& params() const { return params_; }
+    uint64_t id() const { return id_; }
     Clock::time_point submitted() const { return submitted_; }
 
     // HTTP side: moves the pending events into *out; waits up to `wait` when there are none.
@@ -78,6 +94,7 @@ public:
 private:
     GenParams params_;
     Clock::time_point submitted_;
+    uint64_t id_;
     std::atomic<bool> cancelled_{false};
     std::mutex mutex_;
     std::condition_variable ready_;

@@ -1,5 +1,6 @@
 #include "metrics.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace cactus::server {
@@ -68,6 +69,61 @@ void Metrics::observe_done(size_t prompt_tokens, size_t cached_tokens, size_t co
     generation_seconds_.observe(seconds);
 }
 
+void Metrics::observe_step(size_t busy_slots) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++n_decode_;
+    n_busy_slots_ += busy_slots;
+}
+
+void Metrics::observe_timings(size_t prompt_tokens, double prompt_s, size_t predicted_tokens, double predicted_s,
+                              size_t sequence_tokens) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Throughput* t : {&prompt_, &prompt_window_}) {
+        t->tokens += prompt_tokens;
+        t->seconds += prompt_s;
+    }
+    for (Throughput* t : {&predicted_, &predicted_window_}) {
+        t->tokens += predicted_tokens;
+        t->seconds += predicted_s;
+    }
+    n_tokens_max_ = std::max<uint64_t>(n_tokens_max_, sequence_tokens);
+}
+
+// Names, types and help texts of llama-server's /metrics (its server_task_result_metrics), so its
+// dashboards read this server unchanged. Speculative-decoding counters stay 0: there is no draft model.
+void Metrics::render_llamacpp(std::string& out) const {
+    auto item = [&](const char* type, const char* name, const char* help, double v) {
+        out += std::string("# HELP llamacpp:") + name + " " + help + "\n# TYPE llamacpp:" + name + " " + type +
+               "\nllamacpp:" + name + " " + number(v) + "\n";
+    };
+    item("counter", "prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens",
+         static_cast<double>(prompt_.tokens));
+    item("counter", "prompt_tokens_cached_total", "Number of prompt tokens reused from the cache",
+         static_cast<double>(cached_tokens_));
+    item("counter", "prompt_seconds_total", "Total time spent processing prompts", prompt_.seconds);
+    item("counter", "tokens_predicted_total", "Number of generation tokens processed",
+         static_cast<double>(predicted_.tokens));
+    item("counter", "tokens_predicted_seconds_total", "Total time spent generating tokens", predicted_.seconds);
+    item("counter", "n_decode_total",
+         "Total number of llama_decode() calls, excluding speculative decoding and multimodal decoding",
+         static_cast<double>(n_decode_));
+    item("counter", "n_tokens_max", "Largest observed sequence length (prompt + generation)",
+         static_cast<double>(n_tokens_max_));
+    item("counter", "spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated", 0.0);
+    item("counter", "spec_decode_num_accepted_tokens_total",
+         "Speculative: Total draft tokens accepted by the target model", 0.0);
+    item("counter", "spec_decode_num_drafts_total", "Speculative: Total speculative decoding verification steps", 0.0);
+    item("gauge", "prompt_tokens_seconds", "Average prompt throughput in tokens/s", prompt_window_.per_second());
+    item("gauge", "predicted_tokens_seconds", "Average generation throughput in tokens/s",
+         predicted_window_.per_second());
+    item("gauge", "requests_processing", "Number of requests processing", static_cast<double>(busy_));
+    item("gauge", "requests_deferred", "Number of requests deferred", static_cast<double>(queued_));
+    item("gauge", "n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call",
+         static_cast<double>(n_busy_slots_) / std::max(static_cast<double>(n_decode_), 1.0));
+    prompt_window_ = Throughput{};
+    predicted_window_ = Throughput{};
+}
+
 void Metrics::observe_handoff(bool ok) {
     std::lock_guard<std::mutex> lock(mutex_);
     ++(ok ? handoffs_ok_ : handoffs_failed_);
@@ -110,6 +166,7 @@ std::string Metrics::render(size_t n_slots) const {
     queue_seconds_.render(out, "cactus_queue_wait_seconds", "Time from submission to a slot.");
     ttft_seconds_.render(out, "cactus_time_to_first_token_seconds", "Time from submission to the first token.");
     generation_seconds_.render(out, "cactus_generation_duration_seconds", "Time from submission to the last token.");
+    render_llamacpp(out);
     return out;
 }
 

@@ -34,8 +34,14 @@ public:
     void observe_done(size_t prompt_tokens, size_t cached_tokens, size_t completion_tokens, double seconds,
                       const std::string& finish_reason);
     void observe_handoff(bool ok);
+    // llama-server's counters: one engine step with `busy_slots` slots in it; a finished request's
+    // computed prompt tokens (cached ones excluded) and generated tokens with their times.
+    void observe_step(size_t busy_slots);
+    void observe_timings(size_t prompt_tokens, double prompt_s, size_t predicted_tokens, double predicted_s,
+                         size_t sequence_tokens);
     void set_load(size_t queued, size_t busy_slots);
 
+    // Also starts the window of llama-server's throughput gauges (averaged between two scrapes).
     std::string render(size_t n_slots) const;
 
 private:
@@ -46,6 +52,16 @@ private:
     uint64_t handoffs_ok_ = 0, handoffs_failed_ = 0;
     size_t queued_ = 0, busy_ = 0;
     Histogram request_seconds_, queue_seconds_, ttft_seconds_, generation_seconds_;
+    void render_llamacpp(std::string& out) const;
+    // llama-server's (llamacpp:*) metrics
+    struct Throughput {
+        uint64_t tokens = 0;
+        double seconds = 0.0;
+        double per_second() const { return seconds > 0.0 ? static_cast<double>(tokens) / seconds : 0.0; }
+    };
+    Throughput prompt_, predicted_;                        // since start
+    mutable Throughput prompt_window_, predicted_window_;  // since the last scrape
+    uint64_t n_decode_ = 0, n_busy_slots_ = 0, n_tokens_max_ = 0;
 };
 
 }  // namespace cactus::server

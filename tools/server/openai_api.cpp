@@ -549,95 +549,6 @@ void handle_completions(Server& server, const httplib::Request& req, httplib::Re
     respond(res, server, job, std::move(first), f, stream, std::move(plan));
 }
 
-}  // namespace cactus::server
-
-namespace cactus::server {
-
-namespace {
-
-json model_object(Server& server) {
-    const Engine& e = server.backend().engine();
-    const ModelInfo& info = e.model().info();
-    return json{{"id", server.config().alias},
-                {"object", "model"},
-                {"created", 0},
-                {"owned_by", "cactus"},
-                {"meta",
-                 {{"architecture", info.architecture},
-                  {"n_vocab", info.n_vocab},
-                  {"n_ctx_train", info.n_ctx_train},
-                  {"n_ctx_slot", server.backend().n_ctx()},
-                  {"n_embd", info.n_embd}}}};
-}
-
-// The --embedding-model, listed beside the served model.
-json embedding_model_object(Server& server) {
-    return json{{"id", server.config().embedding_alias},
-                {"object", "model"},
-                {"created", 0},
-                {"owned_by", "cactus"},
-                {"meta", {{"path", server.config().embedding_model_path}, {"endpoints", "embeddings, rerank"}}}};
-}
-
-void handle_tokenize(Server& server, const httplib::Request& req, httplib::Response& res) {
-    const json body = parse_body(req);
-    const json* content = field(body, "content");
-    if (content == nullptr || !content->is_string()) throw HttpError{400, "'content' must be a string", "content"};
-    const bool add_special = read_bool(body, "add_special", false);
-    const bool with_pieces = read_bool(body, "with_pieces", false);
-    const Engine& e = server.backend().engine();
-    std::vector<int32_t> ids = add_special ? e.tokenize_prompt(content->get<std::string>())
-                                           : e.tokenizer().encode(content->get<std::string>(), false, true);
-    json tokens = json::array();
-    for (int32_t id : ids) {
-        if (with_pieces)
-            tokens.push_back(json{{"id", id}, {"piece", token_piece(server, id)}});
-        else
-            tokens.push_back(id);
-    }
-    send_json(res, 200, json{{"tokens", tokens}});
-}
-
-void handle_detokenize(Server& server, const httplib::Request& req, httplib::Response& res) {
-    const json body = parse_body(req);
-    const json* tokens = field(body, "tokens");
-    if (tokens == nullptr || !tokens->is_array())
-        throw HttpError{400, "'tokens' must be an array of token ids", "tokens"};
-    const size_t vocab = server.backend().engine().tokenizer().vocab_size();
-    std::vector<int32_t> ids;
-    for (const json& id : *tokens) {
-        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<uint64_t>() >= vocab)
-            throw HttpError{400, "'tokens' must hold integers in [0, vocab size)", "tokens"};
-        ids.push_back(id.get<int32_t>());
-    }
-    send_json(res, 200, json{{"content", server.backend().engine().tokenizer().decode(ids)}});
-}
-
-void handle_props(Server& server, httplib::Response& res) {
-    const Engine& e = server.backend().engine();
-    json slots = json::array();
-    for (const SlotView& v : server.scheduler().slots())
-        slots.push_back(json{{"id", v.id},
-                             {"is_processing", v.busy},
-                             {"n_cached", v.cached_tokens},
-                             {"n_prompt", v.prompt_tokens},
-                             {"n_decoded", v.generated}});
-    json r = {{"default_generation_settings",
-               {{"n_ctx", server.backend().n_ctx()}, {"temperature", 1.0}, {"top_p", 1.0}, {"n_predict", -1}}},
-              {"total_slots", server.scheduler().n_slots()},
-              {"model_alias", server.config().alias},
-              {"model_path", server.config().model_path},
-              {"chat_template", e.file().get_string("tokenizer.chat_template", "")},
-              {"build_info", "cactus " CACTUS_SERVER_VERSION},
-              {"max_queue", server.scheduler().options().max_queue},
-              {"handoff", server.handoff() != nullptr},
-              {"embedding_model", server.embeddings().model_path()},
-              {"slots", slots}};
-    send_json(res, 200, r);
-}
-
-}  // namespace
-
 void install_openai(Server& server, httplib::Server& http, const Wrap& wrap) {
     Server* s = &server;
     http.Post("/v1/chat/completions",
@@ -646,27 +557,6 @@ void install_openai(Server& server, httplib::Server& http, const Wrap& wrap) {
               wrap([s](const httplib::Request& q, httplib::Response& r) { handle_chat_completions(*s, q, r); }));
     http.Post("/v1/completions",
               wrap([s](const httplib::Request& q, httplib::Response& r) { handle_completions(*s, q, r); }));
-    http.Post("/completions",
-              wrap([s](const httplib::Request& q, httplib::Response& r) { handle_completions(*s, q, r); }));
-    http.Get("/v1/models", wrap([s](const httplib::Request&, httplib::Response& r) {
-                 json data = json::array({model_object(*s)});
-                 if (!s->config().embedding_model_path.empty()) data.push_back(embedding_model_object(*s));
-                 send_json(r, 200, json{{"object", "list"}, {"data", data}});
-             }));
-    http.Get(R"(/v1/models/(.+))", wrap([s](const httplib::Request& q, httplib::Response& r) {
-                 if (!s->config().embedding_model_path.empty() && q.matches[1] == s->config().embedding_alias) {
-                     send_json(r, 200, embedding_model_object(*s));
-                     return;
-                 }
-                 if (q.matches[1] != s->config().alias)
-                     throw HttpError{404, "The model '" + std::string(q.matches[1]) + "' does not exist", "model",
-                                     "invalid_request_error", "model_not_found"};
-                 send_json(r, 200, model_object(*s));
-             }));
-    http.Post("/tokenize", wrap([s](const httplib::Request& q, httplib::Response& r) { handle_tokenize(*s, q, r); }));
-    http.Post("/detokenize",
-              wrap([s](const httplib::Request& q, httplib::Response& r) { handle_detokenize(*s, q, r); }));
-    http.Get("/props", wrap([s](const httplib::Request&, httplib::Response& r) { handle_props(*s, r); }));
 }
 
 }  // namespace cactus::server

@@ -66,7 +66,9 @@ Scheduler::Scheduler(StepBackend& backend, const SchedulerOptions& options, Metr
     for (size_t i = 0; i < backend_.n_seqs(); ++i) {
         slots_.push_back(std::make_unique<SlotState>());
         slots_.back()->id = static_cast<int>(i);
-        views_.push_back(SlotView{static_cast<int>(i), false, 0, 0, 0});
+        SlotView view;
+        view.id = static_cast<int>(i);
+        views_.push_back(view);
     }
     slot_last_used_.assign(slots_.size(), 0);
     running_jobs_.resize(slots_.size());
@@ -93,9 +95,10 @@ void Scheduler::stop() {
 }
 
 std::shared_ptr<Job> Scheduler::submit(GenParams params) {
-    auto job = std::make_shared<Job>(std::move(params));
+    std::shared_ptr<Job> job;
     {
         std::lock_guard<std::mutex> lock(mutex_);
+        job = std::make_shared<Job>(std::move(params), ++job_counter_);
         // Free slots take jobs at the next step; beyond them, max_queue may wait.
         const size_t free_slots = slots_.size() - std::min(busy_, slots_.size());
         if (queue_.size() >= options_.max_queue + free_slots) return nullptr;
@@ -110,6 +113,47 @@ void Scheduler::cancel_all() {
     for (auto& job : queue_) job->cancel();
     for (auto& job : running_jobs_) {
         if (job) job->cancel();
+    }
+}
+
+std::shared_ptr<EraseRequest> Scheduler::erase(int slot) {
+    if (slot < 0 || static_cast<size_t>(slot) >= slots_.size())
+        fail("Scheduler::erase: slot %d outside [0, %zu)", slot, slots_.size());
+    auto request = std::make_shared<EraseRequest>();
+    request->slot = slot;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!running_) {  // stopped: no thread would take it, and no request runs to wait for
+            request->done = true;
+            return request;
+        }
+        erases_.push_back(request);
+    }
+    wake_.notify_all();
+    return request;
+}
+
+void Scheduler::erase_idle_slots() {
+    std::vector<std::shared_ptr<EraseRequest>> ready;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (auto it = erases_.begin(); it != erases_.end();) {
+            if (slots_[static_cast<size_t>((*it)->slot)]->job) {
+                ++it;  // busy: erased when its request ends, as llama-server defers it
+            } else {
+                ready.push_back(*it);
+                it = erases_.erase(it);
+            }
+        }
+    }
+    for (auto& request : ready) {
+        const size_t n = backend_.erase(request->slot);
+        {
+            std::lock_guard<std::mutex> lock(request->mutex);
+            request->n_erased = n;
+            request->done = true;
+        }
+        request->done_cv.notify_all();
     }
 }
 
@@ -133,12 +177,13 @@ void Scheduler::loop() {
         {
             std::unique_lock<std::mutex> lock(mutex_);
             if (!running_ && busy_ == 0) break;
-            if (busy_ == 0 && queue_.empty()) {
+            if (busy_ == 0 && queue_.empty() && erases_.empty()) {
                 wake_.wait_for(lock, std::chrono::milliseconds(200));
                 continue;
             }
         }
         retire_cancelled();
+        erase_idle_slots();
         admit();
         bool any_busy = false;
         for (auto& s : slots_) any_busy = any_busy || s->job != nullptr;
@@ -153,11 +198,13 @@ void Scheduler::loop() {
             SlotView& v = views_[static_cast<size_t>(s->id)];
             v.busy = s->job != nullptr;
             v.cached_tokens = backend_.cached_tokens(s->id).size();
-            v.prompt_tokens = s->job ? s->job->params().prompt.size() : 0;
+            if (s->job) v.prompt_tokens = s->job->params().prompt.size();  // the last request's stays
             v.generated = s->stats.completion_tokens;
+            v.has_new_line = s->stats.has_new_line;
         }
         metrics_.set_load(queue_.size(), busy_);
     }
+    erase_idle_slots();  // erases that waited for the last requests: every slot is idle now
 }
 
 namespace {
@@ -174,7 +221,12 @@ size_t whole_spans(const MediaPrompt& media, size_t from, size_t n) {
 
 }  // namespace
 
-int Scheduler::pick_slot(const std::vector<int32_t>& prompt) const {
+int Scheduler::pick_slot(const GenParams& params) const {
+    if (params.id_slot >= 0) {  // pinned: that slot or none (the job waits for it)
+        const size_t i = static_cast<size_t>(params.id_slot);
+        return i < slots_.size() && !slots_[i]->job ? params.id_slot : -1;
+    }
+    const std::vector<int32_t>& prompt = params.prompt;
     int best = -1;
     size_t best_common = 0;
     for (const auto& s : slots_) {
@@ -217,30 +269,44 @@ void Scheduler::admit() {
                     ++it;
                 }
             }
-            if (queue_.empty()) return;
-            slot_id = pick_slot(queue_.front()->params().prompt);
-            if (slot_id < 0) return;
-            job = queue_.front();
-            queue_.pop_front();
+            // The first queued job that has a slot: a job pinned to a busy slot lets the next pass.
+            auto it = queue_.begin();
+            for (; it != queue_.end(); ++it) {
+                slot_id = pick_slot((*it)->params());
+                if (slot_id >= 0) break;
+            }
+            if (it == queue_.end()) return;
+            job = *it;
+            queue_.erase(it);
             running_jobs_[static_cast<size_t>(slot_id)] = job;
             ++busy_;
+            SlotView& v = views_[static_cast<size_t>(slot_id)];
+            v.id_task = job->id();
+            v.gen = job->params().gen;
+            v.n_probs = job->params().top_logprobs;
         }
         SlotState& slot = *slots_[static_cast<size_t>(slot_id)];
         slot_last_used_[static_cast<size_t>(slot_id)] = ++use_counter_;
         slot.job = job;
         slot.stats = GenStats{};
         slot.stats.slot = slot_id;
+        slot.stats.id_task = job->id();
         slot.stats.prompt_tokens = job->params().prompt.size();
         slot.stats.queue_ms = ms_since(job->submitted(), Clock::now());
         slot.decoding = false;
         slot.have_first = false;
         try {
+            if (!job->params().cache_prompt) backend_.erase(slot_id);
             slot.prefilled = backend_.begin(slot_id, job->params().prompt);
         } catch (const std::exception& e) {
             fail_slot(slot, 400, e.what());
             continue;
         }
         slot.stats.cached_tokens = slot.prefilled;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            views_[static_cast<size_t>(slot_id)].prompt_cached = slot.prefilled;
+        }
         const GenerationOptions& gen = job->params().gen;
         slot.sampler = std::make_unique<Sampler>(gen.sampling);
         for (int32_t id : job->params().prompt)
@@ -250,7 +316,18 @@ void Scheduler::admit() {
         slot.detok = std::make_unique<StreamingDetokenizer>(backend_.engine().tokenizer());
         slot.stream = std::make_unique<TextStream>(gen.stop_sequences, gen.include_stop_sequences);
         metrics_.observe_queue(slot.stats.queue_ms / 1000.0);
+        report_progress(slot);
     }
+}
+
+void Scheduler::report_progress(SlotState& slot) {
+    if (!slot.job->params().report_progress) return;
+    GenEvent e;
+    e.kind = GenEvent::Kind::Progress;
+    e.prefilled = slot.prefilled;
+    e.stats = slot.stats;
+    e.stats.total_ms = ms_since(slot.job->submitted(), Clock::now());
+    slot.job->push(std::move(e));
 }
 
 void Scheduler::retire_cancelled() {
@@ -295,6 +372,7 @@ void Scheduler::run_step() {
         batch.push_back(std::move(item));
     }
     if (batch.empty()) return;
+    metrics_.observe_step(batch.size());
     try {
         backend_.step(batch);
     } catch (const std::exception& e) {
@@ -305,7 +383,10 @@ void Scheduler::run_step() {
     for (SeqStep& item : batch) {
         SlotState& s = *slots_[static_cast<size_t>(item.seq)];
         if (!s.job) continue;
-        if (!s.decoding) s.prefilled += item.tokens.size();
+        if (!s.decoding) {
+            s.prefilled += item.tokens.size();
+            report_progress(s);
+        }
         if (item.want_logits) on_logits(s, item.logits);
     }
 }
@@ -340,9 +421,19 @@ void Scheduler::on_logits(SlotState& slot, std::vector<float>& logits) {
     slot.sampler->accept(token);
     e.text = slot.stream->push(backend_.engine().generated_piece(*slot.detok, token));
     ++slot.stats.completion_tokens;
+    const bool new_line = e.text.find('\n') != std::string::npos;
+    slot.stats.has_new_line = slot.stats.has_new_line || new_line;
+    e.stats = slot.stats;
+    e.stats.total_ms = ms_since(slot.job->submitted(), Clock::now());
     slot.job->push(std::move(e));
-    if (slot.stream->stopped()) return finish(slot, "stop");
+    if (slot.stream->stopped()) {
+        slot.stats.stop_word = slot.stream->matched_stop();
+        return finish(slot, "stop");
+    }
     if (slot.stats.completion_tokens >= p.gen.max_tokens) return finish(slot, "length");
+    // llama-server's t_max_predict_ms: past the limit, the next newline ends the reply.
+    if (new_line && p.t_max_predict_ms > 0.0 && ms_since(slot.first_token_time, Clock::now()) > p.t_max_predict_ms)
+        return finish(slot, "length");
     if (backend_.context_room(slot.id) <= 1) return finish(slot, "length");
     slot.next_token = token;
     slot.decoding = true;
@@ -353,17 +444,22 @@ void Scheduler::finish(SlotState& slot, const std::string& reason) {
     GenEvent e;
     e.kind = GenEvent::Kind::Done;
     e.finish_reason = reason;
-    if (slot.stream && slot.stream->stopped()) e.stop_word = slot.stream->matched_stop();
     if (slot.stream && !slot.stream->stopped() && reason != "cancelled") {
         e.text = slot.stream->push(slot.detok->flush());
         e.text += slot.stream->finish();
     }
+    if (slot.stream && slot.stream->stopped()) slot.stats.stop_word = slot.stream->matched_stop();
     slot.stats.total_ms = ms_since(slot.job->submitted(), now);
     if (!slot.have_first) slot.stats.ttft_ms = slot.stats.total_ms;
     const double decode_s = (slot.stats.total_ms - slot.stats.ttft_ms) / 1000.0;
     slot.stats.decode_tps =
         slot.stats.completion_tokens > 1 && decode_s > 0.0 ? (slot.stats.completion_tokens - 1) / decode_s : 0.0;
+    slot.stats.tokens_in_cache = backend_.cached_tokens(slot.id).size();
     e.stats = slot.stats;
+    metrics_.observe_timings(slot.stats.prompt_tokens - slot.stats.cached_tokens,
+                             (slot.stats.ttft_ms - slot.stats.queue_ms) / 1000.0, slot.stats.completion_tokens,
+                             (slot.stats.total_ms - slot.stats.ttft_ms) / 1000.0,
+                             slot.stats.prompt_tokens + slot.stats.completion_tokens);
     metrics_.observe_done(slot.stats.prompt_tokens, slot.stats.cached_tokens, slot.stats.completion_tokens,
                           slot.stats.total_ms / 1000.0, reason);
     slot.job->push(std::move(e));

@@ -36,6 +36,21 @@ struct SlotView {
     size_t cached_tokens = 0;
     size_t prompt_tokens = 0;
     size_t generated = 0;
+    // The slot's running request, else its last one (llama-server's /slots shows both); id_task 0: none yet.
+    uint64_t id_task = 0;
+    size_t prompt_cached = 0;  // prompt tokens the request reused from the cache
+    bool has_new_line = false;
+    int n_probs = -1;
+    GenerationOptions gen;
+};
+
+// POST /slots/{id}?action=erase: the scheduler thread drops the slot's cache once the slot is idle.
+struct EraseRequest {
+    int slot = 0;
+    std::mutex mutex;
+    std::condition_variable done_cv;
+    bool done = false;
+    size_t n_erased = 0;
 };
 
 class Scheduler {
@@ -50,6 +65,9 @@ public:
     std::shared_ptr<Job> submit(GenParams params);
     // Cancels every queued and running job (shutdown deadline reached).
     void cancel_all();
+    // Queues the erase of slot `slot`'s cache (done when the slot is next idle); the caller waits on
+    // the request. Throws cactus::Error when `slot` is out of range.
+    std::shared_ptr<EraseRequest> erase(int slot);
 
     size_t queued() const;
     size_t busy() const;
@@ -66,7 +84,9 @@ private:
     void finish(SlotState& slot, const std::string& reason);
     void fail_slot(SlotState& slot, int status, const std::string& message);
     void release(SlotState& slot);
-    int pick_slot(const std::vector<int32_t>& prompt) const;
+    void erase_idle_slots();
+    void report_progress(SlotState& slot);
+    int pick_slot(const GenParams& params) const;
 
     StepBackend& backend_;
     SchedulerOptions options_;
@@ -74,15 +94,17 @@ private:
     std::vector<std::unique_ptr<SlotState>> slots_;  // touched by the scheduler thread only
     std::vector<uint64_t> slot_last_used_;
 
-    mutable std::mutex mutex_;  // guards queue_, running_, busy_, views_, running_jobs_
+    mutable std::mutex mutex_;  // guards queue_, running_, busy_, views_, running_jobs_, erases_
     std::condition_variable wake_;
     std::deque<std::shared_ptr<Job>> queue_;
     std::vector<SlotView> views_;
     std::vector<std::shared_ptr<Job>> running_jobs_;  // per slot, for cancel_all()
+    std::vector<std::shared_ptr<EraseRequest>> erases_;
     size_t busy_ = 0;
     bool running_ = false;
     std::thread thread_;
     uint64_t use_counter_ = 0;
+    uint64_t job_counter_ = 0;  // guarded by mutex_
 };
 
 }  // namespace cactus::server

@@ -214,6 +214,7 @@ void Server::install_routes() {
         in_flight_.fetch_sub(1);
         std::string endpoint = req.matches.empty() ? std::string("other") : req.path;
         if (endpoint.rfind("/v1/models/", 0) == 0) endpoint = "/v1/models/{id}";
+        if (endpoint.rfind("/slots/", 0) == 0) endpoint = "/slots/{id}";
         metrics_.observe_request(endpoint, res.status, seconds);
         if (config_.log_requests) {
             std::fprintf(stderr, "%s %s %s %d %.1f ms\n", req.remote_addr.c_str(), req.method.c_str(), req.path.c_str(),
@@ -250,6 +251,7 @@ void Server::install_routes() {
     }
     if (backend_) {
         install_openai(*this, http, openai);
+        install_llama(*this, http, openai);
         install_ollama(*this, http, ollama);
         install_responses(*this, http, openai);
         install_anthropic(*this, http, anthropic);

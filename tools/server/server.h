@@ -146,7 +146,10 @@ private:
     std::atomic<int> in_flight_{0};
 };
 
-void install_openai(Server& server, httplib::Server& http, const Wrap& wrap);  // and llama-server's extras
+void install_openai(Server& server, httplib::Server& http, const Wrap& wrap);
+// llama-server's own endpoints: /completion, /infill, /tokenize, /detokenize, /apply-template,
+// /props, /slots, /models and /v1/models (llama_api.cpp).
+void install_llama(Server& server, httplib::Server& http, const Wrap& wrap);
 void install_ollama(Server& server, httplib::Server& http, const Wrap& wrap);
 // /v1/responses and the token counters /v1/responses/input_tokens, /v1/chat/completions/input_tokens
 // (responses_api.cpp).

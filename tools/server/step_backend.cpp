@@ -26,6 +26,11 @@ public:
             if (id < 0) fail("begin: prompts with images need the batched backend (serve without --engine-per-slot)");
         return at(seq).keep_prefix(prompt);
     }
+    size_t erase(int seq) override {
+        const size_t n = at(seq).cached_tokens().size();
+        at(seq).reset();
+        return n;
+    }
 
     void step(std::vector<SeqStep>& batch) override {
         for (SeqStep& s : batch) {
@@ -83,6 +88,13 @@ public:
         const size_t kept = model_->truncate(common, seq);
         cached_[s].resize(kept);
         return kept;
+    }
+    size_t erase(int seq) override {
+        const size_t s = index(seq);
+        const size_t n = cached_[s].size();
+        model_->truncate(0, seq);
+        cached_[s].clear();
+        return n;
     }
 
     void step(std::vector<SeqStep>& batch) override {

@@ -41,6 +41,8 @@ public:
     // Keeps the longest cached prefix of `prompt` in sequence `seq` and returns its length (the
     // last prompt token is always recomputed). Throws cactus::Error on an invalid prompt.
     virtual size_t begin(int seq, const std::vector<int32_t>& prompt) = 0;
+    // Drops everything sequence `seq` holds; returns how many tokens that was.
+    virtual size_t erase(int seq) = 0;
     // Appends each item's tokens to its sequence (at most one item per sequence). An item may be
     // cut short (its cache takes fewer tokens this step, e.g. a sliding window): its tokens are
     // then resized to what was appended and want_logits cleared.
