@@ -194,14 +194,7 @@ void Scheduler::loop() {
             wake_.wait_for(lock, std::chrono::milliseconds(20));
         }
         std::lock_guard<std::mutex> lock(mutex_);
-        for (auto& s : slots_) {
-            SlotView& v = views_[static_cast<size_t>(s->id)];
-            v.busy = s->job != nullptr;
-            v.cached_tokens = backend_.cached_tokens(s->id).size();
-            if (s->job) v.prompt_tokens = s->job->params().prompt.size();  // the last request's stays
-            v.generated = s->stats.completion_tokens;
-            v.has_new_line = s->stats.has_new_line;
-        }
+        for (auto& s : slots_) publish_view(*s);
         metrics_.set_load(queue_.size(), busy_);
     }
     erase_idle_slots();  // erases that waited for the last requests: every slot is idle now
@@ -462,8 +455,10 @@ void Scheduler::finish(SlotState& slot, const std::string& reason) {
                              slot.stats.prompt_tokens + slot.stats.completion_tokens);
     metrics_.observe_done(slot.stats.prompt_tokens, slot.stats.cached_tokens, slot.stats.completion_tokens,
                           slot.stats.total_ms / 1000.0, reason);
-    slot.job->push(std::move(e));
+    // The slot is released (and shown idle on /slots) before the client hears of the end.
+    std::shared_ptr<Job> job = slot.job;
     release(slot);
+    job->push(std::move(e));
 }
 
 void Scheduler::fail_slot(SlotState& slot, int status, const std::string& message) {
@@ -472,8 +467,10 @@ void Scheduler::fail_slot(SlotState& slot, int status, const std::string& messag
     e.kind = GenEvent::Kind::Error;
     e.status = status;
     e.error = message;
-    slot.job->push(std::move(e));
+    // The slot is released (and shown idle on /slots) before the client hears of the end.
+    std::shared_ptr<Job> job = slot.job;
     release(slot);
+    job->push(std::move(e));
 }
 
 void Scheduler::release(SlotState& slot) {
@@ -482,6 +479,16 @@ void Scheduler::release(SlotState& slot) {
     std::lock_guard<std::mutex> lock(mutex_);
     running_jobs_[static_cast<size_t>(slot.id)].reset();
     --busy_;
+    publish_view(slot);
+}
+
+void Scheduler::publish_view(const SlotState& s) {
+    SlotView& v = views_[static_cast<size_t>(s.id)];
+    v.busy = s.job != nullptr;
+    v.cached_tokens = backend_.cached_tokens(s.id).size();
+    if (s.job) v.prompt_tokens = s.job->params().prompt.size();  // the last request's stays
+    v.generated = s.stats.completion_tokens;
+    v.has_new_line = s.stats.has_new_line;
 }
 
 }  // namespace cactus::server

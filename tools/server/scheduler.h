@@ -84,6 +84,7 @@ private:
     void finish(SlotState& slot, const std::string& reason);
     void fail_slot(SlotState& slot, int status, const std::string& message);
     void release(SlotState& slot);
+    void publish_view(const SlotState& slot);  // views_[slot.id] from the slot; caller holds mutex_
     void erase_idle_slots();
     void report_progress(SlotState& slot);
     int pick_slot(const GenParams& params) const;
