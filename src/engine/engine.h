@@ -36,6 +36,8 @@ struct EngineOptions {
     std::string device;         // "cpu", "cuda", "cuda:N"; empty = $CACTUS_DEVICE, else "cpu"
     int gpu_timeout_ms = 0;     // 0 = $CACTUS_GPU_TIMEOUT_MS, else 30000
     std::string mmproj_path;    // vision projector GGUF (llama.cpp's --mmproj); empty = text only
+    KvRequest kv;               // KV storage type and compaction; unset fields take the defaults
+    std::string chat_template;  // Jinja source replacing the GGUF's template (llama.cpp's --chat-template)
 };
 
 // The text that stands for one image in a rendered prompt (llama.cpp's libmtmd uses the same).
