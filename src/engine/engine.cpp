@@ -119,6 +119,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& model_path, const Engine
     if (source.empty()) source = engine->file_->get_string("tokenizer.chat_template", "");
     if (source.empty()) source = builtin_chat_template(engine->model_->info().architecture);
     engine->template_ = std::make_unique<ChatTemplate>(source);
+    engine->template_source_ = source;
     engine->format_ = tool_format_for(source);
     engine->content_parts_ = template_needs_parts(*engine->template_);
     engine->shown_special_ = marker_tokens(*engine->tokenizer_, *engine->format_);

@@ -461,32 +461,30 @@ private:
 
     // A variable of a flag the command line left out, read as llama-server reads it.
     void environment_flag(const LlamaFlag& f) {
+        std::string env = f.env;
         const char* value = getenv_(f.env);
         bool negated = false;
-        std::string env = f.env;
-        if (f.negations[0] != '\0') {
-            std::string twin = env;
-            twin.replace(0, std::strlen("LLAMA_ARG_"), "LLAMA_ARG_NO_");
-            if (twin.rfind("LLAMA_ARG_NO_", 0) == 0 && getenv_(twin.c_str()) != nullptr) {
-                value = "0";
-                env = twin;
+        if (f.negations[0] != '\0' && env.rfind("LLAMA_ARG_", 0) == 0) {
+            const std::string twin = "LLAMA_ARG_NO_" + env.substr(std::strlen("LLAMA_ARG_"));
+            if (const char* set = getenv_(twin.c_str())) {  // any value of the twin means "off"
+                act(f, true, {}, twin + "=" + set);
+                return;
             }
         }
         if (value == nullptr) return;
         std::vector<std::string> values;
         if (f.takes == Takes::Nothing) {
-            if (is_truthy(value)) {
-                negated = false;
-            } else if (is_falsey(value) && f.negations[0] != '\0') {
-                negated = true;
-            } else if (is_falsey(value)) {
-                return;  // a plain switch is only ever turned on
-            } else {
+            if (is_falsey(value) && f.negations[0] == '\0') return;  // a plain switch is only ever turned on
+            if (!is_truthy(value) && !is_falsey(value))
                 throw UsageError(env + "='" + value +
                                  "' is not a boolean (1, true, on, enabled / 0, false, off, disabled)");
-            }
+            negated = is_falsey(value);
         } else {
             values.push_back(value);
+        }
+        if (env == "LLAMA_ARG_MODEL") {  // yields to a positional MODEL too, so it keeps a spelling of its own
+            out_.args.insert(out_.args.end(), {kModelFromEnvironment, value});
+            return;
         }
         act(f, negated, values, env + "=" + value);
     }

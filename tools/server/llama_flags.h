@@ -30,6 +30,9 @@ using EnvReader = std::function<const char*(const char*)>;
 TranslatedArgs translate_llama_server_args(const std::vector<std::string>& args, const FlagPredicate& is_ours,
                                            const EnvReader& getenv);
 
+// The option LLAMA_ARG_MODEL becomes: the model when neither MODEL nor -m is on the command line.
+constexpr const char* kModelFromEnvironment = "--model-from-environment";
+
 // llama.cpp's spellings of a boolean in an environment variable.
 bool is_truthy(const std::string& value);  // 1, true, on, enabled
 bool is_falsey(const std::string& value);  // 0, false, off, disabled

@@ -627,7 +627,7 @@ void handle_props(Server& server, httplib::Response& res) {
               {"total_slots", server.scheduler().n_slots()},
               {"model_alias", server.config().alias},
               {"model_path", server.config().model_path},
-              {"chat_template", e.file().get_string("tokenizer.chat_template", "")},
+              {"chat_template", e.chat_template_source()},
               {"build_info", "cactus " CACTUS_SERVER_VERSION},
               {"max_queue", server.scheduler().options().max_queue},
               {"handoff", server.handoff() != nullptr},

@@ -25,8 +25,10 @@ namespace {
 struct ServeArgs {
     ServerConfig config;
     std::string model_flag;
-    int parallel = 1;      // -np; -1 (llama-server's "auto") = 1
-    int http_threads = 0;  // --threads-http; -1 = the default
+    std::string model_from_environment;  // LLAMA_ARG_MODEL
+    bool model_given = false;            // MODEL on the command line
+    int parallel = 1;                    // -np; -1 (llama-server's "auto") = 1
+    int http_threads = 0;                // --threads-http; -1 = the default
     bool no_metrics = false;
     bool quiet = false;
     bool no_auto_handoff = false;
@@ -173,7 +175,10 @@ void apply_llama_settings(ServeArgs& a) {
 int serve(ServeArgs& a) {
     apply_llama_settings(a);
     ServerConfig& c = a.config;
-    if (!a.model_flag.empty()) c.model = a.model_flag;
+    if (!a.model_flag.empty())
+        c.model = a.model_flag;
+    else if (!a.model_given && !a.model_from_environment.empty())
+        c.model = a.model_from_environment;
     c.metrics = !a.no_metrics;
     c.log_requests = !a.quiet;
     c.handoff.auto_handoff = !a.no_auto_handoff;
@@ -324,8 +329,11 @@ void register_serve(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("serve",
                                        "OpenAI-, Ollama- and llama-server-compatible HTTP server "
                                        "(see docs/SERVER.md)");
-    cmd->add_option("model", c.model, "Model: a short name (see 'cactus list') or a .gguf path")->capture_default_str();
+    CLI::Option* positional =
+        cmd->add_option("model", c.model, "Model: a short name (see 'cactus list') or a .gguf path")
+            ->capture_default_str();
     cmd->add_option("-m,--model", args->model_flag, "The model (llama-server's spelling)");
+    cmd->add_option(kModelFromEnvironment, args->model_from_environment)->group("");  // hidden: LLAMA_ARG_MODEL
     cmd->add_option("--host", c.host, "Address to listen on")->capture_default_str();
     cmd->add_option("--port", c.port, "Port")->capture_default_str()->check(CLI::Range(0, 65535));
     cmd->add_option("--parallel", args->parallel, "Slots: requests generated at once (-np; -1 = 1)")
@@ -395,7 +403,8 @@ void register_serve(CLI::App& app) {
     cmd->footer(
         "llama-server's flags and LLAMA_ARG_* variables are read too: each is used, ignored with a notice, or "
         "refused with the reason (docs/SERVER.md, 'Flags (llama-server)').\n");
-    cmd->callback([args] {
+    cmd->callback([args, positional] {
+        args->model_given = positional->count() > 0;
         const int rc = serve(*args);
         if (rc != 0) throw CLI::RuntimeError(rc);
     });
