@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from serverproc import BIN, MODEL, ServerProcess, free_port
+from serverproc import BIN, MODEL, REPO, ServerProcess, free_port
 
 QWEN = os.path.expanduser("~/.cache/cactus/models/qwen2.5-coder-0.5b.gguf")
 HI = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, "temperature": 0}
@@ -229,3 +229,33 @@ def test_health_answers_503_while_loading():
     if 503 in seen:
         assert json.loads(seen[503][1]) == {
             "error": {"message": "Loading model", "type": "unavailable_error", "code": 503}}
+
+
+def table_rows():
+    """(spellings, takes, does) of tools/server/llama_flags.cpp's table, as the docs script reads it."""
+    import re
+    src = open(os.path.join(REPO, "tools", "server", "llama_flags.cpp")).read()
+    row = re.compile(r'\{"([^"]*)", "([^"]*)", (?:nullptr|"[^"]*"), Takes::(\w+), Does::(\w+),')
+    return [(names.split(",") + [n for n in negations.split(",") if n], takes, does)
+            for names, negations, takes, does in row.findall(src)]
+
+
+# A valid value for the used flags whose values are checked before --help is read.
+SAMPLE = {"--pooling": "mean", "--reasoning-format": "none", "-rea": "on", "--reasoning": "on", "-m": MODEL,
+          "--model": MODEL}
+
+
+def test_every_flag_of_the_table_is_used_ignored_or_refused():
+    rows = table_rows()
+    assert len(rows) > 240  # llama-server's whole list, not a sample
+    for spellings, takes, does in rows:
+        for flag in spellings:
+            if flag in ("-h", "--help", "--usage"):
+                continue
+            values = {"Value": [SAMPLE.get(flag, "1")], "TwoValues": ["1", "2"]}.get(takes, [])
+            status, err = run_serve([flag, *values, "--help"], timeout=30)
+            if does == "Refuse":
+                assert status == 2 and "is not supported: " in err, (flag, err)
+            else:
+                assert status == 0, (flag, err)  # used: our option exists; ignored: dropped
+                assert ("serve: ignoring " + flag in err) == (does == "Ignore"), (flag, err)

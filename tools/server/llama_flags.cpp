@@ -31,7 +31,7 @@ constexpr const char* kNoSampler =
     "not one of our samplers (top-k, top-p, min-p, temperature, penalties): it stays off";
 constexpr const char* kPerRequest = "set it per request (the request field of the same name) instead";
 constexpr const char* kKvLayout = "each slot has its own KV cache of -c/-np tokens, kept whole while the slot lives";
-constexpr const char* kFromGguf = "RoPE and YaRN settings come from the GGUF file";
+constexpr const char* kFromGguf = "RoPE, YaRN and attention-window settings come from the GGUF file";
 constexpr const char* kNoUi = "no web UI is served (the HTTP API only)";
 constexpr const char* kNoTools = "no built-in agent tools or MCP proxy are served";
 constexpr const char* kLogs = "the log is one line per request on stderr (--quiet turns it off)";
@@ -349,6 +349,9 @@ const LlamaFlag kLlamaFlags[] = {
     {"--mlock", "", "LLAMA_ARG_MLOCK", Takes::Nothing, Does::Ours, "--mlock"},
     {"--mmap", "--no-mmap", "LLAMA_ARG_MMAP", Takes::Nothing, Does::Ignore, "the weights are always memory-mapped"},
     {"--log-format", "", nullptr, Takes::Value, Does::Ignore, kLogs},
+    {"-gan,--grp-attn-n", "", nullptr, Takes::Value, Does::Ignore, kFromGguf},
+    {"-gaw,--grp-attn-w", "", nullptr, Takes::Value, Does::Ignore, kFromGguf},
+    {"-dkvc,--dump-kv-cache", "", nullptr, Takes::Nothing, Does::Ignore, kLogs},
 };
 
 // Whether `list` (comma-separated) holds `name`.
