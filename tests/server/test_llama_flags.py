@@ -59,7 +59,7 @@ def llama_cli(key_file):
             "--metrics", "--slots", "-np", "2", "--ctx_size", "2048", "-t", "2", "--threads-http", "8", "-cb",
             "--offline", "-a", "from-cli", "--api-key-file", key_file, "--chat-template", "chatml",
             "--reasoning-format", "deepseek", "--chat-template-kwargs", '{"enable_thinking": false}', "-to", "600",
-            "--cache-reuse", "256", "--log-disable"]
+            "--cache-reuse", "256", "--log-disable", "--max_queue=8"]
     s = LlamaStyleServer(args, env={"LLAMA_ARG_ALIAS": "from-env", "LLAMA_ARG_N_PARALLEL": "3"}, port=port)
     yield s
     assert s.stop() == 0
@@ -179,6 +179,7 @@ def test_request_defaults_follow_the_flags(llama_env):
     (["--samplers", "top_k;bogus"], {}, "unknown sampler 'bogus'"),
     (["-b", "1", "-np", "2"], {}, "every decoding slot needs a token per step"),
     (["--port"], {}, "flag '--port' needs a value"),
+    ([MODEL], {}, "unexpected " + MODEL + ": see 'cactus serve --help'"),
     ([], {"LLAMA_ARG_ENDPOINT_SLOTS": "maybe"}, "LLAMA_ARG_ENDPOINT_SLOTS='maybe' is not a boolean"),
     (["--api-key-file", "/nonexistent/keys"], {}, "--api-key-file: cannot read"),
 ])

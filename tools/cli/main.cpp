@@ -26,6 +26,12 @@ int main(int argc, char** argv) {
         app.parse(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
     } catch (const CLI::RuntimeError& e) {
         return app.exit(e);
+    } catch (const CLI::ExtrasError& e) {
+        if (!serving) return app.exit(e);
+        const std::string what = e.what();  // "The following argument(s) were not expected: A B"
+        std::fprintf(stderr, "cactus serve: unexpected %s: see 'cactus serve --help' (one MODEL at most)\n",
+                     what.substr(what.find(':') == std::string::npos ? 0 : what.find(':') + 2).c_str());
+        return 2;
     } catch (const CLI::ParseError& e) {
         const int rc = app.exit(e);
         return serving && rc != 0 ? 2 : rc;  // a command line llama-server's users can test: 2, as usage errors

@@ -439,7 +439,7 @@ private:
         const Match m = find_flag(name);
         if (m.flag == nullptr) {
             if (is_ours_(name)) {
-                out_.args.push_back(args[i]);
+                out_.args.push_back(has_inline ? name + "=" + inline_value : name);
                 return i;
             }
             throw UsageError("unknown flag '" + name + "': " + kSeeHelp);
