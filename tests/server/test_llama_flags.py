@@ -260,3 +260,28 @@ def test_every_flag_of_the_table_is_used_ignored_or_refused():
             else:
                 assert status == 0, (flag, err)  # used: our option exists; ignored: dropped
                 assert ("serve: ignoring " + flag in err) == (does == "Ignore"), (flag, err)
+
+
+def test_sigterm_while_loading_exits_cleanly():
+    """A SIGTERM that comes while the model loads (the port already bound) stops the server once
+    the load ends, with status 0."""
+    import signal
+    import socket
+    model = QWEN if os.path.isfile(QWEN) else MODEL
+    port = free_port()
+    proc = subprocess.Popen([BIN, "serve", "-m", model, "--port", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.002)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)

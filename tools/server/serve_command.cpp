@@ -173,6 +173,7 @@ void apply_llama_settings(ServeArgs& a) {
 }
 
 int serve(ServeArgs& a) {
+    block_shutdown_signals();  // before any thread starts (the engines' pools and the listener included)
     apply_llama_settings(a);
     ServerConfig& c = a.config;
     if (!a.model_flag.empty())
@@ -200,7 +201,6 @@ int serve(ServeArgs& a) {
     options.n_ctx = c.ctx_size > 0 ? std::max<size_t>(c.ctx_size / c.parallel, 64) : 4096;
     options.kv = kv_request(a);
     options.chat_template = chat_template_source(a);
-    block_shutdown_signals();  // before any thread starts (the engines' pools and the listener included)
     if (c.encoder_only) {
         std::fprintf(stderr, "serve: %s is an encoder-only model: embedding endpoints only\n", c.model_path.c_str());
         return Server(c, nullptr).run();

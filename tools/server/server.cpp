@@ -256,7 +256,16 @@ void Server::shutdown_when_signalled() {
         const Clock::time_point last = Clock::now() + std::chrono::seconds(2);
         while (in_flight_.load() > 0 && Clock::now() < last) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    wait_until_listening();
     http_->stop();
+}
+
+// httplib's stop() does nothing until the listener thread runs: a stop right after the start (a
+// model that fails at once, an early SIGTERM) waits for it first (bounded).
+void Server::wait_until_listening() const {
+    const Clock::time_point until = Clock::now() + std::chrono::seconds(5);
+    while (!http_->is_running() && !listener_done_.load() && Clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 int Server::run() {
@@ -267,11 +276,13 @@ int Server::run() {
     // Listening starts before the model loads, so /health answers 503 "Loading model" meanwhile.
     std::thread listener([this] {
         http_->listen_after_bind();
+        listener_done_.store(true);
         draining_.store(true);  // ends shutdown_when_signalled() when the listener stops by itself
     });
     try {
         load_model();
     } catch (...) {
+        wait_until_listening();
         http_->stop();
         listener.join();
         throw;

@@ -139,6 +139,7 @@ private:
     RawHandler wrap(RawHandler handler, bool ollama);
     bool authorized(const httplib::Request& req) const;
     void shutdown_when_signalled();
+    void wait_until_listening() const;
 
     ServerConfig config_;
     BackendLoader load_;
@@ -151,6 +152,7 @@ private:
     std::unique_ptr<httplib::Server> http_;
     std::atomic<bool> ready_{false};  // the model is loaded: routes past the loading answer run
     std::atomic<bool> draining_{false};
+    std::atomic<bool> listener_done_{false};
     std::atomic<int> in_flight_{0};
 };
 
