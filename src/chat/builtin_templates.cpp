@@ -468,4 +468,12 @@ const std::string& builtin_chat_template(const std::string& architecture) {
     return kChatMLTemplate;
 }
 
+const std::string* builtin_chat_template_named(const std::string& name) {
+    if (name == "chatml") return &kChatMLTemplate;
+    if (name == "gemma") return &kGemmaTemplate;
+    return nullptr;
+}
+
+const char* builtin_chat_template_names() { return "chatml, gemma"; }
+
 }  // namespace cactus

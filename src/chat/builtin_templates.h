@@ -9,4 +9,9 @@ namespace cactus {
 // format), or ChatML when the family has no known format.
 const std::string& builtin_chat_template(const std::string& architecture);
 
+// A template by the name llama-server gives it (--chat-template chatml): nullptr for a name we
+// do not carry; builtin_chat_template_names() lists those we do.
+const std::string* builtin_chat_template_named(const std::string& name);
+const char* builtin_chat_template_names();
+
 }  // namespace cactus

@@ -112,11 +112,14 @@ std::unique_ptr<Engine> Engine::load(const std::string& model_path, const Engine
     engine->model_options_.n_seq = options.n_seq;
     engine->model_options_.device = options.device.empty() ? device_from_env("cpu") : options.device;
     engine->model_options_.gpu_timeout_ms = options.gpu_timeout_ms;
+    engine->model_options_.kv = options.kv;
     engine->model_ = Model::load(*engine->file_, engine->model_options_);
     engine->tokenizer_ = Tokenizer::from_gguf(*engine->file_);
-    std::string source = engine->file_->get_string("tokenizer.chat_template", "");
+    std::string source = options.chat_template;
+    if (source.empty()) source = engine->file_->get_string("tokenizer.chat_template", "");
     if (source.empty()) source = builtin_chat_template(engine->model_->info().architecture);
     engine->template_ = std::make_unique<ChatTemplate>(source);
+    engine->template_source_ = source;
     engine->format_ = tool_format_for(source);
     engine->content_parts_ = template_needs_parts(*engine->template_);
     engine->shown_special_ = marker_tokens(*engine->tokenizer_, *engine->format_);

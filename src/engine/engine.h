@@ -36,6 +36,8 @@ struct EngineOptions {
     std::string device;         // "cpu", "cuda", "cuda:N"; empty = $CACTUS_DEVICE, else "cpu"
     int gpu_timeout_ms = 0;     // 0 = $CACTUS_GPU_TIMEOUT_MS, else 30000
     std::string mmproj_path;    // vision projector GGUF (llama.cpp's --mmproj); empty = text only
+    KvRequest kv;               // KV storage type and compaction; unset fields take the defaults
+    std::string chat_template;  // Jinja source replacing the GGUF's template (llama.cpp's --chat-template)
 };
 
 // The text that stands for one image in a rendered prompt (llama.cpp's libmtmd uses the same).
@@ -125,6 +127,8 @@ public:
     // where its template leaves it unable to generate (finish_prompt).
     std::string render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                             bool add_generation_prompt, bool enable_thinking = false) const;
+    // The Jinja source render_chat() uses (EngineOptions::chat_template, the GGUF's, or a built-in).
+    const std::string& chat_template_source() const { return template_source_; }
     // The family's tool-call / thinking format, chosen from the chat template.
     const ToolFormat& tool_format() const { return *format_; }
     // The text a generated token adds to a reply: the detokenizer's (whole UTF-8 characters), or
@@ -219,6 +223,7 @@ private:
     std::unique_ptr<Model> model_;
     std::unique_ptr<Tokenizer> tokenizer_;
     std::unique_ptr<ChatTemplate> template_;
+    std::string template_source_;
     std::unique_ptr<ToolFormat> format_;
     std::vector<bool> shown_special_;  // control tokens rendered as text (the format's markers)
     bool content_parts_ = false;       // the template renders only content-part arrays (SmolVLM)

@@ -240,6 +240,16 @@ TEST(Gemma4Format, BuiltinTemplateIsTheCommittedE2bTemplate) {
     EXPECT_NE(builtin_chat_template("gemma3"), builtin_chat_template("gemma4"));
 }
 
+// llama-server's --chat-template names that we carry; others are refused by the server.
+TEST(BuiltinTemplates, NamedAsLlamaServerNamesThem) {
+    ASSERT_NE(builtin_chat_template_named("chatml"), nullptr);
+    EXPECT_EQ(*builtin_chat_template_named("chatml"), builtin_chat_template("llama"));
+    ASSERT_NE(builtin_chat_template_named("gemma"), nullptr);
+    EXPECT_EQ(*builtin_chat_template_named("gemma"), builtin_chat_template("gemma3"));
+    EXPECT_EQ(builtin_chat_template_named("llama3"), nullptr);
+    EXPECT_EQ(builtin_chat_template_named(""), nullptr);
+}
+
 // llama.cpp's tests/test-chat.cpp cases for its Gemma 4 parser (common/parsers/gemma4.cpp).
 TEST(Gemma4Format, LlamaCppParserCases) {
     const std::string q = "<|\"|>";

@@ -2,6 +2,7 @@
 // session's prefix reuse.
 #include <gtest/gtest.h>
 
+#include "chat/builtin_templates.h"
 #include "common/test_models.h"
 #include "core/error.h"
 #include "engine/engine.h"
@@ -115,4 +116,26 @@ TEST(EngineSession, PromptLongerThanContextIsAClearError) {
     EXPECT_THROW(e.complete_tokens(bad, g, nullptr), Error);
     g.max_tokens = 2;
     EXPECT_NO_THROW(e.complete(chat_prompt(e, "Hi"), g, nullptr));
+}
+
+// EngineOptions::chat_template replaces the GGUF's template (llama-server's --chat-template):
+// SmolLM2's own adds a default system turn, ChatML renders only the user's.
+TEST(EngineSession, ChatTemplateOptionReplacesTheFilesTemplate) {
+    EngineOptions o;
+    o.n_ctx = 256;
+    o.chat_template = *builtin_chat_template_named("chatml");
+    std::unique_ptr<Engine> e = Engine::load(cactus::testing::test_model_path("smollm2-135m"), o);
+    EXPECT_EQ(e->chat_template_source(), o.chat_template);
+    EXPECT_EQ(chat_prompt(*e, "hi"), "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    EXPECT_NE(chat_prompt(smollm(), "hi"), chat_prompt(*e, "hi"));
+}
+
+// EngineOptions::kv reaches the model (llama-server's -ctk/-ctv q8_0 → int8 rows).
+TEST(EngineSession, KvOptionReachesTheModel) {
+    EngineOptions o;
+    o.n_ctx = 256;
+    o.n_seq = 2;
+    o.kv.type = static_cast<int>(KvType::I8);
+    std::unique_ptr<Engine> e = Engine::load(cactus::testing::test_model_path("smollm2-135m"), o);
+    EXPECT_EQ(e->model().info().kv.type, KvType::I8);
 }

@@ -666,7 +666,7 @@ void handle_props(Server& server, httplib::Response& res) {
               {"endpoint_slots", config.slots_endpoint},
               {"endpoint_props", config.props_writable},
               {"endpoint_metrics", config.metrics},
-              {"chat_template", e.file().get_string("tokenizer.chat_template", "")},
+              {"chat_template", e.chat_template_source()},
               {"bos_token", token_text_or_empty(e.tokenizer(), e.tokenizer().bos_id())},
               {"eos_token", token_text_or_empty(e.tokenizer(), e.tokenizer().eos_id())},
               {"build_info", "cactus " CACTUS_SERVER_VERSION},

@@ -82,19 +82,9 @@ json parse_body(const httplib::Request& req) {
     return body;
 }
 
-Server::Server(ServerConfig config, std::unique_ptr<StepBackend> backend)
-    : config_(std::move(config)), backend_(std::move(backend)) {
-    if (backend_) {
-        SchedulerOptions so;
-        so.max_queue = config_.max_queue;
-        so.prefill_chunk = config_.prefill_chunk;
-        so.step_tokens = std::max<size_t>(512, config_.prefill_chunk);
-        scheduler_ = std::make_unique<Scheduler>(*backend_, so, metrics_);
-    }
+Server::Server(ServerConfig config, BackendLoader load) : config_(std::move(config)), load_(std::move(load)) {
+    if (!config_.encoder_only && !load_) fail("Server: a generating server needs a model loader");
     if (!config_.handoff.url.empty()) handoff_ = std::make_unique<HandoffClient>(config_.handoff);
-    if (!config_.mmproj_path.empty() && backend_)
-        vision_ = std::make_unique<ServerVision>(config_.mmproj_path, backend_->engine(), config_.threads);
-    make_embeddings();
     if (!config_.ssl_cert_file.empty() || !config_.ssl_key_file.empty()) {
         if (config_.ssl_cert_file.empty() || config_.ssl_key_file.empty())
             fail("serve: --ssl-cert-file and --ssl-key-file go together");
@@ -104,6 +94,21 @@ Server::Server(ServerConfig config, std::unique_ptr<StepBackend> backend)
     }
     if (!http_->is_valid()) fail("serve: cannot set up the HTTP server (certificate or key unreadable?)");
     install_routes();
+}
+
+// Everything that reads the model: the slots, the vision projector, the embedding service.
+void Server::load_model() {
+    if (load_) {
+        backend_ = load_();
+        SchedulerOptions so;
+        so.max_queue = config_.max_queue;
+        so.prefill_chunk = config_.prefill_chunk;
+        so.step_tokens = config_.step_tokens > 0 ? config_.step_tokens : std::max<size_t>(512, config_.prefill_chunk);
+        scheduler_ = std::make_unique<Scheduler>(*backend_, so, metrics_);
+    }
+    if (!config_.mmproj_path.empty() && backend_)
+        vision_ = std::make_unique<ServerVision>(config_.mmproj_path, backend_->engine(), config_.threads);
+    make_embeddings();
 }
 
 Server::~Server() {
@@ -142,10 +147,12 @@ Clock::time_point Server::deadline_from(const json& body) const {
 }
 
 bool Server::authorized(const httplib::Request& req) const {
-    if (config_.api_key.empty() || req.path == "/health") return true;
-    const std::string expected = "Bearer " + config_.api_key;
-    if (req.get_header_value("Authorization") == expected) return true;
-    return req.get_header_value("x-api-key") == config_.api_key;
+    if (config_.api_keys.empty() || req.path == "/health") return true;
+    const std::string bearer = req.get_header_value("Authorization");
+    const std::string x_api_key = req.get_header_value("x-api-key");
+    for (const std::string& key : config_.api_keys)
+        if (bearer == "Bearer " + key || x_api_key == key) return true;
+    return false;
 }
 
 RawHandler Server::wrap(RawHandler handler, ErrorStyle style) {
@@ -195,6 +202,11 @@ void Server::install_routes() {
                 res.status = 204;
                 return httplib::Server::HandlerResponse::Handled;
             }
+        }
+        if (!ready_.load()) {  // llama-server's answer while loading, before the key check as there
+            send_json(res, 503,
+                      json{{"error", {{"message", "Loading model"}, {"type", "unavailable_error"}, {"code", 503}}}});
+            return httplib::Server::HandlerResponse::Handled;
         }
         if (!authorized(req)) {
             res.set_header("WWW-Authenticate", "Bearer");
@@ -249,7 +261,7 @@ void Server::install_routes() {
             res.set_content(metrics_.render(n_slots()), "text/plain; version=0.0.4");
         });
     }
-    if (backend_) {
+    if (!config_.encoder_only) {
         install_openai(*this, http, openai);
         install_llama(*this, http, openai);
         install_ollama(*this, http, ollama);
@@ -288,7 +300,16 @@ void Server::shutdown_when_signalled() {
         const Clock::time_point last = Clock::now() + std::chrono::seconds(2);
         while (in_flight_.load() > 0 && Clock::now() < last) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    wait_until_listening();
     http_->stop();
+}
+
+// httplib's stop() does nothing until the listener thread runs: a stop right after the start (a
+// model that fails at once, an early SIGTERM) waits for it first (bounded).
+void Server::wait_until_listening() const {
+    const Clock::time_point until = Clock::now() + std::chrono::seconds(5);
+    while (!http_->is_running() && !listener_done_.load() && Clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 int Server::run() {
@@ -296,15 +317,28 @@ int Server::run() {
         std::fprintf(stderr, "serve: cannot listen on %s:%d\n", config_.host.c_str(), config_.port);
         return 1;
     }
+    // Listening starts before the model loads, so /health answers 503 "Loading model" meanwhile.
+    std::thread listener([this] {
+        http_->listen_after_bind();
+        listener_done_.store(true);
+        draining_.store(true);  // ends shutdown_when_signalled() when the listener stops by itself
+    });
+    try {
+        load_model();
+    } catch (...) {
+        wait_until_listening();
+        http_->stop();
+        listener.join();
+        throw;
+    }
     if (scheduler_) scheduler_->start();
-    std::thread watcher([this] { shutdown_when_signalled(); });
+    ready_.store(true);
     std::fprintf(stderr, "serve: %s on %s://%s:%d (%zu slot%s, %zu tokens each)\n", config_.alias.c_str(),
                  config_.ssl_cert_file.empty() ? "http" : "https", config_.host.c_str(), config_.port, n_slots(),
                  n_slots() == 1 ? "" : "s", backend_ ? backend_->n_ctx() : 0);
     std::fflush(stderr);
-    http_->listen_after_bind();
-    draining_.store(true);
-    watcher.join();
+    shutdown_when_signalled();  // returns once the listener is stopped
+    listener.join();
     if (scheduler_) scheduler_->stop();
     std::fprintf(stderr, "serve: stopped\n");
     return 0;

@@ -56,15 +56,16 @@ struct ServerConfig {
     size_t ctx_size = 0;  // over all slots, like llama-server; 0 = 4096 per slot
     int threads = 0;
     bool lock_weights = false;
-    std::string api_key;                    // bearer token for every endpoint but /health; empty = none
+    std::vector<std::string> api_keys;      // bearer tokens for every endpoint but /health; empty = none
     std::vector<std::string> cors_origins;  // empty = no CORS headers
     bool metrics = true;
     bool log_requests = true;
     size_t max_queue = 64;
-    size_t http_threads = 0;         // 0 = parallel + max_queue + 16
-    double request_timeout_s = 600;  // per request, queue wait included
-    double shutdown_timeout_s = 10;  // SIGTERM: in-flight requests get this long, then are cancelled
-    size_t prefill_chunk = 256;
+    size_t http_threads = 0;                  // 0 = parallel + max_queue + 16
+    double request_timeout_s = 600;           // per request, queue wait included
+    double shutdown_timeout_s = 10;           // SIGTERM: in-flight requests get this long, then are cancelled
+    size_t prefill_chunk = 256;               // -ub: most prompt tokens one slot adds per step
+    size_t step_tokens = 0;                   // -b: tokens per step over all slots; 0 = max(512, prefill_chunk)
     std::string ssl_cert_file, ssl_key_file;  // both set: HTTPS
     HandoffConfig handoff;
     std::string mmproj_path;  // vision projector .gguf; empty = text only (image requests are 400s)
@@ -106,13 +107,18 @@ enum class ErrorStyle { openai, ollama, anthropic };
 using RawHandler = std::function<void(const httplib::Request&, httplib::Response&)>;
 using Wrap = std::function<RawHandler(RawHandler)>;
 
+// Loads the model's slots (make_batched or make_engine_per_slot); called once the port is bound.
+using BackendLoader = std::function<std::unique_ptr<StepBackend>()>;
+
 class Server {
 public:
-    // backend: nullptr when config.encoder_only (no generation: the embedding endpoints only).
-    Server(ServerConfig config, std::unique_ptr<StepBackend> backend);
+    // load: empty when config.encoder_only (no generation: the embedding endpoints only).
+    Server(ServerConfig config, BackendLoader load);
     ~Server();
-    // Binds, serves until stop() or SIGTERM/SIGINT (then drains within the shutdown bound).
-    // Returns 0, or 1 when the port cannot be bound. Prints "listening on ..." once bound.
+    // Binds, then loads the model while every route answers llama-server's 503 "Loading model";
+    // then serves until SIGTERM/SIGINT (and drains within the shutdown bound). Returns 0, or 1
+    // when the port cannot be bound; a model that fails to load throws once the port is closed.
+    // Prints "serve: ALIAS on URL" once ready.
     int run();
 
     const ServerConfig& config() const { return config_; }
@@ -123,18 +129,22 @@ public:
     ServerVision* vision() { return vision_.get(); }  // nullptr without --mmproj
     EmbedService& embeddings() { return *embeddings_; }
     bool draining() const { return draining_.load(); }
+    bool ready() const { return ready_.load(); }
     size_t n_slots() const;  // 0 for an encoder-only server
     size_t busy_slots() const;
     Clock::time_point deadline_from(const json& body) const;
 
 private:
     void install_routes();
+    void load_model();
     void make_embeddings();
     RawHandler wrap(RawHandler handler, ErrorStyle style);
     bool authorized(const httplib::Request& req) const;
     void shutdown_when_signalled();
+    void wait_until_listening() const;
 
     ServerConfig config_;
+    BackendLoader load_;
     std::unique_ptr<StepBackend> backend_;
     Metrics metrics_;
     std::unique_ptr<Scheduler> scheduler_;
@@ -142,7 +152,9 @@ private:
     std::unique_ptr<ServerVision> vision_;
     std::unique_ptr<EmbedService> embeddings_;
     std::unique_ptr<httplib::Server> http_;
+    std::atomic<bool> ready_{false};  // the model is loaded: routes past the loading answer run
     std::atomic<bool> draining_{false};
+    std::atomic<bool> listener_done_{false};
     std::atomic<int> in_flight_{0};
 };
 
