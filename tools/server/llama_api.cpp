@@ -5,6 +5,8 @@
 // request behave alike.
 #include <cmath>
 #include <ctime>
+#include <mutex>
+#include <optional>
 
 #include <httplib.h>
 
@@ -49,18 +51,8 @@ json bytes_of(const std::string& s) {
 // The model's names: --alias may list several, comma-separated (llama-server's --alias); the first
 // is the name responses carry.
 std::vector<std::string> model_names(const ServerConfig& config) {
-    std::vector<std::string> names;
-    std::string name;
-    for (char c : config.alias + ",") {
-        if (c != ',') {
-            name += c;
-            continue;
-        }
-        const size_t a = name.find_first_not_of(" \t"), b = name.find_last_not_of(" \t");
-        if (a != std::string::npos) names.push_back(name.substr(a, b - a + 1));
-        name.clear();
-    }
-    if (names.empty()) names.push_back(config.alias);
+    std::vector<std::string> names = {config.alias};
+    names.insert(names.end(), config.extra_aliases.begin(), config.extra_aliases.end());
     return names;
 }
 
@@ -830,9 +822,13 @@ void install_llama(Server& server, httplib::Server& http, const Wrap& wrap) {
     post("/apply-template", handle_apply_template);
     post("/props", handle_post_props);
     post(R"(/slots/([^/]+))", handle_slot_action);
-    auto fim = std::make_shared<FimTokens>(fim_tokens(server.backend().engine().tokenizer()));
-    http.Post("/infill",
-              wrap([s, fim](const httplib::Request& q, httplib::Response& r) { handle_infill(*s, *fim, q, r); }));
+    // The FIM tokens are looked up on the first /infill: routes are installed before the model loads.
+    auto fim = std::make_shared<std::optional<FimTokens>>();
+    auto fim_once = std::make_shared<std::once_flag>();
+    http.Post("/infill", wrap([s, fim, fim_once](const httplib::Request& q, httplib::Response& r) {
+                  std::call_once(*fim_once, [&] { *fim = fim_tokens(s->backend().engine().tokenizer()); });
+                  handle_infill(*s, **fim, q, r);
+              }));
     http.Get("/props", wrap([s](const httplib::Request&, httplib::Response& r) { handle_props(*s, r); }));
     http.Get("/slots", wrap([s](const httplib::Request& q, httplib::Response& r) { handle_slots(*s, q, r); }));
     for (const char* path : {"/models", "/v1/models"})

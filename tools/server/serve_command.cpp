@@ -22,6 +22,22 @@ namespace cactus::server {
 
 namespace {
 
+// "a, b,c" → {"a", "b", "c"} (blanks around names dropped, empty names skipped).
+std::vector<std::string> split_aliases(const std::string& list) {
+    std::vector<std::string> names;
+    std::string name;
+    for (char ch : list + ",") {
+        if (ch != ',') {
+            name += ch;
+            continue;
+        }
+        const size_t a = name.find_first_not_of(" \t"), b = name.find_last_not_of(" \t");
+        if (a != std::string::npos) names.push_back(name.substr(a, b - a + 1));
+        name.clear();
+    }
+    return names;
+}
+
 struct ServeArgs {
     ServerConfig config;
     std::string model_flag;
@@ -162,11 +178,12 @@ void apply_llama_settings(ServeArgs& a) {
     if (c.step_tokens > 0 && c.step_tokens < c.parallel)
         throw UsageError("--batch-size " + std::to_string(c.step_tokens) + " is below --parallel " +
                          std::to_string(c.parallel) + ": every decoding slot needs a token per step");
-    const size_t comma = c.alias.find(',');
-    if (comma != std::string::npos) {  // llama-server takes several aliases; we show the first
-        std::fprintf(stderr, "serve: ignoring the aliases after '%s': one model name is shown\n",
-                     c.alias.substr(0, comma).c_str());
-        c.alias = c.alias.substr(0, comma);
+    // llama-server takes several comma-separated aliases: the first names the model in replies,
+    // every one is listed and accepted by /v1/models/{id}.
+    const std::vector<std::string> names = split_aliases(c.alias);
+    if (!names.empty()) {
+        c.alias = names.front();
+        c.extra_aliases.assign(names.begin() + 1, names.end());
     }
     if (a.no_jinja) std::fprintf(stderr, "serve: ignoring --no-jinja: chat templates are always rendered with Jinja\n");
     apply_request_defaults(a);

@@ -48,8 +48,9 @@ struct RequestDefaults {
 
 struct ServerConfig {
     std::string model = "smollm2-135m";
-    std::string model_path;  // resolved .gguf
-    std::string alias;       // name shown to clients; default: the model's short name
+    std::string model_path;                  // resolved .gguf
+    std::string alias;                       // name shown to clients; default: the model's short name
+    std::vector<std::string> extra_aliases;  // more names of the model (--alias a,b,c): listed and accepted
     std::string host = "127.0.0.1";
     int port = 8080;
     size_t parallel = 1;
