@@ -139,7 +139,7 @@ BROKEN_SCHEMA = {"type": "json_schema",
 
 def test_invalid_values_are_400s_naming_the_field(server):
     c = client(server)
-    for kwargs, field in [(dict(temperature=5), "temperature"), (dict(n=2), "n"), (dict(max_tokens=0), "max_tokens"),
+    for kwargs, field in [(dict(temperature=5), "temperature"), (dict(n=9), "n"), (dict(max_tokens=0), "max_tokens"),
                           (dict(top_logprobs=3), "top_logprobs"),
                           (dict(response_format={"type": "xml"}), "response_format"),
                           (dict(response_format={"type": "json_schema"}), "response_format"),
