@@ -81,7 +81,8 @@ std::shared_ptr<const CompiledConstraint> compile_rule(Server& server, const Out
     std::lock_guard<std::mutex> lock(compile_mutex);
     try {
         std::optional<ConstraintSpec> spec;
-        if (rule.response_format.is_object() && rule.response_format.value("type", "") == "grammar")  // llama-server's GBNF: xgrammar reads GBNF
+        if (rule.response_format.is_object() &&
+            rule.response_format.value("type", "") == "grammar")  // llama-server's GBNF: xgrammar reads GBNF
             spec = ConstraintSpec{ConstraintSpec::Kind::ebnf, rule.response_format["grammar"].get<std::string>()};
         else
             spec = api::constraint_for(server.backend().engine().tool_format(), rule.tools, options);
