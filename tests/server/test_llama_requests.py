@@ -175,7 +175,7 @@ def test_n_choices_whole_and_streamed(qwen):
               if line.startswith("data: ") and line != "data: [DONE]"]
     assert raw.decode().count("data: [DONE]") == 1
     indices = {c["index"] for e in events for c in e.get("choices", [])}
-    assert indices == {0, 1}
+    assert indices == {0, 1} and len({e["id"] for e in events}) == 1
     finishes = [c for e in events for c in e.get("choices", []) if c.get("finish_reason")]
     assert sorted(c["index"] for c in finishes) == [0, 1]
     usage = [e["usage"] for e in events if e.get("usage")]

@@ -64,7 +64,7 @@ void add_handoff_fields(json& r, const Completion& c) {
 class ChatFormatter final : public Formatter {
 public:
     ChatFormatter(Server& server, std::string model, bool tools_offered, int top_logprobs, bool include_usage,
-                  const std::string& prompt, bool raw_reasoning = false)
+                  const std::string& prompt, bool raw_reasoning = false, std::string id = "")
         : server_(server),
           raw_reasoning_(raw_reasoning),
           reader_(server.backend().engine().tool_format(), prompt),
@@ -72,7 +72,7 @@ public:
           tools_(tools_offered),
           top_logprobs_(top_logprobs),
           include_usage_(include_usage),
-          id_(random_id("chatcmpl-")),
+          id_(id.empty() ? random_id("chatcmpl-") : std::move(id)),
           created_(std::time(nullptr)) {}
 
     std::string content_type(bool stream) const override { return stream ? "text/event-stream" : "application/json"; }
@@ -223,12 +223,12 @@ private:
 
 class TextFormatter final : public Formatter {
 public:
-    TextFormatter(Server& server, std::string model, int logprobs, bool include_usage)
+    TextFormatter(Server& server, std::string model, int logprobs, bool include_usage, std::string id = "")
         : server_(server),
           model_(std::move(model)),
           logprobs_(logprobs),
           include_usage_(include_usage),
-          id_(random_id("cmpl-")),
+          id_(id.empty() ? random_id("cmpl-") : std::move(id)),
           created_(std::time(nullptr)) {}
 
     std::string content_type(bool stream) const override { return stream ? "text/event-stream" : "application/json"; }
@@ -600,9 +600,10 @@ void handle_chat_completions(Server& server, const httplib::Request& req, httpli
     const bool stream = r.stream;
     const std::string model = model_name(server, body);
     const bool raw_reasoning = r.reasoning_format == "none";
+    const std::string id = random_id("chatcmpl-");  // one id for all the choices
     auto make_formatter = [&]() {
         return std::make_shared<ChatFormatter>(server, model, !r.tools.empty(), p.top_logprobs, r.include_usage,
-                                               r.prompt, raw_reasoning);
+                                               r.prompt, raw_reasoning, id);
     };
     if (r.n_choices > 1) return respond_with_choices(server, res, body, p, r.n_choices, make_formatter, stream);
     auto f = make_formatter();
@@ -662,7 +663,8 @@ void handle_completions(Server& server, const httplib::Request& req, httplib::Re
     p.gen.constraint = compile_rule(server, OutputRule{openai_response_format(body), json::array()});
 
     const std::string model = model_name(server, body);
-    auto make_formatter = [&]() { return std::make_shared<TextFormatter>(server, model, logprobs, include_usage); };
+    const std::string id = random_id("cmpl-");  // one id for all the choices
+    auto make_formatter = [&]() { return std::make_shared<TextFormatter>(server, model, logprobs, include_usage, id); };
     if (const size_t n = read_choices(body); n > 1)
         return respond_with_choices(server, res, body, p, n, make_formatter, stream);
     auto f = make_formatter();
