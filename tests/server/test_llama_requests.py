@@ -24,6 +24,17 @@ def qwen():
     assert s.stop() == 0
 
 
+@pytest.fixture(scope="module")
+def gemma4():
+    """Gemma 4's chat template reads enable_thinking (the reduced model's weights are random)."""
+    path = os.path.join(MODELS, "gemma4-reduced-q4_0.gguf")
+    if not os.path.isfile(path):
+        pytest.skip("missing " + path)
+    s = ServerProcess("-t", "2", model=path, alias="gemma4")
+    yield s
+    assert s.stop() == 0
+
+
 def chat(server, messages, **fields):
     body = {"messages": messages, "max_tokens": 24, "temperature": 0}
     body.update(fields)
@@ -202,7 +213,14 @@ def test_assistant_prefill_continues_the_text(qwen, server):
     assert status == 400, r
 
 
-def test_chat_template_kwargs_reach_the_template(qwen):
+def test_chat_template_kwargs_reach_the_template(qwen, gemma4):
+    counts = {}
+    for thinking in (False, True):
+        status, r = chat(gemma4, ask("hi"), max_tokens=1, chat_template_kwargs={"enable_thinking": thinking})
+        assert status == 200, r
+        counts[thinking] = r["usage"]["prompt_tokens"]
+    assert counts[True] != counts[False], counts
+
     # Qwen2.5's template reads no kwargs but renders its default system prompt unless a system
     # message is given; a kwarg it does not read leaves the prompt alone, and a bad one is a 400.
     status, r = chat(qwen, ask("hi"), max_tokens=1)
@@ -219,6 +237,19 @@ def test_reasoning_format_values(qwen):
     for fmt in ("none", "auto", "deepseek", "deepseek-legacy"):
         status, r = chat(qwen, ask("Say hi."), max_tokens=4, reasoning_format=fmt)
         assert status == 200, (fmt, r)
+    # A grammar makes the model write a thinking block: auto moves it to reasoning_content, none
+    # leaves the text as generated; streamed alike.
+    think = {"grammar": 'root ::= "<think>hmm</think>yes"', "max_tokens": 20}
+    status, r = chat(qwen, ask("hi"), reasoning_format="auto", **think)
+    assert r["choices"][0]["message"]["reasoning_content"] == "hmm" and content(r) == "yes", r
+    status, r = chat(qwen, ask("hi"), reasoning_format="none", **think)
+    assert content(r) == "<think>hmm</think>yes" and "reasoning_content" not in r["choices"][0]["message"], r
+    for fmt, want in (("auto", "yes"), ("none", "<think>hmm</think>yes")):
+        status, raw, _ = qwen.post("/v1/chat/completions", dict(think, messages=ask("hi"), reasoning_format=fmt,
+                                                                 stream=True))
+        deltas = [c["delta"] for line in raw.decode().split("\n") if line.startswith("data: {")
+                  for c in json.loads(line[6:])["choices"]]
+        assert "".join(d.get("content") or "" for d in deltas) == want, (fmt, deltas)
     status, r = chat(qwen, ask("Say hi."), reasoning_format="verbose")
     assert status == 400 and r["error"]["param"] == "reasoning_format", r
 

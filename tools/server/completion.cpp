@@ -9,6 +9,14 @@ namespace cactus::server {
 
 namespace {
 
+// llama-server's error type for a status (server-common.cpp format_error_response).
+const char* error_type_for(int status) {
+    if (status == 503) return "unavailable_error";
+    if (status == 501) return "not_supported_error";
+    if (status == 404) return "not_found_error";
+    return status >= 400 && status < 500 ? "invalid_request_error" : "server_error";
+}
+
 std::string openai_finish(const std::string& reason) {
     if (reason == "stop" || reason == "length") return reason;
     return "length";  // cancelled (shutdown) or timeout: the answer was cut short
@@ -148,7 +156,7 @@ double mean_probability(const std::vector<TokenInfo>& tokens) {
 namespace {
 
 std::shared_ptr<Job> submit_job(Server& server, GenParams params) {
-    if (server.draining()) throw HttpError{503, "the server is shutting down", "", "server_error", "", 1};
+    if (server.draining()) throw HttpError{503, "the server is shutting down", "", "unavailable_error", "", 1};
     std::shared_ptr<Job> job = server.scheduler().submit(std::move(params));
     if (!job) {
         throw HttpError{429,
@@ -174,10 +182,7 @@ void wait_first(Job& job, std::vector<GenEvent>* first) {
         }
     }
     const GenEvent& e = first->front();
-    if (e.kind == GenEvent::Kind::Error) {
-        const bool client = e.status >= 400 && e.status < 500;
-        throw HttpError{e.status, e.error, "", client ? "invalid_request_error" : "server_error"};
-    }
+    if (e.kind == GenEvent::Kind::Error) throw HttpError{e.status, e.error, "", error_type_for(e.status)};
 }
 
 // One choice's answer gathered from its job's events.
@@ -329,9 +334,7 @@ void respond_choices(httplib::Response& res, std::vector<std::shared_ptr<Job>> j
         return;
     }
     for (const Choice& ch : *choices) {
-        if (!ch.c.failed) continue;
-        const bool client = ch.c.error_status >= 400 && ch.c.error_status < 500;
-        throw HttpError{ch.c.error_status, ch.c.error, "", client ? "invalid_request_error" : "server_error"};
+        if (ch.c.failed) throw HttpError{ch.c.error_status, ch.c.error, "", error_type_for(ch.c.error_status)};
     }
     res.status = 200;
     res.set_content(merged_whole(*choices), fs.front()->content_type(false).c_str());
@@ -364,10 +367,7 @@ void respond(httplib::Response& res, Server& server, std::shared_ptr<Job> job, s
         return;
     }
     const Completion& c = driver->completion();
-    if (c.failed) {
-        const bool client = c.error_status >= 400 && c.error_status < 500;
-        throw HttpError{c.error_status, c.error, "", client ? "invalid_request_error" : "server_error"};
-    }
+    if (c.failed) throw HttpError{c.error_status, c.error, "", error_type_for(c.error_status)};
     res.status = 200;
     res.set_content(body, f->content_type(false).c_str());
 }

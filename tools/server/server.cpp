@@ -264,8 +264,8 @@ void Server::install_routes() {
     http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return;
         if (res.status == 404) {
-            send_error(res, HttpError{404, "no route for " + req.method + " " + req.path, "", "invalid_request_error",
-                                      "not_found"});
+            send_error(
+                res, HttpError{404, "no route for " + req.method + " " + req.path, "", "not_found_error", "not_found"});
         }
     });
 
