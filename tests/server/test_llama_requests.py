@@ -150,7 +150,7 @@ def test_logit_bias_bans_and_boosts_in_both_forms(qwen):
     assert status == 200 and "banana" in content(r), r
     status, r = complete(qwen, "The capital of France is", max_tokens=4, logit_bias={str(boost[0]): 100})
     assert status == 200 and "banana" in r["choices"][0]["text"], r
-    for bad in ([[1, 500]], [[-5, 1]], {"x": "y"}, "nope", [[1, True]]):
+    for bad in ([[1, 500]], [[-5, 1]], {"-5": 1}, {"x": "y"}, "nope", [[1, True]], [[10 ** 9, 1]]):
         status, r = chat(qwen, ask("hi"), logit_bias=bad)
         assert status == 400 and r["error"]["param"] == "logit_bias", (bad, r)
 

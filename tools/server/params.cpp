@@ -149,7 +149,9 @@ std::vector<int32_t> bias_tokens(Server& server, const json& t, bool map_key, co
     if (t.is_number_integer()) return checked(t.get<long long>());
     if (!t.is_string()) bad(key, "entries must be [token id or text, bias]");
     const std::string text = t.get<std::string>();
-    if (map_key && !text.empty() && text.find_first_not_of("0123456789") == std::string::npos && text.size() < 12)
+    const size_t digits_from = !text.empty() && text[0] == '-' ? 1 : 0;
+    if (map_key && text.size() > digits_from && text.size() < 12 &&
+        text.find_first_not_of("0123456789", digits_from) == std::string::npos)
         return checked(std::stoll(text));
     if (text.empty()) bad(key, "a text to bias must not be empty");
     return tok.encode(text, /*add_special=*/false, /*parse_special=*/false);
