@@ -365,6 +365,17 @@ uint64_t resolve_seed(int64_t seed) {
     return seed == 0 ? 0x9e3779b97f4a7c15ull : static_cast<uint64_t>(seed);
 }
 
+// The --samplers order: names (llama-server's ';'-separated list, split), or one string of
+// letters (--sampling-seq).
+std::vector<SamplerStep> default_sampler_order(const std::vector<std::string>& samplers) {
+    try {
+        return sampler_order(json(samplers), "samplers");
+    } catch (const HttpError&) {
+        if (samplers.size() != 1) throw;
+        return sampler_order(json(samplers.front()), "samplers");
+    }
+}
+
 }  // namespace
 
 void read_openai_sampling(Server& server, const json& body, GenParams& p, bool choices_handled) {
@@ -394,7 +405,7 @@ void read_openai_sampling(Server& server, const json& body, GenParams& p, bool c
     if (const json* order = field(body, "samplers"))
         s.order = sampler_order(*order, "samplers");
     else if (!d.samplers.empty())
-        s.order = sampler_order(json(d.samplers), "samplers");
+        s.order = default_sampler_order(d.samplers);
     reject_unsupported_samplers(body);
     g.stop_sequences = read_stop(body, "stop", 16);
     g.ignore_eos = read_bool(body, "ignore_eos", false);  // llama-server's; for benchmarks
