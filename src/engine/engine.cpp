@@ -135,14 +135,58 @@ std::string Engine::generated_piece(StreamingDetokenizer& detok, int32_t token) 
 
 std::string Engine::render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                 bool add_generation_prompt, bool enable_thinking) const {
+    ChatRender how;
+    how.add_generation_prompt = add_generation_prompt;
+    how.enable_thinking = enable_thinking;
+    return render_chat(messages, tools, how);
+}
+
+namespace {
+
+// Appended to the continued message's text: the rendered prompt is cut where it appears, which
+// drops the template's end of turn whatever the template does around the text (even for "").
+const char* const kContinueMarker = "<<cactus-continue-here>>";
+
+nlohmann::ordered_json with_continue_marker(nlohmann::ordered_json messages) {
+    if (messages.empty() || messages.back().value("role", "") != "assistant")
+        fail("render_chat: continuing the final message needs an assistant message last");
+    nlohmann::ordered_json& content = messages.back()["content"];
+    if (content.is_null()) content = "";
+    if (content.is_string()) {
+        content = content.get<std::string>() + kContinueMarker;
+    } else if (content.is_array()) {
+        content.push_back({{"type", "text"}, {"text", kContinueMarker}});
+    } else {
+        fail("render_chat: the final assistant message's content must be text to continue it");
+    }
+    return messages;
+}
+
+}  // namespace
+
+std::string Engine::render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                const ChatRender& how) const {
+    const bool add_generation_prompt = how.add_generation_prompt && !how.continue_final_message;
+    const nlohmann::ordered_json shown = how.continue_final_message ? with_continue_marker(messages) : messages;
     nlohmann::ordered_json context;
-    context["messages"] = format_->prepare_messages(with_image_markers(messages, content_parts_));
+    context["messages"] = format_->prepare_messages(with_image_markers(shown, content_parts_));
     if (!tools.is_null() && !tools.empty()) context["tools"] = tools;
     context["add_generation_prompt"] = add_generation_prompt;
     context["bos_token"] = special_text(*tokenizer_, tokenizer_->bos_id());
     context["eos_token"] = special_text(*tokenizer_, tokenizer_->eos_id());
-    context["enable_thinking"] = enable_thinking;
+    context["enable_thinking"] = how.enable_thinking;
+    for (const auto& [key, value] : how.template_kwargs.items())
+        if (key != "messages" && key != "tools" && key != "add_generation_prompt") context[key] = value;
     std::string prompt = template_->render_ordered(context);
+    if (how.continue_final_message) {
+        const size_t at = prompt.rfind(kContinueMarker);
+        if (at == std::string::npos)
+            fail(
+                "render_chat: the chat template does not show the final assistant message's text, so it cannot be "
+                "continued");
+        prompt.resize(at);
+        return prompt;
+    }
     format_->finish_prompt(prompt, add_generation_prompt);
     return prompt;
 }

@@ -129,6 +129,18 @@ public:
                             bool add_generation_prompt, bool enable_thinking = false) const;
     // The Jinja source render_chat() uses (EngineOptions::chat_template, the GGUF's, or a built-in).
     const std::string& chat_template_source() const { return template_source_; }
+    // The same with llama-server's request extensions: extra template variables
+    // (chat_template_kwargs; enable_thinking among them overrides the flag), and continuing the
+    // last message, an assistant's, instead of opening a new turn (assistant prefill): the prompt
+    // ends where that message's text ends, without the template's end of turn.
+    struct ChatRender {
+        bool add_generation_prompt = true;
+        bool enable_thinking = false;
+        bool continue_final_message = false;
+        nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
+    };
+    std::string render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                            const ChatRender& how) const;
     // The family's tool-call / thinking format, chosen from the chat template.
     const ToolFormat& tool_format() const { return *format_; }
     // The text a generated token adds to a reply: the detokenizer's (whole UTF-8 characters), or

@@ -1,5 +1,7 @@
 #include "sampling/grammar.h"
 
+#include <cctype>
+
 #include <dlpack/dlpack.h>
 #include <xgrammar/xgrammar.h>
 
@@ -58,6 +60,68 @@ size_t GrammarVocab::cached() const {
 
 namespace {
 
+bool rule_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'; }
+
+// "name ::=" starts at j (a new rule: the alternative before it ended).
+bool rule_starts_at(const std::string& g, size_t j) {
+    size_t k = j;
+    while (k < g.size() && rule_name_char(g[k])) ++k;
+    if (k == j) return false;
+    while (k < g.size() && (g[k] == ' ' || g[k] == '\t')) ++k;
+    return g.compare(k, 3, "::=") == 0;
+}
+
+// Copies a quoted string or a character class starting at g[i] (escapes kept); returns the end.
+size_t copy_literal(const std::string& g, size_t i, char close, std::string& out) {
+    out += g[i++];
+    while (i < g.size() && g[i] != close) {
+        if (g[i] == '\\' && i + 1 < g.size()) out += g[i++];
+        out += g[i++];
+    }
+    if (i < g.size()) out += g[i++];
+    return i;
+}
+
+}  // namespace
+
+std::string gbnf_to_xgrammar(const std::string& g) {
+    std::string out;
+    out.reserve(g.size() + 16);
+    bool expect_element = false;  // after "::=", "|" or "(": an empty alternative gets "" there
+    size_t mark = 0;              // where in `out` that "" goes
+    size_t i = 0;
+    while (i < g.size()) {
+        const char c = g[i];
+        if (c == '#') {  // a comment, to the end of its line
+            while (i < g.size() && g[i] != '\n') out += g[i++];
+            continue;
+        }
+        if (std::isspace(static_cast<unsigned char>(c))) {
+            out += g[i++];
+            continue;
+        }
+        if (expect_element && (c == '|' || c == ')' || rule_starts_at(g, i))) out.insert(mark, " \"\"");
+        expect_element = false;
+        if (c == '"') {
+            i = copy_literal(g, i, '"', out);
+        } else if (c == '[') {
+            i = copy_literal(g, i, ']', out);
+        } else if (g.compare(i, 3, "::=") == 0) {
+            out += "::=";
+            i += 3;
+            expect_element = true;
+        } else {
+            expect_element = c == '|' || c == '(';
+            out += g[i++];
+        }
+        mark = out.size();
+    }
+    if (expect_element) out.insert(mark, " \"\"");
+    return out;
+}
+
+namespace {
+
 xgrammar::CompiledGrammar compile_spec(xgrammar::GrammarCompiler& c, const ConstraintSpec& spec) {
     using Kind = ConstraintSpec::Kind;
     switch (spec.kind) {
@@ -71,7 +135,7 @@ xgrammar::CompiledGrammar compile_spec(xgrammar::GrammarCompiler& c, const Const
         case Kind::structural_tag:
             return c.CompileStructuralTag(spec.text);
         case Kind::ebnf:
-            return c.CompileGrammar(spec.text, "root");
+            return c.CompileGrammar(gbnf_to_xgrammar(spec.text), "root");
     }
     fail("GrammarVocab::compile: unknown constraint kind %d", static_cast<int>(spec.kind));
 }

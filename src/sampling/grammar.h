@@ -18,6 +18,7 @@
 namespace cactus {
 
 struct ConstraintSpec {
+    // ebnf: llama.cpp's GBNF (xgrammar's EBNF is GBNF but for empty alternatives, gbnf_to_xgrammar).
     enum class Kind { json_schema, json_object, structural_tag, ebnf };
     Kind kind = Kind::json_object;
     std::string text;  // the schema / structural-tag JSON / EBNF; empty for json_object
@@ -25,6 +26,10 @@ struct ConstraintSpec {
 };
 
 struct CompiledConstraint;  // opaque: a compiled grammar
+
+// GBNF allows an empty alternative ("ws ::= | \" \"", "( | x)"); xgrammar's parser wants "" there.
+// The rest of the text (strings, classes, comments) is copied as is.
+std::string gbnf_to_xgrammar(const std::string& gbnf);
 
 class GrammarVocab {
 public:

@@ -21,7 +21,22 @@ void validate(const SamplingParams& p) {
     if (!(p.min_p >= 0.0f && p.min_p < 1.0f)) fail("sampler: min_p must be in [0, 1) (got %g)", p.min_p);
     if (!(p.repetition_penalty > 0.0f) || !std::isfinite(p.repetition_penalty))
         fail("sampler: repetition_penalty must be > 0 (got %g)", p.repetition_penalty);
+    if (!std::isfinite(p.presence_penalty) || !std::isfinite(p.frequency_penalty))
+        fail("sampler: presence_penalty and frequency_penalty must be finite (got %g, %g)", p.presence_penalty,
+             p.frequency_penalty);
+    for (const auto& [id, bias] : p.logit_bias) {
+        if (id < 0) fail("sampler: logit_bias token id must be >= 0 (got %d)", id);
+        if (std::isnan(bias) || bias == INFINITY) fail("sampler: logit_bias for token %d must be finite or -inf", id);
+    }
 }
+
+const std::vector<SamplerStep>& default_order() {
+    static const std::vector<SamplerStep> order = {SamplerStep::penalties, SamplerStep::top_k, SamplerStep::top_p,
+                                                   SamplerStep::min_p, SamplerStep::temperature};
+    return order;
+}
+
+bool truncates(SamplerStep s) { return s == SamplerStep::top_k || s == SamplerStep::top_p || s == SamplerStep::min_p; }
 
 uint64_t seed_from(const SamplingParams& p) {
     if (p.seed != 0) return p.seed;
@@ -114,16 +129,61 @@ void Sampler::accept(int32_t token) {
     while (history_.size() > static_cast<size_t>(params_.repetition_window)) history_.pop_front();
 }
 
-void Sampler::apply_repetition_penalty(std::vector<float>& logits) const {
-    if (params_.repetition_penalty == 1.0f) return;
+void Sampler::apply_logit_bias(std::vector<float>& logits) const {
+    for (const auto& [id, bias] : params_.logit_bias)
+        if (static_cast<size_t>(id) < logits.size()) logits[static_cast<size_t>(id)] += bias;
+}
+
+// llama.cpp's penalties: the repetition penalty divides a positive logit (multiplies a negative
+// one), then OpenAI's frequency and presence penalties subtract, for each token of the window.
+void Sampler::apply_penalties(std::vector<float>& logits) const {
+    const SamplingParams& p = params_;
+    if (p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f) return;
     std::vector<int32_t> seen(history_.begin(), history_.end());
     std::sort(seen.begin(), seen.end());
-    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
-    for (int32_t id : seen) {
+    for (size_t i = 0; i < seen.size();) {
+        size_t j = i;
+        while (j < seen.size() && seen[j] == seen[i]) ++j;
+        const int32_t id = seen[i];
+        const auto count = static_cast<float>(j - i);
+        i = j;
         if (id < 0 || static_cast<size_t>(id) >= logits.size()) continue;
         float& l = logits[static_cast<size_t>(id)];
-        l = l > 0.0f ? l / params_.repetition_penalty : l * params_.repetition_penalty;
+        if (p.repetition_penalty != 1.0f) l = l > 0.0f ? l / p.repetition_penalty : l * p.repetition_penalty;
+        l -= count * p.frequency_penalty + p.presence_penalty;
     }
+}
+
+float Sampler::run_chain() {
+    const std::vector<SamplerStep>& order = params_.order.empty() ? default_order() : params_.order;
+    // Temperature after the last truncation is left to the draw (the same numbers as scaling first).
+    size_t last_truncation = 0;
+    for (size_t i = 0; i < order.size(); ++i)
+        if (truncates(order[i])) last_truncation = i + 1;
+    float draw_temperature = 1.0f;
+    for (size_t i = 0; i < order.size(); ++i) {
+        switch (order[i]) {
+            case SamplerStep::penalties:
+                break;  // applied to the whole vocabulary before the candidates were taken
+            case SamplerStep::top_k:
+                if (params_.top_k > 0) keep_top_k(candidates_, params_.top_k);
+                break;
+            case SamplerStep::top_p:
+                keep_top_p(candidates_, params_.top_p);
+                break;
+            case SamplerStep::min_p:
+                keep_min_p(candidates_, params_.min_p);
+                break;
+            case SamplerStep::temperature:
+                if (i >= last_truncation) {
+                    draw_temperature = params_.temperature;
+                } else {
+                    for (TokenCandidate& t : candidates_) t.logit /= params_.temperature;
+                }
+                break;
+        }
+    }
+    return draw_temperature;
 }
 
 // A candidate drawn with probability exp((logit - max) / temperature) / sum: one uniform number
@@ -146,7 +206,9 @@ int32_t Sampler::draw(const std::vector<TokenCandidate>& c, float temperature) {
 
 int32_t Sampler::sample(std::vector<float>& logits) {
     CACTUS_ASSERT(!logits.empty());
-    apply_repetition_penalty(logits);
+    apply_logit_bias(logits);
+    const std::vector<SamplerStep>& order = params_.order.empty() ? default_order() : params_.order;
+    if (std::find(order.begin(), order.end(), SamplerStep::penalties) != order.end()) apply_penalties(logits);
     if (banned_ != nullptr)
         for (int32_t id : *banned_)
             if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[static_cast<size_t>(id)] = -INFINITY;
@@ -179,10 +241,8 @@ int32_t Sampler::sample(std::vector<float>& logits) {
         candidates_.resize(kept);
         if (candidates_.empty()) fail("sampler: no finite logit to sample from (NaN logits)");
         // Without truncation the draw needs no order (the sort of every candidate was ~15 ms).
-        if (params_.top_k > 0) keep_top_k(candidates_, params_.top_k);
-        keep_top_p(candidates_, params_.top_p);
-        keep_min_p(candidates_, params_.min_p);
-        chosen = draw(candidates_, params_.temperature);
+        const float draw_temperature = run_chain();
+        chosen = draw(candidates_, draw_temperature);
     }
     if (constraint_ != nullptr) {
         Clock::time_point t = Clock::now();

@@ -1,13 +1,20 @@
 #pragma once
-// Turns next-token logits into a token: a chain of small steps (repetition penalty, top-k, top-p,
-// min-p, temperature) followed by a draw from a seeded generator, or greedy argmax when the
-// temperature is 0. The same seed and inputs give the same tokens.
+// Turns next-token logits into a token: logit biases, then a chain of small steps (penalties,
+// top-k, top-p, min-p, temperature; the order can be chosen, as llama.cpp's --samplers) followed
+// by a draw from a seeded generator, or greedy argmax when the temperature is 0. The same seed
+// and inputs give the same tokens.
 #include <cstdint>
 #include <deque>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace cactus {
+
+// The steps of the chain. Penalties always act on the whole vocabulary before truncation (their
+// place in the order only says whether they run); temperature placed before a truncating step
+// makes that step see the tempered distribution, as in llama.cpp.
+enum class SamplerStep { penalties, top_k, top_p, min_p, temperature };
 
 struct SamplingParams {
     float temperature = 0.0f;         // 0 = greedy
@@ -15,8 +22,18 @@ struct SamplingParams {
     float top_p = 1.0f;               // 1 = off
     float min_p = 0.0f;               // 0 = off
     float repetition_penalty = 1.0f;  // 1 = off
-    int repetition_window = 64;       // how many recent tokens the penalty looks at
-    uint64_t seed = 0;                // 0 = seeded from the clock
+    int repetition_window = 64;       // how many recent tokens the penalties look at
+    // OpenAI's penalties over the same window (llama.cpp's penalties sampler): a token seen c > 0
+    // times loses c * frequency_penalty + presence_penalty from its logit.
+    float presence_penalty = 0.0f;   // 0 = off
+    float frequency_penalty = 0.0f;  // 0 = off
+    // Added to a token's logit before the chain (OpenAI's logit_bias); -inf never draws it. A token
+    // listed twice gets both biases.
+    std::vector<std::pair<int32_t, float>> logit_bias;
+    // The chain's order; empty = {penalties, top_k, top_p, min_p, temperature}. A step left out does
+    // not run (without temperature the draw is at temperature 1, unless temperature is 0: greedy).
+    std::vector<SamplerStep> order;
+    uint64_t seed = 0;  // 0 = seeded from the clock
 };
 
 struct TokenCandidate {
@@ -47,7 +64,11 @@ public:
     float last_probability() const { return last_probability_; }
 
 private:
-    void apply_repetition_penalty(std::vector<float>& logits) const;
+    void apply_logit_bias(std::vector<float>& logits) const;
+    void apply_penalties(std::vector<float>& logits) const;
+    // Truncation and temperature in the chain's order over candidates_; returns the temperature
+    // the draw still applies (1 when the chain already tempered the logits).
+    float run_chain();
     int32_t draw(const std::vector<TokenCandidate>& c, float temperature);
 
     SamplingParams params_;

@@ -347,3 +347,45 @@ TEST(Grammar, SamplerMasksAndAdvances) {
     EXPECT_TRUE(text == "true" || text == "false") << text;
     EXPECT_GT(sampler.constraint_ms(), 0.0);
 }
+
+TEST(Grammar, GbnfEmptyAlternativesBecomeEmptyStrings) {
+    EXPECT_EQ(gbnf_to_xgrammar("ws ::= | \" \" | \"\\n\" [ \\t]{0,20}"), "ws ::= \"\" | \" \" | \"\\n\" [ \\t]{0,20}");
+    EXPECT_EQ(gbnf_to_xgrammar("a ::= (\"x\" | ) \"|\" [|(]\nb ::= \"y\" |\nc ::= b"),
+              "a ::= (\"x\" | \"\" ) \"|\" [|(]\nb ::= \"y\" | \"\"\nc ::= b");
+    EXPECT_EQ(gbnf_to_xgrammar("root ::= \"a\" # a | comment (\nx ::= |"),
+              "root ::= \"a\" # a | comment (\nx ::= \"\" | \"\"");
+    const std::string plain = "root ::= (\"yes\" | \"no\") [a-z]+ \"\\\"\"";
+    EXPECT_EQ(gbnf_to_xgrammar(plain), plain);
+}
+
+TEST(Grammar, LlamaCppJsonGbnfCompilesAndConstrains) {
+    // llama.cpp's grammars/json.gbnf (empty alternatives, {m,n} repetition, classes with \x escapes).
+    const std::string json_gbnf = R"(root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::=
+  "{" ws (
+            string ":" ws value
+    ("," ws string ":" ws value)*
+  )? "}" ws
+array  ::=
+  "[" ws (
+            value
+    ("," ws value)*
+  )? "]" ws
+string ::=
+  "\"" (
+    [^"\\\x7F\x00-\x1F] |
+    "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) # escapes
+  )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
+# Optional space: by convention, applied in this grammar after literal chars when allowed
+ws ::= | " " | "\n" [ \t]{0,20}
+)";
+    auto compiled = grammar_vocab().compile(ConstraintSpec{ConstraintSpec::Kind::ebnf, json_gbnf});
+    GrammarConstraint ok(compiled);
+    EXPECT_TRUE(ok.accept_text("{\"a\": [1, 2.5, \"x\"], \"b\": null}"));
+    EXPECT_TRUE(ok.complete());
+    GrammarConstraint bad(compiled);
+    EXPECT_FALSE(bad.accept_text("[1]"));  // root is an object
+    EXPECT_THROW(grammar_vocab().compile(ConstraintSpec{ConstraintSpec::Kind::ebnf, "root ::= missing"}), Error);
+}

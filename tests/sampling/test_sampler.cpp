@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <random>
+#include <set>
 
 #include "core/error.h"
 #include "sampling/sampler.h"
@@ -210,5 +211,119 @@ TEST(Sampler, BannedTokensAreNeverDrawnUntilUnset) {
         s.set_banned(nullptr);
         auto logits = make_logits();
         if (temperature == 0.0f) EXPECT_EQ(s.sample(logits), 1);
+    }
+}
+
+namespace {
+// A vocabulary of odd size whose argmax is `best`, the others descending by id distance.
+std::vector<float> odd_vocab(size_t n, size_t best) {
+    std::vector<float> logits(n);
+    for (size_t i = 0; i < n; ++i) logits[i] = -0.01f * static_cast<float>((i > best ? i - best : best - i) % 100);
+    logits[best] = 5.0f;
+    return logits;
+}
+
+std::set<int32_t> draws(const SamplingParams& p, const std::vector<float>& logits, int n) {
+    Sampler s(p);
+    std::set<int32_t> seen;
+    for (int i = 0; i < n; ++i) {
+        std::vector<float> l = logits;
+        seen.insert(s.sample(l));
+    }
+    return seen;
+}
+}  // namespace
+
+TEST(Sampler, LogitBiasBansAndBoostsOnOddVocabularies) {
+    for (size_t n : {7u, 1001u, 49153u}) {
+        SamplingParams ban;
+        ban.logit_bias = {{3, -INFINITY}};
+        std::vector<float> logits = odd_vocab(n, 3);
+        EXPECT_NE(Sampler(ban).sample(logits), 3) << n;
+        EXPECT_EQ(logits[3], -INFINITY);
+        SamplingParams boost;
+        boost.logit_bias = {{static_cast<int32_t>(n - 1), 100.0f},
+                            {static_cast<int32_t>(n + 5), 100.0f}};  // past the end: ignored
+        logits = odd_vocab(n, 3);
+        EXPECT_EQ(Sampler(boost).sample(logits), static_cast<int32_t>(n - 1)) << n;
+        boost.temperature = 1.0f;
+        boost.seed = 9;
+        EXPECT_EQ(draws(boost, odd_vocab(n, 3), 20), std::set<int32_t>{static_cast<int32_t>(n - 1)}) << n;
+    }
+}
+
+TEST(Sampler, LogitBiasRejectsNegativeIdsAndNaN) {
+    SamplingParams p;
+    p.logit_bias = {{-1, 1.0f}};
+    EXPECT_THROW(Sampler{p}, Error);
+    p.logit_bias = {{1, NAN}};
+    EXPECT_THROW(Sampler{p}, Error);
+}
+
+TEST(Sampler, PresenceAndFrequencyPenaltiesFollowOpenAI) {
+    // logit 3.0 of token 1, seen twice: 3.0 - 2 * 0.5 - 0.3 = 1.7 < 2.9 of token 5.
+    SamplingParams p;
+    p.frequency_penalty = 0.5f;
+    p.presence_penalty = 0.3f;
+    Sampler s(p);
+    s.accept(1);
+    s.accept(1);
+    s.accept(4);
+    std::vector<float> logits = make_logits();
+    EXPECT_EQ(s.sample(logits), 5);
+    EXPECT_FLOAT_EQ(logits[1], 1.7f);
+    EXPECT_FLOAT_EQ(logits[4], 1.0f - 0.5f - 0.3f);
+    EXPECT_FLOAT_EQ(logits[0], 0.5f);
+    // Outside the window: no penalty.
+    p.repetition_window = 1;
+    Sampler w(p);
+    w.accept(1);
+    w.accept(4);
+    logits = make_logits();
+    EXPECT_EQ(w.sample(logits), 1);
+}
+
+TEST(Sampler, AnOrderWithoutPenaltiesSkipsThem) {
+    SamplingParams p;
+    p.repetition_penalty = 10.0f;
+    p.order = {SamplerStep::top_k, SamplerStep::temperature};
+    Sampler s(p);
+    s.accept(1);
+    std::vector<float> logits = make_logits();
+    EXPECT_EQ(s.sample(logits), 1);
+    EXPECT_FLOAT_EQ(logits[1], 3.0f);
+}
+
+TEST(Sampler, TemperatureBeforeTopPWidensTheNucleus) {
+    // softmax(2, 1, 0) = .665, .245, .090: top_p 0.6 keeps token 0 alone; at temperature 10 first
+    // the probabilities are .367, .332, .301 and the nucleus holds two tokens.
+    SamplingParams p;
+    p.temperature = 10.0f;
+    p.top_p = 0.6f;
+    p.seed = 3;
+    const std::vector<float> logits = {2.0f, 1.0f, 0.0f};
+    EXPECT_EQ(draws(p, logits, 200), (std::set<int32_t>{0}));
+    p.order = {SamplerStep::temperature, SamplerStep::top_p};
+    EXPECT_EQ(draws(p, logits, 200), (std::set<int32_t>{0, 1}));
+}
+
+TEST(Sampler, TheDefaultOrderWrittenOutDrawsTheSameTokens) {
+    SamplingParams a;
+    a.temperature = 0.8f;
+    a.top_k = 40;
+    a.top_p = 0.95f;
+    a.min_p = 0.05f;
+    a.seed = 77;
+    SamplingParams b = a;
+    b.order = {SamplerStep::penalties, SamplerStep::top_k, SamplerStep::top_p, SamplerStep::min_p,
+               SamplerStep::temperature};
+    Sampler sa(a), sb(b);
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    for (int i = 0; i < 50; ++i) {
+        std::vector<float> l(1001);
+        for (float& x : l) x = normal(rng);
+        std::vector<float> l2 = l;
+        EXPECT_EQ(sa.sample(l), sb.sample(l2));
     }
 }

@@ -9,6 +9,14 @@ namespace cactus::server {
 
 namespace {
 
+// llama-server's error type for a status (server-common.cpp format_error_response).
+const char* error_type_for(int status) {
+    if (status == 503) return "unavailable_error";
+    if (status == 501) return "not_supported_error";
+    if (status == 404) return "not_found_error";
+    return status >= 400 && status < 500 ? "invalid_request_error" : "server_error";
+}
+
 std::string openai_finish(const std::string& reason) {
     if (reason == "stop" || reason == "length") return reason;
     return "length";  // cancelled (shutdown) or timeout: the answer was cut short
@@ -41,36 +49,28 @@ public:
             }
             if (!alive(sink)) return abort();
         }
-        bool ok;
         if (c_.failed) {
-            // Headers (200) are out: the error goes in the body.
-            ok = write(sink, stream_ ? f_->stream_error(c_.error_status, c_.error)
-                                     : nlohmann::ordered_json{{"error",
-                                                               {{"message", c_.error},
-                                                                {"type", "server_error"},
-                                                                {"code", c_.error_status}}}}
-                                           .dump());
-        } else {
-            ok = write(sink, stream_ ? f_->stream_end(c_) : f_->whole(c_));
+            // A stream's headers (200) are out: its error goes in the body. A whole answer's error
+            // is the response's status (respond()).
+            if (stream_ && !write(sink, f_->stream_error(c_.error_status, c_.error))) return abort();
+        } else if (!write(sink, stream_ ? f_->stream_end(c_) : f_->whole(c_))) {
+            return abort();
         }
-        if (!ok) return abort();
         sink.done();
         return true;
     }
 
+    const Completion& completion() const { return c_; }
+
     void cancel() { job_->cancel(); }
 
 private:
-    // Whether the client is still there. A write to a closed connection fails (the first one after
-    // the close may still succeed), so a whole (non-streamed) answer is preceded by a space every
-    // 250 ms: JSON allows leading whitespace, and a client that left frees its slot within ~0.5 s.
+    // Whether the client is still there. A write to a closed stream fails (the first one after the
+    // close may still succeed); a whole answer's connection is looked at directly, since nothing is
+    // written before the answer is known. A client that left frees its slot within ~0.1 s.
     bool alive(httplib::DataSink& sink) {
         if (!sink.is_writable()) return false;
-        if (stream_) return true;
-        const Clock::time_point now = Clock::now();
-        if (now - last_heartbeat_ < std::chrono::milliseconds(250)) return true;
-        last_heartbeat_ = now;
-        return write(sink, " ");
+        return stream_ || current_client_connected();
     }
 
     static bool write(httplib::DataSink& sink, const std::string& s) {
@@ -146,7 +146,6 @@ private:
     bool finished_ = false;
     std::string held_text_;
     Completion c_;
-    Clock::time_point last_heartbeat_ = Clock::now();
 };
 
 }  // namespace
@@ -158,9 +157,10 @@ double mean_probability(const std::vector<TokenInfo>& tokens) {
     return sum / static_cast<double>(tokens.size());
 }
 
-std::shared_ptr<Job> start_job(Server& server, GenParams params, std::vector<GenEvent>* first) {
-    if (server.draining()) throw HttpError{503, "the server is shutting down", "", "server_error", "", 1};
-    const Clock::time_point deadline = params.deadline;
+namespace {
+
+std::shared_ptr<Job> submit_job(Server& server, GenParams params) {
+    if (server.draining()) throw HttpError{503, "the server is shutting down", "", "unavailable_error", "", 1};
     std::shared_ptr<Job> job = server.scheduler().submit(std::move(params));
     if (!job) {
         throw HttpError{429,
@@ -171,31 +171,209 @@ std::shared_ptr<Job> start_job(Server& server, GenParams params, std::vector<Gen
                         "queue_full",
                         1};
     }
+    return job;
+}
+
+void wait_first(Job& job, std::vector<GenEvent>* first) {
+    const Clock::time_point deadline = job.params().deadline;
     // The scheduler enforces the deadline; the grace covers a step in progress.
     const Clock::time_point give_up =
         deadline == Clock::time_point::max() ? deadline : deadline + std::chrono::seconds(5);
-    while (!job->take(first, std::chrono::milliseconds(100))) {
+    while (!job.take(first, std::chrono::milliseconds(100))) {
         if (Clock::now() >= give_up) {
-            job->cancel();
+            job.cancel();
             throw HttpError{504, "the request timed out", "", "server_error", "timeout"};
         }
     }
     const GenEvent& e = first->front();
-    if (e.kind == GenEvent::Kind::Error) {
-        const bool client = e.status >= 400 && e.status < 500;
-        throw HttpError{e.status, e.error, "", client ? "invalid_request_error" : "server_error"};
+    if (e.kind == GenEvent::Kind::Error) throw HttpError{e.status, e.error, "", error_type_for(e.status)};
+}
+
+// One choice's answer gathered from its job's events.
+struct Choice {
+    std::shared_ptr<Job> job;
+    std::vector<GenEvent> pending;
+    std::shared_ptr<Formatter> f;
+    Completion c;
+    bool done = false;
+};
+
+// Folds the events into the choice; streamed, writes its pieces. False when a write failed.
+bool absorb(Choice& ch, bool stream, httplib::DataSink& sink) {
+    auto write = [&sink](const std::string& s) { return s.empty() || sink.write(s.data(), s.size()); };
+    for (GenEvent& e : ch.pending) {
+        if (ch.done) break;
+        if (e.kind == GenEvent::Kind::Token) {
+            ch.c.text += e.text;
+            ch.c.tokens.push_back(e.token);
+            if (stream && !write(ch.f->stream_piece(e.text, {e.token}))) return false;
+        } else if (e.kind == GenEvent::Kind::Done) {
+            ch.done = true;
+            ch.c.text += e.text;
+            ch.c.finish_reason = openai_finish(e.finish_reason);
+            ch.c.stats = e.stats;
+            if (stream && !e.text.empty() && !write(ch.f->stream_piece(e.text, {}))) return false;
+            if (stream && !write(ch.f->stream_end(ch.c))) return false;
+        } else {
+            ch.done = true;
+            ch.c.failed = true;
+            ch.c.error_status = e.status;
+            ch.c.error = e.error;
+        }
     }
+    ch.pending.clear();
+    return true;
+}
+
+// The usage of all choices: the prompt once, the completions summed.
+Completion total_of(const std::vector<Choice>& choices) {
+    Completion total = choices.front().c;
+    total.stats.completion_tokens = 0;
+    for (const Choice& ch : choices) total.stats.completion_tokens += ch.c.stats.completion_tokens;
+    return total;
+}
+
+// Whole answers of several choices → one response: the first's, with every choice and the usage
+// summed (the formatters' JSON, so each protocol's shape is kept).
+std::string merged_whole(std::vector<Choice>& choices) {
+    nlohmann::ordered_json r = nlohmann::ordered_json::parse(choices.front().f->whole(choices.front().c));
+    nlohmann::ordered_json all = nlohmann::ordered_json::array();
+    for (Choice& ch : choices) {
+        nlohmann::ordered_json one = nlohmann::ordered_json::parse(ch.f->whole(ch.c));
+        for (auto& c : one["choices"]) all.push_back(c);
+    }
+    r["choices"] = all;
+    if (r.contains("usage") && r["usage"].is_object()) {
+        const Completion total = total_of(choices);
+        r["usage"]["completion_tokens"] = total.stats.completion_tokens;
+        r["usage"]["total_tokens"] = total.stats.prompt_tokens + total.stats.completion_tokens;
+    }
+    return r.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+// Drives every choice to its end. False when the client left (the jobs are cancelled then).
+bool drive_choices(std::vector<Choice>& choices, bool stream, httplib::DataSink& sink) {
+    auto cancel_all = [&choices] {
+        for (Choice& ch : choices) ch.job->cancel();
+        return false;
+    };
+    auto write = [&sink](const std::string& s) { return s.empty() || sink.write(s.data(), s.size()); };
+    if (stream)
+        for (Choice& ch : choices)
+            if (!write(ch.f->stream_start())) return cancel_all();
+    const auto wait = std::chrono::milliseconds(std::max<size_t>(5, 50 / choices.size()));
+    for (;;) {
+        bool all_done = true;
+        for (Choice& ch : choices) {
+            if (!ch.done && ch.pending.empty()) ch.job->take(&ch.pending, wait);
+            if (!absorb(ch, stream, sink)) return cancel_all();
+            if (ch.c.failed) {
+                cancel_all();
+                if (stream) write(ch.f->stream_error(ch.c.error_status, ch.c.error));
+                return true;
+            }
+            all_done = all_done && ch.done;
+        }
+        if (all_done) break;
+        if (!sink.is_writable() || (!stream && !current_client_connected())) return cancel_all();
+    }
+    if (stream && !write(choices.back().f->stream_close(total_of(choices)))) return cancel_all();
+    return true;
+}
+
+}  // namespace
+
+std::shared_ptr<Job> start_job(Server& server, GenParams params, std::vector<GenEvent>* first) {
+    std::shared_ptr<Job> job = submit_job(server, std::move(params));
+    wait_first(*job, first);
     return job;
+}
+
+std::vector<std::shared_ptr<Job>> start_jobs(Server& server, std::vector<GenParams> params,
+                                             std::vector<std::vector<GenEvent>>* firsts) {
+    std::vector<std::shared_ptr<Job>> jobs;
+    try {
+        for (GenParams& p : params) jobs.push_back(submit_job(server, std::move(p)));
+        firsts->assign(jobs.size(), {});
+        for (size_t i = 0; i < jobs.size(); ++i) wait_first(*jobs[i], &(*firsts)[i]);
+    } catch (...) {
+        for (auto& j : jobs) j->cancel();
+        throw;
+    }
+    return jobs;
+}
+
+void respond_choices(httplib::Response& res, std::vector<std::shared_ptr<Job>> jobs,
+                     std::vector<std::vector<GenEvent>> firsts, std::vector<std::shared_ptr<Formatter>> fs,
+                     bool stream) {
+    auto choices = std::make_shared<std::vector<Choice>>(jobs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        (*choices)[i].job = jobs[i];
+        (*choices)[i].pending = std::move(firsts[i]);
+        (*choices)[i].f = fs[i];
+        fs[i]->choice = i;
+        fs[i]->closes_stream = false;
+    }
+    if (stream) {
+        res.status = 200;
+        res.set_header("Cache-Control", "no-cache");
+        res.set_chunked_content_provider(
+            fs.front()->content_type(true),
+            [choices](size_t, httplib::DataSink& sink) {
+                if (!drive_choices(*choices, true, sink)) return false;
+                sink.done();
+                return true;
+            },
+            [choices](bool) {
+                for (Choice& ch : *choices) ch.job->cancel();
+            });
+        return;
+    }
+    httplib::DataSink sink;
+    sink.write = [](const char*, size_t) { return true; };
+    sink.done = [] {};
+    sink.is_writable = [] { return true; };
+    if (!drive_choices(*choices, false, sink)) {
+        res.status = 499;  // the client left; the jobs are cancelled
+        return;
+    }
+    for (const Choice& ch : *choices) {
+        if (ch.c.failed) throw HttpError{ch.c.error_status, ch.c.error, "", error_type_for(ch.c.error_status)};
+    }
+    res.status = 200;
+    res.set_content(merged_whole(*choices), fs.front()->content_type(false).c_str());
 }
 
 void respond(httplib::Response& res, Server& server, std::shared_ptr<Job> job, std::vector<GenEvent> first,
              std::shared_ptr<Formatter> f, bool stream, HandoffPlan plan) {
+    (void)server;
     auto driver = std::make_shared<Driver>(std::move(job), std::move(first), f, stream, std::move(plan));
+    if (stream) {
+        res.status = 200;
+        res.set_header("Cache-Control", "no-cache");
+        res.set_chunked_content_provider(
+            f->content_type(stream), [driver](size_t, httplib::DataSink& sink) { return driver->run(sink); },
+            [driver](bool) { driver->cancel(); });
+        return;
+    }
+    // A whole answer is driven on this thread and sent once known, so a failure after the first
+    // token is still the response's status with an error body.
+    std::string body;
+    httplib::DataSink sink;
+    sink.write = [&body](const char* data, size_t size) {
+        body.append(data, size);
+        return true;
+    };
+    sink.done = [] {};
+    sink.is_writable = [] { return true; };
+    if (!driver->run(sink)) {
+        res.status = 499;  // the client left; its job is cancelled
+        return;
+    }
+    const Completion& c = driver->completion();
+    if (c.failed) throw HttpError{c.error_status, c.error, "", error_type_for(c.error_status)};
     res.status = 200;
-    if (stream) res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        f->content_type(stream), [driver](size_t, httplib::DataSink& sink) { return driver->run(sink); },
-        [driver](bool) { driver->cancel(); });
+    res.set_content(body, f->content_type(false).c_str());
 }
 
 void respond_done(httplib::Response& res, const Completion& c, std::shared_ptr<Formatter> f, bool stream) {

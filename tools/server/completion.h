@@ -55,6 +55,16 @@ public:
     // A Progress event (streaming only; the job asked for them).
     virtual std::string stream_progress(const GenEvent&) { return std::string(); }
     virtual std::string whole(const Completion& c) = 0;
+
+    // Several choices of one request (`n` > 1, OpenAI's formats): each choice has its formatter,
+    // which writes `choice` as its index; its stream_end then leaves the usage and the end marker
+    // to stream_close, written once after every choice ended, with the choices' summed usage.
+    size_t choice = 0;
+    bool closes_stream = true;
+    virtual std::string stream_close(const Completion& total) {
+        (void)total;
+        return std::string();
+    }
 };
 
 struct HandoffPlan {
@@ -68,6 +78,17 @@ struct HandoffPlan {
 // Queues params; waits for the first event (the request's deadline bounds the wait). Throws
 // HttpError: 429 when the queue is full, 503 while draining, or the job's error.
 std::shared_ptr<Job> start_job(Server& server, GenParams params, std::vector<GenEvent>* first);
+
+// Queues one job per params (choices of one request) and waits for the first event of each; the
+// same errors as start_job (the jobs already queued are cancelled then).
+std::vector<std::shared_ptr<Job>> start_jobs(Server& server, std::vector<GenParams> params,
+                                             std::vector<std::vector<GenEvent>>* firsts);
+// Streams or sends the answers of several choices (formatter i writes job i's, its `choice` i):
+// streamed, their chunks interleave as tokens come; whole, one response holds every choice and
+// the summed usage. No hand-off.
+void respond_choices(httplib::Response& res, std::vector<std::shared_ptr<Job>> jobs,
+                     std::vector<std::vector<GenEvent>> firsts, std::vector<std::shared_ptr<Formatter>> fs,
+                     bool stream);
 
 // Streams or sends the job's answer through formatter `f`.
 void respond(httplib::Response& res, Server& server, std::shared_ptr<Job> job, std::vector<GenEvent> first,

@@ -15,14 +15,18 @@ class Server;
 using json = nlohmann::ordered_json;
 
 struct OutputRule {
-    json response_format;  // null, {"type":"json_object"} or {"type":"json_schema","json_schema":{...}}
+    json response_format;  // null, {"type":"json_object"}, {"type":"json_schema","json_schema":{...}} or
+                           // {"type":"grammar","grammar":GBNF}; "field": the request field it came from
     json tools;            // the tools shown to the model
     bool force_tools = false;
     const char* param = "response_format";  // the field an invalid schema is reported against
     bool parallel_calls = false;            // several forced calls in one reply (llama-server's default: no)
 };
 
-// OpenAI's response_format, validated (400 naming it); null for text or absent.
+// The request's output constraint, validated (400 naming the field): OpenAI's response_format
+// (llama-server's json_object may hold a "schema"), or llama-server's top-level json_schema or
+// grammar (GBNF) as {"type":"json_schema"|"grammar", ..., "field": the request field}; null for
+// free text. Two of them at once is a 400 (a plain json_object gives way to json_schema).
 json openai_response_format(const json& body);
 // Ollama's format: "json" → json_object, an object → that schema; null for "" or absent.
 json ollama_format(const json& body);

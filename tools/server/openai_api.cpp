@@ -1,6 +1,9 @@
 #include "openai_api.h"
 
+#include <algorithm>
 #include <ctime>
+#include <functional>
+#include <random>
 
 #include <httplib.h>
 
@@ -61,14 +64,15 @@ void add_handoff_fields(json& r, const Completion& c) {
 class ChatFormatter final : public Formatter {
 public:
     ChatFormatter(Server& server, std::string model, bool tools_offered, int top_logprobs, bool include_usage,
-                  const std::string& prompt)
+                  const std::string& prompt, bool raw_reasoning = false, std::string id = "")
         : server_(server),
+          raw_reasoning_(raw_reasoning),
           reader_(server.backend().engine().tool_format(), prompt),
           model_(std::move(model)),
           tools_(tools_offered),
           top_logprobs_(top_logprobs),
           include_usage_(include_usage),
-          id_(random_id("chatcmpl-")),
+          id_(id.empty() ? random_id("chatcmpl-") : std::move(id)),
           created_(std::time(nullptr)) {}
 
     std::string content_type(bool stream) const override { return stream ? "text/event-stream" : "application/json"; }
@@ -76,8 +80,9 @@ public:
     std::string stream_start() override { return sse(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr)); }
 
     std::string stream_piece(const std::string& piece, const std::vector<TokenInfo>& tokens) override {
-        if (tools_) return std::string();                // tool calls are parsed from the whole reply at the end
-        const std::string text = reader_.stream(piece);  // thinking stays out of the content
+        if (tools_) return std::string();  // tool calls are parsed from the whole reply at the end
+        // Thinking stays out of the content, unless reasoning_format none asks for the raw text.
+        const std::string text = raw_reasoning_ ? piece : reader_.stream(piece);
         if (text.empty() && (top_logprobs_ < 0 || tokens.empty())) return std::string();
         json c = chunk(json{{"content", text}}, nullptr);
         if (top_logprobs_ >= 0) c["choices"][0]["logprobs"] = json{{"content", logprobs(tokens)}};
@@ -88,7 +93,7 @@ public:
         std::string out;
         json message = message_of(c);
         const std::string finish = finish_of(c, message);
-        if (!tools_ && !c.cloud) {  // a partial marker held back at the end
+        if (!tools_ && !c.cloud && !raw_reasoning_) {  // a partial marker held back at the end
             const std::string rest = reader_.stream_end();
             if (!rest.empty()) out += sse(chunk(json{{"content", rest}}, nullptr));
         }
@@ -109,6 +114,11 @@ public:
         add_handoff_fields(last, c);
         if (!c.cloud) last["timings"] = timings_of(c);
         out += sse(last);
+        return closes_stream ? out + stream_close(c) : out;
+    }
+
+    std::string stream_close(const Completion& c) override {
+        std::string out;
         if (include_usage_) {
             json u = base("chat.completion.chunk");
             u["choices"] = json::array();
@@ -126,8 +136,10 @@ public:
     std::string whole(const Completion& c) override {
         json r = base("chat.completion");
         json message = message_of(c);
-        json choice = {
-            {"index", 0}, {"message", message}, {"logprobs", nullptr}, {"finish_reason", finish_of(c, message)}};
+        json choice = {{"index", this->choice},
+                       {"message", message},
+                       {"logprobs", nullptr},
+                       {"finish_reason", finish_of(c, message)}};
         if (top_logprobs_ >= 0 && !c.cloud) choice["logprobs"] = json{{"content", logprobs(c.tokens)}};
         r["choices"] = json::array({choice});
         r["usage"] = usage_of(c);
@@ -147,8 +159,8 @@ private:
 
     json chunk(const json& delta, const json& finish) const {
         json c = base("chat.completion.chunk");
-        c["choices"] =
-            json::array({json{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish}}});
+        c["choices"] = json::array(
+            {json{{"index", this->choice}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish}}});
         return c;
     }
 
@@ -173,6 +185,7 @@ private:
             if (!m.contains("role")) m["role"] = "assistant";
             return m;
         }
+        if (raw_reasoning_ && !tools_) return json{{"role", "assistant"}, {"content", c.text}};
         // The family's format: thinking to reasoning_content (as llama-server), calls to tool_calls.
         ParsedReply reply = reader_.parse(c.text, tools_);
         json m = {{"role", "assistant"}, {"content", reply.response}};
@@ -198,6 +211,7 @@ private:
     }
 
     Server& server_;
+    bool raw_reasoning_;
     ReplyReader reader_;
     std::string model_;
     bool tools_;
@@ -209,12 +223,12 @@ private:
 
 class TextFormatter final : public Formatter {
 public:
-    TextFormatter(Server& server, std::string model, int logprobs, bool include_usage)
+    TextFormatter(Server& server, std::string model, int logprobs, bool include_usage, std::string id = "")
         : server_(server),
           model_(std::move(model)),
           logprobs_(logprobs),
           include_usage_(include_usage),
-          id_(random_id("cmpl-")),
+          id_(id.empty() ? random_id("cmpl-") : std::move(id)),
           created_(std::time(nullptr)) {}
 
     std::string content_type(bool stream) const override { return stream ? "text/event-stream" : "application/json"; }
@@ -227,7 +241,13 @@ public:
     std::string stream_end(const Completion& c) override {
         json last = chunk("", {}, finish_of(c));
         add_handoff_fields(last, c);
-        std::string out = sse(last);
+        if (!c.cloud) last["timings"] = timings_of(c);
+        const std::string out = sse(last);
+        return closes_stream ? out + stream_close(c) : out;
+    }
+
+    std::string stream_close(const Completion& c) override {
+        std::string out;
         if (include_usage_) {
             json u = base();
             u["choices"] = json::array();
@@ -263,7 +283,7 @@ private:
 
     json chunk(const std::string& text, const std::vector<TokenInfo>& tokens, const json& finish) const {
         json c = base();
-        json choice = {{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}};
+        json choice = {{"index", this->choice}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}};
         if (logprobs_ >= 0) choice["logprobs"] = legacy_logprobs(tokens);
         c["choices"] = json::array({choice});
         return c;
@@ -331,26 +351,65 @@ std::string token_piece(Server& server, int32_t id) {
     return server.backend().engine().tokenizer().token_to_piece(id, true);
 }
 
-void read_openai_sampling(Server& server, const json& body, GenParams& p) {
+namespace {
+
+// llama-server's seed: -1 draws a random one; any other value is reproducible (0 too: the sampler's
+// own 0 means "from the clock", so it is moved to another fixed value).
+uint64_t resolve_seed(int64_t seed) {
+    if (seed == -1) {
+        static thread_local std::mt19937_64 rng{std::random_device{}()};
+        uint64_t r = 0;
+        while (r == 0) r = rng();
+        return r;
+    }
+    return seed == 0 ? 0x9e3779b97f4a7c15ull : static_cast<uint64_t>(seed);
+}
+
+// The --samplers order: names (llama-server's ';'-separated list, split), or one string of
+// letters (--sampling-seq).
+std::vector<SamplerStep> default_sampler_order(const std::vector<std::string>& samplers) {
+    try {
+        return sampler_order(json(samplers), "samplers");
+    } catch (const HttpError&) {
+        if (samplers.size() != 1) throw;
+        return sampler_order(json(samplers.front()), "samplers");
+    }
+}
+
+}  // namespace
+
+void read_openai_sampling(Server& server, const json& body, GenParams& p, bool choices_handled) {
+    const RequestDefaults& d = server.config().defaults;
     GenerationOptions& g = p.gen;
+    SamplingParams& s = g.sampling;
     const size_t room = room_after(server, p.prompt.size());
-    int64_t max_tokens = read_int(body, "max_tokens", 1, 1 << 20, static_cast<int64_t>(room));
+    const int64_t default_max = d.n_predict < 0 ? static_cast<int64_t>(room) : std::max<int64_t>(d.n_predict, 1);
+    int64_t max_tokens = read_int(body, "max_tokens", 1, 1 << 20, default_max);
     max_tokens = read_int(body, "max_completion_tokens", 1, 1 << 20, max_tokens);
     max_tokens = read_int(body, "n_predict", -1, 1 << 20, max_tokens);  // llama-server's name; -1 = to the end
     g.max_tokens = max_tokens < 0 ? room : std::min(static_cast<size_t>(max_tokens), room);
-    g.sampling.temperature = static_cast<float>(read_number(body, "temperature", 0.0, 2.0, 1.0));
-    g.sampling.top_p = static_cast<float>(read_number(body, "top_p", 0.0, 1.0, 1.0));
-    if (g.sampling.top_p == 0.0f) g.sampling.top_p = 1.0f;
-    g.sampling.top_k = static_cast<int>(read_int(body, "top_k", 0, 1 << 20, 0));
-    g.sampling.min_p = static_cast<float>(read_number(body, "min_p", 0.0, 0.9999, 0.0));
-    g.sampling.repetition_penalty = static_cast<float>(read_number(body, "repeat_penalty", 0.01, 100.0, 1.0));
-    read_number(body, "presence_penalty", -2.0, 2.0, 0.0);   // accepted, not applied
-    read_number(body, "frequency_penalty", -2.0, 2.0, 0.0);  // accepted, not applied
-    const int64_t seed = read_int(body, "seed", INT64_MIN, INT64_MAX, 0);
-    g.sampling.seed = static_cast<uint64_t>(seed);
+    // Fields left out take the server's defaults (llama-server's flags: --temp, --top-k, ...).
+    s.temperature = static_cast<float>(read_number(body, "temperature", 0.0, 2.0, std::max(d.temperature, 0.0)));
+    s.top_p = static_cast<float>(read_number(body, "top_p", 0.0, 1.0, std::clamp(d.top_p, 0.0, 1.0)));
+    if (s.top_p == 0.0f) s.top_p = 1.0f;
+    s.top_k = static_cast<int>(read_int(body, "top_k", 0, 1 << 20, std::max(d.top_k, 0)));
+    s.min_p = static_cast<float>(read_number(body, "min_p", 0.0, 0.9999, std::clamp(d.min_p, 0.0, 0.9999)));
+    s.repetition_penalty = static_cast<float>(
+        read_number(body, "repeat_penalty", 0.01, 100.0, d.repeat_penalty > 0.0 ? d.repeat_penalty : 1.0));
+    const int64_t last_n = read_int(body, "repeat_last_n", -1, 1 << 20, d.repeat_last_n);
+    s.repetition_window = last_n < 0 ? static_cast<int>(server.backend().n_ctx()) : static_cast<int>(last_n);
+    s.presence_penalty = static_cast<float>(read_number(body, "presence_penalty", -2.0, 2.0, d.presence_penalty));
+    s.frequency_penalty = static_cast<float>(read_number(body, "frequency_penalty", -2.0, 2.0, d.frequency_penalty));
+    s.seed = resolve_seed(read_int(body, "seed", INT64_MIN, INT64_MAX, d.seed));
+    s.logit_bias = read_logit_bias(server, body, "logit_bias");
+    if (const json* order = field(body, "samplers"))
+        s.order = sampler_order(*order, "samplers");
+    else if (!d.samplers.empty())
+        s.order = default_sampler_order(d.samplers);
+    reject_unsupported_samplers(body);
     g.stop_sequences = read_stop(body, "stop", 16);
     g.ignore_eos = read_bool(body, "ignore_eos", false);  // llama-server's; for benchmarks
-    if (read_int(body, "n", 1, 128, 1) != 1) throw HttpError{400, "'n' must be 1: one choice per request", "n"};
+    if (read_choices(body) != 1 && !choices_handled) throw HttpError{400, "'n' must be 1 on this endpoint", "n"};
     p.deadline = server.deadline_from(body);
 }
 
@@ -394,12 +453,68 @@ void image_prompt(Server& server, const std::string& prompt, const std::vector<I
     }
     p->prompt = p->media->tokens;
     const size_t n_ctx = server.backend().n_ctx();
-    if (p->prompt.size() + 1 >= n_ctx)
-        throw HttpError{400,
-                        cactus::format("the prompt with its images has %zu tokens but a slot's context holds %zu; "
-                                       "start the server with a larger --ctx-size",
-                                       p->prompt.size(), n_ctx),
-                        "messages", "invalid_request_error", "context_length_exceeded"};
+    if (p->prompt.size() + 1 >= n_ctx) throw exceed_context_error(p->prompt.size(), n_ctx, "messages");
+}
+
+namespace {
+
+// chat_template_kwargs (the server's --chat-template-kwargs, then the request's on top) and
+// llama-server's continuation of a final assistant message: continue_final_message, or
+// automatically when the last message is the assistant's (assistant prefill).
+Engine::ChatRender read_chat_render(Server& server, const json& body, const json& messages) {
+    Engine::ChatRender how;
+    how.template_kwargs = server.config().defaults.chat_template_kwargs;
+    if (!how.template_kwargs.is_object()) how.template_kwargs = json::object();
+    if (const json* kwargs = field(body, "chat_template_kwargs")) {
+        if (!kwargs->is_object())
+            throw HttpError{400, "'chat_template_kwargs' must be an object", "chat_template_kwargs"};
+        for (const auto& [key, value] : kwargs->items()) how.template_kwargs[key] = value;
+    }
+    if (const json* thinking = field(how.template_kwargs, "enable_thinking")) {
+        if (!thinking->is_boolean())
+            throw HttpError{400, "'chat_template_kwargs.enable_thinking' must be true or false",
+                            "chat_template_kwargs"};
+        how.enable_thinking = thinking->get<bool>();
+    }
+    const bool last_is_assistant = !messages.empty() && messages.back().value("role", "") == "assistant";
+    bool continuing = last_is_assistant;
+    if (const json* c = field(body, "continue_final_message")) {
+        if (!c->is_boolean() && !(c->is_string() && (*c == "content" || *c == "reasoning_content")))
+            throw HttpError{400, "'continue_final_message' must be true, false or \"content\"",
+                            "continue_final_message"};
+        continuing = !(c->is_boolean() && !c->get<bool>());
+        if (continuing && !last_is_assistant)
+            throw HttpError{400, "'continue_final_message' needs an assistant message last", "continue_final_message"};
+        if (c->is_string() && *c == "reasoning_content")
+            throw HttpError{400, "continuing 'reasoning_content' is not supported", "continue_final_message"};
+    }
+    if (continuing && messages.size() >= 2 && messages[messages.size() - 2].value("role", "") == "assistant")
+        throw HttpError{400, "cannot have 2 or more assistant messages at the end of the list", "messages"};
+    if (continuing && messages.back().contains("tool_calls") && !messages.back()["tool_calls"].empty())
+        throw HttpError{400, "cannot continue an assistant message that contains tool calls", "messages"};
+    how.add_generation_prompt = read_bool(body, "add_generation_prompt", true);
+    if (continuing && field(body, "add_generation_prompt") != nullptr && how.add_generation_prompt &&
+        field(body, "continue_final_message") != nullptr)
+        throw HttpError{400, "'add_generation_prompt' and 'continue_final_message' cannot both be true",
+                        "continue_final_message"};
+    how.continue_final_message = continuing;
+    return how;
+}
+
+// llama-server's reasoning_format: none leaves the thinking in the content as the model wrote it;
+// auto, deepseek and deepseek-legacy move it to reasoning_content.
+std::string read_reasoning_format(Server& server, const json& body) {
+    const std::string f = read_string(body, "reasoning_format", server.config().defaults.reasoning_format);
+    if (f != "none" && f != "auto" && f != "deepseek" && f != "deepseek-legacy")
+        throw HttpError{400, "'reasoning_format' must be none, auto, deepseek or deepseek-legacy (got '" + f + "')",
+                        "reasoning_format"};
+    return f;
+}
+
+}  // namespace
+
+size_t read_choices(const json& body) {
+    return static_cast<size_t>(read_int(body, "n_cmpl", 1, kMaxChoices, read_int(body, "n", 1, kMaxChoices, 1)));
 }
 
 ChatRequest read_chat_request(Server& server, const json& body) {
@@ -448,8 +563,10 @@ ChatRequest read_chat_request(Server& server, const json& body) {
         throw HttpError{400, "'top_logprobs' needs 'logprobs': true", "top_logprobs"};
 
     GenParams& p = r.params;
+    const Engine::ChatRender how = read_chat_render(server, body, messages);
+    r.reasoning_format = read_reasoning_format(server, body);
     try {
-        r.prompt = server.backend().engine().render_chat(messages, tools, true);
+        r.prompt = server.backend().engine().render_chat(messages, tools, how);
     } catch (const std::exception& e) {
         throw HttpError{400, std::string("cannot render the chat template: ") + e.what(), "messages"};
     }
@@ -457,8 +574,11 @@ ChatRequest read_chat_request(Server& server, const json& body) {
         p.prompt = tokenize_for_slot(server, r.prompt, "messages");
     else
         image_prompt(server, r.prompt, images, &p);
-    read_openai_sampling(server, body, p);
+    read_openai_sampling(server, body, p, /*choices_handled=*/true);
+    r.n_choices = read_choices(body);
     p.top_logprobs = want_logprobs ? top : -1;
+    if (field(body, "grammar") != nullptr && !tools.empty())
+        throw HttpError{400, "'grammar' cannot be combined with 'tools' (set tool_choice to none)", "grammar"};
     p.gen.constraint = compile_rule(
         server, OutputRule{response_format, tools, force_tools, force_tools ? "tool_choice" : "response_format",
                            read_bool(body, "parallel_tool_calls", false)});
@@ -466,13 +586,38 @@ ChatRequest read_chat_request(Server& server, const json& body) {
     return r;
 }
 
+namespace {
+
+// n > 1: the choices run as separate jobs with seeds seed, seed + 1, ... (no hand-off).
+void respond_with_choices(Server& server, httplib::Response& res, const json& body, const GenParams& p, size_t n,
+                          const std::function<std::shared_ptr<Formatter>()>& make_formatter, bool stream) {
+    if (read_bool(body, "cloud_handoff", false) || read_bool(body, "auto_handoff", false))
+        throw HttpError{400, "the cloud hand-off answers one choice: 'n' must be 1 with it", "n"};
+    std::vector<GenParams> params(n, p);
+    for (size_t i = 0; i < n; ++i) params[i].gen.sampling.seed = p.gen.sampling.seed + i;
+    std::vector<std::vector<GenEvent>> firsts;
+    std::vector<std::shared_ptr<Job>> jobs = start_jobs(server, std::move(params), &firsts);
+    std::vector<std::shared_ptr<Formatter>> fs;
+    for (size_t i = 0; i < n; ++i) fs.push_back(make_formatter());
+    respond_choices(res, std::move(jobs), std::move(firsts), std::move(fs), stream);
+}
+
+}  // namespace
+
 void handle_chat_completions(Server& server, const httplib::Request& req, httplib::Response& res) {
     const json body = parse_body(req);
     ChatRequest r = read_chat_request(server, body);
     GenParams p = std::move(r.params);
     const bool stream = r.stream;
-    auto f = std::make_shared<ChatFormatter>(server, model_name(server, body), !r.tools.empty(), p.top_logprobs,
-                                             r.include_usage, r.prompt);
+    const std::string model = model_name(server, body);
+    const bool raw_reasoning = r.reasoning_format == "none";
+    const std::string id = random_id("chatcmpl-");  // one id for all the choices
+    auto make_formatter = [&]() {
+        return std::make_shared<ChatFormatter>(server, model, !r.tools.empty(), p.top_logprobs, r.include_usage,
+                                               r.prompt, raw_reasoning, id);
+    };
+    if (r.n_choices > 1) return respond_with_choices(server, res, body, p, r.n_choices, make_formatter, stream);
+    auto f = make_formatter();
     bool forced = false;
     HandoffPlan plan = handoff_plan(server, body, "chat/completions", &forced);
     std::string handoff_error;
@@ -509,8 +654,7 @@ void handle_completions(Server& server, const httplib::Request& req, httplib::Re
             p.prompt.push_back(id.get<int32_t>());
         }
         if (p.prompt.size() + 1 >= server.backend().n_ctx())
-            throw HttpError{400, "'prompt' does not fit a slot's context", "prompt", "invalid_request_error",
-                            "context_length_exceeded"};
+            throw exceed_context_error(p.prompt.size(), server.backend().n_ctx(), "prompt");
     } else {
         throw HttpError{400, "'prompt' must be a string, one string in an array, or an array of token ids", "prompt"};
     }
@@ -525,11 +669,16 @@ void handle_completions(Server& server, const httplib::Request& req, httplib::Re
     int logprobs = -1;
     if (lp != nullptr && !(lp->is_boolean() && !lp->get<bool>()))
         logprobs = static_cast<int>(read_int(body, "logprobs", 0, 20, 0));
-    read_openai_sampling(server, body, p);
+    read_openai_sampling(server, body, p, /*choices_handled=*/true);
     p.top_logprobs = logprobs;
     p.gen.constraint = compile_rule(server, OutputRule{openai_response_format(body), json::array()});
 
-    auto f = std::make_shared<TextFormatter>(server, model_name(server, body), logprobs, include_usage);
+    const std::string model = model_name(server, body);
+    const std::string id = random_id("cmpl-");  // one id for all the choices
+    auto make_formatter = [&]() { return std::make_shared<TextFormatter>(server, model, logprobs, include_usage, id); };
+    if (const size_t n = read_choices(body); n > 1)
+        return respond_with_choices(server, res, body, p, n, make_formatter, stream);
+    auto f = make_formatter();
     bool forced = false;
     HandoffPlan plan = handoff_plan(server, body, "completions", &forced);
     std::string handoff_error;

@@ -8,8 +8,14 @@
 
 namespace cactus::server {
 
-// Sampling, stop, length and deadline fields shared by the OpenAI endpoints.
-void read_openai_sampling(Server& server, const json& body, GenParams& p);
+// Sampling, stop, length and deadline fields shared by the OpenAI endpoints; a field left out takes
+// the server's RequestDefaults (llama-server's flags). `n` > 1 is a 400 unless the caller runs
+// several choices (choices_handled): then it reads `n` itself (read_choices).
+void read_openai_sampling(Server& server, const json& body, GenParams& p, bool choices_handled = false);
+// `n` (llama-server's n_cmpl too): the number of choices, 1..kMaxChoices. Choice i samples with the
+// request's seed + i.
+constexpr int64_t kMaxChoices = 8;
+size_t read_choices(const json& body);
 // The hand-off settings of a request; *forced when the request asks for the hand-off outright.
 HandoffPlan handoff_plan(Server& server, const json& body, const char* endpoint, bool* forced);
 
@@ -24,6 +30,8 @@ struct ChatRequest {
     std::vector<ImageInput> images;
     bool stream = false;
     bool include_usage = false;
+    size_t n_choices = 1;                   // `n`: choice i samples with params' seed + i
+    std::string reasoning_format = "auto";  // none: thinking stays in the content, as generated
 };
 ChatRequest read_chat_request(Server& server, const json& body);
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "sampling/sampler.h"
 #include "server.h"
 
 namespace cactus::server {
@@ -30,5 +31,16 @@ std::vector<int32_t> tokenize_for_slot(Server& server, const std::string& text, 
 size_t room_after(Server& server, size_t prompt_tokens);
 
 std::string random_id(const char* prefix);
+
+// OpenAI's logit_bias {"token id": bias} or llama-server's [[id or "text", bias or false], ...]
+// (a text: each token of its tokenization; false: never drawn). Biases in [-100, 100].
+std::vector<std::pair<int32_t, float>> read_logit_bias(Server& server, const json& body, const char* key);
+// llama-server's samplers: an array of names (top_k, top-k, topk, temp, ...) or a string of
+// letters (kpmt...). Steps llama.cpp has and cactus does not (dry, typ_p, xtc, top_n_sigma,
+// infill, adaptive_p) are skipped: they do nothing at their default settings, and setting them is
+// a 400 (reject_unsupported_samplers). Unknown names are a 400.
+std::vector<SamplerStep> sampler_order(const json& value, const char* key);
+// 400 for llama.cpp sampling settings cactus does not implement, set to a value that acts.
+void reject_unsupported_samplers(const json& body);
 
 }  // namespace cactus::server

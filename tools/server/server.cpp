@@ -1,10 +1,16 @@
 #include "server.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include <httplib.h>
@@ -20,6 +26,52 @@ namespace cactus::server {
 namespace {
 
 thread_local Clock::time_point t_request_start;
+
+// The connection of the request this HTTP thread handles. cpp-httplib (0.11) gives a handler no
+// socket, so the socket is found once by its two addresses (fd -2: not looked up yet, -1: none).
+struct Peer {
+    std::string remote_addr;
+    int remote_port = -1;
+    int local_port = -1;
+    int fd = -2;
+};
+thread_local Peer t_peer;
+
+int port_of(const sockaddr_storage& a) {
+    if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
+    if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
+    return -1;
+}
+
+std::string address_of(const sockaddr_storage& a) {
+    char text[INET6_ADDRSTRLEN] = {0};
+    if (a.ss_family == AF_INET)
+        inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(a).sin_addr, text, sizeof(text));
+    else if (a.ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(a).sin6_addr, text, sizeof(text));
+    return text;
+}
+
+int find_peer_socket(const Peer& peer) {
+    DIR* dir = opendir("/proc/self/fd");
+    if (dir == nullptr) return -1;
+    int found = -1;
+    while (dirent* e = readdir(dir)) {
+        const int fd = std::atoi(e->d_name);
+        if (fd <= 2) continue;
+        sockaddr_storage remote{}, local{};
+        socklen_t rlen = sizeof(remote), llen = sizeof(local);
+        if (getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &rlen) != 0) continue;
+        if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &llen) != 0) continue;
+        if (port_of(remote) == peer.remote_port && port_of(local) == peer.local_port &&
+            address_of(remote) == peer.remote_addr) {
+            found = fd;
+            break;
+        }
+    }
+    closedir(dir);
+    return found;
+}
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
@@ -61,6 +113,9 @@ void send_error(httplib::Response& res, const HttpError& e) {
                 {"type", e.type},
                 {"param", e.param.empty() ? json(nullptr) : json(e.param)},
                 {"code", e.code.empty() ? json(nullptr) : json(e.code)}};
+    // llama-server's typed errors carry the HTTP status as their code.
+    if (e.type == "exceed_context_size_error") err["code"] = e.status;
+    for (const auto& [key, value] : e.extra.items()) err[key] = value;
     if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
     send_json(res, e.status, json{{"error", err}});
 }
@@ -69,6 +124,26 @@ void send_anthropic_error(httplib::Response& res, const HttpError& e) {
     if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
     send_json(res, e.status,
               json{{"type", "error"}, {"error", {{"type", anthropic_error_type(e.status)}, {"message", e.message}}}});
+}
+
+HttpError exceed_context_error(size_t n_prompt_tokens, size_t n_ctx, const char* param) {
+    HttpError e{400,
+                cactus::format("the request (%zu tokens) exceeds the available context size (%zu tokens); shorten "
+                               "it or start the server with a larger --ctx-size",
+                               n_prompt_tokens, n_ctx),
+                param, "exceed_context_size_error"};
+    e.extra = json{{"n_prompt_tokens", n_prompt_tokens}, {"n_ctx", n_ctx}};
+    return e;
+}
+
+bool current_client_connected() {
+    if (t_peer.fd == -2) t_peer.fd = find_peer_socket(t_peer);
+    if (t_peer.fd < 0) return true;  // not found: the deadline bounds the wait
+    pollfd p{t_peer.fd, static_cast<short>(POLLIN | POLLRDHUP), 0};
+    if (poll(&p, 1, 0) <= 0) return true;
+    if ((p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) return false;
+    char byte;  // readable: a pipelined request, or the end of the stream
+    return recv(t_peer.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) != 0;
 }
 
 json parse_body(const httplib::Request& req) {
@@ -186,6 +261,7 @@ void Server::install_routes() {
 
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
         t_request_start = Clock::now();
+        t_peer = Peer{req.remote_addr, req.remote_port, req.local_port, -2};
         in_flight_.fetch_add(1);
         if (!config_.cors_origins.empty()) {
             const std::string origin = req.get_header_value("Origin");
@@ -236,8 +312,7 @@ void Server::install_routes() {
     http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return;
         if (res.status == 404) {
-            const HttpError e{404, "no route for " + req.method + " " + req.path, "", "invalid_request_error",
-                              "not_found"};
+            const HttpError e{404, "no route for " + req.method + " " + req.path, "", "not_found_error", "not_found"};
             if (is_anthropic_path(req.path))
                 send_anthropic_error(res, e);
             else

@@ -98,8 +98,13 @@ struct HttpError {
     std::string param;  // the offending field, or empty
     std::string type;
     std::string code;
-    int retry_after_s;  // 429/503: the Retry-After header
+    int retry_after_s;            // 429/503: the Retry-After header
+    json extra = json::object();  // more members of the error object (llama-server's n_prompt_tokens, n_ctx)
 };
+
+// llama-server's error for a prompt longer than a slot's context: type exceed_context_size_error,
+// code 400 and the two sizes beside the message.
+HttpError exceed_context_error(size_t n_prompt_tokens, size_t n_ctx, const char* param);
 
 // Route installation: wrap() turns a handler that may throw HttpError into an httplib handler
 // with errors in its protocol's shape: OpenAI's {"error": {message, type, param, code}}, Ollama's
@@ -182,6 +187,9 @@ void block_shutdown_signals();
 void send_json(httplib::Response& res, int status, const json& body);
 void send_error(httplib::Response& res, const HttpError& e);
 void send_anthropic_error(httplib::Response& res, const HttpError& e);
+// Whether the client of the request this HTTP thread handles is still connected (a whole answer is
+// waited for before its headers go out, so its status can still say an error).
+bool current_client_connected();
 // Parses a request body (object; nesting depth checked). Throws HttpError.
 json parse_body(const httplib::Request& req);
 
