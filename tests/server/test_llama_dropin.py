@@ -13,8 +13,17 @@ from serverproc import ServerProcess
 
 GOLDEN = json.load(open(os.path.join(os.path.dirname(__file__), "data", "llama_server_shapes.json")))
 
-# Fields of llama-server's answers we do not give, each with the reason (docs/SERVER.md says the same).
+# Where cactus answers otherwise on purpose, with the reason (docs/SERVER.md says the same). A
+# waived name lists path prefixes of llama-server's shape left out, or "status" for another status.
 WAIVED = {
+    # A body that is not JSON is the client's fault: 400 invalid_request_error (llama-server: 500).
+    "completion_bad_json": {"status": 400},
+    # Erasing a slot's cache needs no file here, so it works without --slot-save-path (llama-server
+    # answers 501 then): {id_slot, n_erased}, llama-server's shape when it does erase.
+    "slots_erase": {"status": 200},
+    # A reply cut at max_output_tokens ends with OpenAI's response.incomplete (status incomplete);
+    # llama-server sends response.completed whatever stopped the reply.
+    "responses_stream": {"paths": ["event response.completed", "response.completed."]},
 }
 
 
@@ -28,7 +37,7 @@ def ours():
 
 
 def compare(name, theirs, ours):
-    waived = WAIVED.get(name, {})
+    waived = WAIVED.get(name, {}).get("paths", [])
     if isinstance(theirs, dict) and "events" in theirs and "shapes" in theirs:
         assert isinstance(ours, dict) and "events" in ours, "%s: a stream expected, got %s" % (name, ours)
         gaps = ["event %s" % e for e in theirs["events"] if e not in ours["events"]]
@@ -48,8 +57,11 @@ def compare(name, theirs, ours):
 def test_answers_like_llama_server(ours, name):
     theirs = GOLDEN["answers"][name]
     got = ours[name]
-    assert got["status"] == theirs["status"], "%s: status %d, llama-server %d (%s)" % (
-        name, got["status"], theirs["status"], json.dumps(got["shape"])[:400])
+    status = WAIVED.get(name, {}).get("status", theirs["status"])
+    assert got["status"] == status, "%s: status %d, expected %d (llama-server %d): %s" % (
+        name, got["status"], status, theirs["status"], json.dumps(got["shape"])[:400])
+    if status != theirs["status"]:
+        return  # another answer on purpose: its shape is tested where it is built
     gaps = compare(name, theirs["shape"], got["shape"])
     assert not gaps, "%s lacks llama-server's %s" % (name, gaps)
 

@@ -150,8 +150,6 @@ def test_environment_alone_configures_the_server(llama_env):
     assert status == 200, body
 
 
-@pytest.mark.skip(reason="needs requests to read ServerConfig::defaults (the request-defaults branch): "
-                         "enable after merging it")
 def test_request_defaults_follow_the_flags(llama_env):
     body = {"messages": [{"role": "user", "content": "Count from one to fifty."}], "temperature": 0}
     status, reply, _ = llama_env.post("/v1/chat/completions", body, headers=auth("k1"))

@@ -158,7 +158,7 @@ def test_invalid_values_are_400s_naming_the_field(server):
     status, body, _ = server.post("/v1/chat/completions", b"{not json")
     assert status == 400 and "error" in json.loads(body)
     status, body, _ = server.get("/v1/nope")
-    assert status == 404 and json.loads(body)["error"]["code"] == "not_found"
+    assert status == 404 and json.loads(body)["error"]["code"] == 404
 
 
 def test_prompt_longer_than_a_slot_is_a_clear_400(server):

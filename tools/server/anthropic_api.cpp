@@ -210,9 +210,14 @@ public:
                         {"content", json::array()},
                         {"stop_reason", nullptr},
                         {"stop_sequence", nullptr},
-                        {"usage", {{"input_tokens", prompt_tokens_}, {"output_tokens", 0}}}};
+                        {"usage",
+                         {{"input_tokens", prompt_tokens_ - std::min(cached_tokens_, prompt_tokens_)},
+                          {"output_tokens", 0},
+                          {"cache_read_input_tokens", cached_tokens_}}}};
         return event("message_start", json{{"message", message}}) + event("ping", json::object());
     }
+
+    void observe(const GenEvent& e) override { cached_tokens_ = e.stats.cached_tokens; }
 
     std::string stream_piece(const std::string& piece, const std::vector<TokenInfo>&) override {
         if (tools_) return std::string();  // calls are parsed from the whole reply at the end
@@ -325,7 +330,8 @@ private:
     std::string id_;
     std::string model_;
     size_t prompt_tokens_;
-    size_t n_blocks_ = 0;  // index of the block being written
+    size_t cached_tokens_ = 0;  // of the prompt, from the job's first event
+    size_t n_blocks_ = 0;       // index of the block being written
     bool text_open_ = false;
 };
 

@@ -36,6 +36,8 @@ public:
 
     // Returns false when the client went away (the job is cancelled then).
     bool run(httplib::DataSink& sink) {
+        // The first event (the prompt is in by then) tells the stream's opening what was cached.
+        if (!pending_.empty()) f_->observe(pending_.front());
         if (stream_ && !write(sink, f_->stream_start())) return abort();
         while (!finished_) {
             for (GenEvent& e : pending_) {

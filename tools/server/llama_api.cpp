@@ -92,12 +92,7 @@ std::vector<int32_t> tokenize_mixed(Server& server, const json& prompt, bool add
 void check_fits(Server& server, const std::vector<int32_t>& ids, const char* param) {
     const size_t n_ctx = server.backend().n_ctx();
     if (ids.empty()) throw HttpError{400, "the prompt is empty", param};
-    if (ids.size() + 1 >= n_ctx)
-        throw HttpError{400,
-                        cactus::format("the prompt has %zu tokens but a slot's context holds %zu; shorten it or "
-                                       "start the server with a larger --ctx-size",
-                                       ids.size(), n_ctx),
-                        param, "exceed_context_size_error", "context_length_exceeded"};
+    if (ids.size() + 1 >= n_ctx) throw exceed_context_error(ids.size(), n_ctx, param);
 }
 
 bool holds_number(const json& a) {
@@ -177,27 +172,51 @@ json settings_json(const GenParams& p, bool stream, int n_probs, bool post_sampl
                 {"samplers", samplers},
                 {"timings_per_token", timings_per_token},
                 {"post_sampling_probs", post_sampling_probs},
-                {"grammar", p.gen.constraint != nullptr},
+                {"repeat_last_n", s.repetition_window},
+                {"presence_penalty", s.presence_penalty},
+                {"frequency_penalty", s.frequency_penalty},
+                {"reasoning_format", "none"},
+                {"grammar", ""},
                 {"id_slot", p.id_slot},
                 {"cache_prompt", p.cache_prompt}};
 }
 
-json timings_json(const GenStats& s) {
-    const size_t prompt_n = s.prompt_tokens - std::min(s.cached_tokens, s.prompt_tokens);
-    const double prompt_ms = std::max(0.0, s.ttft_ms - s.queue_ms);
-    const size_t predicted_n = s.completion_tokens;
-    const double predicted_ms = std::max(0.0, s.total_ms - s.ttft_ms);
-    auto per_token = [](double ms, size_t n) { return n > 0 ? ms / static_cast<double>(n) : 0.0; };
-    auto per_second = [](double ms, size_t n) { return ms > 0 ? 1e3 * static_cast<double>(n) / ms : 0.0; };
-    return json{{"cache_n", s.cached_tokens},
-                {"prompt_n", prompt_n},
-                {"prompt_ms", prompt_ms},
-                {"prompt_per_token_ms", per_token(prompt_ms, prompt_n)},
-                {"prompt_per_second", per_second(prompt_ms, prompt_n)},
-                {"predicted_n", predicted_n},
-                {"predicted_ms", predicted_ms},
-                {"predicted_per_token_ms", per_token(predicted_ms, predicted_n)},
-                {"predicted_per_second", per_second(predicted_ms, predicted_n)}};
+// llama.cpp's sampler settings that cactus does not implement, at the values that switch them off
+// (dynatemp, typical, top-n-sigma, XTC, mirostat, DRY, adaptive-p), and its other settings with
+// what they are here (no LoRA, no speculative decoding, no context shift: n_keep/n_discard 0). A
+// client that reads llama-server's whole settings object finds every field, each one true.
+void add_llama_only_settings(json& p) {
+    const json inactive = {{"dynatemp_range", 0.0},
+                           {"dynatemp_exponent", 1.0},
+                           {"top_n_sigma", -1.0},
+                           {"xtc_probability", 0.0},
+                           {"xtc_threshold", 0.1},
+                           {"typical_p", 1.0},
+                           {"dry_multiplier", 0.0},
+                           {"dry_base", 1.75},
+                           {"dry_allowed_length", 2},
+                           {"dry_penalty_last_n", -1},
+                           {"dry_sequence_breakers", json::array({"\n", ":", "\"", "*"})},
+                           {"mirostat", 0},
+                           {"mirostat_tau", 5.0},
+                           {"mirostat_eta", 0.1},
+                           {"adaptive_target", -1.0},
+                           {"adaptive_decay", 0.9},
+                           {"n_keep", 0},
+                           {"n_discard", 0},
+                           {"min_keep", 0},
+                           {"chat_format", "Content-only"},
+                           {"reasoning_in_content", false},
+                           {"generation_prompt", ""},
+                           {"speculative.types", "none"},
+                           {"backend_sampling", false},
+                           {"lora", json::array()},
+                           {"logit_bias", json::array()},
+                           {"grammar_lazy", false},
+                           {"grammar_triggers", json::array()},
+                           {"preserved_tokens", json::array()}};
+    for (const auto& [key, value] : inactive.items())
+        if (!p.contains(key)) p[key] = value;
 }
 
 // llama-server's json_get_nested_values: the listed fields ("a/b" reaches into objects), keyed by path.
@@ -274,7 +293,7 @@ public:
                   {"stop_type", stop_type()},
                   {"stopping_word", c.stats.stop_word},
                   {"tokens_cached", c.stats.tokens_in_cache},
-                  {"timings", timings_json(c.stats)}};
+                  {"timings", llama_timings(c.stats)}};
         if (!stream && o_.n_probs > 0) r["completion_probabilities"] = probabilities(c.tokens);
         return o_.response_fields.empty() ? r : pick_fields(o_.response_fields, r);
     }
@@ -290,7 +309,7 @@ private:
                   {"id_slot", stats_.slot},
                   {"tokens_predicted", stats_.completion_tokens},
                   {"tokens_evaluated", o_.prompt_tokens}};
-        if (o_.timings_per_token) c["timings"] = timings_json(stats_);
+        if (o_.timings_per_token) c["timings"] = llama_timings(stats_);
         if (o_.n_probs > 0 && !tokens.empty()) c["completion_probabilities"] = probabilities(tokens);
         return c;
     }
@@ -343,6 +362,7 @@ struct NativeRequest {
     bool return_progress = false;
     double t_max_predict_ms = 0.0;
     std::vector<std::string> samplers;
+    std::string grammar;  // the request's GBNF, shown in generation_settings
 };
 
 std::vector<std::string> read_string_list(const json& body, const char* key) {
@@ -369,6 +389,7 @@ NativeRequest read_native(Server& server, const json& body) {
     o.timings_per_token = read_bool(body, "timings_per_token", false);
     o.stream = read_bool(body, "stream", false);
     o.response_fields = read_string_list(body, "response_fields");
+    r.grammar = read_string(body, "grammar", "");
     const int64_t n_slots = static_cast<int64_t>(server.n_slots());
     const json* id_slot = field(body, "id_slot");
     if (id_slot != nullptr &&
@@ -404,6 +425,8 @@ std::shared_ptr<NativeFormatter> native_formatter(Server& server, const NativeRe
     NativeOptions o = r.options;
     o.generation_settings =
         settings_json(p, o.stream, o.n_probs, o.post_sampling_probs, o.timings_per_token, r.samplers);
+    o.generation_settings["grammar"] = r.grammar;
+    add_llama_only_settings(o.generation_settings);
     o.prompt_text = server.backend().engine().tokenizer().decode(p.prompt, true);
     o.prompt_tokens = p.prompt.size();
     return std::make_shared<NativeFormatter>(server, std::move(o), index);
@@ -618,22 +641,87 @@ void handle_apply_template(Server& server, const httplib::Request& req, httplib:
 // /props, /slots, /models
 
 json defaults_json(const RequestDefaults& d) {
-    return json{{"seed", d.seed},
-                {"temperature", d.temperature},
-                {"top_k", d.top_k},
-                {"top_p", d.top_p},
-                {"min_p", d.min_p},
-                {"repeat_last_n", d.repeat_last_n},
-                {"repeat_penalty", d.repeat_penalty},
-                {"presence_penalty", d.presence_penalty},
-                {"frequency_penalty", d.frequency_penalty},
-                {"max_tokens", d.n_predict},
-                {"n_predict", d.n_predict},
-                {"stream", false},
-                {"n_probs", 0},
-                {"reasoning_format", d.reasoning_format},
-                {"samplers", d.samplers},
-                {"cache_prompt", d.cache_prompt}};
+    json p = json{{"seed", d.seed},
+                  {"temperature", d.temperature},
+                  {"top_k", d.top_k},
+                  {"top_p", d.top_p},
+                  {"min_p", d.min_p},
+                  {"repeat_last_n", d.repeat_last_n},
+                  {"repeat_penalty", d.repeat_penalty},
+                  {"presence_penalty", d.presence_penalty},
+                  {"frequency_penalty", d.frequency_penalty},
+                  {"max_tokens", d.n_predict},
+                  {"n_predict", d.n_predict},
+                  {"stream", false},
+                  {"n_probs", 0},
+                  {"reasoning_format", d.reasoning_format},
+                  {"samplers", d.samplers},
+                  {"cache_prompt", d.cache_prompt},
+                  {"timings_per_token", false},
+                  {"post_sampling_probs", false},
+                  {"ignore_eos", false}};
+    add_llama_only_settings(p);
+    return p;
+}
+
+// llama.cpp's name of a GGUF's general.file_type (llama_ftype_name), "unknown" past its table.
+std::string ftype_name(uint64_t ftype) {
+    static const std::pair<uint64_t, const char*> kNames[] = {{0, "all F32"},
+                                                              {1, "F16"},
+                                                              {2, "Q4_0"},
+                                                              {3, "Q4_1"},
+                                                              {7, "Q8_0"},
+                                                              {8, "Q5_0"},
+                                                              {9, "Q5_1"},
+                                                              {10, "Q2_K - Medium"},
+                                                              {11, "Q3_K - Small"},
+                                                              {12, "Q3_K - Medium"},
+                                                              {13, "Q3_K - Large"},
+                                                              {14, "Q4_K - Small"},
+                                                              {15, "Q4_K - Medium"},
+                                                              {16, "Q5_K - Small"},
+                                                              {17, "Q5_K - Medium"},
+                                                              {18, "Q6_K"},
+                                                              {21, "Q2_K - Small"},
+                                                              {25, "IQ4_NL - 4.5 bpw"},
+                                                              {30, "IQ4_XS - 4.25 bpw"},
+                                                              {32, "BF16"}};
+    for (const auto& [id, name] : kNames)
+        if (id == ftype) return name;
+    return "unknown";
+}
+
+// llama.cpp's llama_vocab_type numbering of the GGUF's tokenizer.ggml.model.
+int vocab_type(const GgufFile& file) {
+    const std::string model = file.get_string("tokenizer.ggml.model", "");
+    if (model == "llama") return 1;  // SPM
+    if (model == "gpt2") return 2;   // BPE
+    if (model == "bert") return 3;   // WPM
+    if (model == "t5") return 4;     // UGM
+    return 0;                        // none
+}
+
+uint64_t parameter_count(const GgufFile& file) {
+    uint64_t n = 0;
+    for (const GgufTensor& t : file.tensors()) n += t.n_elements;
+    return n;
+}
+
+// llama-server's chat_template_caps, read from the template's text: what it refers to (llama.cpp
+// probes by rendering sample conversations; a template that names a feature uses it in practice).
+json template_caps(const std::string& source) {
+    auto has = [&](const char* word) { return source.find(word) != std::string::npos; };
+    const bool tools = has("tools");
+    const bool calls = has("tool_calls");
+    return json{{"supports_tools", tools},
+                {"supports_tool_calls", calls},
+                {"supports_parallel_tool_calls", calls},
+                {"supports_system_role", has("system")},
+                {"supports_string_content", true},
+                {"supports_typed_content", has("content[") || has("'type'") || has("\"type\"")},
+                {"supports_object_arguments", calls && has("arguments")},
+                {"supports_preserve_reasoning", has("reasoning_content")},
+                {"supports_reasoning_effort", has("reasoning_effort")}};
 }
 
 std::string token_text_or_empty(const Tokenizer& tok, int32_t id) { return id >= 0 ? tok.token_text(id) : ""; }
@@ -663,6 +751,11 @@ void handle_props(Server& server, httplib::Response& res) {
               {"eos_token", token_text_or_empty(e.tokenizer(), e.tokenizer().eos_id())},
               {"build_info", "cactus " CACTUS_SERVER_VERSION},
               {"is_sleeping", false},
+              {"model_ftype", ftype_name(e.file().get_uint("general.file_type", 1024))},
+              {"chat_template_caps", template_caps(e.chat_template_source())},
+              {"ui", false},
+              {"ui_settings", json::object()},
+              {"cors_proxy_enabled", false},
               // cactus's own
               {"max_queue", server.scheduler().options().max_queue},
               {"handoff", server.handoff() != nullptr},
@@ -761,7 +854,10 @@ json model_info(Server& server) {
                   {"n_ctx_train", info.n_ctx_train},
                   {"n_ctx_slot", server.backend().n_ctx()},
                   {"n_embd", info.n_embd},
-                  {"size", e.file().file_size()}}}};
+                  {"n_params", parameter_count(e.file())},
+                  {"size", e.file().file_size()},
+                  {"vocab_type", vocab_type(e.file())},
+                  {"ftype", ftype_name(e.file().get_uint("general.file_type", 1024))}}}};
 }
 
 // The --embedding-model, listed beside the served model.

@@ -39,15 +39,14 @@ json usage_of(const Completion& c) {
                 {"prompt_tokens_details", {{"cached_tokens", c.stats.cached_tokens}}}};
 }
 
+// llama-server's timings, with the queue wait, time to first token, total and slot beside them.
 json timings_of(const Completion& c) {
-    return json{{"prompt_n", c.stats.prompt_tokens},
-                {"cache_n", c.stats.cached_tokens},
-                {"predicted_n", c.stats.completion_tokens},
-                {"queue_ms", c.stats.queue_ms},
-                {"ttft_ms", c.stats.ttft_ms},
-                {"total_ms", c.stats.total_ms},
-                {"predicted_per_second", c.stats.decode_tps},
-                {"slot", c.stats.slot}};
+    json t = llama_timings(c.stats);
+    t["queue_ms"] = c.stats.queue_ms;
+    t["ttft_ms"] = c.stats.ttft_ms;
+    t["total_ms"] = c.stats.total_ms;
+    t["slot"] = c.stats.slot;
+    return t;
 }
 
 // The hand-off fields every response carries.
@@ -123,6 +122,7 @@ public:
             json u = base("chat.completion.chunk");
             u["choices"] = json::array();
             u["usage"] = usage_of(c);
+            if (!c.cloud) u["timings"] = timings_of(c);  // llama-server's last chunk carries them too
             out += sse(u);
         }
         return out + "data: [DONE]\n\n";

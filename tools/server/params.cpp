@@ -265,6 +265,24 @@ void reject_unsupported_samplers(const json& body) {
     }
 }
 
+json llama_timings(const GenStats& s) {
+    const size_t prompt_n = s.prompt_tokens - std::min(s.cached_tokens, s.prompt_tokens);
+    const double prompt_ms = std::max(0.0, s.ttft_ms - s.queue_ms);
+    const size_t predicted_n = s.completion_tokens;
+    const double predicted_ms = std::max(0.0, s.total_ms - s.ttft_ms);
+    auto per_token = [](double ms, size_t n) { return n > 0 ? ms / static_cast<double>(n) : 0.0; };
+    auto per_second = [](double ms, size_t n) { return ms > 0 ? 1e3 * static_cast<double>(n) / ms : 0.0; };
+    return json{{"cache_n", s.cached_tokens},
+                {"prompt_n", prompt_n},
+                {"prompt_ms", prompt_ms},
+                {"prompt_per_token_ms", per_token(prompt_ms, prompt_n)},
+                {"prompt_per_second", per_second(prompt_ms, prompt_n)},
+                {"predicted_n", predicted_n},
+                {"predicted_ms", predicted_ms},
+                {"predicted_per_token_ms", per_token(predicted_ms, predicted_n)},
+                {"predicted_per_second", per_second(predicted_ms, predicted_n)}};
+}
+
 std::string random_id(const char* prefix) {
     static thread_local std::mt19937_64 rng{std::random_device{}()};
     return cactus::format("%s%016llx", prefix, (unsigned long long)rng());

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "sampling/sampler.h"
+#include "job.h"
 #include "server.h"
 
 namespace cactus::server {
@@ -29,6 +30,10 @@ json read_tools(const json& body, const char* key);
 std::vector<int32_t> tokenize_for_slot(Server& server, const std::string& text, const char* param);
 // max_tokens default and cap: what a slot's context leaves after the prompt.
 size_t room_after(Server& server, size_t prompt_tokens);
+
+// llama-server's timings object: prompt tokens computed (cache excluded) and generated, their
+// milliseconds, per token and per second.
+json llama_timings(const GenStats& s);
 
 std::string random_id(const char* prefix);
 

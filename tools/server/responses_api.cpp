@@ -247,7 +247,10 @@ public:
         }
         for (const json& call : reply.function_calls) out += function_call(call);
         const json r = response(output_, cut ? "incomplete" : "completed", usage(c, reply));
-        return out += event(cut ? "response.incomplete" : "response.completed", json{{"response", r}});
+        // OpenAI's event for a reply cut at max_output_tokens is response.incomplete (llama-server
+        // sends response.completed either way); llama-server's timings ride on the last event.
+        return out += event(cut ? "response.incomplete" : "response.completed",
+                            json{{"response", r}, {"timings", llama_timings(c.stats)}});
     }
 
     std::string stream_error(int status, const std::string& message) override {
@@ -289,7 +292,8 @@ private:
         json r = {{"id", id_},           {"object", "response"}, {"created_at", created_},       {"status", status},
                   {"background", false}, {"error", nullptr},     {"incomplete_details", nullptr}};
         if (std::string(status) == "incomplete") r["incomplete_details"] = json{{"reason", "max_output_tokens"}};
-        if (std::string(status) == "completed") r["completed_at"] = static_cast<long long>(std::time(nullptr));
+        r["completed_at"] =
+            std::string(status) == "completed" ? json(static_cast<long long>(std::time(nullptr))) : json(nullptr);
         for (const auto& [key, value] : echo_.items()) r[key] = value;
         r["output"] = output;
         r["usage"] = usage;

@@ -112,8 +112,9 @@ void send_error(httplib::Response& res, const HttpError& e) {
     json err = {{"message", e.message},
                 {"type", e.type},
                 {"param", e.param.empty() ? json(nullptr) : json(e.param)},
-                {"code", e.code.empty() ? json(nullptr) : json(e.code)}};
-    // llama-server's typed errors carry the HTTP status as their code.
+                {"code", e.code.empty() ? json(e.status) : json(e.code)}};
+    // llama-server's errors carry the HTTP status as their code; an OpenAI-style code string
+    // (invalid_api_key, model_not_found, ...) stays where one names the fault more closely.
     if (e.type == "exceed_context_size_error") err["code"] = e.status;
     for (const auto& [key, value] : e.extra.items()) err[key] = value;
     if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
@@ -312,7 +313,7 @@ void Server::install_routes() {
     http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return;
         if (res.status == 404) {
-            const HttpError e{404, "no route for " + req.method + " " + req.path, "", "not_found_error", "not_found"};
+            const HttpError e{404, "no route for " + req.method + " " + req.path, "", "not_found_error"};
             if (is_anthropic_path(req.path))
                 send_anthropic_error(res, e);
             else
