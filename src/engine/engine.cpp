@@ -56,7 +56,26 @@ std::vector<bool> marker_tokens(const Tokenizer& tok, const ToolFormat& format) 
 // image in there: complete_with_images). typed: every content becomes an array of text parts, the
 // markers a part of their own (templates that iterate content parts, e.g. SmolVLM's; llama.cpp's
 // server puts its marker into such a part too).
-nlohmann::ordered_json with_image_markers(const nlohmann::ordered_json& messages, bool typed) {
+// The text parts of a content array, joined, for templates that take a string only. Other parts
+// never reach here as parts (images are "images" paths by now), so one is an error naming it.
+std::string joined_text_parts(const nlohmann::ordered_json& parts) {
+    std::string text;
+    for (const nlohmann::ordered_json& part : parts) {
+        const std::string type = part.is_object() ? part.value("type", std::string("text")) : std::string();
+        if (type != "text" || !part.contains("text") || !part["text"].is_string())
+            fail(
+                "render_chat: a content part of type '%s' cannot be shown by this model's chat template (text "
+                "parts only)",
+                type.c_str());
+        text += part["text"].get<std::string>();
+    }
+    return text;
+}
+
+// The messages as the template takes them: each message's "images" become kImageMarker text before
+// its content; `typed`: contents as arrays of parts (templates that render only those); `join`:
+// content arrays joined into one string (templates that cannot render arrays).
+nlohmann::ordered_json with_image_markers(const nlohmann::ordered_json& messages, bool typed, bool join) {
     using json = nlohmann::ordered_json;
     json out = messages;
     for (json& m : out) {
@@ -70,12 +89,14 @@ nlohmann::ordered_json with_image_markers(const nlohmann::ordered_json& messages
             if (content.is_string()) content = json::array({json{{"type", "text"}, {"text", content}}});
             if (!content.is_array()) content = json::array();
             if (!markers.empty()) content.insert(content.begin(), json{{"type", "text"}, {"text", markers}});
-        } else if (!markers.empty()) {
-            if (content.is_array())
-                content.insert(content.begin(), json{{"type", "text"}, {"text", markers}});
-            else
-                content = markers + (content.is_string() ? content.get<std::string>() : std::string());
+            continue;
         }
+        if (join && content.is_array()) content = joined_text_parts(content);
+        if (markers.empty()) continue;
+        if (content.is_array())
+            content.insert(content.begin(), json{{"type", "text"}, {"text", markers}});
+        else
+            content = markers + (content.is_string() ? content.get<std::string>() : std::string());
     }
     return out;
 }
@@ -96,6 +117,23 @@ bool template_needs_parts(const ChatTemplate& tmpl) {
         }
     };
     return !renders(probe) && renders(nlohmann::ordered_json::array({{{"type", "text"}, {"text", probe}}}));
+}
+
+// Whether the template can render a content array of text parts at all (many concatenate the
+// content as a string and fail on an array: those get the parts joined).
+bool template_renders_parts(const ChatTemplate& tmpl) {
+    const std::string probe = "cactus-probe-7f3a";
+    nlohmann::ordered_json context;
+    context["messages"] = nlohmann::ordered_json::array(
+        {{{"role", "user"}, {"content", nlohmann::ordered_json::array({{{"type", "text"}, {"text", probe}}})}}});
+    context["add_generation_prompt"] = false;
+    context["bos_token"] = "";
+    context["eos_token"] = "";
+    try {
+        return tmpl.render_ordered(context).find(probe) != std::string::npos;
+    } catch (const std::exception&) {
+        return false;
+    }
 }
 
 }  // namespace
@@ -122,6 +160,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& model_path, const Engine
     engine->template_source_ = source;
     engine->format_ = tool_format_for(source);
     engine->content_parts_ = template_needs_parts(*engine->template_);
+    engine->join_parts_ = !template_renders_parts(*engine->template_);
     engine->shown_special_ = marker_tokens(*engine->tokenizer_, *engine->format_);
     if (!options.mmproj_path.empty()) engine->load_vision(options.mmproj_path, options.n_threads);
     return engine;
@@ -169,7 +208,7 @@ std::string Engine::render_chat(const nlohmann::ordered_json& messages, const nl
     const bool add_generation_prompt = how.add_generation_prompt && !how.continue_final_message;
     const nlohmann::ordered_json shown = how.continue_final_message ? with_continue_marker(messages) : messages;
     nlohmann::ordered_json context;
-    context["messages"] = format_->prepare_messages(with_image_markers(shown, content_parts_));
+    context["messages"] = format_->prepare_messages(with_image_markers(shown, content_parts_, join_parts_));
     if (!tools.is_null() && !tools.empty()) context["tools"] = tools;
     context["add_generation_prompt"] = add_generation_prompt;
     context["bos_token"] = special_text(*tokenizer_, tokenizer_->bos_id());

@@ -239,6 +239,7 @@ private:
     std::unique_ptr<ToolFormat> format_;
     std::vector<bool> shown_special_;  // control tokens rendered as text (the format's markers)
     bool content_parts_ = false;       // the template renders only content-part arrays (SmolVLM)
+    bool join_parts_ = false;          // the template cannot render content-part arrays (Qwen2.5): joined
     std::unique_ptr<GrammarVocab> grammar_vocab_;
     std::vector<int32_t> cached_ids_;    // ids whose keys/values are in the cache, in order (< 0: image rows)
     std::vector<uint64_t> cached_keys_;  // beside cached_ids_: 0 for text, the row's key for image rows

@@ -289,3 +289,16 @@ def test_defaults_are_llama_servers(qwen):
     assert "cached_tokens" in r["usage"]["prompt_tokens_details"]
     status, r = complete(qwen, "Hello", max_tokens=2)
     assert "cached_tokens" in r["usage"]["prompt_tokens_details"]
+
+
+def test_content_part_arrays_render_as_their_joined_text(qwen):
+    # Qwen2.5's template concatenates the content as a string: an array of text parts (what many
+    # OpenAI clients send) is joined into one string for it, so the prompt equals the string form.
+    parts = [{"role": "user", "content": [{"type": "text", "text": "Say hi"}, {"type": "text", "text": " please."}]}]
+    joined = ask("Say hi please.")
+    prompts = [json.loads(qwen.post("/apply-template", {"messages": m})[1])["prompt"] for m in (parts, joined)]
+    assert prompts[0] == prompts[1]
+    status, reply = chat(qwen, parts, max_tokens=4)
+    assert status == 200 and reply["usage"]["prompt_tokens"] == chat(qwen, joined, max_tokens=4)[1]["usage"]["prompt_tokens"]
+    status, reply = chat(qwen, [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}])
+    assert status == 400 and "input_audio" in reply["error"]["message"]
