@@ -8,6 +8,7 @@
 #include "chat/chat_template.h"
 #include "chat/tool_format.h"
 #include "core/error.h"
+#include "engine/speculative.h"
 #include "engine/text_stream.h"
 #include "gguf/gguf.h"
 #include "models/model.h"

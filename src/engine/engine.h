@@ -14,6 +14,7 @@
 #include "models/model.h"
 #include "sampling/grammar.h"
 #include "sampling/sampler.h"
+#include "engine/spec_options.h"
 
 namespace cactus {
 
@@ -27,6 +28,7 @@ class ToolFormat;
 class StreamingDetokenizer;
 class GrammarVocab;
 struct CompiledConstraint;
+class SpecDecoder;
 
 struct EngineOptions {
     size_t n_ctx = 0;           // 0 = min(trained context, 8192)
@@ -38,6 +40,7 @@ struct EngineOptions {
     std::string mmproj_path;    // vision projector GGUF (llama.cpp's --mmproj); empty = text only
     KvRequest kv;               // KV storage type and compaction; unset fields take the defaults
     std::string chat_template;  // Jinja source replacing the GGUF's template (llama.cpp's --chat-template)
+    SpecOptions spec;           // speculative decoding (off by default); see set_speculative()
 };
 
 // The text that stands for one image in a rendered prompt (llama.cpp's libmtmd uses the same).
@@ -92,6 +95,11 @@ struct CompletionMetrics {
     bool cancelled = false;              // a stop ended prefill early; prefill_tokens counts those computed
     double constraint_ms = 0.0;          // time the grammar spent masking logits and advancing
     double constraint_compile_ms = 0.0;  // time compiling the request's grammar (0 when cached)
+    // Speculative decoding: tokens the drafters proposed, those the model accepted, and the model's
+    // decode steps (plain and verifying ones): decode_tokens / decode_steps tokens per step.
+    size_t draft_tokens = 0;
+    size_t draft_accepted = 0;
+    size_t decode_steps = 0;
 };
 
 struct CompletionResult {
@@ -191,6 +199,13 @@ public:
 
     void reset();  // forget the cached conversation
 
+    // Speculative decoding for the following calls (src/engine/speculative.h): loads the draft
+    // model when it changes (its vocabulary must be the model's: a clear error otherwise, and the
+    // previous settings stay). Replies are unchanged (greedy: the same tokens; sampling: the same
+    // distribution); a reply with a grammar decodes plainly.
+    void set_speculative(const SpecOptions& spec);
+    const SpecOptions& speculative() const { return spec_; }
+
     // Cancellation. request_stop() (any thread) bumps a counter; a call is cancelled once the
     // counter differs from the value it started with: the value given to begin_call() (the C API
     // reads it when a call enters, before it waits for the handle), else the value at the start
@@ -251,6 +266,14 @@ private:
     // Runs the prompt suffix through the model in prefill chunks, checking for a stop before
     // each; returns the tokens computed (n unless stopped).
     size_t prefill_chunks(const Prompt& prompt, size_t from, std::vector<float>* logits);
+
+    // Speculative decoding (engine_spec.cpp): the options, the drafters they make, and the state
+    // that adapts which drafter runs and how far it drafts, kept across calls.
+    SpecOptions spec_;
+    std::unique_ptr<SpecDecoder> spec_decoder_;
+    // Keeps the first n cached tokens (fewer when the model can only restore an earlier state, then
+    // recomputes up to n), keeping cached_ids_ in step with the cache.
+    void keep_cached(size_t n);
 
     std::atomic<uint64_t> stop_epoch_{0};
     uint64_t call_epoch_ = 0;     // the current call's entry value of stop_epoch_

@@ -204,14 +204,38 @@ int32_t Sampler::draw(const std::vector<TokenCandidate>& c, float temperature) {
     return c.back().id;  // target rounded up to total
 }
 
-int32_t Sampler::sample(std::vector<float>& logits) {
-    CACTUS_ASSERT(!logits.empty());
+double TokenDistribution::probability(int32_t id) const {
+    for (size_t i = 0; i < ids.size(); ++i)
+        if (ids[i] == id) return probs[i];
+    return 0.0;
+}
+
+void Sampler::adjust(std::vector<float>& logits) const {
     apply_logit_bias(logits);
     const std::vector<SamplerStep>& order = params_.order.empty() ? default_order() : params_.order;
     if (std::find(order.begin(), order.end(), SamplerStep::penalties) != order.end()) apply_penalties(logits);
     if (banned_ != nullptr)
         for (int32_t id : *banned_)
             if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[static_cast<size_t>(id)] = -INFINITY;
+}
+
+float Sampler::chain_candidates(const std::vector<float>& logits, float max_logit) {
+    const float floor = max_logit - std::max(1.0f, params_.temperature) * kTailLogits;
+    candidates_.resize(logits.size());
+    size_t kept = 0;
+    for (size_t i = 0; i < logits.size(); ++i) {  // branch-free compaction
+        candidates_[kept] = {static_cast<int32_t>(i), logits[i]};
+        kept += logits[i] >= floor ? 1 : 0;
+    }
+    candidates_.resize(kept);
+    if (candidates_.empty()) fail("sampler: no finite logit to sample from (NaN logits)");
+    // Without truncation the draw needs no order (the sort of every candidate was ~15 ms).
+    return run_chain();
+}
+
+int32_t Sampler::sample(std::vector<float>& logits) {
+    CACTUS_ASSERT(!logits.empty());
+    adjust(logits);
     using Clock = std::chrono::steady_clock;
     auto ms_since = [](Clock::time_point t) {
         return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
@@ -231,17 +255,7 @@ int32_t Sampler::sample(std::vector<float>& logits) {
     if (params_.temperature == 0.0f) {
         chosen = best;
     } else {
-        const float floor = max_logit - std::max(1.0f, params_.temperature) * kTailLogits;
-        candidates_.resize(logits.size());
-        size_t kept = 0;
-        for (size_t i = 0; i < logits.size(); ++i) {  // branch-free compaction
-            candidates_[kept] = {static_cast<int32_t>(i), logits[i]};
-            kept += logits[i] >= floor ? 1 : 0;
-        }
-        candidates_.resize(kept);
-        if (candidates_.empty()) fail("sampler: no finite logit to sample from (NaN logits)");
-        // Without truncation the draw needs no order (the sort of every candidate was ~15 ms).
-        const float draw_temperature = run_chain();
+        const float draw_temperature = chain_candidates(logits, max_logit);
         chosen = draw(candidates_, draw_temperature);
     }
     if (constraint_ != nullptr) {
@@ -252,6 +266,58 @@ int32_t Sampler::sample(std::vector<float>& logits) {
     last_probability_ = static_cast<float>(
         static_cast<double>(exp_nonpositive(logits[static_cast<size_t>(chosen)] - max_logit)) / denom);
     return chosen;
+}
+
+void Sampler::distribution(std::vector<float>& logits, TokenDistribution* out) {
+    CACTUS_ASSERT(!logits.empty() && out != nullptr);
+    if (constraint_ != nullptr) fail("sampler: distribution() is not available with a grammar constraint");
+    adjust(logits);
+    const int32_t best = argmax(logits);
+    const float max_logit = logits[static_cast<size_t>(best)];
+    dist_logits_ = &logits;
+    dist_max_ = max_logit;
+    dist_denom_ = sum_exp_below(logits.data(), logits.size(), max_logit);
+    out->ids.clear();
+    out->probs.clear();
+    if (params_.temperature == 0.0f) {
+        out->ids.push_back(best);
+        out->probs.push_back(1.0);
+        return;
+    }
+    // The same weights draw() computes: exp((logit - max) / temperature) over the chain's candidates.
+    const float temperature = chain_candidates(logits, max_logit);
+    weights_.resize(candidates_.size());
+    for (size_t i = 0; i < candidates_.size(); ++i) weights_[i] = candidates_[i].logit;
+    const float top = *std::max_element(weights_.begin(), weights_.end());
+    exp_map(weights_.data(), weights_.data(), weights_.size(), top, 1.0f / temperature);
+    const double total = sum_lanes(weights_.data(), weights_.size());
+    out->ids.reserve(candidates_.size());
+    out->probs.reserve(candidates_.size());
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+        out->ids.push_back(candidates_[i].id);
+        out->probs.push_back(static_cast<double>(weights_[i]) / total);
+    }
+}
+
+void Sampler::note_chosen(int32_t id) {
+    CACTUS_ASSERT(dist_logits_ != nullptr && id >= 0 && static_cast<size_t>(id) < dist_logits_->size());
+    last_probability_ = static_cast<float>(
+        static_cast<double>(exp_nonpositive((*dist_logits_)[static_cast<size_t>(id)] - dist_max_)) / dist_denom_);
+}
+
+double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
+
+int32_t Sampler::draw_from(const TokenDistribution& d) {
+    CACTUS_ASSERT(!d.ids.empty() && d.ids.size() == d.probs.size());
+    double total = 0.0;
+    for (double p : d.probs) total += p;
+    const double target = std::uniform_real_distribution<double>(0.0, total)(rng_);
+    double cumulative = 0.0;
+    for (size_t i = 0; i < d.ids.size(); ++i) {
+        cumulative += d.probs[i];
+        if (target < cumulative) return d.ids[i];
+    }
+    return d.ids.back();  // target rounded up to total
 }
 
 }  // namespace cactus

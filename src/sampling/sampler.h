@@ -41,6 +41,14 @@ struct TokenCandidate {
     float logit;
 };
 
+// The distribution a draw picks from: candidate ids and their probabilities (summing to 1). Greedy
+// sampling gives the argmax alone with probability 1.
+struct TokenDistribution {
+    std::vector<int32_t> ids;
+    std::vector<double> probs;
+    double probability(int32_t id) const;  // 0 for a token that is not a candidate
+};
+
 class GrammarConstraint;
 
 class Sampler {
@@ -56,6 +64,17 @@ public:
 
     // Picks the next token from logits ([n_vocab]); `logits` is used as scratch.
     int32_t sample(std::vector<float>& logits);
+    // The distribution sample() would draw from for these logits (the same bias, penalties, bans and
+    // chain), without drawing; `logits` is used as scratch. Speculative decoding judges drafted
+    // tokens with it. Not with a grammar (a constraint set is an error: its mask advances per token).
+    void distribution(std::vector<float>& logits, TokenDistribution* out);
+    // The softmax probability (temperature 1, before truncation) of `id` under the logits last given
+    // to distribution(): what last_probability() reports when sample() draws `id`. Sets it as such.
+    void note_chosen(int32_t id);
+    // A number uniform in [0, 1) and a draw from d, from the sampler's generator (seeded runs repeat).
+    double uniform();
+    int32_t draw_from(const TokenDistribution& d);
+
     // Tokens the repetition penalty should know about (prompt and generated ones).
     void accept(int32_t token);
     void reset_history() { history_.clear(); }
@@ -69,6 +88,11 @@ private:
     // Truncation and temperature in the chain's order over candidates_; returns the temperature
     // the draw still applies (1 when the chain already tempered the logits).
     float run_chain();
+    // Bias, penalties and bans applied to logits (sample() and distribution() share them).
+    void adjust(std::vector<float>& logits) const;
+    // The candidates left after the floor and the chain, for a non-zero temperature; returns the
+    // temperature the draw applies.
+    float chain_candidates(const std::vector<float>& logits, float max_logit);
     int32_t draw(const std::vector<TokenCandidate>& c, float temperature);
 
     SamplingParams params_;
@@ -77,6 +101,11 @@ private:
     std::vector<TokenCandidate> candidates_;
     std::vector<float> weights_;  // draw's scratch, [candidates]
     float last_probability_ = 0.0f;
+    // Of the logits distribution() was given last: their maximum and softmax denominator, and where
+    // they are (the caller's vector; read by note_chosen() before it changes).
+    const std::vector<float>* dist_logits_ = nullptr;
+    float dist_max_ = 0.0f;
+    double dist_denom_ = 1.0;
     GrammarConstraint* constraint_ = nullptr;
     const std::vector<int32_t>* banned_ = nullptr;
     double constraint_ms_ = 0.0;

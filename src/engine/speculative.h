@@ -1,0 +1,122 @@
+#pragma once
+// Speculative decoding: drafters propose the tokens likely to come next, the model scores them all
+// in one multi-token step (the batched path prefill uses, whose rows are bit for bit those of
+// one-token steps), and draft_acceptance.h keeps those the model itself would have produced; the
+// rows of the others are dropped from the cache. Greedy replies are the same tokens as plain
+// decoding; sampled ones follow the same distribution.
+//
+// Which drafter runs, and how far it drafts, adapts to what each step measured: a drafter whose
+// tokens per second fall below plain decoding's is switched off for a while (twice as long each
+// time it fails again), so a conversation that nothing predicts decodes almost as plainly.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/spec_options.h"
+
+namespace cactus {
+
+class GgufFile;
+class Model;
+class Tokenizer;
+
+// Proposes tokens to follow a conversation.
+class Drafter {
+public:
+    virtual ~Drafter() = default;
+    virtual const char* name() const = 0;
+    // Up to `max` tokens likely to follow `history` (the conversation's ids in order; < 0: image
+    // rows) into *out (cleared first); none when it has no guess.
+    virtual void draft(const std::vector<int32_t>& history, size_t max, std::vector<int32_t>* out) = 0;
+};
+
+// Prompt lookup (Saxena 2023; llama.cpp's ngram-simple): the longest suffix of the history, from
+// ngram_max down to ngram_min tokens, found earlier in the history; the tokens that followed its
+// latest earlier occurrence are the draft. Free to compute; strong where replies copy their input
+// (code edits, summaries that quote, repeated structure).
+class NgramDrafter final : public Drafter {
+public:
+    NgramDrafter(size_t ngram_min, size_t ngram_max);
+    const char* name() const override { return "ngram"; }
+    void draft(const std::vector<int32_t>& history, size_t max, std::vector<int32_t>* out) override;
+
+private:
+    size_t ngram_min_, ngram_max_;
+};
+
+// A small model with the same vocabulary drafting greedily; it keeps its own cache of the history
+// and brings it up to date (longest common prefix, then the rest) before each draft.
+class ModelDrafter final : public Drafter {
+public:
+    // Loads the draft model; throws cactus::Error when its vocabulary is not `target`'s (size, or
+    // the text of any token, or BOS/EOS ids).
+    ModelDrafter(const std::string& path, const Tokenizer& target, size_t n_ctx, int n_threads);
+    ~ModelDrafter() override;
+    const char* name() const override { return "draft"; }
+    void draft(const std::vector<int32_t>& history, size_t max, std::vector<int32_t>* out) override;
+
+private:
+    std::unique_ptr<GgufFile> file_;
+    std::unique_ptr<Model> model_;
+    std::vector<int32_t> cached_;  // ids in the draft model's cache, in order
+    std::vector<float> logits_;
+};
+
+// Throws cactus::Error unless `draft` can draft for `target`: the same vocabulary size (up to
+// llama.cpp's tolerance of 128 padding tokens), the same token texts and the same BOS/EOS.
+void check_draft_vocabulary(const Tokenizer& target, const Tokenizer& draft, const std::string& draft_name);
+
+// What one verification step needs from the model being decoded.
+class SpecTarget {
+public:
+    virtual ~SpecTarget() = default;
+    // Appends ids[0..n) to the cache and writes the logits after each of them ([n, n_vocab]).
+    virtual void append_scored(const int32_t* ids, size_t n, std::vector<float>* logits) = 0;
+    // Keeps the first n cached tokens (drops the rows of rejected drafts).
+    virtual void keep(size_t n) = 0;
+    virtual size_t n_cached() const = 0;
+    virtual size_t room() const = 0;      // tokens that may still be appended
+    virtual size_t max_step() const = 0;  // most tokens one step takes
+};
+
+// Counters of one reply (CompletionMetrics takes them).
+struct SpecCounters {
+    size_t drafted = 0;   // tokens proposed and verified
+    size_t accepted = 0;  // of those, kept
+    size_t steps = 0;     // model steps (plain and verifying)
+};
+
+// Chooses a drafter and a draft length per step from what earlier steps measured, across replies.
+class SpecDecoder {
+public:
+    // Throws cactus::Error when the draft model cannot be loaded or does not match `target`.
+    SpecDecoder(const SpecOptions& options, const Tokenizer& target, size_t n_ctx, int n_threads);
+    ~SpecDecoder();
+    const SpecOptions& options() const { return options_; }
+
+    // A draft to follow `history` (its last token is the one about to be appended), at most `max`
+    // tokens, into *out; empty = decode this step plainly. Returns the drafter used (-1: none).
+    int propose(const std::vector<int32_t>& history, size_t max, std::vector<int32_t>* out);
+    // What the step measured: the drafter propose() returned (-1 for a plain step), tokens drafted,
+    // accepted, and the step's seconds (drafting and verifying).
+    void record(int drafter, size_t drafted, size_t accepted, double seconds);
+    const char* drafter_name(int drafter) const;
+
+private:
+    struct Arm {  // one drafter and what it measured
+        std::unique_ptr<Drafter> drafter;
+        double tokens_per_s = 0.0;  // moving average over its steps; 0 = not measured yet
+        size_t length = 0;          // draft length for its next step
+        size_t off_until = 0;       // switched off until this many steps have passed
+        size_t off_span = 0;        // steps of the last switch-off (doubles on each failure)
+    };
+    SpecOptions options_;
+    std::vector<Arm> arms_;
+    double plain_tokens_per_s_ = 0.0;  // moving average of plain steps
+    size_t steps_ = 0;
+};
+
+}  // namespace cactus
