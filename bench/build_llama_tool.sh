@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# Builds one of llama.cpp's programs (llama-bench or llama-server) once, from the llama.cpp sources
-# vendored in the llama-cpp-python sdist (the same version as our test oracle), and caches the
-# binary under $CACTUS_LLAMA_TOOLS_DIR (default ~/.cache/cactus/llama-tools). Prints its path.
-#   bench/build_llama_tool.sh llama-bench|llama-server
+# Builds one of llama.cpp's programs once, from the llama.cpp sources vendored in the
+# llama-cpp-python sdist (the same version as our test oracle), and caches the binary under
+# $CACTUS_LLAMA_TOOLS_DIR (default ~/.cache/cactus/llama-tools). Prints its path.
+#   bench/build_llama_tool.sh llama-bench|llama-server|llama-speculative-simple|llama-completion
+# llama-speculative-simple and llama-completion are the speculative and plain decoding peers of
+# bench/compare_spec.py.
 # LLAMA_BENCH_ISA=native (default: every extension of this CPU) or avx2 (AVX, AVX2, FMA, F16C only:
 # the x86 CPUs without AVX-512, to compare with cactus under CACTUS_CPU_ISA=avx2).
 # The binaries are benchmark peers only: never committed or shipped.
 set -euo pipefail
-TOOL=${1:?usage: build_llama_tool.sh llama-bench|llama-server}
+TOOLS="llama-bench, llama-server, llama-speculative-simple, llama-completion"
+TOOL=${1:?usage: build_llama_tool.sh llama-bench|llama-server|llama-speculative-simple|llama-completion}
 case "$TOOL" in
-  llama-bench | llama-server) ;;
-  *) echo "build_llama_tool: unknown tool '$TOOL' (llama-bench, llama-server)" >&2; exit 2 ;;
+  llama-bench | llama-server | llama-speculative-simple | llama-completion) ;;
+  *) echo "build_llama_tool: unknown tool '$TOOL' ($TOOLS)" >&2; exit 2 ;;
 esac
 VERSION=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
 CACHE_DIR=${CACTUS_LLAMA_TOOLS_DIR:-$HOME/.cache/cactus/llama-tools}
@@ -50,7 +53,7 @@ echo "build_llama_tool: building $TOOL with $JOBS jobs (several minutes)" >&2
 GENERATOR=()
 if command -v ninja >/dev/null; then GENERATOR=(-G Ninja); fi
 cmake -S "$SRC" -B "$WORK/build" "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=OFF \
-  -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=ON -DBUILD_SHARED_LIBS=OFF "${ISA_FLAGS[@]}" >&2
+  -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_EXAMPLES=ON -DBUILD_SHARED_LIBS=OFF "${ISA_FLAGS[@]}" >&2
 cmake --build "$WORK/build" --target "$TOOL" -j "$JOBS" >&2
 mkdir -p "$(dirname "$BIN")"
 cp "$WORK/build/bin/$TOOL" "$BIN"
