@@ -60,14 +60,14 @@ CACTUS_DRAFT_MAX = "--draft-max"
 
 # The metrics line `cactus run` prints on stderr (cli_common.cpp print_metrics):
 #   [ttft 12.3 ms | prefill 40 tok @ 80.1 tok/s | decode 128 tok @ 17.2 tok/s | total 7500.0 ms]
-# and the speculative counters (CompletionMetrics draft_tokens / draft_accepted / decode_steps), in
-# whichever of these spellings the line uses: `draft 96 tok`, `accepted 80`, `steps 40`, or
-# `draft_tokens=96` ...; absent counters are recorded as null.
+# and the speculative counters (CompletionMetrics draft_tokens / draft_accepted / decode_steps) in
+# any of the spellings `draft 96`, `96 drafted`, `draft_tokens=96`, `accepted 80`, `80 accepted`,
+# `steps 40`, `40 steps`; absent counters are recorded as null (and warned about once).
 CACTUS_DECODE_RE = re.compile(r"decode (\d+) tok @ ([0-9.]+) tok/s")
 CACTUS_COUNTER_RES = {
-    "draft_tokens": re.compile(r"\bdraft(?:ed|_tokens)?[ =:]+(\d+)"),
-    "draft_accepted": re.compile(r"\b(?:draft_)?accepted[ =:]+(\d+)"),
-    "decode_steps": re.compile(r"\b(?:decode_)?steps[ =:]+(\d+)"),
+    "draft_tokens": re.compile(r"\b(?:draft|drafted|draft_tokens)[ =:]+(\d+)|(\d+) (?:tok(?:ens)? )?drafted\b"),
+    "draft_accepted": re.compile(r"\b(?:accepted|draft_accepted)[ =:]+(\d+)|(\d+) (?:tok(?:ens)? )?accepted\b"),
+    "decode_steps": re.compile(r"\b(?:steps|decode_steps)[ =:]+(\d+)|(\d+) (?:decode |target )?steps\b"),
 }
 
 # llama.cpp (vendor/llama.cpp of the llama-cpp-python sdist, built by bench/build_llama_tool.sh).
@@ -86,6 +86,7 @@ OPTIONAL_ENGINES = ["llama_ngram"]
 SPEC_ENGINES = {"ours_adaptive": "ours_plain", "ours_ngram": "ours_plain", "llama_spec": "llama_plain",
                 "llama_ngram": "llama_plain"}  # each speculative engine and its plain baseline
 KINDS = ["edit", "summary", "chat"]
+WARNED = {}
 GROUPS = {"edit": ["edit"], "summary": ["summary"], "chat": ["chat"], "edit+summary": ["edit", "summary"],
           "all": KINDS}
 
@@ -231,7 +232,7 @@ def parse_cactus(out, err):
     row = {"decode_tokens": int(match.group(1)), "decode_tps": float(match.group(2))}
     for key, pattern in CACTUS_COUNTER_RES.items():
         found = pattern.search(tail)
-        row[key] = int(found.group(1)) if found else None
+        row[key] = int(next(g for g in found.groups() if g is not None)) if found else None
     row["text"] = out[:-1] if out.endswith("\n") else out  # cli_run adds one newline after the reply
     return row
 
@@ -239,6 +240,10 @@ def parse_cactus(out, err):
 def run_ours(args, threads, text, spec=None, draft=False):
     out, err = run_capture(cactus_cmd(args, threads, text, spec, draft), args.timeout)
     row = parse_cactus(out, err)
+    if spec != "off" and row["draft_tokens"] is None and not WARNED.get("counters"):
+        WARNED["counters"] = True
+        print("compare_spec: warning: no draft counters in cactus's metrics (adjust CACTUS_COUNTER_RES):\n%s"
+              % err[-400:], file=sys.stderr)
     if row["draft_tokens"]:
         row["acceptance"] = (row["draft_accepted"] or 0) / row["draft_tokens"]
     if row["decode_steps"]:
