@@ -23,7 +23,8 @@ of spec_prompts.jsonl and spec_check_prompts.jsonl (50), ours with speculative d
 n-gram) must print exactly the text plain decoding prints.
 
     PY=~/.cache/cactus/oracle/venv/bin/python
-    $PY bench/compare_spec.py                                   # full run (hours on 2 cores)
+    $PY bench/compare_spec.py                                   # full run: 300 runs, ~2 h on 2 cores
+    $PY bench/compare_spec.py --per-kind 6 -n 128               # 18 prompts: ~45 min on 2 cores
     $PY bench/compare_spec.py --threads 2 --per-kind 1 -n 16    # smoke test
     $PY bench/compare_spec.py --check-greedy -n 48              # exactness on 50 prompts
 """
@@ -113,6 +114,8 @@ def parse_args():
                    help="check that ours with speculative decoding prints exactly the plain text")
     p.add_argument("--check-specs", default="draft,ngram",
                    help="--check-greedy: the --spec values compared with off (draft uses --draft)")
+    p.add_argument("--llama-args", default="",
+                   help="extra flags for both llama.cpp tools, e.g. '--spec-draft-p-min 0.75' (default: theirs)")
     p.add_argument("--cactus", default=None, help="cactus binary (default $CACTUS_BUILD_DIR/bin/cactus)")
     p.add_argument("--llama-bin", default=None, help="folder of llama.cpp's tools (default: build/cached)")
     p.add_argument("--cpu-tag", default=None, help="results file tag (default: from lscpu, e.g. xeon-2core)")
@@ -253,7 +256,7 @@ def run_ours(args, threads, text, spec=None, draft=False):
 
 def llama_common(args, threads, text):
     return ["-m", args.target, "-p", text, "-n", str(args.n_predict), "--temp", "0", "--top-k", "1", "-t",
-            str(threads), "-c", str(args.ctx)] + LLAMA_LOAD
+            str(threads), "-c", str(args.ctx)] + LLAMA_LOAD + args.llama_args.split()
 
 
 def run_llama_spec(args, threads, text, spec_type):
@@ -489,7 +492,8 @@ def main():
     tag = args.cpu_tag or cpu_tag()
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "cactus_commit": commit,
             "target": os.path.basename(args.target), "draft": os.path.basename(args.draft),
-            "n_predict": args.n_predict, "draft_max": args.draft_max, "ctx": args.ctx, "machine": machine_summary()}
+            "n_predict": args.n_predict, "draft_max": args.draft_max, "ctx": args.ctx, "llama_args": args.llama_args,
+            "machine": machine_summary()}
     if args.check_greedy:
         rows, failures = check_greedy(args, prompts)
         meta.update({"threads": args.threads[-1], "rows": rows, "identical": len(rows) - failures, "runs": len(rows)})
