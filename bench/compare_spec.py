@@ -392,6 +392,22 @@ def summarize(rows, prompts, args):
     return out
 
 
+# The issue's speed claims, as (group, ratio, bound): checked per thread count in the summary.
+CLAIMS = [("edit+summary", "ours_adaptive/ours_plain", 1.5), ("edit+summary", "ours_adaptive/llama_spec", 1.25),
+          ("chat", "ours_adaptive/ours_plain", 0.95)]
+
+
+def check_claims(summary):
+    out = []
+    for entry in summary:
+        for group, key, bound in CLAIMS:
+            value = entry["ratios"].get(key)
+            if entry["group"] == group and value is not None:
+                out.append({"threads": entry["threads"], "group": group, "ratio": key, "value": value,
+                            "bound": bound, "met": value >= bound})
+    return out
+
+
 def same_prefix(a, b):
     """Whether one text starts with the other: llama-speculative-simple stops up to k tokens past
     n_predict, llama-completion at n_predict."""
@@ -507,14 +523,18 @@ def main():
     rows = measure(args, prompts)
     summary = summarize(rows, prompts, args)
     table = markdown_table(summary, args.engines)
+    claims = check_claims(summary)
     print("\n" + table)
+    for c in claims:
+        print("%s  t=%d %s %s = %.2f (>= %.2f)" % ("met   " if c["met"] else "NOT MET", c["threads"], c["group"],
+                                                  c["ratio"], c["value"], c["bound"]))
     same_text = same_text_checks(rows, args)
     if not args.keep_text:
         for row in rows:
             row.pop("text")  # the replies are long; same_text keeps what they tell
     meta.update({"threads": args.threads, "reps": args.reps, "engines": args.engines,
                  "llama_cpp": "llama-cpp-python 0.3.36 sdist: %s, %s" % (LLAMA_SPEC_TOOL, LLAMA_PLAIN_TOOL),
-                 "same_text": same_text, "summary": summary, "table": table, "rows": rows})
+                 "same_text": same_text, "claims": claims, "summary": summary, "table": table, "rows": rows})
     write_json(args.out or os.path.join(REPO, "bench", "results", "speculative_%s.json" % tag), meta)
     return 0
 
