@@ -433,15 +433,14 @@ def fmt(value, pattern="%.2f"):
 def markdown_table(summary, engines):
     ratio_keys = sorted({k for s in summary for k in s["ratios"]})
     spec_engines = [e for e in engines if e in SPEC_ENGINES]
-    head = (["threads", "prompts"] + ["%s tok/s" % e for e in engines] + ratio_keys
-            + ["%s acc" % e for e in spec_engines] + ["%s tok/step" % e for e in spec_engines])
+    # tokens per step stay in the JSON: the table keeps to speeds, ratios and acceptance
+    head = ["threads", "prompts"] + ["%s tok/s" % e for e in engines] + ratio_keys + ["%s acc" % e for e in spec_engines]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in summary:
         cells = ["%d" % s["threads"], "%s (%d)" % (s["group"], s["prompts"])]
         cells += [fmt(s["tps"].get(e)) for e in engines]
         cells += [fmt(s["ratios"].get(k)) + ("×" if s["ratios"].get(k) is not None else "") for k in ratio_keys]
         cells += [fmt(s["acceptance"].get(e)) for e in spec_engines]
-        cells += [fmt(s["tokens_per_step"].get(e)) for e in spec_engines]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
