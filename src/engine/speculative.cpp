@@ -114,11 +114,18 @@ void ModelDrafter::draft(const std::vector<int32_t>& history, size_t max, std::v
 
 // ---- the adaptive choice ----
 
+namespace {
+
+void check_lengths(const SpecOptions& o) {
+    if (o.draft_max == 0 || o.draft_min == 0 || o.draft_min > o.draft_max)
+        fail("speculative decoding: draft_min %zu and draft_max %zu must be 1 <= min <= max", o.draft_min, o.draft_max);
+}
+
+}  // namespace
+
 SpecDecoder::SpecDecoder(const SpecOptions& options, const Tokenizer& target, size_t n_ctx, int n_threads)
     : options_(options) {
-    if (options_.draft_max == 0 || options_.draft_min == 0 || options_.draft_min > options_.draft_max)
-        fail("speculative decoding: draft_min %zu and draft_max %zu must be 1 <= min <= max", options_.draft_min,
-             options_.draft_max);
+    check_lengths(options_);
     if (options_.type == SpecType::off) return;
     if (options_.type == SpecType::draft) {
         if (options_.draft_model.empty()) fail("spec_type draft needs a draft_model");
@@ -135,6 +142,7 @@ SpecDecoder::SpecDecoder(const SpecOptions& options, const Tokenizer& target, si
 
 SpecDecoder::SpecDecoder(const SpecOptions& options, std::vector<std::unique_ptr<Drafter>> drafters)
     : options_(options) {
+    check_lengths(options_);
     for (auto& d : drafters) {
         Arm arm;
         arm.drafter = std::move(d);
