@@ -21,8 +21,8 @@ EDIT = ("Rename `n` to `count` and return only the code:\n"
 
 
 def cactus(*args):
-    return subprocess.run([BIN, *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          timeout=600)
+    return subprocess.run([BIN, *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
