@@ -368,11 +368,11 @@ SpecOptions speculative_options(const SpecOptions& current, const SpecRequest& r
     } else if (request.draft_model && !request.draft_model->empty()) {
         spec.type = SpecType::draft;  // a draft model asks for drafting with it
     }
-    if (request.type && request.draft_model && !request.draft_model->empty() && spec.type != SpecType::draft)
-        fail("options: 'draft_model' drafts only with 'spec_type' \"draft\" (got \"%s\")", spec_type_name(spec.type));
     if (spec.type == SpecType::draft && spec.draft_model.empty())
         fail("options: 'spec_type' \"draft\" needs 'draft_model' (a .gguf path or a known model name)");
-    if (spec.type != SpecType::draft) spec.draft_model.clear();  // an unused draft model is not kept loaded
+    // spec_type wins over a draft model given beside it (a call may override a default draft model
+    // with "ngram" or "off"); an unused draft model is not kept loaded.
+    if (spec.type != SpecType::draft) spec.draft_model.clear();
     if (request.draft_max) spec.draft_max = *request.draft_max;
     if (request.draft_min) spec.draft_min = *request.draft_min;
     if (spec.draft_min > spec.draft_max)

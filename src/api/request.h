@@ -43,10 +43,11 @@ struct ApiOptions {
 // are errors naming the key.
 ApiOptions parse_options(const char* options_json);
 
-// The handle's speculative settings `current` with the request's keys applied: a draft_model
-// resolved like cactus_init's model_path and implying spec_type "draft" when that is not given,
-// spec_type "draft" without a draft model, or draft_min above draft_max, are errors naming the
-// options. The draft model is loaded later (Engine::set_speculative).
+// The handle's speculative settings `current` with the request's keys applied. A draft_model is
+// resolved like cactus_init's model_path and implies spec_type "draft" when that is not given; with
+// spec_type "ngram" or "off" it is not used. spec_type "draft" without a draft model, or draft_min
+// above draft_max, are errors naming the options. The draft model is loaded later
+// (Engine::set_speculative).
 SpecOptions speculative_options(const SpecOptions& current, const SpecRequest& request);
 
 // Validates OpenAI's response_format ({"type": "text" | "json_object" | "json_schema", ...});
