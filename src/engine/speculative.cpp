@@ -252,9 +252,9 @@ void TokenSource::advance(int32_t token) {
     ++counters_.steps;
     int drafter = -1;
     if (spec_ != nullptr) {
-        const size_t room = target_.room();
-        const size_t max = std::min({spec_->options().draft_max, room > 2 ? room - 2 : size_t(0),
-                                     target_.max_step() > 1 ? target_.max_step() - 1 : size_t(0)});
+        const size_t fits = target_.reserve(spec_->options().draft_max + 1);  // the token and its drafts
+        const size_t max = std::min(
+            {spec_->options().draft_max, fits - 1, target_.max_step() > 1 ? target_.max_step() - 1 : size_t(0)});
         if (max > 0) drafter = spec_->propose(history_, max, &drafts_);
     }
     if (drafter < 0) {

@@ -78,7 +78,9 @@ public:
     // Keeps the first n cached tokens (drops the rows of rejected drafts).
     virtual void keep(size_t n) = 0;
     virtual size_t n_cached() const = 0;
-    virtual size_t room() const = 0;      // tokens that may still be appended
+    // Most tokens the next step can append (1..wanted). A cache that is full compacts now, before
+    // the step, so no compaction falls inside it and dropping its rejected rows stays exact.
+    virtual size_t reserve(size_t wanted) = 0;
     virtual size_t max_step() const = 0;  // most tokens one step takes
 };
 

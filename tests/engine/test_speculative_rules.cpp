@@ -80,7 +80,7 @@ public:
         cached_.resize(n);
     }
     size_t n_cached() const override { return cached_.size(); }
-    size_t room() const override { return 1000; }
+    size_t reserve(size_t wanted) override { return std::min<size_t>(wanted, 1000 - cached_.size()); }
     size_t max_step() const override { return 64; }
     const std::vector<int32_t>& cached() const { return cached_; }
 
