@@ -94,3 +94,8 @@ def test_inconsistent_spec_flags_are_usage_errors():
     assert proc.returncode == 2 and "--membw" in proc.stderr, proc.stderr
     proc = cactus("run", QWEN, "-p", "hi", "--draft-max", "0")
     assert proc.returncode != 0 and "--draft-max" in proc.stderr, proc.stderr
+
+
+def test_a_draft_model_of_another_vocabulary_is_an_error():
+    proc = cactus("run", QWEN, "-p", "hi", "-n", "2", "--draft", "smollm2-135m")
+    assert proc.returncode == 1 and "smollm2-135m" in proc.stderr and "vocabulary" in proc.stderr, proc.stderr

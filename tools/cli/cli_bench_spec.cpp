@@ -5,8 +5,8 @@
 // Method: the engine loads the model (the draft model too for --spec draft) and answers one
 // code-editing request, whose reply copies much of its prompt (the workload speculative decoding is
 // for; --spec-prompt FILE replaces the request's text). Greedy, at most -n tokens; one warm-up
-// reply, then `reps` replies from an empty cache, first all plain, then all speculative (the
-// drafters adapt to what they measure across replies, as in a conversation). Decode tok/s is the
+// reply, then `reps` replies from an empty cache, first all speculative (the drafters adapt to
+// what they measure across replies, as in a conversation), then all plain. Decode tok/s is the
 // engine's: (tokens - 1) / (total - TTFT). Greedy replies must be the same text both ways.
 #include <algorithm>
 #include <cstdio>
@@ -108,9 +108,10 @@ Json run_spec_bench(const SpecBenchInput& in, int threads) {
     GenerationOptions generation;
     generation.max_tokens = in.n_gen;
     generation.sampling.temperature = 0.0f;
-    const Replies plain = timed_replies(*engine, prompt, generation, in.reps);
-    engine->set_speculative(in.spec);
+    engine->set_speculative(in.spec);  // first: a draft model that does not fit fails before any reply
     const Replies spec = timed_replies(*engine, prompt, generation, in.reps);
+    engine->set_speculative(SpecOptions());
+    const Replies plain = timed_replies(*engine, prompt, generation, in.reps);
     const CompletionMetrics& s = spec.sum;
     return Json{{"threads", threads},
                 {"prompt_tokens", spec.prompt_tokens},
