@@ -80,7 +80,7 @@ public:
         cached_.resize(n);
     }
     size_t n_cached() const override { return cached_.size(); }
-    size_t room() const override { return 1000; }
+    size_t reserve(size_t wanted) override { return std::min<size_t>(wanted, 1000 - cached_.size()); }
     size_t max_step() const override { return 64; }
     const std::vector<int32_t>& cached() const { return cached_; }
 
@@ -272,6 +272,39 @@ TEST(TokenSource, SampledRepliesWithDraftsFollowTheModelsDistribution) {
         EXPECT_LT(stat, chi_square_bound(df))
             << "temperature " << s.temperature << " top_k " << s.top_k << " df " << df;
         EXPECT_GT(df, 20u);
+    }
+}
+
+// The adaptive choice on made-up costs: a plain step takes 30 ms, each verified draft adds 5 ms.
+// Drafts always kept: drafting goes on at full length. Drafts never kept: drafting stops within a
+// few steps and comes back only as rare probes, so a reply of 1000 steps loses little.
+TEST(SpecDecoder, DraftsWhileItPaysAndProbesRarelyWhenItDoesNot) {
+    for (bool kept : {true, false}) {
+        SpecOptions o;
+        o.type = SpecType::ngram;
+        o.draft_max = 8;
+        std::vector<std::unique_ptr<Drafter>> d;
+        d.push_back(std::make_unique<GuessDrafter>());
+        SpecDecoder spec(o, std::move(d));
+        std::vector<int32_t> draft;
+        size_t drafting_steps = 0, longest = 0;
+        for (size_t step = 0; step < 1000; ++step) {
+            const int arm = spec.propose({1, 2, 3}, 8, &draft);
+            if (arm < 0) {
+                spec.record(-1, 0, 0, 0.030);
+                continue;
+            }
+            ++drafting_steps;
+            longest = std::max(longest, draft.size());
+            spec.record(arm, draft.size(), kept ? draft.size() : 0, 0.030 + 0.005 * draft.size());
+        }
+        if (kept) {
+            EXPECT_GT(drafting_steps, 990u);
+            EXPECT_EQ(longest, 8u);
+        } else {
+            EXPECT_LT(drafting_steps, 40u);
+            EXPECT_GT(drafting_steps, 3u) << "never probed again";
+        }
     }
 }
 
