@@ -59,17 +59,13 @@ CACTUS_SPEC = "--spec"  # off | ngram | draft
 CACTUS_DRAFT = "--draft"  # the draft model; without --spec the adaptive choice (draft or n-gram)
 CACTUS_DRAFT_MAX = "--draft-max"
 
-# The metrics line `cactus run` prints on stderr (cli_common.cpp print_metrics):
-#   [ttft 12.3 ms | prefill 40 tok @ 80.1 tok/s | decode 128 tok @ 17.2 tok/s | total 7500.0 ms]
-# and the speculative counters (CompletionMetrics draft_tokens / draft_accepted / decode_steps) in
-# any of the spellings `draft 96`, `96 drafted`, `draft_tokens=96`, `accepted 80`, `80 accepted`,
-# `steps 40`, `40 steps`; absent counters are recorded as null (and warned about once).
+# The metrics line `cactus run` prints on stderr (cli_common.cpp print_metrics), with the
+# speculative part when drafting is on:
+#   [ttft 210.5 ms | prefill 37 tok @ 175.8 tok/s | decode 32 tok @ 17.3 tok/s | total 2000.0 ms
+#    | drafts accepted 25/56 (44.6%) | 5.33 tok/step]
 CACTUS_DECODE_RE = re.compile(r"decode (\d+) tok @ ([0-9.]+) tok/s")
-CACTUS_COUNTER_RES = {
-    "draft_tokens": re.compile(r"\b(?:draft|drafted|draft_tokens)[ =:]+(\d+)|(\d+) (?:tok(?:ens)? )?drafted\b"),
-    "draft_accepted": re.compile(r"\b(?:accepted|draft_accepted)[ =:]+(\d+)|(\d+) (?:tok(?:ens)? )?accepted\b"),
-    "decode_steps": re.compile(r"\b(?:steps|decode_steps)[ =:]+(\d+)|(\d+) (?:decode |target )?steps\b"),
-}
+CACTUS_DRAFTS_RE = re.compile(r"drafts accepted (\d+)/(\d+)")
+CACTUS_TOKENS_PER_STEP_RE = re.compile(r"([0-9.]+) tok/step")
 
 # llama.cpp (vendor/llama.cpp of the llama-cpp-python sdist, built by bench/build_llama_tool.sh).
 LLAMA_SPEC_TOOL = "llama-speculative-simple"
@@ -232,10 +228,14 @@ def parse_cactus(out, err):
     if not match:
         raise RuntimeError("cactus printed no metrics line (%s):\n%s" % (CACTUS_DECODE_RE.pattern, err[-2000:]))
     tail = err[match.start():]
-    row = {"decode_tokens": int(match.group(1)), "decode_tps": float(match.group(2))}
-    for key, pattern in CACTUS_COUNTER_RES.items():
-        found = pattern.search(tail)
-        row[key] = int(next(g for g in found.groups() if g is not None)) if found else None
+    row = {"decode_tokens": int(match.group(1)), "decode_tps": float(match.group(2)), "draft_tokens": None,
+           "draft_accepted": None, "tokens_per_step": None}
+    drafts = CACTUS_DRAFTS_RE.search(tail)
+    if drafts:
+        row["draft_accepted"], row["draft_tokens"] = int(drafts.group(1)), int(drafts.group(2))
+    per_step = CACTUS_TOKENS_PER_STEP_RE.search(tail)
+    if per_step:
+        row["tokens_per_step"] = float(per_step.group(1))
     row["text"] = out[:-1] if out.endswith("\n") else out  # cli_run adds one newline after the reply
     return row
 
@@ -245,12 +245,10 @@ def run_ours(args, threads, text, spec=None, draft=False):
     row = parse_cactus(out, err)
     if spec != "off" and row["draft_tokens"] is None and not WARNED.get("counters"):
         WARNED["counters"] = True
-        print("compare_spec: warning: no draft counters in cactus's metrics (adjust CACTUS_COUNTER_RES):\n%s"
+        print("compare_spec: warning: no draft counters in cactus's metrics (adjust CACTUS_DRAFTS_RE):\n%s"
               % err[-400:], file=sys.stderr)
     if row["draft_tokens"]:
-        row["acceptance"] = (row["draft_accepted"] or 0) / row["draft_tokens"]
-    if row["decode_steps"]:
-        row["tokens_per_step"] = row["decode_tokens"] / row["decode_steps"]
+        row["acceptance"] = row["draft_accepted"] / row["draft_tokens"]
     return row
 
 

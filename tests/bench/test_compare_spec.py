@@ -79,10 +79,10 @@ def test_cactus_metrics_line_is_parsed():
     err = "\n[ttft 210.5 ms | prefill 37 tok @ 175.8 tok/s | decode 16 tok @ 17.3 tok/s | total 1077.4 ms]\n"
     row = compare_spec.parse_cactus("the reply\n", err)
     assert row["decode_tokens"] == 16 and row["decode_tps"] == 17.3 and row["text"] == "the reply"
-    assert row["draft_tokens"] is None and row["decode_steps"] is None
-    err = err.replace(" | total", " | draft 96 tok, 80 accepted | 40 steps | total")
+    assert row["draft_tokens"] is None and row["tokens_per_step"] is None
+    err = err.replace("ms]", "ms | drafts accepted 25/56 (44.6%) | 5.33 tok/step]")
     row = compare_spec.parse_cactus("x\n", err)
-    assert (row["draft_tokens"], row["draft_accepted"], row["decode_steps"]) == (96, 80, 40)
+    assert (row["draft_accepted"], row["draft_tokens"], row["tokens_per_step"]) == (25, 56, 5.33)
     with pytest.raises(RuntimeError, match="no metrics line"):
         compare_spec.parse_cactus("x\n", "error: something")
 
