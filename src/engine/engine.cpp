@@ -164,6 +164,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& model_path, const Engine
     engine->join_parts_ = !template_renders_parts(*engine->template_);
     engine->shown_special_ = marker_tokens(*engine->tokenizer_, *engine->format_);
     if (!options.mmproj_path.empty()) engine->load_vision(options.mmproj_path, options.n_threads);
+    engine->set_speculative(options.spec);
     return engine;
 }
 
@@ -426,6 +427,11 @@ CompletionResult Engine::complete_prompt(const Prompt& prompt, const GenerationO
     bool have_first = false;
     double probability_sum = 0.0;
     result.finish_reason = "length";
+    // A grammar advances token by token as the reply is sampled: its replies decode plainly.
+    SpecDecoder* spec = constraint ? nullptr : spec_decoder_.get();
+    std::unique_ptr<SpecTarget> target = session_target();
+    TokenSource source(*target, spec, sampler, spec != nullptr ? prompt.ids : std::vector<int32_t>(),
+                       std::move(logits));
 
     for (size_t step = 0; step < options.max_tokens; ++step) {
         if (stopped()) {
@@ -434,7 +440,7 @@ CompletionResult Engine::complete_prompt(const Prompt& prompt, const GenerationO
         }
         const bool end_allowed = end_of_turn_allowed(options, constraint.get());
         sampler.set_banned(end_allowed ? nullptr : &tokenizer_->end_of_generation_ids());
-        int32_t token = sampler.sample(logits);
+        int32_t token = source.next();
         if (!have_first) {
             first_token_time = Clock::now();
             have_first = true;
@@ -459,8 +465,12 @@ CompletionResult Engine::complete_prompt(const Prompt& prompt, const GenerationO
             result.finish_reason = "length";
             break;
         }
-        forward_cached(&token, 1, &logits);
+        source.advance(token);
     }
+    source.finish(prompt.ids.size(), result.tokens.size());
+    result.metrics.draft_tokens = source.counters().drafted;
+    result.metrics.draft_accepted = source.counters().accepted;
+    result.metrics.decode_steps = source.counters().steps;
     if (!stream.stopped()) {
         std::string rest = stream.push(detok.flush());
         rest += stream.finish();

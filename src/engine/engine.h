@@ -29,6 +29,7 @@ class StreamingDetokenizer;
 class GrammarVocab;
 struct CompiledConstraint;
 class SpecDecoder;
+class SpecTarget;
 
 struct EngineOptions {
     size_t n_ctx = 0;           // 0 = min(trained context, 8192)
@@ -274,6 +275,8 @@ private:
     // Keeps the first n cached tokens (fewer when the model can only restore an earlier state, then
     // recomputes up to n), keeping cached_ids_ in step with the cache.
     void keep_cached(size_t n);
+    class SessionTarget;
+    std::unique_ptr<SpecTarget> session_target();
 
     std::atomic<uint64_t> stop_epoch_{0};
     uint64_t call_epoch_ = 0;     // the current call's entry value of stop_epoch_

@@ -21,6 +21,7 @@ struct SpecOptions {
     size_t ngram_min = 2;     // prompt lookup: shortest suffix of the history matched
     size_t ngram_max = 4;     // prompt lookup: longest suffix tried first
     int draft_threads = 0;    // threads of the draft model; 0 = the model's
+    bool adaptive = true;     // false: draft at every step whatever it measures (tests, measurements)
 };
 
 // "off", "none", "ngram", "draft" (llama.cpp's "ngram-simple"/"ngram-cache"/... spellings read as

@@ -94,6 +94,8 @@ class SpecDecoder {
 public:
     // Throws cactus::Error when the draft model cannot be loaded or does not match `target`.
     SpecDecoder(const SpecOptions& options, const Tokenizer& target, size_t n_ctx, int n_threads);
+    // With the given drafters (tests), tried in that order until measured.
+    SpecDecoder(const SpecOptions& options, std::vector<std::unique_ptr<Drafter>> drafters);
     ~SpecDecoder();
     const SpecOptions& options() const { return options_; }
 
@@ -104,6 +106,7 @@ public:
     // accepted, and the step's seconds (drafting and verifying).
     void record(int drafter, size_t drafted, size_t accepted, double seconds);
     const char* drafter_name(int drafter) const;
+    bool drafting() const { return !arms_.empty(); }
 
 private:
     struct Arm {  // one drafter and what it measured
@@ -112,11 +115,53 @@ private:
         size_t length = 0;          // draft length for its next step
         size_t off_until = 0;       // switched off until this many steps have passed
         size_t off_span = 0;        // steps of the last switch-off (doubles on each failure)
+        size_t samples = 0;         // steps measured since it (re)started
     };
     SpecOptions options_;
     std::vector<Arm> arms_;
     double plain_tokens_per_s_ = 0.0;  // moving average of plain steps
     size_t steps_ = 0;
+};
+
+class Sampler;
+
+// The tokens of one reply, one at a time: sampled from the model's next-token logits (plain), or
+// taken from a verification step, whose rows are judged one by one as the reply asks for them (so
+// the sampler's history, penalties and bans are those of plain decoding at each token).
+class TokenSource {
+public:
+    // `history`: the prompt's ids (the drafters' context); `logits`: the next-token logits after it
+    // (the prefill's). spec may be null (plain decoding).
+    TokenSource(SpecTarget& target, SpecDecoder* spec, Sampler& sampler, std::vector<int32_t> history,
+                std::vector<float> logits);
+    // The reply's next token; the sampler's last probability is its probability.
+    int32_t next();
+    // The reply continues after `token` (the one next() gave): appends it to the cache (with a
+    // draft when a drafter has one) unless it is there already.
+    void advance(int32_t token);
+    // The reply ended after `emitted` tokens: drops cached rows of drafts it did not use, so the
+    // cache holds the prompt and the reply (without its last token, as plain decoding leaves it).
+    void finish(size_t prompt_tokens, size_t emitted);
+    const SpecCounters& counters() const { return counters_; }
+
+private:
+    using Clock = std::chrono::steady_clock;
+    void end_verification(size_t accepted);
+
+    SpecTarget& target_;
+    SpecDecoder* spec_;
+    Sampler& sampler_;
+    std::vector<int32_t> history_;
+    std::vector<float> logits_;  // [n_vocab] next-token logits (plain), or scratch of a row
+    std::vector<float> rows_;    // [1 + drafts, n_vocab] the verification step's logits
+    std::vector<int32_t> drafts_;
+    size_t n_vocab_ = 0;
+    size_t judged_ = 0;          // drafts judged so far
+    size_t base_ = 0;            // cached tokens before the verification step
+    int drafter_ = -1;           // of the verification in progress; -1: none
+    bool in_cache_ = false;      // the token next() gave last is already in the cache
+    double step_seconds_ = 0.0;  // drafting and scoring of the verification in progress
+    SpecCounters counters_;
 };
 
 }  // namespace cactus

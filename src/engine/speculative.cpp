@@ -1,0 +1,275 @@
+#include "engine/speculative.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "core/error.h"
+#include "gguf/gguf.h"
+#include "models/model.h"
+#include "sampling/draft_acceptance.h"
+#include "sampling/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace cactus {
+
+namespace {
+
+// llama.cpp's SPEC_VOCAB_MAX_SIZE_DIFFERENCE: vocabularies padded to a multiple differ in size.
+constexpr size_t kVocabSizeSlack = 128;
+// Moving averages of tokens per second weigh the latest step this much.
+constexpr double kRateWeight = 0.25;
+// A drafter is kept while its tokens per second stay above plain decoding's times this margin:
+// below it, verifying costs more than it saves.
+constexpr double kKeepMargin = 1.0;
+// Steps a failing drafter first sits out, and the most (doubling in between).
+constexpr size_t kFirstOffSpan = 16;
+constexpr size_t kMaxOffSpan = 512;
+// Steps a drafter runs (after a start or a switch-off) before its speed is judged: one unlucky
+// draft does not switch it off.
+constexpr size_t kJudgeAfter = 3;
+
+double blend(double average, double sample) {
+    return average == 0.0 ? sample : average + kRateWeight * (sample - average);
+}
+
+}  // namespace
+
+// ---- prompt lookup ----
+
+NgramDrafter::NgramDrafter(size_t ngram_min, size_t ngram_max) : ngram_min_(ngram_min), ngram_max_(ngram_max) {
+    if (ngram_min_ == 0 || ngram_max_ < ngram_min_)
+        fail("ngram drafter: sizes %zu..%zu are not 1 <= min <= max", ngram_min_, ngram_max_);
+}
+
+void NgramDrafter::draft(const std::vector<int32_t>& history, size_t max, std::vector<int32_t>* out) {
+    out->clear();
+    const size_t n_hist = history.size();
+    for (size_t n = std::min(ngram_max_, n_hist > 0 ? n_hist - 1 : 0); n >= ngram_min_ && n > 0; --n) {
+        const int32_t* key = history.data() + n_hist - n;
+        if (std::any_of(key, key + n, [](int32_t id) { return id < 0; })) continue;  // image rows never match
+        // The latest earlier occurrence: its continuation is the likeliest to repeat.
+        for (size_t start = n_hist - n; start-- > 0;) {
+            if (!std::equal(key, key + n, history.data() + start)) continue;
+            for (size_t i = start + n; i < n_hist && out->size() < max && history[i] >= 0; ++i)
+                out->push_back(history[i]);
+            if (!out->empty()) return;
+        }
+    }
+}
+
+// ---- draft model ----
+
+void check_draft_vocabulary(const Tokenizer& target, const Tokenizer& draft, const std::string& draft_name) {
+    const size_t nt = target.vocab_size(), nd = draft.vocab_size();
+    const size_t diff = nt > nd ? nt - nd : nd - nt;
+    if (diff > kVocabSizeSlack)
+        fail("draft model %s: its vocabulary has %zu tokens, the model's %zu (a drafter needs the same vocabulary)",
+             draft_name.c_str(), nd, nt);
+    if (target.bos_id() != draft.bos_id() || target.eos_id() != draft.eos_id())
+        fail("draft model %s: its BOS/EOS ids (%d/%d) differ from the model's (%d/%d)", draft_name.c_str(),
+             draft.bos_id(), draft.eos_id(), target.bos_id(), target.eos_id());
+    const size_t common = std::min(nt, nd);
+    for (size_t id = 0; id < common; ++id) {
+        const auto i = static_cast<int32_t>(id);
+        if (target.token_text(i) != draft.token_text(i))
+            fail("draft model %s: token %zu is '%s' there but '%s' in the model (a drafter needs the same vocabulary)",
+                 draft_name.c_str(), id, draft.token_text(i).c_str(), target.token_text(i).c_str());
+    }
+}
+
+ModelDrafter::ModelDrafter(const std::string& path, const Tokenizer& target, size_t n_ctx, int n_threads) {
+    file_ = GgufFile::open(path);
+    check_draft_vocabulary(target, *Tokenizer::from_gguf(*file_), path);
+    ModelOptions o;
+    o.n_ctx = n_ctx;
+    o.n_threads = n_threads;
+    model_ = Model::load(*file_, o);
+}
+
+ModelDrafter::~ModelDrafter() = default;
+
+void ModelDrafter::draft(const std::vector<int32_t>& history, size_t max, std::vector<int32_t>* out) {
+    out->clear();
+    if (history.empty() || max == 0) return;
+    // The draft model sees text only: a conversation with image rows gets no draft.
+    if (std::any_of(history.begin(), history.end(), [](int32_t id) { return id < 0; })) return;
+    size_t common = 0;
+    const size_t limit = std::min(cached_.size(), history.size());
+    while (common < limit && cached_[common] == history[common]) ++common;
+    if (common == history.size()) --common;  // the last token is recomputed for its logits
+    const size_t kept = model_->truncate(common);
+    cached_.resize(kept);
+    const size_t todo = history.size() - kept;
+    if (model_->context_room() != SIZE_MAX && model_->context_room() < todo + max) return;  // no room: no draft
+    model_->forward(history.data() + kept, todo, &logits_);
+    cached_.insert(cached_.end(), history.begin() + std::ptrdiff_t(kept), history.end());
+    for (;;) {
+        const auto best = static_cast<int32_t>(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
+        out->push_back(best);
+        if (out->size() == max) return;
+        model_->forward(&best, 1, &logits_);
+        cached_.push_back(best);
+    }
+}
+
+// ---- the adaptive choice ----
+
+SpecDecoder::SpecDecoder(const SpecOptions& options, const Tokenizer& target, size_t n_ctx, int n_threads)
+    : options_(options) {
+    if (options_.draft_max == 0 || options_.draft_min == 0 || options_.draft_min > options_.draft_max)
+        fail("speculative decoding: draft_min %zu and draft_max %zu must be 1 <= min <= max", options_.draft_min,
+             options_.draft_max);
+    if (options_.type == SpecType::off) return;
+    if (options_.type == SpecType::draft) {
+        if (options_.draft_model.empty()) fail("spec_type draft needs a draft_model");
+        Arm arm;
+        const int threads = options_.draft_threads > 0 ? options_.draft_threads : n_threads;
+        arm.drafter = std::make_unique<ModelDrafter>(options_.draft_model, target, n_ctx, threads);
+        arms_.push_back(std::move(arm));
+    }
+    Arm lookup;
+    lookup.drafter = std::make_unique<NgramDrafter>(options_.ngram_min, options_.ngram_max);
+    arms_.push_back(std::move(lookup));
+    for (Arm& arm : arms_) arm.length = options_.draft_max;
+}
+
+SpecDecoder::SpecDecoder(const SpecOptions& options, std::vector<std::unique_ptr<Drafter>> drafters)
+    : options_(options) {
+    for (auto& d : drafters) {
+        Arm arm;
+        arm.drafter = std::move(d);
+        arm.length = options_.draft_max;
+        arms_.push_back(std::move(arm));
+    }
+}
+
+SpecDecoder::~SpecDecoder() = default;
+
+const char* SpecDecoder::drafter_name(int drafter) const {
+    if (drafter < 0 || static_cast<size_t>(drafter) >= arms_.size()) return "none";
+    return arms_[static_cast<size_t>(drafter)].drafter->name();
+}
+
+int SpecDecoder::propose(const std::vector<int32_t>& history, size_t max, std::vector<int32_t>* out) {
+    out->clear();
+    ++steps_;
+    // The arms in order of their measured speed (unmeasured first: each is tried once).
+    std::vector<size_t> order;
+    for (size_t i = 0; i < arms_.size(); ++i)
+        if (arms_[i].off_until <= steps_) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        const double ra = arms_[a].tokens_per_s, rb = arms_[b].tokens_per_s;
+        if ((ra == 0.0) != (rb == 0.0)) return ra == 0.0;
+        return ra > rb;
+    });
+    for (size_t i : order) {
+        Arm& arm = arms_[i];
+        arm.drafter->draft(history, std::min(max, arm.length), out);
+        if (out->size() >= options_.draft_min) return static_cast<int>(i);
+        out->clear();
+    }
+    return -1;
+}
+
+void SpecDecoder::record(int drafter, size_t drafted, size_t accepted, double seconds) {
+    if (seconds <= 0.0) return;
+    if (drafter < 0) {
+        plain_tokens_per_s_ = blend(plain_tokens_per_s_, 1.0 / seconds);
+        return;
+    }
+    Arm& arm = arms_[static_cast<size_t>(drafter)];
+    if (!options_.adaptive) return;
+    arm.tokens_per_s = blend(arm.tokens_per_s, static_cast<double>(accepted + 1) / seconds);
+    ++arm.samples;
+    // Draft length: twice as far after a draft kept whole, just past the kept run otherwise.
+    arm.length = accepted == drafted ? std::min(options_.draft_max, std::max<size_t>(2, arm.length * 2))
+                                     : std::clamp<size_t>(accepted + 2, options_.draft_min, options_.draft_max);
+    if (arm.samples < kJudgeAfter || plain_tokens_per_s_ == 0.0) return;
+    if (arm.tokens_per_s < plain_tokens_per_s_ * kKeepMargin) {
+        arm.off_span = arm.off_span == 0 ? kFirstOffSpan : std::min(kMaxOffSpan, arm.off_span * 2);
+        arm.off_until = steps_ + arm.off_span;
+        arm.samples = 0;
+        arm.tokens_per_s = 0.0;  // measured afresh when it comes back
+    } else {
+        arm.off_span = 0;
+    }
+}
+
+// ---- the reply's tokens ----
+
+TokenSource::TokenSource(SpecTarget& target, SpecDecoder* spec, Sampler& sampler, std::vector<int32_t> history,
+                         std::vector<float> logits)
+    : target_(target),
+      spec_(spec != nullptr && spec->drafting() ? spec : nullptr),
+      sampler_(sampler),
+      history_(std::move(history)),
+      logits_(std::move(logits)),
+      n_vocab_(logits_.size()) {}
+
+int32_t TokenSource::next() {
+    in_cache_ = false;
+    if (drafter_ < 0) return sampler_.sample(logits_);
+    const float* row = rows_.data() + judged_ * n_vocab_;
+    logits_.assign(row, row + n_vocab_);
+    if (judged_ == drafts_.size()) {  // every draft kept: the last row gives one more token
+        end_verification(judged_);
+        return sampler_.sample(logits_);
+    }
+    TokenDistribution p;
+    sampler_.distribution(logits_, &p);
+    const DraftVerdict verdict = judge_draft(p, drafts_[judged_], sampler_);
+    sampler_.note_chosen(verdict.token);
+    if (verdict.accepted) {
+        ++judged_;
+        in_cache_ = true;
+        return verdict.token;
+    }
+    // Rows from the rejected draft on are dropped; the replacement is appended by advance().
+    target_.keep(base_ + 1 + judged_);
+    end_verification(judged_);
+    return verdict.token;
+}
+
+void TokenSource::end_verification(size_t accepted) {
+    counters_.drafted += drafts_.size();
+    counters_.accepted += accepted;
+    if (spec_ != nullptr) spec_->record(drafter_, drafts_.size(), accepted, step_seconds_);
+    drafter_ = -1;
+}
+
+void TokenSource::advance(int32_t token) {
+    if (spec_ != nullptr) history_.push_back(token);
+    if (in_cache_) return;
+    const Clock::time_point start = Clock::now();
+    ++counters_.steps;
+    int drafter = -1;
+    if (spec_ != nullptr) {
+        const size_t room = target_.room();
+        const size_t max = std::min({spec_->options().draft_max, room > 2 ? room - 2 : size_t(0),
+                                     target_.max_step() > 1 ? target_.max_step() - 1 : size_t(0)});
+        if (max > 0) drafter = spec_->propose(history_, max, &drafts_);
+    }
+    if (drafter < 0) {
+        target_.append_scored(&token, 1, &logits_);
+        if (spec_ != nullptr) spec_->record(-1, 0, 0, std::chrono::duration<double>(Clock::now() - start).count());
+        return;
+    }
+    base_ = target_.n_cached();
+    std::vector<int32_t> ids;
+    ids.reserve(1 + drafts_.size());
+    ids.push_back(token);
+    ids.insert(ids.end(), drafts_.begin(), drafts_.end());
+    target_.append_scored(ids.data(), ids.size(), &rows_);
+    drafter_ = drafter;
+    judged_ = 0;
+    step_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void TokenSource::finish(size_t prompt_tokens, size_t emitted) {
+    if (drafter_ >= 0) end_verification(judged_);
+    // Plain decoding leaves the reply's last token out of the cache (it was never appended).
+    const size_t keep = prompt_tokens + (emitted > 0 ? emitted - 1 : 0);
+    if (target_.n_cached() > keep + 1) target_.keep(keep + 1);
+}
+
+}  // namespace cactus
