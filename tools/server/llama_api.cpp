@@ -739,7 +739,8 @@ void handle_props(Server& server, httplib::Response& res) {
                              {"n_prompt", v.prompt_tokens},
                              {"n_decoded", v.generated}});
     json r = {{"default_generation_settings",
-               {{"params", defaults_json(config.defaults, server.scheduler().speculative())}, {"n_ctx", server.backend().n_ctx()}}},
+               {{"params", defaults_json(config.defaults, server.scheduler().speculative())},
+                {"n_ctx", server.backend().n_ctx()}}},
               {"total_slots", server.scheduler().n_slots()},
               {"model_alias", model_names(config).front()},
               {"model_path", config.model_path},
@@ -776,7 +777,9 @@ void handle_post_props(Server& server, const httplib::Request& req, httplib::Res
 }
 
 json slot_json(Server& server, const SlotView& v) {
-    json s = {{"id", v.id}, {"n_ctx", server.backend().n_ctx()}, {"speculative", server.scheduler().speculative().type != SpecType::off},
+    json s = {{"id", v.id},
+              {"n_ctx", server.backend().n_ctx()},
+              {"speculative", server.scheduler().speculative().type != SpecType::off},
               {"is_processing", v.busy}};
     if (v.id_task == 0) return s;
     const SamplingParams& sp = v.gen.sampling;

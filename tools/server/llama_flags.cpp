@@ -36,7 +36,8 @@ constexpr const char* kNoUi = "no web UI is served (the HTTP API only)";
 constexpr const char* kNoTools = "no built-in agent tools or MCP proxy are served";
 constexpr const char* kLogs = "the log is one line per request on stderr (--quiet turns it off)";
 constexpr const char* kSpecTuning =
-    "speculative decoding here is prompt lookup and a draft model (--spec-type, --model-draft, --spec-draft-n-max/-min, "
+    "speculative decoding here is prompt lookup and a draft model (--spec-type, --model-draft, "
+    "--spec-draft-n-max/-min, "
     "-td), each slot's draft length adapting to its acceptance: this setting has no counterpart";
 constexpr const char* kDraftCache = "the draft model's cache is f16, whatever -ctk/-ctv say for the served model's";
 constexpr const char* kDownload =
@@ -310,14 +311,16 @@ const LlamaFlag kLlamaFlags[] = {
     {"--spec-draft-n-min", "", "LLAMA_ARG_SPEC_DRAFT_N_MIN", Takes::Value, Does::Ours, "--draft-min"},
     {"--spec-synth-len", "", "LLAMA_ARG_SPEC_SYNTH_LEN", Takes::Value, Does::Ignore, kSpecTuning},
     {"--spec-synth-rates", "", "LLAMA_ARG_SPEC_SYNTH_RATES", Takes::Value, Does::Ignore, kSpecTuning},
-    {"--spec-draft-p-split,--draft-p-split", "", "LLAMA_ARG_SPEC_DRAFT_P_SPLIT", Takes::Value, Does::Ignore, kSpecTuning},
+    {"--spec-draft-p-split,--draft-p-split", "", "LLAMA_ARG_SPEC_DRAFT_P_SPLIT", Takes::Value, Does::Ignore,
+     kSpecTuning},
     {"--spec-draft-p-min,--draft-p-min", "", "LLAMA_ARG_SPEC_DRAFT_P_MIN", Takes::Value, Does::Ignore, kSpecTuning},
     {"--spec-draft-backend-sampling", "--no-spec-draft-backend-sampling", "LLAMA_ARG_SPEC_DRAFT_BACKEND_SAMPLING",
      Takes::Nothing, Does::Ignore, kSpecTuning},
     {"--spec-draft-device,-devd,--device-draft", "", nullptr, Takes::Value, Does::Ignore, kPlacement},
     {"--spec-draft-ngl,-ngld,--gpu-layers-draft,--n-gpu-layers-draft", "", "LLAMA_ARG_N_GPU_LAYERS_DRAFT", Takes::Value,
      Does::Ignore, kPlacement},
-    {"--spec-draft-model,-md,--model-draft", "", "LLAMA_ARG_SPEC_DRAFT_MODEL", Takes::Value, Does::Ours, "--model-draft"},
+    {"--spec-draft-model,-md,--model-draft", "", "LLAMA_ARG_SPEC_DRAFT_MODEL", Takes::Value, Does::Ours,
+     "--model-draft"},
     {"--spec-type", "", "LLAMA_ARG_SPEC_TYPE", Takes::Value, Does::Ours, "--spec-type"},
     {"--spec-ngram-mod-n-min", "", nullptr, Takes::Value, Does::Ignore, kSpecTuning},
     {"--spec-ngram-mod-n-max", "", nullptr, Takes::Value, Does::Ignore, kSpecTuning},

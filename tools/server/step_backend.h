@@ -24,8 +24,9 @@ struct SeqStep {
     const float* embd = nullptr;     // [n, n_embd] image rows, read where tokens < 0 (nullptr: text only)
     const int32_t* group = nullptr;  // [n] bidirectional spans (Batch::group), or nullptr
     bool want_logits = false;
-    bool all_logits = false;    // with want_logits: the logits after every token (verifying a draft)
-    std::vector<float> logits;  // [n_vocab] next-token logits after the last token, when wanted; [n, n_vocab] with all_logits
+    bool all_logits = false;  // with want_logits: the logits after every token (verifying a draft)
+    std::vector<float>
+        logits;  // [n_vocab] next-token logits after the last token, when wanted; [n, n_vocab] with all_logits
 };
 
 class StepBackend {
