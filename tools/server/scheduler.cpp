@@ -59,10 +59,20 @@ struct SlotState {
     // Speculation: whether this request drafts (no grammar, no images), how far, and the draft
     // in the step being run with the cache length before it.
     bool may_draft = false;
-    DraftPace pace;
+    DraftPace paces[2];  // per DraftSource: prompt lookup, the draft model
     std::vector<int32_t> draft;
+    DraftSource draft_source = DraftSource::none;
     size_t verify_from = 0;
 };
+
+namespace {
+
+// The pace of the drafter that made the slot's draft in this step.
+DraftPace* pace_of(SlotState& slot) {
+    return slot.draft_source == DraftSource::none ? nullptr : &slot.paces[static_cast<int>(slot.draft_source)];
+}
+
+}  // namespace
 
 Scheduler::Scheduler(StepBackend& backend, const SchedulerOptions& options, Metrics& metrics,
                      std::unique_ptr<SlotDrafter> drafter)
@@ -316,7 +326,13 @@ void Scheduler::admit() {
         slot.sampler->set_constraint(slot.constraint.get());
         slot.may_draft = drafter_ != nullptr && !slot.constraint && !job->params().media;
         slot.draft.clear();
-        if (slot.may_draft) slot.pace.reset(drafter_->options().draft_max, drafter_->options().draft_min);
+        if (slot.may_draft) {
+            // With a draft model beside it, prompt lookup keeps drafting only while it gets at
+            // least half its drafts accepted: the model's drafts are accepted more often.
+            const SpecOptions& o = drafter_->options();
+            slot.paces[0].reset(o.draft_max, o.draft_min, drafter_->has_model() ? 0.5 : 0.0);
+            slot.paces[1].reset(o.draft_max, o.draft_min, 0.0);
+        }
         slot.detok = std::make_unique<StreamingDetokenizer>(backend_.engine().tokenizer());
         slot.stream = std::make_unique<TextStream>(gen.stop_sequences, gen.include_stop_sequences);
         metrics_.observe_queue(slot.stats.queue_ms / 1000.0);
@@ -349,10 +365,13 @@ std::vector<DraftRequest> Scheduler::draft_requests(size_t budget) {
     std::vector<DraftRequest> out;
     if (!drafter_) return out;
     for (auto& s : slots_) {
-        if (!s->job || !s->decoding || !s->may_draft || !s->pace.drafting_now()) continue;
+        if (!s->job || !s->decoding || !s->may_draft) continue;
+        const bool ngram = s->paces[0].drafting_now();
+        const bool model = drafter_->has_model() && s->paces[1].drafting_now();
+        if (!ngram && !model) continue;
         // No more than the reply may still take after the token to append, nor more than its room
         // (the emissions end where plain decoding would end them: one token of room left).
-        size_t max = std::min(s->pace.length(), budget);
+        size_t max = budget;
         const size_t room = backend_.context_room(s->id);
         if (room != SIZE_MAX) max = std::min(max, room > 2 ? room - 2 : 0);
         const size_t limit = s->job->params().gen.max_tokens, made = s->stats.completion_tokens;
@@ -362,8 +381,9 @@ std::vector<DraftRequest> Scheduler::draft_requests(size_t budget) {
         r.seq = s->id;
         r.history = backend_.cached_tokens(s->id);
         r.history.push_back(s->next_token);
-        r.max = max;
-        budget -= max;
+        r.max_ngram = ngram ? std::min(max, s->paces[0].length()) : 0;
+        r.max_model = model ? std::min(max, s->paces[1].length()) : 0;
+        budget -= std::max(r.max_ngram, r.max_model);
         out.push_back(std::move(r));
     }
     if (!out.empty()) drafter_->draft(out);
@@ -392,6 +412,7 @@ void Scheduler::run_step() {
         s->draft.clear();
         for (const DraftRequest& r : drafts) {
             if (r.seq != s->id) continue;
+            s->draft_source = r.source;
             for (int32_t id : r.tokens) {  // a draft model's padding ids are no tokens of ours
                 if (id < 0 || static_cast<size_t>(id) >= n_vocab) break;
                 s->draft.push_back(id);
@@ -465,7 +486,7 @@ void Scheduler::on_verified(SlotState& slot, SeqStep& item) {
     const size_t base = slot.verify_from;
     const size_t rows = draft.size() + 1;
     if (!item.want_logits || item.logits.size() % rows != 0) {  // cut short: nothing verified, decode plainly
-        slot.pace.record(draft.size(), 0);
+        if (DraftPace* pace = pace_of(slot)) pace->record(draft.size(), 0);
         try {
             backend_.keep(slot.id, base);
         } catch (const std::exception& e) {
@@ -517,7 +538,7 @@ void Scheduler::on_verified(SlotState& slot, SeqStep& item) {
     slot.stats.draft_n += draft.size();
     slot.stats.draft_accepted += accepted;
     metrics_.observe_drafts(draft.size(), accepted);
-    slot.pace.record(draft.size(), accepted);
+    if (DraftPace* pace = pace_of(slot)) pace->record(draft.size(), accepted);
     // Each token is emitted with the room plain decoding would have had when choosing it.
     const size_t room = backend_.context_room(slot.id);
     for (size_t j = 0; j < chosen.size(); ++j) {

@@ -27,7 +27,8 @@ std::pair<int32_t, double> most_likely(const float* logits, size_t n) {
 
 }  // namespace
 
-void DraftPace::reset(size_t max_length, size_t min_length) {
+void DraftPace::reset(size_t max_length, size_t min_length, double min_rate) {
+    min_rate_ = min_rate;
     max_ = std::max<size_t>(max_length, 1);
     min_ = std::max<size_t>(std::min(min_length, max_), 1);
     length_ = max_;
@@ -43,7 +44,7 @@ bool DraftPace::drafting_now() {
 
 void DraftPace::record(size_t drafted, size_t accepted) {
     if (drafted == 0) return;
-    if (accepted == 0) {
+    if (accepted == 0 || static_cast<double>(accepted) < min_rate_ * static_cast<double>(drafted)) {
         pause_span_ = pause_span_ == 0 ? 2 : std::min(pause_span_ * 2, kLongestPause);
         paused_ = pause_span_;
         length_ = std::max(min_, length_ / 2);
@@ -60,13 +61,17 @@ void SlotDrafter::draft(std::vector<DraftRequest>& requests) {
     std::vector<DraftRequest*> without;
     for (DraftRequest& r : requests) {
         r.tokens.clear();
-        if (r.max == 0) continue;
-        ngram_.draft(r.history, r.max, &r.tokens);
-        if (r.tokens.size() > r.max) r.tokens.resize(r.max);
-        if (r.tokens.empty() || r.tokens.size() < options_.draft_min) {
+        r.source = DraftSource::none;
+        if (r.max_ngram > 0) {
+            ngram_.draft(r.history, r.max_ngram, &r.tokens);
+            if (r.tokens.size() > r.max_ngram) r.tokens.resize(r.max_ngram);
+            if (!r.tokens.empty() && r.tokens.size() >= options_.draft_min) {
+                r.source = DraftSource::ngram;
+                continue;
+            }
             r.tokens.clear();
-            without.push_back(&r);
         }
+        if (r.max_model > 0) without.push_back(&r);
     }
     if (model_ && !without.empty()) draft_with_model(without);
 }
@@ -121,12 +126,12 @@ void SlotDrafter::draft_with_model(const std::vector<DraftRequest*>& requests) {
     for (size_t i = 0; i < ready.size(); ++i) {
         DraftRequest* r = ready[i];
         const size_t room = model_->context_room(r->seq);
-        r->max = std::min(r->max, room == SIZE_MAX ? r->max : (room > 1 ? room - 1 : 0));
-        if (r->max == 0 || last_logits_[i].empty()) continue;
+        r->max_model = std::min(r->max_model, room == SIZE_MAX ? r->max_model : (room > 1 ? room - 1 : 0));
+        if (r->max_model == 0 || last_logits_[i].empty()) continue;
         const auto [id, p] = most_likely(last_logits_[i].data(), last_logits_[i].size());
         if (p < kDraftConfidence) continue;
         r->tokens.push_back(id);
-        if (r->tokens.size() < r->max) {
+        if (r->tokens.size() < r->max_model) {
             active.push_back(r);
             next.push_back(id);
         }
@@ -146,7 +151,7 @@ void SlotDrafter::draft_with_model(const std::vector<DraftRequest*>& requests) {
             const auto [id, p] = most_likely(batch[i].logits.data(), batch[i].logits.size());
             if (p < kDraftConfidence) continue;
             active[i]->tokens.push_back(id);
-            if (active[i]->tokens.size() < active[i]->max) {
+            if (active[i]->tokens.size() < active[i]->max_model) {
                 still.push_back(active[i]);
                 still_next.push_back(id);
             }
@@ -154,8 +159,12 @@ void SlotDrafter::draft_with_model(const std::vector<DraftRequest*>& requests) {
         active.swap(still);
         next.swap(still_next);
     }
-    for (DraftRequest* r : requests)
-        if (r->tokens.size() < options_.draft_min) r->tokens.clear();
+    for (DraftRequest* r : requests) {
+        if (r->tokens.empty() || r->tokens.size() < options_.draft_min)
+            r->tokens.clear();
+        else
+            r->source = DraftSource::model;
+    }
 }
 
 std::unique_ptr<StepBackend> load_draft_model(const SpecOptions& options, const StepBackend& target, int n_threads) {

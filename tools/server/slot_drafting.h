@@ -16,20 +16,24 @@
 
 namespace cactus::server {
 
+enum class DraftSource { ngram = 0, model = 1, none = 2 };
+
 struct DraftRequest {
     int seq = 0;
     std::vector<int32_t> history;  // the slot's ids in order; the last is the token about to be appended
-    size_t max = 0;                // most tokens wanted
+    size_t max_ngram = 0;          // most tokens prompt lookup may draft (0: not this step)
+    size_t max_model = 0;          // most tokens the draft model may draft (0: not this step)
     std::vector<int32_t> tokens;   // the draft; empty: the slot decodes plainly this step
+    DraftSource source = DraftSource::none;
 };
 
-// How far one slot drafts, from what its last verifications accepted: the length follows the
-// accepted run (doubling after a draft accepted whole), and a draft with nothing accepted pauses
-// drafting for some steps, twice as many each time in a row, so a reply that nothing predicts
-// decodes almost as plainly as without speculation.
+// How far one slot drafts with one drafter, from what its last verifications accepted: the length
+// follows the accepted run (doubling after a draft accepted whole), and a failed draft (nothing
+// accepted, or less than min_rate of it) pauses the drafter for some steps, twice as many each
+// time in a row, so a reply that nothing predicts decodes almost as plainly as without speculation.
 class DraftPace {
 public:
-    void reset(size_t max_length, size_t min_length);
+    void reset(size_t max_length, size_t min_length, double min_rate);
     // Whether the slot drafts this step (a paused step counts down the pause).
     bool drafting_now();
     size_t length() const { return length_; }
@@ -37,6 +41,7 @@ public:
 
 private:
     size_t max_ = 1, min_ = 1;
+    double min_rate_ = 0.0;
     size_t length_ = 1;      // tokens to draft next
     size_t paused_ = 0;      // steps left without drafting
     size_t pause_span_ = 0;  // the last pause's steps (doubles with each failure in a row)
@@ -48,6 +53,7 @@ public:
     // (load_draft_model), or nullptr: prompt lookup only.
     SlotDrafter(const SpecOptions& options, std::unique_ptr<StepBackend> draft_model);
     const SpecOptions& options() const { return options_; }
+    bool has_model() const { return model_ != nullptr; }
     // Fills each request's tokens: prompt lookup first (free, and strongest where replies copy
     // their input), then the draft model for the requests prompt lookup leaves without a draft.
     void draft(std::vector<DraftRequest>& requests);
