@@ -165,3 +165,42 @@ def test_a_draft_model_with_another_vocabulary_stops_the_start():
     status, err = run_serve([QWEN, "--model-draft", MODEL])
     assert status == 1, err  # an error, not a crash (a signal) nor a usage error
     assert "draft model" in err and "smollm2-135m.gguf" in err and "vocabulary" in err, err
+
+
+def test_logprobs_are_those_of_plain_decoding(ngram, plain):
+    extra = {"logprobs": True, "top_logprobs": 2}
+    body = {"messages": [{"role": "user", "content": PROMPTS[0]}], "temperature": 0, "max_tokens": MAX_TOKENS, **extra}
+    replies = []
+    for server in (plain, ngram):
+        status, raw, _ = server.post("/v1/chat/completions", body, timeout=300)
+        assert status == 200, raw
+        replies.append(json.loads(raw))
+    want, got = (r["choices"][0] for r in replies)
+    assert got["message"]["content"] == want["message"]["content"]
+    assert "draft_n" in replies[1]["timings"]
+    assert [t["token"] for t in got["logprobs"]["content"]] == [t["token"] for t in want["logprobs"]["content"]]
+    for g, w in zip(got["logprobs"]["content"], want["logprobs"]["content"]):
+        assert g["logprob"] == pytest.approx(w["logprob"], abs=1e-4)
+        assert [t["token"] for t in g["top_logprobs"]] == [t["token"] for t in w["top_logprobs"]]
+
+
+def test_a_full_slot_ends_the_reply_where_plain_decoding_does(plain):
+    """A slot with room for a few tokens past the prompt: drafts stop at the room, and the reply
+    ends with finish_reason length at the same token as without speculation."""
+    body = {"messages": [{"role": "user", "content": PROMPTS[0]}], "temperature": 0, "max_tokens": 400}
+    prompt_tokens = json.loads(plain.post("/v1/chat/completions", body, timeout=300)[1])["usage"]["prompt_tokens"]
+    answers = []
+    for args in ([], ["--spec-type", "ngram", "--draft-max", "6"]):
+        s = ServerProcess("-np", "2", "-c", str(2 * (prompt_tokens + 12)), "-t", "2", *args, model=QWEN, alias="q")
+        try:
+            status, raw, _ = s.post("/v1/chat/completions", body, timeout=300)
+            assert status == 200, raw
+            answers.append(json.loads(raw))
+        finally:
+            assert s.stop() == 0
+    want, got = answers
+    assert want["choices"][0]["finish_reason"] == "length"
+    assert got["choices"][0]["finish_reason"] == "length"
+    assert got["choices"][0]["message"]["content"] == want["choices"][0]["message"]["content"]
+    assert got["usage"]["completion_tokens"] == want["usage"]["completion_tokens"]
+    assert got["timings"].get("draft_n", 0) > 0
