@@ -53,7 +53,7 @@ public:
     }
     void keep(size_t n) override { engine_.keep_cached(n); }
     size_t n_cached() const override { return engine_.cached_ids_.size(); }
-    size_t room() const override { return engine_.model_->context_room(); }
+    size_t reserve(size_t wanted) override { return engine_.model_->reserve(wanted); }
     size_t max_step() const override { return engine_.model_->n_batch(); }
 
 private:

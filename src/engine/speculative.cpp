@@ -27,6 +27,9 @@ constexpr size_t kMaxOffSpan = 512;
 // Steps a drafter runs (after a start or a switch-off) before its speed is judged: one unlucky
 // draft does not switch it off.
 constexpr size_t kJudgeAfter = 3;
+// Weight of earlier steps in a drafter's acceptance estimate (per step): about the last five steps
+// count, so the estimate follows a reply from copied passages to new text and back.
+constexpr double kAcceptanceDecay = 0.8;
 
 double blend(double average, double sample) {
     return average == 0.0 ? sample : average + kRateWeight * (sample - average);
@@ -114,11 +117,18 @@ void ModelDrafter::draft(const std::vector<int32_t>& history, size_t max, std::v
 
 // ---- the adaptive choice ----
 
+namespace {
+
+void check_lengths(const SpecOptions& o) {
+    if (o.draft_max == 0 || o.draft_min == 0 || o.draft_min > o.draft_max)
+        fail("speculative decoding: draft_min %zu and draft_max %zu must be 1 <= min <= max", o.draft_min, o.draft_max);
+}
+
+}  // namespace
+
 SpecDecoder::SpecDecoder(const SpecOptions& options, const Tokenizer& target, size_t n_ctx, int n_threads)
     : options_(options) {
-    if (options_.draft_max == 0 || options_.draft_min == 0 || options_.draft_min > options_.draft_max)
-        fail("speculative decoding: draft_min %zu and draft_max %zu must be 1 <= min <= max", options_.draft_min,
-             options_.draft_max);
+    check_lengths(options_);
     if (options_.type == SpecType::off) return;
     if (options_.type == SpecType::draft) {
         if (options_.draft_model.empty()) fail("spec_type draft needs a draft_model");
@@ -130,15 +140,14 @@ SpecDecoder::SpecDecoder(const SpecOptions& options, const Tokenizer& target, si
     Arm lookup;
     lookup.drafter = std::make_unique<NgramDrafter>(options_.ngram_min, options_.ngram_max);
     arms_.push_back(std::move(lookup));
-    for (Arm& arm : arms_) arm.length = options_.draft_max;
 }
 
 SpecDecoder::SpecDecoder(const SpecOptions& options, std::vector<std::unique_ptr<Drafter>> drafters)
     : options_(options) {
+    check_lengths(options_);
     for (auto& d : drafters) {
         Arm arm;
         arm.drafter = std::move(d);
-        arm.length = options_.draft_max;
         arms_.push_back(std::move(arm));
     }
 }
@@ -153,6 +162,7 @@ const char* SpecDecoder::drafter_name(int drafter) const {
 int SpecDecoder::propose(const std::vector<int32_t>& history, size_t max, std::vector<int32_t>* out) {
     out->clear();
     ++steps_;
+    if (options_.adaptive && plain_s_ == 0.0) return -1;  // a plain step first: the cost drafts are weighed against
     // The arms in order of their measured speed (unmeasured first: each is tried once).
     std::vector<size_t> order;
     for (size_t i = 0; i < arms_.size(); ++i)
@@ -164,32 +174,73 @@ int SpecDecoder::propose(const std::vector<int32_t>& history, size_t max, std::v
     });
     for (size_t i : order) {
         Arm& arm = arms_[i];
-        arm.drafter->draft(history, std::min(max, arm.length), out);
-        if (out->size() >= options_.draft_min) return static_cast<int>(i);
+        const size_t length = options_.adaptive ? best_length(arm, max) : max;
+        if (length == 0) {  // predicted not to pay: off for a while, then probed afresh
+            switch_off(arm);
+            continue;
+        }
+        const Clock::time_point start = Clock::now();
+        arm.drafter->draft(history, length, out);
+        const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+        if (!out->empty()) arm.draft_s_per_token = blend(arm.draft_s_per_token, seconds / out->size());
+        if (out->size() >= options_.draft_min) {
+            draft_seconds_ = seconds;
+            return static_cast<int>(i);
+        }
         out->clear();
     }
     return -1;
 }
 
+// The draft length with the most tokens per second by the measured costs: a step verifying k
+// drafts costs plain_s + k (extra_s + the drafter's seconds per token) and yields
+// (1 - a^(k+1)) / (1 - a) tokens when each draft is kept with probability a (a run of kept drafts
+// ends at the first miss). 0 when no length beats a plain step.
+size_t SpecDecoder::best_length(const Arm& arm, size_t max) const {
+    if (plain_s_ == 0.0) return std::min<size_t>(max, 4);  // no costs measured yet
+    const double a = arm.kept / (arm.kept + arm.missed);
+    const double per_draft = extra_s_ + arm.draft_s_per_token;
+    double best_rate = kKeepMargin / plain_s_;
+    size_t best = 0;
+    double a_pow = a;  // a^(k+1) below, starting at k = 0
+    for (size_t k = 1; k <= max; ++k) {
+        a_pow *= a;
+        const double expected = a >= 1.0 ? static_cast<double>(k + 1) : (1.0 - a_pow) / (1.0 - a);
+        const double rate = expected / (plain_s_ + static_cast<double>(k) * per_draft);
+        if (rate > best_rate) {
+            best_rate = rate;
+            best = k;
+        }
+    }
+    return best;
+}
+
+void SpecDecoder::switch_off(Arm& arm) {
+    arm.off_span = arm.off_span == 0 ? kFirstOffSpan : std::min(kMaxOffSpan, arm.off_span * 2);
+    arm.off_until = steps_ + arm.off_span;
+    arm.samples = 0;
+    arm.tokens_per_s = 0.0;  // measured afresh when it comes back
+    arm.kept = arm.missed = 1.0;
+}
+
 void SpecDecoder::record(int drafter, size_t drafted, size_t accepted, double seconds) {
     if (seconds <= 0.0) return;
     if (drafter < 0) {
-        plain_tokens_per_s_ = blend(plain_tokens_per_s_, 1.0 / seconds);
+        plain_s_ = blend(plain_s_, seconds);
         return;
     }
     Arm& arm = arms_[static_cast<size_t>(drafter)];
     if (!options_.adaptive) return;
+    const double verify_s = std::max(0.0, seconds - draft_seconds_);
+    if (plain_s_ > 0.0 && drafted > 0)
+        extra_s_ = blend(extra_s_, std::max(0.0, verify_s - plain_s_) / static_cast<double>(drafted));
+    arm.kept = kAcceptanceDecay * arm.kept + static_cast<double>(accepted);
+    arm.missed = kAcceptanceDecay * arm.missed + (accepted < drafted ? 1.0 : 0.0);
     arm.tokens_per_s = blend(arm.tokens_per_s, static_cast<double>(accepted + 1) / seconds);
     ++arm.samples;
-    // Draft length: twice as far after a draft kept whole, just past the kept run otherwise.
-    arm.length = accepted == drafted ? std::min(options_.draft_max, std::max<size_t>(2, arm.length * 2))
-                                     : std::clamp<size_t>(accepted + 2, options_.draft_min, options_.draft_max);
-    if (arm.samples < kJudgeAfter || plain_tokens_per_s_ == 0.0) return;
-    if (arm.tokens_per_s < plain_tokens_per_s_ * kKeepMargin) {
-        arm.off_span = arm.off_span == 0 ? kFirstOffSpan : std::min(kMaxOffSpan, arm.off_span * 2);
-        arm.off_until = steps_ + arm.off_span;
-        arm.samples = 0;
-        arm.tokens_per_s = 0.0;  // measured afresh when it comes back
+    if (arm.samples < kJudgeAfter || plain_s_ == 0.0) return;
+    if (arm.tokens_per_s * plain_s_ < kKeepMargin) {
+        switch_off(arm);
     } else {
         arm.off_span = 0;
     }
@@ -244,9 +295,9 @@ void TokenSource::advance(int32_t token) {
     ++counters_.steps;
     int drafter = -1;
     if (spec_ != nullptr) {
-        const size_t room = target_.room();
-        const size_t max = std::min({spec_->options().draft_max, room > 2 ? room - 2 : size_t(0),
-                                     target_.max_step() > 1 ? target_.max_step() - 1 : size_t(0)});
+        const size_t fits = target_.reserve(spec_->options().draft_max + 1);  // the token and its drafts
+        const size_t max = std::min(
+            {spec_->options().draft_max, fits - 1, target_.max_step() > 1 ? target_.max_step() - 1 : size_t(0)});
         if (max > 0) drafter = spec_->propose(history_, max, &drafts_);
     }
     if (drafter < 0) {

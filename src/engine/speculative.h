@@ -78,7 +78,9 @@ public:
     // Keeps the first n cached tokens (drops the rows of rejected drafts).
     virtual void keep(size_t n) = 0;
     virtual size_t n_cached() const = 0;
-    virtual size_t room() const = 0;      // tokens that may still be appended
+    // Most tokens the next step can append (1..wanted). A cache that is full compacts now, before
+    // the step, so no compaction falls inside it and dropping its rejected rows stays exact.
+    virtual size_t reserve(size_t wanted) = 0;
     virtual size_t max_step() const = 0;  // most tokens one step takes
 };
 
@@ -109,17 +111,24 @@ public:
     bool drafting() const { return !arms_.empty(); }
 
 private:
+    using Clock = std::chrono::steady_clock;
     struct Arm {  // one drafter and what it measured
         std::unique_ptr<Drafter> drafter;
-        double tokens_per_s = 0.0;  // moving average over its steps; 0 = not measured yet
-        size_t length = 0;          // draft length for its next step
-        size_t off_until = 0;       // switched off until this many steps have passed
-        size_t off_span = 0;        // steps of the last switch-off (doubles on each failure)
-        size_t samples = 0;         // steps measured since it (re)started
+        double tokens_per_s = 0.0;        // moving average over its steps; 0 = not measured yet
+        double kept = 1.0, missed = 1.0;  // decaying counts of kept drafts and of runs ended by a miss
+        double draft_s_per_token = 0.0;   // moving average of its drafting time per drafted token
+        size_t off_until = 0;             // switched off until this many steps have passed
+        size_t off_span = 0;              // steps of the last switch-off (doubles on each failure)
+        size_t samples = 0;               // steps measured since it (re)started
     };
+    size_t best_length(const Arm& arm, size_t max) const;
+    void switch_off(Arm& arm);
+
     SpecOptions options_;
     std::vector<Arm> arms_;
-    double plain_tokens_per_s_ = 0.0;  // moving average of plain steps
+    double plain_s_ = 0.0;        // moving average of a plain step's seconds
+    double extra_s_ = 0.0;        // moving average of the seconds each drafted token adds to a step
+    double draft_seconds_ = 0.0;  // drafting time of the proposal in flight
     size_t steps_ = 0;
 };
 

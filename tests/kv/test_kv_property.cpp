@@ -302,25 +302,30 @@ struct Harness {
         }
     }
 
+    // cache.reserve() with the reference following its compactions; 0 when the context is full.
+    size_t reserve(KvCache& cache, RefCache& ref, size_t wanted) {
+        const size_t before = cache.compactions();
+        const size_t ref_rows = ref.global_rows();
+        const bool full = !config.kv.compress.enabled && ref_rows >= config.n_ctx &&
+                          std::any_of(specs.begin(), specs.end(), [](const KvLayerSpec& s) { return s.window == 0; });
+        if (full) {
+            EXPECT_THROW(cache.reserve(wanted), Error);
+            return 0;
+        }
+        const size_t room = cache.reserve(wanted);
+        if (cache.compactions() != before) {
+            EXPECT_EQ(ref_rows, config.kv.compress.at);
+            ref.compact();
+        }
+        EXPECT_GE(room, 1u);
+        EXPECT_LE(room, wanted);
+        return room;
+    }
+
     void append(KvCache& cache, RefCache& ref, size_t wanted) {
         while (wanted > 0) {
-            const size_t before = cache.compactions();
-            const size_t ref_rows = ref.global_rows();
-            size_t room = 0;
-            const bool full =
-                !config.kv.compress.enabled && ref_rows >= config.n_ctx &&
-                std::any_of(specs.begin(), specs.end(), [](const KvLayerSpec& s) { return s.window == 0; });
-            if (full) {
-                ASSERT_THROW(cache.reserve(wanted), Error);
-                return;
-            }
-            room = cache.reserve(wanted);
-            if (cache.compactions() != before) {
-                ASSERT_EQ(ref_rows, config.kv.compress.at);
-                ref.compact();
-            }
-            ASSERT_GE(room, 1u);
-            ASSERT_LE(room, wanted);
+            const size_t room = reserve(cache, ref, wanted);
+            if (room == 0 || ::testing::Test::HasFailure()) return;
             const size_t first = cache.append(room);
             ASSERT_EQ(first, cache.n_past() - room);
             for (size_t t = first; t < first + room; ++t) {
@@ -340,6 +345,25 @@ struct Harness {
         }
     }
 
+    // A verification step of speculative decoding: a token and its drafts appended in one step (at
+    // most a chunk), then the rows of the rejected drafts dropped. The engine relies on that
+    // rollback being exact on every layout (rings keep a chunk of slack rows; a full cache compacts
+    // at the reserve before the step), so it never recomputes.
+    void speculative_step(KvCache& cache, RefCache& ref) {
+        // As the engine: reserve first (a full cache compacts now), then draft only what fits.
+        const size_t step = reserve(cache, ref, pick(1, config.max_chunk));
+        if (step == 0 || ::testing::Test::HasFailure()) return;  // context full
+        const size_t before = cache.n_past();
+        const size_t compactions = cache.compactions();
+        append(cache, ref, step);
+        ASSERT_EQ(cache.compactions(), compactions) << "a compaction inside a verification step";
+        ASSERT_EQ(cache.n_past(), before + step);
+        const size_t keep = before + 1 + pick(0, step - 1);
+        const size_t kept = cache.truncate(keep);
+        ASSERT_EQ(kept, keep) << "rolling back drafts from " << before + step << " to " << keep;
+        ref.truncate(kept);
+    }
+
     void run_sequence() {
         random_config();
         KvCache cache(specs, config);
@@ -353,7 +377,7 @@ struct Harness {
         RefCache ref(specs, config);
         const size_t n_ops = pick(5, 30);
         for (size_t op = 0; op < n_ops; ++op) {
-            const size_t kind = pick(0, 9);
+            const size_t kind = pick(0, 10);
             if (std::getenv("KV_DEBUG")) std::printf("op %zu n_past %zu\n", kind, cache.n_past());
             if (kind <= 3) {
                 append(cache, ref, pick(1, 2 * config.max_chunk + 3));  // prefill chunk(s)
@@ -374,6 +398,8 @@ struct Harness {
                 ASSERT_EQ(cache.n_past(), kept);
                 ref.truncate(kept);
                 if (kept == 0) ref = RefCache(specs, config);
+            } else if (kind == 9) {
+                speculative_step(cache, ref);
             } else {
                 cache.clear();
                 ref = RefCache(specs, config);
