@@ -67,7 +67,10 @@ CACTUS_API void cactus_stop(cactus_model_t model);
 CACTUS_API int cactus_set_backend(const char* name);
 
 /* Chat completion. messages_json: [{role, content, ...}]; options_json and tools_json may be NULL.
- * callback may be NULL. pcm_buffer: 16-bit mono 16 kHz audio for the last user message, or NULL. */
+ * callback may be NULL. pcm_buffer: 16-bit mono 16 kHz audio for the last user message, or NULL.
+ * Speculative decoding (the same reply in fewer model steps): options spec_type ("draft", "ngram",
+ * "off"), draft_model (a path or known name; loaded once, kept by the handle), draft_max, draft_min;
+ * the response then adds draft_tokens and draft_accepted. docs/API.md lists every option. */
 CACTUS_API int cactus_complete(cactus_model_t model, const char* messages_json, char* response_buffer,
                                size_t buffer_size, const char* options_json, const char* tools_json,
                                cactus_token_callback callback, void* user_data, const uint8_t* pcm_buffer,

@@ -8,12 +8,23 @@ from . import api
 class Model:
     """A loaded model. Use as a context manager or call close()."""
 
-    def __init__(self, path="smollm2-135m", corpus_dir=None, cache_index=True, **default_options):
+    def __init__(self, path="smollm2-135m", corpus_dir=None, cache_index=True, draft_model=None, spec_type=None,
+                 draft_max=None, **default_options):
         """corpus_dir: a folder of .txt/.md files indexed for search() and for retrieval in every
-        completion (docs/API.md); cache_index: reuse the index files there while they are current."""
+        completion (docs/API.md); cache_index: reuse the index files there while they are current.
+
+        Speculative decoding (the same replies in fewer model steps): draft_model, a model with the
+        same vocabulary (a known name or a .gguf path; implies spec_type "draft"); spec_type "draft",
+        "ngram" (prompt lookup, no second model) or "off"; draft_max, most tokens drafted per step
+        (1..64). They apply from the first completion on (the draft model loads then) and may also
+        be given per call in options; responses then carry draft_tokens and draft_accepted, and
+        decode_tokens / decode_steps is the tokens per model step. Other keyword arguments are
+        default options of every call (docs/API.md)."""
         self._handle = None
         self._handle = api.cactus_init(path, corpus_dir, cache_index)
-        self._default_options = dict(default_options)
+        speculative = {"draft_model": draft_model, "spec_type": spec_type, "draft_max": draft_max}
+        self._default_options = {k: v for k, v in speculative.items() if v is not None}
+        self._default_options.update(default_options)
         self.last_response = None
 
     def close(self):

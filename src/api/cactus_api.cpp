@@ -60,6 +60,19 @@ void check_no_audio(const uint8_t* pcm, size_t pcm_size) {
     if (pcm != nullptr || pcm_size != 0) fail("pcm_buffer: this model has no audio encoder; pass NULL and 0");
 }
 
+// Speculative decoding as the request asks (api/request.h: keys left out keep the handle's). The
+// draft model loads only when it changes; a failure leaves the handle's settings as they were.
+void configure_speculative(Engine& engine, const api::SpecRequest& request) {
+    if (!request.given()) return;
+    const SpecOptions spec = api::speculative_options(engine.speculative(), request);
+    try {
+        engine.set_speculative(spec);
+    } catch (const Error& e) {
+        fail("options: speculative decoding (spec_type \"%s\"%s%s): %s", spec_type_name(spec.type),
+             spec.draft_model.empty() ? "" : ", draft_model ", spec.draft_model.c_str(), e.what());
+    }
+}
+
 // A validated chat request: parsed inputs, the context configured and the prompt rendered, under
 // the caller's lease. Shared by cactus_complete and cactus_prefill.
 struct ChatRequest {
@@ -80,6 +93,7 @@ ChatRequest prepare_chat(const Lease& lease, const char* messages_json, const ch
     r.all_tools = api::parse_tools(tools_json);
     r.tools = api::select_tools(r.all_tools, r.messages, r.options.tool_rag_top_k);
     engine.configure_context(r.options.context);
+    configure_speculative(engine, r.options.spec);
     r.prompt = render(engine, r.messages, r.tools, r.options);
     r.images = engine.read_images(message_images(r.messages));
     return r;
@@ -122,8 +136,10 @@ json complete_locally(Engine& engine, const ChatRequest& request, cactus_token_c
         opened >= 0 ? regions[static_cast<size_t>(opened)].open + result->text : result->text;
     ParsedReply reply = parse_reply(format, reply_text, !request.tools.empty());
     const size_t compactions = engine.model().kv_compactions();
-    return api::completion_response(*result, reply, engine.model().kv_bytes(),
-                                    compactions > compactions_before ? compactions - compactions_before : 0);
+    json response = api::completion_response(*result, reply, engine.model().kv_bytes(),
+                                             compactions > compactions_before ? compactions - compactions_before : 0);
+    if (engine.speculative().type != SpecType::off) api::add_speculative_metrics(result->metrics, &response);
+    return response;
 }
 
 // The cloud hand-off after a local answer: when its first tokens were unsure (api/cloud.h).

@@ -11,6 +11,7 @@
 
 #include "chat/json_parse.h"
 #include "core/error.h"
+#include "engine/model_store.h"
 
 namespace cactus::api {
 
@@ -53,6 +54,16 @@ std::string read_string(const json& v, const std::string& key) {
     return v.get<std::string>();
 }
 
+// spec_type: ours ("draft", "ngram", "off") or llama.cpp's --spec-type spellings.
+SpecType read_spec_type(const json& v, const std::string& key) {
+    const std::string name = read_string(v, key);
+    try {
+        return parse_spec_type(name);
+    } catch (const Error& e) {
+        fail("options: %s", e.what());
+    }
+}
+
 std::vector<std::string> read_string_list(const json& v, const std::string& key) {
     if (!v.is_array()) fail("options: '%s' must be an array of strings", key.c_str());
     std::vector<std::string> out;
@@ -81,6 +92,10 @@ json read_response_format(const json& v) {
         fail("options: response_format.json_schema.schema must be a JSON schema object");
     return v;
 }
+
+// Most tokens drafted per step: verifying more costs a longer step than the tokens it could save
+// (llama.cpp's servers cap --draft-max the same way).
+constexpr int64_t kMaxDraft = 64;
 
 using OptionSetter = std::function<void(ApiOptions&, const json&, const std::string&)>;
 
@@ -169,6 +184,15 @@ const std::map<std::string, OptionSetter>& option_table() {
         {"kv_compress_recent",
          [](ApiOptions& o, const json& v,
             const std::string& k) { o.context.kv.compress_recent = read_number(v, k, 0.0, 1.0); }},
+        {"spec_type", [](ApiOptions& o, const json& v, const std::string& k) { o.spec.type = read_spec_type(v, k); }},
+        {"draft_model",
+         [](ApiOptions& o, const json& v, const std::string& k) { o.spec.draft_model = read_string(v, k); }},
+        {"draft_max",
+         [](ApiOptions& o, const json& v,
+            const std::string& k) { o.spec.draft_max = static_cast<size_t>(read_int(v, k, 1, kMaxDraft)); }},
+        {"draft_min",
+         [](ApiOptions& o, const json& v,
+            const std::string& k) { o.spec.draft_min = static_cast<size_t>(read_int(v, k, 1, kMaxDraft)); }},
     };
     return table;
 }
@@ -328,6 +352,32 @@ ApiOptions parse_options(const char* options_json) {
         setter->second(options, it.value(), it.key());
     }
     return options;
+}
+
+SpecOptions speculative_options(const SpecOptions& current, const SpecRequest& request) {
+    SpecOptions spec = current;
+    if (request.draft_model) {
+        try {
+            spec.draft_model = request.draft_model->empty() ? "" : resolve_model_path(*request.draft_model);
+        } catch (const Error& e) {
+            fail("options: 'draft_model': %s", e.what());
+        }
+    }
+    if (request.type) {
+        spec.type = *request.type;
+    } else if (request.draft_model && !request.draft_model->empty()) {
+        spec.type = SpecType::draft;  // a draft model asks for drafting with it
+    }
+    if (spec.type == SpecType::draft && spec.draft_model.empty())
+        fail("options: 'spec_type' \"draft\" needs 'draft_model' (a .gguf path or a known model name)");
+    // spec_type wins over a draft model given beside it (a call may override a default draft model
+    // with "ngram" or "off"); an unused draft model is not kept loaded.
+    if (spec.type != SpecType::draft) spec.draft_model.clear();
+    if (request.draft_max) spec.draft_max = *request.draft_max;
+    if (request.draft_min) spec.draft_min = *request.draft_min;
+    if (spec.draft_min > spec.draft_max)
+        fail("options: 'draft_min' (%zu) is above 'draft_max' (%zu)", spec.draft_min, spec.draft_max);
+    return spec;
 }
 
 json parse_messages(const char* messages_json) {

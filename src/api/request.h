@@ -2,6 +2,7 @@
 // The C API's JSON inputs, parsed with a real parser and validated: messages, tools and options.
 // Every problem is a cactus::Error naming the key or the message index.
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -9,6 +10,15 @@
 #include "engine/engine.h"
 
 namespace cactus::api {
+
+// ours: speculative decoding (docs/API.md). Like the context options, a key a request leaves out
+// keeps the handle's current setting, so the draft model loads once, not per request.
+struct SpecRequest {
+    std::optional<SpecType> type;            // spec_type
+    std::optional<std::string> draft_model;  // as given: a .gguf path or a known model name
+    std::optional<size_t> draft_max, draft_min;
+    bool given() const { return type || draft_model || draft_max || draft_min; }
+};
 
 struct ApiOptions {
     GenerationOptions generation;
@@ -26,11 +36,19 @@ struct ApiOptions {
     std::string language;
     // ours: context and KV cache (see docs/API.md)
     EngineContextOptions context;
+    SpecRequest spec;
 };
 
 // Parses options_json (NULL or "" = defaults). Unknown keys, wrong types and out-of-range values
 // are errors naming the key.
 ApiOptions parse_options(const char* options_json);
+
+// The handle's speculative settings `current` with the request's keys applied. A draft_model is
+// resolved like cactus_init's model_path and implies spec_type "draft" when that is not given; with
+// spec_type "ngram" or "off" it is not used. spec_type "draft" without a draft model, or draft_min
+// above draft_max, are errors naming the options. The draft model is loaded later
+// (Engine::set_speculative).
+SpecOptions speculative_options(const SpecOptions& current, const SpecRequest& request);
 
 // Validates OpenAI's response_format ({"type": "text" | "json_object" | "json_schema", ...});
 // returns null for text. Errors name response_format.

@@ -56,7 +56,13 @@ json completion_response(const CompletionResult& result, const ParsedReply& repl
     r["kv_compactions"] = kv_compactions;
     r["constraint_ms"] = m.constraint_ms;
     r["constraint_compile_ms"] = m.constraint_compile_ms;
+    r["decode_steps"] = m.decode_steps;
     return r;
+}
+
+void add_speculative_metrics(const CompletionMetrics& metrics, json* response) {
+    (*response)["draft_tokens"] = metrics.draft_tokens;
+    (*response)["draft_accepted"] = metrics.draft_accepted;
 }
 
 json error_response(const std::string& message) {

@@ -14,6 +14,8 @@ namespace cactus::api {
 // the KV cache during this call (the model's count after the call minus its count before).
 nlohmann::ordered_json completion_response(const CompletionResult& result, const ParsedReply& reply, size_t kv_bytes,
                                            size_t kv_compactions);
+// Speculative decoding's counters (draft_tokens, draft_accepted), added where it was on.
+void add_speculative_metrics(const CompletionMetrics& metrics, nlohmann::ordered_json* response);
 // The same keys with success:false and the message.
 nlohmann::ordered_json error_response(const std::string& message);
 // {success, error, prefill_tokens, prefill_tps, total_time_ms, ram_usage_mb}

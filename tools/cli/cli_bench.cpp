@@ -62,9 +62,11 @@ struct BenchArgs {
     std::string device;       // empty = $CACTUS_DEVICE, else cpu
     bool transcribe = false;  // --transcribe: speech-to-text speed (cli_bench_transcribe.cpp)
     std::string audio;
-    size_t beam_size = 1;  // --transcribe: beams at temperature 0 (1 = greedy)
-    std::string mmproj;    // --mmproj: image encode and image prefill (cli_bench_vision.cpp)
-    std::string image;     // --image for --mmproj (default: a generated 640x480 image)
+    size_t beam_size = 1;     // --transcribe: beams at temperature 0 (1 = greedy)
+    std::string mmproj;       // --mmproj: image encode and image prefill (cli_bench_vision.cpp)
+    std::string image;        // --image for --mmproj (default: a generated 640x480 image)
+    SpecArgs spec;            // --spec / --draft: speculative decoding next to plain (cli_bench_spec.cpp)
+    std::string spec_prompt;  // --spec-prompt: the request's text for it
 };
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
@@ -287,6 +289,8 @@ struct ModelReport {
     Json weight_types;
     std::vector<ThreadResult> results;
     size_t peak_rss = 0, current_rss = 0;
+    Json spec_settings;           // null unless --spec / --draft
+    std::vector<Json> spec_rows;  // one per thread count
 };
 
 Json thread_result_json(const ThreadResult& r, const BenchArgs& args) {
@@ -324,6 +328,16 @@ Json report_json(const ModelReport& m, const BenchArgs& args) {
                 {"results", results},
                 {"peak_rss_bytes", m.peak_rss},
                 {"rss_bytes", m.current_rss}};
+}
+
+// The report with speculative decoding's section when it ran.
+Json full_report_json(const ModelReport& m, const BenchArgs& args) {
+    Json report = report_json(m, args);
+    if (m.spec_settings.is_null()) return report;
+    Json spec = m.spec_settings;
+    spec["results"] = m.spec_rows;
+    report["speculative"] = spec;
+    return report;
 }
 
 double mib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
@@ -367,9 +381,23 @@ void print_report(const ModelReport& m, const BenchArgs& args) {
     std::printf(
         "\nRSS with the model loaded %.1f MiB | peak RSS %.1f MiB | after unloading %.1f MiB | KV cache %.1f MiB\n",
         mib(loaded), mib(m.peak_rss), mib(m.current_rss), mib(kv));
+    if (!m.spec_settings.is_null()) print_spec_bench(m.spec_settings, m.spec_rows);
+}
+
+SpecBenchInput spec_bench_input(const BenchArgs& args, const SpecOptions& spec) {
+    SpecBenchInput in;
+    in.model = args.model;
+    in.spec = spec;
+    in.prompt_file = args.spec_prompt;
+    in.n_gen = args.n_gen;
+    in.reps = args.reps;
+    in.device = args.device;
+    in.lock_weights = args.mlock && !args.no_mlock;
+    return in;
 }
 
 int run_model_bench(const BenchArgs& args) {
+    const SpecOptions spec = spec_options(args.spec);  // bad flags fail before anything loads
     ModelReport m;
     m.path = resolve_model_path(args.model);
     std::unique_ptr<GgufFile> file = GgufFile::open(m.path);
@@ -398,8 +426,17 @@ int run_model_bench(const BenchArgs& args) {
     }
     m.peak_rss = peak_resident_bytes();
     m.current_rss = resident_memory_bytes();
+    if (spec.type != SpecType::off) {
+        file.reset();  // the engine maps (and locks) the weights itself
+        const SpecBenchInput input = spec_bench_input(args, spec);
+        m.spec_settings = spec_bench_settings(input);
+        for (int threads : resolved_threads(args.threads)) {
+            if (!args.json) std::fprintf(stderr, "bench: speculative decoding, %d thread(s)...\n", threads);
+            m.spec_rows.push_back(run_spec_bench(input, threads));
+        }
+    }
     if (args.json)
-        std::printf("%s\n", report_json(m, args).dump(2).c_str());
+        std::printf("%s\n", full_report_json(m, args).dump(2).c_str());
     else
         print_report(m, args);
     return 0;
@@ -483,6 +520,11 @@ void check_args(const BenchArgs& args) {
     for (int t : args.threads) {
         if (t < 0 || t > 256) fail("bench: thread count %d is outside 0..256", t);
     }
+    const bool spec = !args.spec.spec.empty() || !args.spec.draft.empty();
+    if (spec && (args.membw || args.transcribe || !args.mmproj.empty() || !args.image.empty()))
+        throw UsageError(
+            "--spec and --draft measure text decoding: leave out --membw, --transcribe, --mmproj, --image");
+    if (spec && args.n_gen == 0) throw UsageError("--spec and --draft measure decoding: --n-gen must be above 0");
 }
 
 }  // namespace
@@ -529,6 +571,10 @@ void register_bench(CLI::App& app) {
     bench->add_option("--image", args->image,
                       "Image for --mmproj (default: a generated 640x480 image; with --image alone the mmproj is "
                       "$CACTUS_MMPROJ or the one beside the model, else the vision test is skipped)");
+    add_spec_args(*bench, args->spec);
+    bench->add_option("--spec-prompt", args->spec_prompt,
+                      "Text file: the request whose greedy reply --spec / --draft decode (default: a built-in code "
+                      "edit, whose reply copies its prompt)");
     bench->callback([args]() {
         check_args(*args);
         if (!args->mmproj.empty() || !args->image.empty())

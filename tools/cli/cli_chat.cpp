@@ -15,6 +15,7 @@ namespace {
 struct ChatArgs {
     ModelArgs model;
     SamplingArgs sampling;
+    SpecArgs spec;
     std::string system = "You are a helpful assistant.";
     std::vector<std::string> images;  // for the first message
     bool show_metrics = false;
@@ -33,7 +34,8 @@ nlohmann::ordered_json initial_messages(const std::string& system) {
 }
 
 int chat_command(const ChatArgs& args) {
-    std::unique_ptr<Engine> engine = load_engine(args.model);
+    const SpecOptions spec = spec_options(args.spec);
+    std::unique_ptr<Engine> engine = load_engine(args.model, spec);
     GenerationOptions options = generation_options(args.sampling);
     nlohmann::ordered_json messages = initial_messages(args.system);
     std::vector<std::string> pending = args.images;  // images for the next message
@@ -69,7 +71,7 @@ int chat_command(const ChatArgs& args) {
             std::fputc('\n', stdout);
             std::fflush(stdout);
             messages.push_back({{"role", "assistant"}, {"content", r.text}});
-            if (args.show_metrics) print_metrics(r.metrics);
+            if (args.show_metrics) print_metrics(r.metrics, spec.type != SpecType::off);
         } catch (const Error& e) {
             messages.erase(messages.end() - 1);
             pending.clear();  // a bad image is not retried with the next message
@@ -86,6 +88,7 @@ void register_chat(CLI::App& app) {
     CLI::App* chat = app.add_subcommand("chat", "Interactive multi-turn chat on stdin/stdout");
     add_model_args(*chat, args->model);
     add_sampling_args(*chat, args->sampling);
+    add_spec_args(*chat, args->spec);
     chat->add_option("--system", args->system, "The system message (\"\" = none: the template's default)")
         ->capture_default_str();
     chat->add_option("--image", args->images, "An image for the first message (repeatable; needs the mmproj)");

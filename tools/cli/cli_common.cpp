@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "core/error.h"
 #include "engine/model_store.h"
 
 namespace cactus::cli {
@@ -35,14 +36,47 @@ void add_sampling_args(CLI::App& app, SamplingArgs& args) {
     app.add_flag("--ignore-eos", args.ignore_eos, "Keep generating past end-of-turn tokens");
 }
 
-std::unique_ptr<Engine> load_engine(const ModelArgs& args) {
+void add_spec_args(CLI::App& app, SpecArgs& args) {
+    app.add_option("--draft", args.draft,
+                   "Speculative decoding with this draft model (a short name or a .gguf path with the model's "
+                   "vocabulary; implies --spec draft)");
+    app.add_option("--spec", args.spec,
+                   "Speculative decoding: draft (a --draft model and prompt lookup), ngram (prompt lookup only) or "
+                   "off; llama.cpp's --spec-type names are read too");
+    app.add_option("--draft-max", args.draft_max, "Most tokens drafted per step (default 16)")
+        ->check(CLI::Range(size_t{1}, size_t{64}));
+}
+
+SpecOptions spec_options(const SpecArgs& args) {
+    SpecOptions spec;
+    if (!args.spec.empty()) {
+        try {
+            spec.type = parse_spec_type(args.spec);
+        } catch (const Error& e) {
+            throw UsageError(std::string("--spec: ") + e.what());
+        }
+    } else if (!args.draft.empty()) {
+        spec.type = SpecType::draft;
+    }
+    if (spec.type == SpecType::draft && args.draft.empty())
+        throw UsageError("--spec draft needs --draft MODEL (a short name or a .gguf path)");
+    if (spec.type != SpecType::draft && !args.draft.empty())
+        throw UsageError(std::string("--draft drafts only with --spec draft (got --spec ") + args.spec + ")");
+    if (args.draft_max != 0) spec.draft_max = args.draft_max;
+    if (spec.type == SpecType::draft) spec.draft_model = resolve_model_path(args.draft);
+    return spec;
+}
+
+std::unique_ptr<Engine> load_engine(const ModelArgs& args, const SpecOptions& spec) {
     EngineOptions options;
     options.n_threads = args.threads;
     options.n_ctx = args.ctx_size;
     options.lock_weights = args.lock_weights;
     options.device = args.device;
     options.mmproj_path = resolve_mmproj_path(args.model, args.mmproj);
-    return Engine::load(resolve_model_path(args.model), options);
+    std::unique_ptr<Engine> engine = Engine::load(resolve_model_path(args.model), options);
+    if (spec.type != SpecType::off) engine->set_speculative(spec);
+    return engine;
 }
 
 CompletionResult complete_messages(Engine& engine, const std::string& prompt, const nlohmann::ordered_json& messages,
@@ -66,12 +100,18 @@ GenerationOptions generation_options(const SamplingArgs& args) {
     return g;
 }
 
-void print_metrics(const CompletionMetrics& m) {
-    std::fprintf(stderr,
-                 "\n[ttft %.1f ms | prefill %zu tok @ %.1f tok/s | decode %zu tok @ %.1f tok/s | "
-                 "total %.1f ms]\n",
+void print_metrics(const CompletionMetrics& m, bool speculative) {
+    std::fprintf(stderr, "\n[ttft %.1f ms | prefill %zu tok @ %.1f tok/s | decode %zu tok @ %.1f tok/s | total %.1f ms",
                  m.time_to_first_token_ms, m.prefill_tokens, m.prefill_tps, m.decode_tokens, m.decode_tps,
                  m.total_time_ms);
+    if (speculative) {
+        std::fprintf(
+            stderr, " | drafts accepted %zu/%zu (%.1f%%) | %.2f tok/step", m.draft_accepted, m.draft_tokens,
+            m.draft_tokens > 0 ? 100.0 * static_cast<double>(m.draft_accepted) / static_cast<double>(m.draft_tokens)
+                               : 0.0,
+            m.decode_steps > 0 ? static_cast<double>(m.decode_tokens) / static_cast<double>(m.decode_steps) : 0.0);
+    }
+    std::fprintf(stderr, "]\n");
 }
 
 }  // namespace cactus::cli

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "engine/engine.h"
@@ -30,17 +31,34 @@ struct SamplingArgs {
     bool ignore_eos = false;
 };
 
+// Speculative decoding (docs/SPECULATIVE.md): the same replies, fewer model steps.
+struct SpecArgs {
+    std::string draft;     // --draft MODEL: a short name or a .gguf path (implies --spec draft)
+    std::string spec;      // --spec draft|ngram|off (llama.cpp's --spec-type names too); empty = off
+    size_t draft_max = 0;  // --draft-max N (1..64); 0 = not given: the engine's default
+};
+
+// A command line that cannot run as given (exit status 2, as CLI11's own usage errors).
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
 void add_model_args(CLI::App& app, ModelArgs& args);
+void add_spec_args(CLI::App& app, SpecArgs& args);
+// The options the flags ask for (the draft model resolved like MODEL); throws UsageError naming
+// the flag for a bad value.
+SpecOptions spec_options(const SpecArgs& args);
 void add_sampling_args(CLI::App& app, SamplingArgs& args);
 
-std::unique_ptr<Engine> load_engine(const ModelArgs& args);
+std::unique_ptr<Engine> load_engine(const ModelArgs& args, const SpecOptions& spec = SpecOptions());
 GenerationOptions generation_options(const SamplingArgs& args);
 // A completion of a rendered prompt, with the images of `messages` (their "images" paths) when
 // there are any.
 CompletionResult complete_messages(Engine& engine, const std::string& prompt, const nlohmann::ordered_json& messages,
                                    const GenerationOptions& options, const TokenCallback& on_token);
-// "ttft 12.3 ms | prefill 20 tok @ 1234.5 tok/s | decode 31 tok @ 88.1 tok/s" to stderr.
-void print_metrics(const CompletionMetrics& m);
+// "ttft 12.3 ms | prefill 20 tok @ 1234.5 tok/s | decode 31 tok @ 88.1 tok/s" to stderr; with
+// speculative decoding on, also the drafts accepted and the tokens per model step.
+void print_metrics(const CompletionMetrics& m, bool speculative = false);
 
 void register_run(CLI::App& app);
 void register_chat(CLI::App& app);
@@ -53,5 +71,20 @@ int run_transcribe_bench(const std::string& model, const std::string& audio, con
 // bench --mmproj [--image]: image encode ms, image prefill, TTFT (cli_bench_vision.cpp)
 int run_vision_bench(const std::string& model, const std::string& mmproj, const std::string& image,
                      const std::vector<int>& threads, int reps, bool json);
+
+// bench --spec / --draft (cli_bench_spec.cpp): greedy decode of a code-editing reply, plain and
+// speculative, per thread count: tok/s, speedup, acceptance rate, tokens per model step.
+struct SpecBenchInput {
+    std::string model;
+    SpecOptions spec;
+    std::string prompt_file;  // the request's text; empty = the built-in code edit
+    size_t n_gen = 128;
+    int reps = 5;
+    std::string device;
+    bool lock_weights = true;
+};
+nlohmann::ordered_json run_spec_bench(const SpecBenchInput& input, int threads);  // one row
+nlohmann::ordered_json spec_bench_settings(const SpecBenchInput& input);
+void print_spec_bench(const nlohmann::ordered_json& settings, const std::vector<nlohmann::ordered_json>& rows);
 
 }  // namespace cactus::cli

@@ -11,6 +11,7 @@ namespace {
 struct RunArgs {
     ModelArgs model;
     SamplingArgs sampling;
+    SpecArgs spec;
     std::string prompt;
     std::vector<std::string> images;
     std::string system = "You are a helpful assistant.";
@@ -19,7 +20,8 @@ struct RunArgs {
 };
 
 int run_command(const RunArgs& args) {
-    std::unique_ptr<Engine> engine = load_engine(args.model);
+    const SpecOptions spec = spec_options(args.spec);
+    std::unique_ptr<Engine> engine = load_engine(args.model, spec);
     std::string prompt = args.prompt;
     nlohmann::ordered_json user = {{"role", "user"}, {"content", args.prompt}};
     if (!args.images.empty()) user["images"] = args.images;
@@ -40,7 +42,7 @@ int run_command(const RunArgs& args) {
                                                     std::fflush(stdout);
                                                 });
     std::fputc('\n', stdout);
-    print_metrics(result.metrics);
+    print_metrics(result.metrics, spec.type != SpecType::off);
     return 0;
 }
 
@@ -51,6 +53,7 @@ void register_run(CLI::App& app) {
     CLI::App* run = app.add_subcommand("run", "Generate a reply to one prompt, streamed to stdout");
     add_model_args(*run, args->model);
     add_sampling_args(*run, args->sampling);
+    add_spec_args(*run, args->spec);
     run->add_option("-p,--prompt", args->prompt, "The prompt (the user message)")->required();
     run->add_option("--image", args->images, "An image for the prompt (repeatable; needs the model's mmproj)");
     run->add_option("--system", args->system, "The system message")->capture_default_str();

@@ -38,6 +38,9 @@ int main(int argc, char** argv) {
     } catch (const cactus::server::UsageError& e) {
         std::fprintf(stderr, "cactus serve: %s\n", e.what());
         return 2;
+    } catch (const cactus::cli::UsageError& e) {
+        std::fprintf(stderr, "cactus %s: %s\n", argc > 1 ? argv[1] : "", e.what());
+        return 2;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "error: %s\n", e.what());
         return 1;
