@@ -180,6 +180,14 @@ def test_request_defaults_follow_the_flags(llama_env):
     ([MODEL], {}, "unexpected " + MODEL + ": see 'cactus serve --help'"),
     ([], {"LLAMA_ARG_ENDPOINT_SLOTS": "maybe"}, "LLAMA_ARG_ENDPOINT_SLOTS='maybe' is not a boolean"),
     (["--api-key-file", "/nonexistent/keys"], {}, "--api-key-file: cannot read"),
+    (["--spec-type", "draft-eagle3"], {}, "--spec-type: spec_type 'draft-eagle3' needs a drafter this engine does not"),
+    (["--spec-type", "draft-mtp,ngram-simple"], {}, "'draft-mtp' needs a drafter this engine does not have"),
+    ([], {"LLAMA_ARG_SPEC_TYPE": "bogus"}, "unknown spec_type 'bogus'"),
+    (["--spec-type", "draft"], {}, "needs a draft model: give --model-draft"),
+    (["--spec-type", "ngram", "-md", MODEL], {}, "--model-draft needs --spec-type draft"),
+    (["--spec-draft-n-min", "8", "--spec-draft-n-max", "4"], {}, "--draft-min 8 is above --draft-max 4"),
+    (["--spec-type", "ngram", "--engine-per-slot"], {}, "--engine-per-slot decodes without speculation"),
+    (["--spec-draft-hf", "ggml-org/x"], {}, "--spec-draft-hf ggml-org/x is not supported: models are not downloaded"),
 ])
 def test_bad_command_lines_exit_2_with_one_reason(args, env, says):
     status, err = run_serve([MODEL, "--port", str(free_port()), *args], env)
@@ -241,7 +249,7 @@ def table_rows():
 
 # A valid value for the used flags whose values are checked before --help is read.
 SAMPLE = {"--pooling": "mean", "--reasoning-format": "none", "-rea": "on", "--reasoning": "on", "-m": MODEL,
-          "--model": MODEL}
+          "--model": MODEL, "--spec-type": "ngram", "--spec-draft-model": MODEL, "-md": MODEL, "--model-draft": MODEL}
 
 
 def test_every_flag_of_the_table_is_used_ignored_or_refused():

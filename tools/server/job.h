@@ -57,6 +57,8 @@ struct GenStats {
     std::string stop_word;       // Done with "stop": the stop sequence that matched; empty: an end-of-generation token
     bool has_new_line = false;   // the generated text holds a newline
     size_t tokens_in_cache = 0;  // Done: tokens the slot's cache holds afterwards (prompt and reply)
+    size_t draft_n = 0;          // speculation: drafted tokens verified (llama-server's timings.draft_n)
+    size_t draft_accepted = 0;   // of those, the ones the model kept (draft_n_accepted)
 };
 
 struct GenEvent {

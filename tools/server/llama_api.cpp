@@ -183,9 +183,12 @@ json settings_json(const GenParams& p, bool stream, int n_probs, bool post_sampl
 
 // llama.cpp's sampler settings that cactus does not implement, at the values that switch them off
 // (dynatemp, typical, top-n-sigma, XTC, mirostat, DRY, adaptive-p), and its other settings with
-// what they are here (no LoRA, no speculative decoding, no context shift: n_keep/n_discard 0). A
-// client that reads llama-server's whole settings object finds every field, each one true.
-void add_llama_only_settings(json& p) {
+// what they are here (no LoRA, no context shift: n_keep/n_discard 0), and the server's speculation.
+// A client that reads llama-server's whole settings object finds every field, each one true.
+void add_llama_only_settings(json& p, const SpecOptions& spec) {
+    p["speculative.types"] = llama_spec_types(spec.type);
+    p["speculative.n_max"] = spec.type == SpecType::off ? 0 : spec.draft_max;
+    p["speculative.n_min"] = spec.type == SpecType::off ? 0 : spec.draft_min;
     const json inactive = {{"dynatemp_range", 0.0},
                            {"dynatemp_exponent", 1.0},
                            {"top_n_sigma", -1.0},
@@ -208,7 +211,6 @@ void add_llama_only_settings(json& p) {
                            {"chat_format", "Content-only"},
                            {"reasoning_in_content", false},
                            {"generation_prompt", ""},
-                           {"speculative.types", "none"},
                            {"backend_sampling", false},
                            {"lora", json::array()},
                            {"logit_bias", json::array()},
@@ -426,7 +428,7 @@ std::shared_ptr<NativeFormatter> native_formatter(Server& server, const NativeRe
     o.generation_settings =
         settings_json(p, o.stream, o.n_probs, o.post_sampling_probs, o.timings_per_token, r.samplers);
     o.generation_settings["grammar"] = r.grammar;
-    add_llama_only_settings(o.generation_settings);
+    add_llama_only_settings(o.generation_settings, server.scheduler().speculative());
     o.prompt_text = server.backend().engine().tokenizer().decode(p.prompt, true);
     o.prompt_tokens = p.prompt.size();
     return std::make_shared<NativeFormatter>(server, std::move(o), index);
@@ -640,7 +642,7 @@ void handle_apply_template(Server& server, const httplib::Request& req, httplib:
 // ---------------------------------------------------------------------------------------------
 // /props, /slots, /models
 
-json defaults_json(const RequestDefaults& d) {
+json defaults_json(const RequestDefaults& d, const SpecOptions& spec) {
     json p = json{{"seed", d.seed},
                   {"temperature", d.temperature},
                   {"top_k", d.top_k},
@@ -660,7 +662,7 @@ json defaults_json(const RequestDefaults& d) {
                   {"timings_per_token", false},
                   {"post_sampling_probs", false},
                   {"ignore_eos", false}};
-    add_llama_only_settings(p);
+    add_llama_only_settings(p, spec);
     return p;
 }
 
@@ -737,7 +739,8 @@ void handle_props(Server& server, httplib::Response& res) {
                              {"n_prompt", v.prompt_tokens},
                              {"n_decoded", v.generated}});
     json r = {{"default_generation_settings",
-               {{"params", defaults_json(config.defaults)}, {"n_ctx", server.backend().n_ctx()}}},
+               {{"params", defaults_json(config.defaults, server.scheduler().speculative())},
+                {"n_ctx", server.backend().n_ctx()}}},
               {"total_slots", server.scheduler().n_slots()},
               {"model_alias", model_names(config).front()},
               {"model_path", config.model_path},
@@ -774,7 +777,10 @@ void handle_post_props(Server& server, const httplib::Request& req, httplib::Res
 }
 
 json slot_json(Server& server, const SlotView& v) {
-    json s = {{"id", v.id}, {"n_ctx", server.backend().n_ctx()}, {"speculative", false}, {"is_processing", v.busy}};
+    json s = {{"id", v.id},
+              {"n_ctx", server.backend().n_ctx()},
+              {"speculative", server.scheduler().speculative().type != SpecType::off},
+              {"is_processing", v.busy}};
     if (v.id_task == 0) return s;
     const SamplingParams& sp = v.gen.sampling;
     s["id_task"] = v.id_task;

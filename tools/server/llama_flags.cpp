@@ -35,7 +35,11 @@ constexpr const char* kFromGguf = "RoPE, YaRN and attention-window settings come
 constexpr const char* kNoUi = "no web UI is served (the HTTP API only)";
 constexpr const char* kNoTools = "no built-in agent tools or MCP proxy are served";
 constexpr const char* kLogs = "the log is one line per request on stderr (--quiet turns it off)";
-constexpr const char* kNoSpec = "no speculative decoding: every token comes from the served model";
+constexpr const char* kSpecTuning =
+    "speculative decoding here is prompt lookup and a draft model (--spec-type, --model-draft, "
+    "--spec-draft-n-max/-min, "
+    "-td), each slot's draft length adapting to its acceptance: this setting has no counterpart";
+constexpr const char* kDraftCache = "the draft model's cache is f16, whatever -ctk/-ctv say for the served model's";
 constexpr const char* kDownload =
     "models are not downloaded: give a .gguf path or a short name ('cactus pull NAME' fetches one)";
 constexpr const char* kNoLora = "LoRA adapters and control vectors are not supported";
@@ -281,58 +285,60 @@ const LlamaFlag kLlamaFlags[] = {
     {"-lv,--verbosity,--log-verbosity", "", "LLAMA_ARG_LOG_VERBOSITY", Takes::Value, Does::Ignore, kLogs},
     {"--log-prefix", "--no-log-prefix", "LLAMA_ARG_LOG_PREFIX", Takes::Nothing, Does::Ignore, kLogs},
     {"--log-timestamps", "--no-log-timestamps", "LLAMA_ARG_LOG_TIMESTAMPS", Takes::Nothing, Does::Ignore, kLogs},
-    {"--spec-draft-hf,-hfd,-hfrd,--hf-repo-draft", "", "LLAMA_ARG_SPEC_DRAFT_HF_REPO", Takes::Value, Does::Ignore,
-     kNoSpec},
-    {"--spec-draft-threads,-td,--threads-draft", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-draft-threads-batch,-tbd,--threads-batch-draft", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-draft-cpu-mask,-Cd,--cpu-mask-draft", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-draft-cpu-range,-Crd,--cpu-range-draft", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-draft-cpu-strict,--cpu-strict-draft", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-draft-prio,--prio-draft", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-draft-poll,--poll-draft", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-draft-cpu-mask-batch,-Cbd,--cpu-mask-batch-draft", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-draft-cpu-strict-batch,--cpu-strict-batch-draft", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-draft-prio-batch,--prio-batch-draft", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-draft-poll-batch,--poll-batch-draft", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
+    {"--spec-draft-hf,-hfd,-hfrd,--hf-repo-draft", "", "LLAMA_ARG_SPEC_DRAFT_HF_REPO", Takes::Value, Does::Refuse,
+     kDownload},
+    {"--spec-draft-threads,-td,--threads-draft", "", nullptr, Takes::Value, Does::Ours, "--threads-draft"},
+    {"--spec-draft-threads-batch,-tbd,--threads-batch-draft", "", nullptr, Takes::Value, Does::Ignore, kThreads},
+    {"--spec-draft-cpu-mask,-Cd,--cpu-mask-draft", "", nullptr, Takes::Value, Does::Ignore, kThreads},
+    {"--spec-draft-cpu-range,-Crd,--cpu-range-draft", "", nullptr, Takes::Value, Does::Ignore, kThreads},
+    {"--spec-draft-cpu-strict,--cpu-strict-draft", "", nullptr, Takes::Value, Does::Ignore, kThreads},
+    {"--spec-draft-prio,--prio-draft", "", nullptr, Takes::Value, Does::Ignore, kThreads},
+    {"--spec-draft-poll,--poll-draft", "", nullptr, Takes::Value, Does::Ignore, kThreads},
+    {"--spec-draft-cpu-mask-batch,-Cbd,--cpu-mask-batch-draft", "", nullptr, Takes::Value, Does::Ignore, kThreads},
+    {"--spec-draft-cpu-strict-batch,--cpu-strict-batch-draft", "", nullptr, Takes::Value, Does::Ignore, kThreads},
+    {"--spec-draft-prio-batch,--prio-batch-draft", "", nullptr, Takes::Value, Does::Ignore, kThreads},
+    {"--spec-draft-poll-batch,--poll-batch-draft", "", nullptr, Takes::Value, Does::Ignore, kThreads},
     {"--spec-draft-type-k,-ctkd,--cache-type-k-draft", "", "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_K", Takes::Value,
-     Does::Ignore, kNoSpec},
+     Does::Ignore, kDraftCache},
     {"--spec-draft-type-v,-ctvd,--cache-type-v-draft", "", "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_V", Takes::Value,
-     Does::Ignore, kNoSpec},
-    {"--spec-draft-override-tensor,-otd,--override-tensor-draft", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
+     Does::Ignore, kDraftCache},
+    {"--spec-draft-override-tensor,-otd,--override-tensor-draft", "", nullptr, Takes::Value, Does::Ignore, kPlacement},
     {"--spec-draft-cpu-moe,-cmoed,--cpu-moe-draft", "", "LLAMA_ARG_SPEC_DRAFT_CPU_MOE", Takes::Nothing, Does::Ignore,
-     kNoSpec},
+     kPlacement},
     {"--spec-draft-n-cpu-moe,--spec-draft-ncmoe,-ncmoed,--n-cpu-moe-draft", "", "LLAMA_ARG_SPEC_DRAFT_N_CPU_MOE",
-     Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-draft-n-max", "", "LLAMA_ARG_SPEC_DRAFT_N_MAX", Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-draft-n-min", "", "LLAMA_ARG_SPEC_DRAFT_N_MIN", Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-synth-len", "", "LLAMA_ARG_SPEC_SYNTH_LEN", Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-synth-rates", "", "LLAMA_ARG_SPEC_SYNTH_RATES", Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-draft-p-split,--draft-p-split", "", "LLAMA_ARG_SPEC_DRAFT_P_SPLIT", Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-draft-p-min,--draft-p-min", "", "LLAMA_ARG_SPEC_DRAFT_P_MIN", Takes::Value, Does::Ignore, kNoSpec},
+     Takes::Value, Does::Ignore, kPlacement},
+    {"--spec-draft-n-max", "", "LLAMA_ARG_SPEC_DRAFT_N_MAX", Takes::Value, Does::Ours, "--draft-max"},
+    {"--spec-draft-n-min", "", "LLAMA_ARG_SPEC_DRAFT_N_MIN", Takes::Value, Does::Ours, "--draft-min"},
+    {"--spec-synth-len", "", "LLAMA_ARG_SPEC_SYNTH_LEN", Takes::Value, Does::Ignore, kSpecTuning},
+    {"--spec-synth-rates", "", "LLAMA_ARG_SPEC_SYNTH_RATES", Takes::Value, Does::Ignore, kSpecTuning},
+    {"--spec-draft-p-split,--draft-p-split", "", "LLAMA_ARG_SPEC_DRAFT_P_SPLIT", Takes::Value, Does::Ignore,
+     kSpecTuning},
+    {"--spec-draft-p-min,--draft-p-min", "", "LLAMA_ARG_SPEC_DRAFT_P_MIN", Takes::Value, Does::Ignore, kSpecTuning},
     {"--spec-draft-backend-sampling", "--no-spec-draft-backend-sampling", "LLAMA_ARG_SPEC_DRAFT_BACKEND_SAMPLING",
-     Takes::Nothing, Does::Ignore, kNoSpec},
-    {"--spec-draft-device,-devd,--device-draft", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
+     Takes::Nothing, Does::Ignore, kSpecTuning},
+    {"--spec-draft-device,-devd,--device-draft", "", nullptr, Takes::Value, Does::Ignore, kPlacement},
     {"--spec-draft-ngl,-ngld,--gpu-layers-draft,--n-gpu-layers-draft", "", "LLAMA_ARG_N_GPU_LAYERS_DRAFT", Takes::Value,
-     Does::Ignore, kNoSpec},
-    {"--spec-draft-model,-md,--model-draft", "", "LLAMA_ARG_SPEC_DRAFT_MODEL", Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-type", "", "LLAMA_ARG_SPEC_TYPE", Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-ngram-mod-n-min", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-ngram-mod-n-max", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-ngram-mod-n-match", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-ngram-simple-size-n", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-ngram-simple-size-m", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-ngram-simple-min-hits", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-ngram-map-k-size-n", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-ngram-map-k-size-m", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-ngram-map-k-min-hits", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-ngram-map-k4v-size-n", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-ngram-map-k4v-size-m", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-ngram-map-k4v-min-hits", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--draft,--draft-n,--draft-max", "", "LLAMA_ARG_DRAFT_MAX", Takes::Value, Does::Ignore, kNoSpec},
-    {"--draft-min,--draft-n-min", "", "LLAMA_ARG_DRAFT_MIN", Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-ngram-size-n", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-ngram-size-m", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
-    {"--spec-ngram-min-hits", "", nullptr, Takes::Value, Does::Ignore, kNoSpec},
+     Does::Ignore, kPlacement},
+    {"--spec-draft-model,-md,--model-draft", "", "LLAMA_ARG_SPEC_DRAFT_MODEL", Takes::Value, Does::Ours,
+     "--model-draft"},
+    {"--spec-type", "", "LLAMA_ARG_SPEC_TYPE", Takes::Value, Does::Ours, "--spec-type"},
+    {"--spec-ngram-mod-n-min", "", nullptr, Takes::Value, Does::Ignore, kSpecTuning},
+    {"--spec-ngram-mod-n-max", "", nullptr, Takes::Value, Does::Ignore, kSpecTuning},
+    {"--spec-ngram-mod-n-match", "", nullptr, Takes::Value, Does::Ignore, kSpecTuning},
+    {"--spec-ngram-simple-size-n", "", nullptr, Takes::Value, Does::Ignore, kSpecTuning},
+    {"--spec-ngram-simple-size-m", "", nullptr, Takes::Value, Does::Ignore, kSpecTuning},
+    {"--spec-ngram-simple-min-hits", "", nullptr, Takes::Value, Does::Ignore, kSpecTuning},
+    {"--spec-ngram-map-k-size-n", "", nullptr, Takes::Value, Does::Ignore, kSpecTuning},
+    {"--spec-ngram-map-k-size-m", "", nullptr, Takes::Value, Does::Ignore, kSpecTuning},
+    {"--spec-ngram-map-k-min-hits", "", nullptr, Takes::Value, Does::Ignore, kSpecTuning},
+    {"--spec-ngram-map-k4v-size-n", "", nullptr, Takes::Value, Does::Ignore, kSpecTuning},
+    {"--spec-ngram-map-k4v-size-m", "", nullptr, Takes::Value, Does::Ignore, kSpecTuning},
+    {"--spec-ngram-map-k4v-min-hits", "", nullptr, Takes::Value, Does::Ignore, kSpecTuning},
+    {"--draft,--draft-n,--draft-max", "", "LLAMA_ARG_DRAFT_MAX", Takes::Value, Does::Ours, "--draft-max"},
+    {"--draft-min,--draft-n-min", "", "LLAMA_ARG_DRAFT_MIN", Takes::Value, Does::Ours, "--draft-min"},
+    {"--spec-ngram-size-n", "", nullptr, Takes::Value, Does::Ignore, kSpecTuning},
+    {"--spec-ngram-size-m", "", nullptr, Takes::Value, Does::Ignore, kSpecTuning},
+    {"--spec-ngram-min-hits", "", nullptr, Takes::Value, Does::Ignore, kSpecTuning},
     {"--embd-gemma-default", "", nullptr, Takes::Nothing, Does::Refuse, kDownload},
     {"--fim-qwen-1.5b-default", "", nullptr, Takes::Nothing, Does::Refuse, kDownload},
     {"--fim-qwen-3b-default", "", nullptr, Takes::Nothing, Does::Refuse, kDownload},
@@ -344,7 +350,7 @@ const LlamaFlag kLlamaFlags[] = {
     {"--gpt-oss-120b-default", "", nullptr, Takes::Nothing, Does::Refuse, kDownload},
     {"--vision-gemma-4b-default", "", nullptr, Takes::Nothing, Does::Refuse, kDownload},
     {"--vision-gemma-12b-default", "", nullptr, Takes::Nothing, Does::Refuse, kDownload},
-    {"--spec-default", "", nullptr, Takes::Nothing, Does::Ignore, kNoSpec},
+    {"--spec-default", "", nullptr, Takes::Nothing, Does::Ours, "--spec-default"},
 
     {"--mlock", "", "LLAMA_ARG_MLOCK", Takes::Nothing, Does::Ours, "--mlock"},
     {"--mmap", "--no-mmap", "LLAMA_ARG_MMAP", Takes::Nothing, Does::Ignore, "the weights are always memory-mapped"},
@@ -425,8 +431,10 @@ public:
             }
             i = command_line_flag(args, i);
         }
-        for (const LlamaFlag& f : kLlamaFlags)
-            if (f.env != nullptr && std::find(given_.begin(), given_.end(), &f) == given_.end()) environment_flag(f);
+        for (const LlamaFlag& f : kLlamaFlags) {
+            if (f.env == nullptr || was_given(f)) continue;
+            if (environment_flag(f)) given_.push_back(&f);
+        }
         return std::move(out_);
     }
 
@@ -462,8 +470,18 @@ private:
         return i;
     }
 
-    // A variable of a flag the command line left out, read as llama-server reads it.
-    void environment_flag(const LlamaFlag& f) {
+    // Whether the command line (or an earlier variable) gave `f`, or another spelling of the same
+    // option of ours (--draft-max and --spec-draft-n-max): the first one given wins.
+    bool was_given(const LlamaFlag& f) const {
+        for (const LlamaFlag* g : given_)
+            if (g == &f || (f.does == Does::Ours && g->does == Does::Ours && std::strcmp(g->what, f.what) == 0))
+                return true;
+        return false;
+    }
+
+    // A variable of a flag the command line left out, read as llama-server reads it; returns
+    // whether it was set.
+    bool environment_flag(const LlamaFlag& f) {
         std::string env = f.env;
         const char* value = getenv_(f.env);
         bool negated = false;
@@ -471,13 +489,13 @@ private:
             const std::string twin = "LLAMA_ARG_NO_" + env.substr(std::strlen("LLAMA_ARG_"));
             if (const char* set = getenv_(twin.c_str())) {  // any value of the twin means "off"
                 act(f, true, {}, twin + "=" + set);
-                return;
+                return true;
             }
         }
-        if (value == nullptr) return;
+        if (value == nullptr) return false;
         std::vector<std::string> values;
         if (f.takes == Takes::Nothing) {
-            if (is_falsey(value) && f.negations[0] == '\0') return;  // a plain switch is only ever turned on
+            if (is_falsey(value) && f.negations[0] == '\0') return false;  // a plain switch is only ever turned on
             if (!is_truthy(value) && !is_falsey(value))
                 throw UsageError(env + "='" + value +
                                  "' is not a boolean (1, true, on, enabled / 0, false, off, disabled)");
@@ -487,9 +505,10 @@ private:
         }
         if (env == "LLAMA_ARG_MODEL") {  // yields to a positional MODEL too, so it keeps a spelling of its own
             out_.args.insert(out_.args.end(), {kModelFromEnvironment, value});
-            return;
+            return true;
         }
         act(f, negated, values, env + "=" + value);
+        return true;
     }
 
     void act(const LlamaFlag& f, bool negated, const std::vector<std::string>& values, const std::string& shown) {

@@ -75,6 +75,13 @@ void Metrics::observe_step(size_t busy_slots) {
     n_busy_slots_ += busy_slots;
 }
 
+void Metrics::observe_drafts(size_t drafted, size_t accepted) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    draft_tokens_ += drafted;
+    draft_accepted_ += accepted;
+    ++draft_steps_;
+}
+
 void Metrics::observe_timings(size_t prompt_tokens, double prompt_s, size_t predicted_tokens, double predicted_s,
                               size_t sequence_tokens) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -90,7 +97,7 @@ void Metrics::observe_timings(size_t prompt_tokens, double prompt_s, size_t pred
 }
 
 // Names, types and help texts of llama-server's /metrics (its server_task_result_metrics), so its
-// dashboards read this server unchanged. Speculative-decoding counters stay 0: there is no draft model.
+// dashboards read this server unchanged.
 void Metrics::render_llamacpp(std::string& out) const {
     auto item = [&](const char* type, const char* name, const char* help, double v) {
         out += std::string("# HELP llamacpp:") + name + " " + help + "\n# TYPE llamacpp:" + name + " " + type +
@@ -109,10 +116,12 @@ void Metrics::render_llamacpp(std::string& out) const {
          static_cast<double>(n_decode_));
     item("counter", "n_tokens_max", "Largest observed sequence length (prompt + generation)",
          static_cast<double>(n_tokens_max_));
-    item("counter", "spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated", 0.0);
+    item("counter", "spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated",
+         static_cast<double>(draft_tokens_));
     item("counter", "spec_decode_num_accepted_tokens_total",
-         "Speculative: Total draft tokens accepted by the target model", 0.0);
-    item("counter", "spec_decode_num_drafts_total", "Speculative: Total speculative decoding verification steps", 0.0);
+         "Speculative: Total draft tokens accepted by the target model", static_cast<double>(draft_accepted_));
+    item("counter", "spec_decode_num_drafts_total", "Speculative: Total speculative decoding verification steps",
+         static_cast<double>(draft_steps_));
     item("gauge", "prompt_tokens_seconds", "Average prompt throughput in tokens/s", prompt_window_.per_second());
     item("gauge", "predicted_tokens_seconds", "Average generation throughput in tokens/s",
          predicted_window_.per_second());

@@ -40,6 +40,8 @@ public:
     void observe_timings(size_t prompt_tokens, double prompt_s, size_t predicted_tokens, double predicted_s,
                          size_t sequence_tokens);
     void set_load(size_t queued, size_t busy_slots);
+    // One verified draft of `drafted` tokens, `accepted` of them kept (speculative decoding).
+    void observe_drafts(size_t drafted, size_t accepted);
 
     // Also starts the window of llama-server's throughput gauges (averaged between two scrapes).
     std::string render(size_t n_slots) const;
@@ -62,6 +64,7 @@ private:
     Throughput prompt_, predicted_;                        // since start
     mutable Throughput prompt_window_, predicted_window_;  // since the last scrape
     uint64_t n_decode_ = 0, n_busy_slots_ = 0, n_tokens_max_ = 0;
+    uint64_t draft_tokens_ = 0, draft_accepted_ = 0, draft_steps_ = 0;
 };
 
 }  // namespace cactus::server

@@ -272,15 +272,20 @@ json llama_timings(const GenStats& s) {
     const double predicted_ms = std::max(0.0, s.total_ms - s.ttft_ms);
     auto per_token = [](double ms, size_t n) { return n > 0 ? ms / static_cast<double>(n) : 0.0; };
     auto per_second = [](double ms, size_t n) { return ms > 0 ? 1e3 * static_cast<double>(n) / ms : 0.0; };
-    return json{{"cache_n", s.cached_tokens},
-                {"prompt_n", prompt_n},
-                {"prompt_ms", prompt_ms},
-                {"prompt_per_token_ms", per_token(prompt_ms, prompt_n)},
-                {"prompt_per_second", per_second(prompt_ms, prompt_n)},
-                {"predicted_n", predicted_n},
-                {"predicted_ms", predicted_ms},
-                {"predicted_per_token_ms", per_token(predicted_ms, predicted_n)},
-                {"predicted_per_second", per_second(predicted_ms, predicted_n)}};
+    json t{{"cache_n", s.cached_tokens},
+           {"prompt_n", prompt_n},
+           {"prompt_ms", prompt_ms},
+           {"prompt_per_token_ms", per_token(prompt_ms, prompt_n)},
+           {"prompt_per_second", per_second(prompt_ms, prompt_n)},
+           {"predicted_n", predicted_n},
+           {"predicted_ms", predicted_ms},
+           {"predicted_per_token_ms", per_token(predicted_ms, predicted_n)},
+           {"predicted_per_second", per_second(predicted_ms, predicted_n)}};
+    if (s.draft_n > 0) {  // llama-server's names, present when drafting ran
+        t["draft_n"] = s.draft_n;
+        t["draft_n_accepted"] = s.draft_accepted;
+    }
+    return t;
 }
 
 std::string random_id(const char* prefix) {

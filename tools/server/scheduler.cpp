@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "engine/text_stream.h"
 #include "metrics.h"
+#include "sampling/draft_acceptance.h"
 #include "sampling/grammar.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -55,10 +56,27 @@ struct SlotState {
     GenStats stats;
     Clock::time_point first_token_time;
     bool have_first = false;
+    // Speculation: whether this request drafts (no grammar, no images), how far, and the draft
+    // in the step being run with the cache length before it.
+    bool may_draft = false;
+    DraftPace paces[2];  // per DraftSource: prompt lookup, the draft model
+    std::vector<int32_t> draft;
+    DraftSource draft_source = DraftSource::none;
+    size_t verify_from = 0;
 };
 
-Scheduler::Scheduler(StepBackend& backend, const SchedulerOptions& options, Metrics& metrics)
-    : backend_(backend), options_(options), metrics_(metrics) {
+namespace {
+
+// The pace of the drafter that made the slot's draft in this step.
+DraftPace* pace_of(SlotState& slot) {
+    return slot.draft_source == DraftSource::none ? nullptr : &slot.paces[static_cast<int>(slot.draft_source)];
+}
+
+}  // namespace
+
+Scheduler::Scheduler(StepBackend& backend, const SchedulerOptions& options, Metrics& metrics,
+                     std::unique_ptr<SlotDrafter> drafter)
+    : backend_(backend), options_(options), metrics_(metrics), drafter_(std::move(drafter)) {
     if (options_.step_tokens == 0 || options_.prefill_chunk == 0)
         fail("Scheduler: step_tokens and prefill_chunk must be positive");
     options_.step_tokens = std::min(options_.step_tokens, backend_.max_step_tokens());
@@ -306,6 +324,15 @@ void Scheduler::admit() {
             if (id >= 0) slot.sampler->accept(id);  // image rows are no tokens
         slot.constraint = gen.constraint ? std::make_unique<GrammarConstraint>(gen.constraint) : nullptr;
         slot.sampler->set_constraint(slot.constraint.get());
+        slot.may_draft = drafter_ != nullptr && !slot.constraint && !job->params().media;
+        slot.draft.clear();
+        if (slot.may_draft) {
+            // With a draft model beside it, prompt lookup keeps drafting only while it gets at
+            // least half its drafts accepted: the model's drafts are accepted more often.
+            const SpecOptions& o = drafter_->options();
+            slot.paces[0].reset(o.draft_max, o.draft_min, drafter_->has_model() ? 0.5 : 0.0);
+            slot.paces[1].reset(o.draft_max, o.draft_min, 0.0);
+        }
         slot.detok = std::make_unique<StreamingDetokenizer>(backend_.engine().tokenizer());
         slot.stream = std::make_unique<TextStream>(gen.stop_sequences, gen.include_stop_sequences);
         metrics_.observe_queue(slot.stats.queue_ms / 1000.0);
@@ -334,17 +361,70 @@ void Scheduler::retire_cancelled() {
     }
 }
 
+std::vector<DraftRequest> Scheduler::draft_requests(size_t budget) {
+    std::vector<DraftRequest> out;
+    if (!drafter_) return out;
+    for (auto& s : slots_) {
+        if (!s->job || !s->decoding || !s->may_draft) continue;
+        const bool ngram = s->paces[0].drafting_now();
+        const bool model = drafter_->has_model() && s->paces[1].drafting_now();
+        if (!ngram && !model) continue;
+        // No more than the reply may still take after the token to append, nor more than its room
+        // (the emissions end where plain decoding would end them: one token of room left).
+        size_t max = budget;
+        const size_t room = backend_.context_room(s->id);
+        if (room != SIZE_MAX) max = std::min(max, room > 2 ? room - 2 : 0);
+        const size_t limit = s->job->params().gen.max_tokens, made = s->stats.completion_tokens;
+        max = std::min(max, limit > made + 1 ? limit - made - 1 : 0);
+        if (max == 0 || max < drafter_->options().draft_min) continue;
+        DraftRequest r;
+        r.seq = s->id;
+        r.history = backend_.cached_tokens(s->id);
+        r.history.push_back(s->next_token);
+        r.max_ngram = ngram ? std::min(max, s->paces[0].length()) : 0;
+        r.max_model = model ? std::min(max, s->paces[1].length()) : 0;
+        budget -= std::max(r.max_ngram, r.max_model);
+        out.push_back(std::move(r));
+    }
+    if (!out.empty()) drafter_->draft(out);
+    return out;
+}
+
 void Scheduler::run_step() {
     std::vector<SeqStep> batch;
     size_t budget = options_.step_tokens;
-    for (auto& s : slots_) {  // decoding slots first: one token each
+    size_t n_decoding = 0;
+    for (auto& s : slots_) n_decoding += s->job && s->decoding ? 1 : 0;
+    std::vector<DraftRequest> drafts;
+    try {
+        drafts = draft_requests(budget > n_decoding ? budget - n_decoding : 0);
+    } catch (const std::exception& e) {  // the draft model failed: this step decodes plainly
+        CACTUS_LOG_WARN("server: drafting failed: %s", e.what());
+        drafts.clear();
+    }
+    const size_t n_vocab = backend_.engine().tokenizer().vocab_size();
+    for (auto& s : slots_) {  // decoding slots first: one token each, and their drafts
         if (!s->job || !s->decoding) continue;
         SeqStep item;
         item.seq = s->id;
         item.tokens = {s->next_token};
         item.want_logits = true;
+        s->draft.clear();
+        for (const DraftRequest& r : drafts) {
+            if (r.seq != s->id) continue;
+            s->draft_source = r.source;
+            for (int32_t id : r.tokens) {  // a draft model's padding ids are no tokens of ours
+                if (id < 0 || static_cast<size_t>(id) >= n_vocab) break;
+                s->draft.push_back(id);
+            }
+        }
+        if (!s->draft.empty()) {
+            s->verify_from = backend_.cached_tokens(s->id).size();
+            item.tokens.insert(item.tokens.end(), s->draft.begin(), s->draft.end());
+            item.all_logits = true;
+        }
+        budget = budget > item.tokens.size() ? budget - item.tokens.size() : 0;
         batch.push_back(std::move(item));
-        budget = budget > 0 ? budget - 1 : 0;
     }
     for (auto& s : slots_) {  // then prefill chunks within what is left of the budget
         if (!s->job || s->decoding || budget == 0) continue;
@@ -376,18 +456,100 @@ void Scheduler::run_step() {
     for (SeqStep& item : batch) {
         SlotState& s = *slots_[static_cast<size_t>(item.seq)];
         if (!s.job) continue;
+        const bool verifying = s.decoding && !s.draft.empty();
         if (!s.decoding) {
             s.prefilled += item.tokens.size();
             report_progress(s);
         }
-        if (item.want_logits) on_logits(s, item.logits);
+        if (verifying)
+            on_verified(s, item);
+        else if (item.want_logits)
+            on_logits(s, item.logits);
+    }
+}
+
+bool Scheduler::still_wanted(SlotState& slot) {
+    if (slot.job->cancelled()) {
+        finish(slot, "cancelled");
+        return false;
+    }
+    if (Clock::now() >= slot.job->params().deadline) {
+        finish(slot, "timeout");
+        return false;
+    }
+    return true;
+}
+
+void Scheduler::on_verified(SlotState& slot, SeqStep& item) {
+    const std::vector<int32_t> draft = std::move(slot.draft);
+    slot.draft.clear();
+    const size_t base = slot.verify_from;
+    const size_t rows = draft.size() + 1;
+    if (!item.want_logits || item.logits.size() % rows != 0) {  // cut short: nothing verified, decode plainly
+        if (DraftPace* pace = pace_of(slot)) pace->record(draft.size(), 0);
+        try {
+            backend_.keep(slot.id, base);
+        } catch (const std::exception& e) {
+            return fail_slot(slot, 500, e.what());
+        }
+        return;
+    }
+    if (!still_wanted(slot)) return;
+    const GenParams& p = slot.job->params();
+    const Tokenizer& tok = backend_.engine().tokenizer();
+    const bool end_allowed = end_of_turn_allowed(p.gen, slot.constraint.get());
+    slot.sampler->set_banned(end_allowed ? nullptr : &tok.end_of_generation_ids());
+    const size_t n_vocab = item.logits.size() / rows;
+    // Row i holds the logits after the appended token and the first i drafted ones: the draft's
+    // token i is judged by them, in order, as plain decoding would have sampled there; the first
+    // rejection's replacement, or the token after a whole accepted draft, ends the step.
+    std::vector<TokenInfo> chosen;
+    size_t accepted = 0;
+    try {
+        TokenDistribution dist;
+        std::vector<float> row, raw;
+        for (size_t i = 0; i < rows; ++i) {
+            row.assign(item.logits.begin() + std::ptrdiff_t(i * n_vocab),
+                       item.logits.begin() + std::ptrdiff_t((i + 1) * n_vocab));
+            if (p.top_logprobs >= 0) raw = row;
+            int32_t token = -1;
+            bool kept = false;
+            if (i < draft.size()) {
+                slot.sampler->distribution(row, &dist);
+                const DraftVerdict v = judge_draft(dist, draft[i], *slot.sampler);
+                token = v.token;
+                kept = v.accepted;
+                slot.sampler->note_chosen(token);
+            } else {
+                token = slot.sampler->sample(row);
+            }
+            TokenInfo info = p.top_logprobs >= 0 ? logprob_info(raw, token, p.top_logprobs) : TokenInfo{};
+            info.id = token;
+            info.probability = slot.sampler->last_probability();
+            slot.sampler->accept(token);
+            chosen.push_back(std::move(info));
+            accepted += kept ? 1 : 0;
+            if (!kept || (end_allowed && tok.is_end_of_generation(token))) break;
+        }
+        backend_.keep(slot.id, base + chosen.size());  // the appended token and the accepted drafts stay
+    } catch (const std::exception& e) {
+        return fail_slot(slot, 500, e.what());
+    }
+    slot.stats.draft_n += draft.size();
+    slot.stats.draft_accepted += accepted;
+    metrics_.observe_drafts(draft.size(), accepted);
+    if (DraftPace* pace = pace_of(slot)) pace->record(draft.size(), accepted);
+    // Each token is emitted with the room plain decoding would have had when choosing it.
+    const size_t room = backend_.context_room(slot.id);
+    for (size_t j = 0; j < chosen.size(); ++j) {
+        const size_t later = chosen.size() - 1 - j;
+        if (!emit(slot, chosen[j], room == SIZE_MAX ? room : room + later)) return;
     }
 }
 
 void Scheduler::on_logits(SlotState& slot, std::vector<float>& logits) {
+    if (!still_wanted(slot)) return;
     const GenParams& p = slot.job->params();
-    if (slot.job->cancelled()) return finish(slot, "cancelled");
-    if (Clock::now() >= p.deadline) return finish(slot, "timeout");
     std::vector<float> raw;
     if (p.top_logprobs >= 0) raw = logits;
     int32_t token = -1;
@@ -399,19 +561,30 @@ void Scheduler::on_logits(SlotState& slot, std::vector<float>& logits) {
     } catch (const std::exception& e) {
         return fail_slot(slot, 500, e.what());
     }
+    TokenInfo info = p.top_logprobs >= 0 ? logprob_info(raw, token, p.top_logprobs) : TokenInfo{};
+    info.id = token;
+    info.probability = slot.sampler->last_probability();
+    slot.sampler->accept(token);
+    emit(slot, info, backend_.context_room(slot.id));
+}
+
+bool Scheduler::emit(SlotState& slot, const TokenInfo& info, size_t room) {
+    const GenParams& p = slot.job->params();
+    const Tokenizer& tok = backend_.engine().tokenizer();
+    const int32_t token = info.id;
     if (!slot.have_first) {
         slot.have_first = true;
         slot.first_token_time = Clock::now();
         slot.stats.ttft_ms = ms_since(slot.job->submitted(), slot.first_token_time);
         metrics_.observe_ttft(slot.stats.ttft_ms / 1000.0);
     }
-    if (end_allowed && tok.is_end_of_generation(token)) return finish(slot, "stop");
+    if (end_of_turn_allowed(p.gen, slot.constraint.get()) && tok.is_end_of_generation(token)) {
+        finish(slot, "stop");
+        return false;
+    }
     GenEvent e;
     e.kind = GenEvent::Kind::Token;
-    e.token = p.top_logprobs >= 0 ? logprob_info(raw, token, p.top_logprobs) : TokenInfo{};
-    e.token.id = token;
-    e.token.probability = slot.sampler->last_probability();
-    slot.sampler->accept(token);
+    e.token = info;
     e.text = slot.stream->push(backend_.engine().generated_piece(*slot.detok, token));
     ++slot.stats.completion_tokens;
     const bool new_line = e.text.find('\n') != std::string::npos;
@@ -419,17 +592,25 @@ void Scheduler::on_logits(SlotState& slot, std::vector<float>& logits) {
     e.stats = slot.stats;
     e.stats.total_ms = ms_since(slot.job->submitted(), Clock::now());
     slot.job->push(std::move(e));
+    const char* end = nullptr;
     if (slot.stream->stopped()) {
         slot.stats.stop_word = slot.stream->matched_stop();
-        return finish(slot, "stop");
+        end = "stop";
+    } else if (slot.stats.completion_tokens >= p.gen.max_tokens) {
+        end = "length";
+    } else if (new_line && p.t_max_predict_ms > 0.0 &&
+               ms_since(slot.first_token_time, Clock::now()) > p.t_max_predict_ms) {
+        end = "length";  // llama-server's t_max_predict_ms: past the limit, the next newline ends the reply
+    } else if (room <= 1) {
+        end = "length";
     }
-    if (slot.stats.completion_tokens >= p.gen.max_tokens) return finish(slot, "length");
-    // llama-server's t_max_predict_ms: past the limit, the next newline ends the reply.
-    if (new_line && p.t_max_predict_ms > 0.0 && ms_since(slot.first_token_time, Clock::now()) > p.t_max_predict_ms)
-        return finish(slot, "length");
-    if (backend_.context_room(slot.id) <= 1) return finish(slot, "length");
+    if (end != nullptr) {
+        finish(slot, end);
+        return false;
+    }
     slot.next_token = token;
     slot.decoding = true;
+    return true;
 }
 
 void Scheduler::finish(SlotState& slot, const std::string& reason) {

@@ -5,7 +5,8 @@
 // collect every busy slot's work (the last sampled token of decoding slots, a prefill chunk of the
 // others, within a token budget so a long prompt does not stall the others' decoding), run one
 // backend step, then sample, stream and retire. Cancelled or expired jobs leave their slot at the
-// next step.
+// next step. With speculation (slot_drafting.h), a decoding slot adds a draft after its last token
+// and takes every token of it the model confirms, plus the model's own next one, from one step.
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "job.h"
+#include "slot_drafting.h"
 #include "step_backend.h"
 
 namespace cactus::server {
@@ -55,7 +57,9 @@ struct EraseRequest {
 
 class Scheduler {
 public:
-    Scheduler(StepBackend& backend, const SchedulerOptions& options, Metrics& metrics);
+    // drafter: speculation for the slots without a grammar or images; nullptr: plain decoding.
+    Scheduler(StepBackend& backend, const SchedulerOptions& options, Metrics& metrics,
+              std::unique_ptr<SlotDrafter> drafter = nullptr);
     ~Scheduler();
 
     void start();
@@ -74,6 +78,8 @@ public:
     size_t n_slots() const { return backend_.n_seqs(); }
     std::vector<SlotView> slots() const;
     const SchedulerOptions& options() const { return options_; }
+    // The speculation settings; type off without a drafter.
+    SpecOptions speculative() const { return drafter_ ? drafter_->options() : SpecOptions{}; }
 
 private:
     void loop();
@@ -81,6 +87,15 @@ private:
     void retire_cancelled();
     void run_step();
     void on_logits(SlotState& slot, std::vector<float>& logits);
+    // The drafts of the decoding slots that draft this step, within `budget` tokens.
+    std::vector<DraftRequest> draft_requests(size_t budget);
+    // A verified draft: the accepted tokens and the model's next one are emitted, the rows of
+    // the rejected ones dropped.
+    void on_verified(SlotState& slot, SeqStep& item);
+    // Sends one chosen token to the client and ends the reply where it should end; room: the
+    // context room the slot has once the token is chosen. Returns whether the slot goes on.
+    bool emit(SlotState& slot, const TokenInfo& token, size_t room);
+    bool still_wanted(SlotState& slot);  // false (and the slot finished) when cancelled or too late
     void finish(SlotState& slot, const std::string& reason);
     void fail_slot(SlotState& slot, int status, const std::string& message);
     void release(SlotState& slot);
@@ -92,6 +107,7 @@ private:
     StepBackend& backend_;
     SchedulerOptions options_;
     Metrics& metrics_;
+    std::unique_ptr<SlotDrafter> drafter_;
     std::vector<std::unique_ptr<SlotState>> slots_;  // touched by the scheduler thread only
     std::vector<uint64_t> slot_last_used_;
 

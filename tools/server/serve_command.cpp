@@ -61,6 +61,8 @@ struct ServeArgs {
     std::string samplers, chat_template_kwargs, reasoning = "auto";
     bool cache_prompt = false, no_cache_prompt = false;
     bool slots = false, no_slots = false;
+    std::string spec_type, model_draft;  // --spec-type, --model-draft (-md)
+    bool spec_default = false;           // llama-server's --spec-default: prompt lookup
 };
 
 // The alias for a model argument: a known short name as given, else the file's stem.
@@ -165,6 +167,37 @@ void apply_request_defaults(ServeArgs& a) {
     if (a.no_cache_prompt) d.cache_prompt = false;
 }
 
+// --spec-type / --model-draft / --draft-max / --draft-min → config.spec. A draft model alone means
+// --spec-type draft, as in llama-server; drafters we lack (llama.cpp's draft-eagle3, draft-mtp, ...)
+// are refused by parse_spec_type with the reason.
+void apply_spec_settings(ServeArgs& a) {
+    SpecOptions& s = a.config.spec;
+    if (!a.spec_type.empty()) {
+        try {
+            s.type = parse_spec_type(a.spec_type);
+        } catch (const std::exception& e) {
+            throw UsageError(std::string("--spec-type: ") + e.what());
+        }
+    } else if (a.spec_default) {
+        s.type = SpecType::ngram;
+    }
+    if (!a.model_draft.empty()) {
+        if (a.spec_type.empty()) s.type = SpecType::draft;
+        if (s.type != SpecType::draft)
+            throw UsageError("--model-draft needs --spec-type draft (or no --spec-type): --spec-type " + a.spec_type +
+                             " drafts without a model");
+        s.draft_model = resolve_model_path(a.model_draft);
+    } else if (s.type == SpecType::draft) {
+        throw UsageError("--spec-type " + a.spec_type + " needs a draft model: give --model-draft FILE (-md)");
+    }
+    if (s.draft_threads < 0) s.draft_threads = 0;
+    if (s.draft_min > s.draft_max)
+        throw UsageError("--draft-min " + std::to_string(s.draft_min) + " is above --draft-max " +
+                         std::to_string(s.draft_max));
+    if (s.type != SpecType::off && a.engine_per_slot)
+        throw UsageError("--engine-per-slot decodes without speculation: leave out --spec-type/--model-draft");
+}
+
 void apply_llama_settings(ServeArgs& a) {
     ServerConfig& c = a.config;
     c.parallel = a.parallel < 1 ? 1 : static_cast<size_t>(a.parallel);
@@ -187,6 +220,7 @@ void apply_llama_settings(ServeArgs& a) {
     }
     if (a.no_jinja) std::fprintf(stderr, "serve: ignoring --no-jinja: chat templates are always rendered with Jinja\n");
     apply_request_defaults(a);
+    apply_spec_settings(a);
 }
 
 int serve(ServeArgs& a) {
@@ -302,6 +336,25 @@ void add_sampling_flags(CLI::App* cmd, RequestDefaults& d, ServeArgs& a) {
     cmd->add_flag("--no-cache-prompt", a.no_cache_prompt, "Requests default to cache_prompt: false");
 }
 
+// Speculative decoding (docs/SERVER.md, "Speculative decoding"): llama-server's flags.
+void add_spec_flags(CLI::App* cmd, ServeArgs& a) {
+    SpecOptions& s = a.config.spec;
+    cmd->add_option("--spec-type", a.spec_type,
+                    "Speculative decoding: off, ngram (prompt lookup) or draft (a draft model and prompt lookup); "
+                    "llama.cpp's names too (ngram-simple, draft-simple, ...)");
+    cmd->add_option("--model-draft", a.model_draft,
+                    "Draft model (-md): a short name or a .gguf path with the served model's vocabulary");
+    cmd->add_option("--draft-max", s.draft_max, "Most tokens a slot drafts per step (--spec-draft-n-max)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1024));
+    cmd->add_option("--draft-min", s.draft_min, "Fewer drafted tokens are not verified (--spec-draft-n-min)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1024));
+    cmd->add_option("--threads-draft", s.draft_threads, "Threads of the draft model (-td; 0 or -1 = as -t)")
+        ->check(CLI::Range(-1, 256));
+    cmd->add_flag("--spec-default", a.spec_default, "llama-server's default speculation: prompt lookup (ngram)");
+}
+
 void add_llama_server_flags(CLI::App* cmd, ServeArgs& a) {
     ServerConfig& c = a.config;
     cmd->add_option("--chat-template", a.chat_template,
@@ -322,6 +375,7 @@ void add_llama_server_flags(CLI::App* cmd, ServeArgs& a) {
     cmd->add_flag("--props", c.props_writable, "POST /props may change the request defaults");
     cmd->add_flag("--no-mmproj", a.no_mmproj, "No vision projector unless --mmproj names one");
     cmd->add_flag("--mmproj-auto", a.mmproj_auto, "Find the model's vision projector (the default)");
+    add_spec_flags(cmd, a);
 }
 
 }  // namespace

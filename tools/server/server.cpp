@@ -176,11 +176,18 @@ Server::Server(ServerConfig config, BackendLoader load) : config_(std::move(conf
 void Server::load_model() {
     if (load_) {
         backend_ = load_();
+        std::unique_ptr<SlotDrafter> drafter;
+        if (config_.spec.type != SpecType::off) {
+            std::unique_ptr<StepBackend> draft_model;
+            if (config_.spec.type == SpecType::draft)
+                draft_model = load_draft_model(config_.spec, *backend_, config_.threads);
+            drafter = std::make_unique<SlotDrafter>(config_.spec, std::move(draft_model));
+        }
         SchedulerOptions so;
         so.max_queue = config_.max_queue;
         so.prefill_chunk = config_.prefill_chunk;
         so.step_tokens = config_.step_tokens > 0 ? config_.step_tokens : std::max<size_t>(512, config_.prefill_chunk);
-        scheduler_ = std::make_unique<Scheduler>(*backend_, so, metrics_);
+        scheduler_ = std::make_unique<Scheduler>(*backend_, so, metrics_, std::move(drafter));
     }
     if (!config_.mmproj_path.empty() && backend_)
         vision_ = std::make_unique<ServerVision>(config_.mmproj_path, backend_->engine(), config_.threads);

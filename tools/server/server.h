@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/handoff.h"
+#include "engine/spec_options.h"
 #include "metrics.h"
 #include "scheduler.h"
 #include "step_backend.h"
@@ -78,6 +79,9 @@ struct ServerConfig {
     RequestDefaults defaults;          // llama-server's sampling flags
     bool slots_endpoint = true;        // --slots / --no-slots: serve GET /slots
     bool props_writable = false;       // --props: POST /props may change the defaults
+    // Speculative decoding per slot (--spec-type, --model-draft; scheduler.h): draft_model is the
+    // resolved .gguf when type is draft.
+    SpecOptions spec;
 };
 
 class ServerVision;  // vision.h

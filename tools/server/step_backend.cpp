@@ -32,8 +32,14 @@ public:
         return n;
     }
 
+    // Speculation needs every row's logits: serve_command.cpp refuses it with --engine-per-slot.
+    void keep(int seq, size_t n) override {
+        if (n < at(seq).cached_tokens().size()) fail("keep: the engine-per-slot backend drops no drafts");
+    }
+
     void step(std::vector<SeqStep>& batch) override {
         for (SeqStep& s : batch) {
+            if (s.all_logits) fail("step: the engine-per-slot backend gives no logits per token (no speculation)");
             s.logits.clear();
             at(s.seq).append(s.tokens.data(), s.tokens.size(), &s.logits);
             if (!s.want_logits) s.logits.clear();
@@ -97,6 +103,24 @@ public:
         return n;
     }
 
+    void keep(int seq, size_t n) override {
+        std::vector<int32_t>& cached = cached_[index(seq)];
+        if (n >= cached.size()) return;
+        const size_t kept = model_->truncate(n, seq);
+        std::vector<int32_t> again(cached.begin() + std::ptrdiff_t(kept), cached.begin() + std::ptrdiff_t(n));
+        cached.resize(kept);
+        for (int32_t id : again)
+            if (id < 0) fail("keep: sequence %d would recompute image rows it no longer has", seq);
+        for (size_t from = 0; from < again.size();) {  // in steps the cache takes
+            std::vector<SeqStep> one(1);
+            one[0].seq = seq;
+            const size_t n_step = std::min(again.size() - from, max_step_tokens());
+            one[0].tokens.assign(again.begin() + std::ptrdiff_t(from), again.begin() + std::ptrdiff_t(from + n_step));
+            step(one);
+            from += one[0].tokens.size();
+        }
+    }
+
     void step(std::vector<SeqStep>& batch) override {
         tokens_.clear();
         seqs_.clear();
@@ -115,10 +139,11 @@ public:
             if (took < item.tokens.size()) {
                 item.tokens.resize(took);
                 item.want_logits = false;
+                item.all_logits = false;
             }
             tokens_.insert(tokens_.end(), item.tokens.begin(), item.tokens.end());
             seqs_.insert(seqs_.end(), item.tokens.size(), item.seq);
-            marks_.insert(marks_.end(), item.tokens.size(), 0);
+            marks_.insert(marks_.end(), item.tokens.size(), item.want_logits && item.all_logits ? 1 : 0);
             if (item.want_logits) marks_.back() = 1;
             if (rows) append_rows(item, n_embd);
             if (groups) {
@@ -143,9 +168,10 @@ public:
             cached.insert(cached.end(), item.tokens.begin(), item.tokens.end());
             item.logits.clear();
             if (!item.want_logits) continue;
+            const size_t rows = item.all_logits ? item.tokens.size() : 1;
             const float* r = logits_.data() + row * n_vocab;
-            item.logits.assign(r, r + n_vocab);
-            ++row;
+            item.logits.assign(r, r + rows * n_vocab);
+            row += rows;
         }
     }
 

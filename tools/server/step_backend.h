@@ -24,7 +24,9 @@ struct SeqStep {
     const float* embd = nullptr;     // [n, n_embd] image rows, read where tokens < 0 (nullptr: text only)
     const int32_t* group = nullptr;  // [n] bidirectional spans (Batch::group), or nullptr
     bool want_logits = false;
-    std::vector<float> logits;  // [n_vocab] next-token logits after the last token, when wanted
+    bool all_logits = false;  // with want_logits: the logits after every token (verifying a draft)
+    std::vector<float>
+        logits;  // [n_vocab] next-token logits after the last token, when wanted; [n, n_vocab] with all_logits
 };
 
 class StepBackend {
@@ -43,9 +45,12 @@ public:
     virtual size_t begin(int seq, const std::vector<int32_t>& prompt) = 0;
     // Drops everything sequence `seq` holds; returns how many tokens that was.
     virtual size_t erase(int seq) = 0;
+    // Keeps the first n tokens sequence `seq` holds (the rows of rejected drafts go); where the
+    // cache can only restore an earlier state, the tokens from there to n are computed again.
+    virtual void keep(int seq, size_t n) = 0;
     // Appends each item's tokens to its sequence (at most one item per sequence). An item may be
     // cut short (its cache takes fewer tokens this step, e.g. a sliding window): its tokens are
-    // then resized to what was appended and want_logits cleared.
+    // then resized to what was appended and want_logits and all_logits cleared.
     virtual void step(std::vector<SeqStep>& batch) = 0;
     // Most tokens one step takes over all items.
     virtual size_t max_step_tokens() const = 0;
