@@ -20,9 +20,12 @@ constexpr size_t kTokenBlockBytes = 128 * 1024;  // activations of one token blo
 // (4 of them and 2 token rows) leave L1, and were measured slower than converting in the tile.
 constexpr size_t kWidenMinTokens = 3;
 constexpr size_t kWidenMaxIn = 1024;
-// Up to this many tokens (decode steps of several sequences) go through panel_decode; more share
-// unpacked panels (docs/PERFORMANCE.md, "Decode steps of several sequences").
-constexpr size_t kDecodeMaxTokens = 2;
+// Up to this many tokens (decode steps of several sequences, verification steps of speculative
+// decoding) go through panel_decode; more share unpacked panels, whose unpacking costs about as much
+// at 3 tokens as at 6 (docs/PERFORMANCE.md, "Decode steps of several sequences"; at 3 tokens,
+// 2 threads of the AVX-512 Xeon, tests/tools/spec_cost_probe.cpp: smollm2 1.9x a one-token step
+// against 3.0x through panels, qwen2.5-coder-0.5b 2.5x against 3.0x, -1.5b 1.8x against 2.7x).
+constexpr size_t kDecodeMaxTokens = 3;
 // Row ranges per thread of a matmul of more tokens than that: claimed as threads come free, so a
 // slowed thread (a busy host, a smaller core) does not hold the others up. Zen 5 VM, qwen2.5-coder
 // pp512 at 2 threads, AVX2 table: one range 96-100 tok/s, 8 ranges 104-106 (docs/PERFORMANCE.md).
