@@ -30,6 +30,9 @@ constexpr size_t kJudgeAfter = 3;
 // What a verified draft adds to a step, as a fraction of a plain step, until measured: a quarter to a
 // half on the CPU tables measured (tests/tools/spec_cost_probe.cpp, qwen2.5-coder 0.5b/1.5b).
 constexpr double kExtraPrior = 0.3;
+// Drafts of a drafter's first step after a switch-off: a cheap step (3 tokens go through the
+// one-token kernels) that measures whether it pays again.
+constexpr size_t kProbeLength = 2;
 // Weight of earlier steps in a drafter's acceptance estimate (per step): about the last five steps
 // count, so the estimate follows a reply from copied passages to new text and back.
 constexpr double kAcceptanceDecay = 0.8;
@@ -49,18 +52,75 @@ NgramDrafter::NgramDrafter(size_t ngram_min, size_t ngram_max) : ngram_min_(ngra
 
 void NgramDrafter::draft(const std::vector<int32_t>& history, size_t max, std::vector<int32_t>* out) {
     out->clear();
+    learn_substitution(history);
+    last_source_.clear();
+    last_size_ = history.size();
     const size_t n_hist = history.size();
     for (size_t n = std::min(ngram_max_, n_hist > 0 ? n_hist - 1 : 0); n >= ngram_min_ && n > 0; --n) {
         const int32_t* key = history.data() + n_hist - n;
         if (std::any_of(key, key + n, [](int32_t id) { return id < 0; })) continue;  // image rows never match
-        // The latest earlier occurrence: its continuation is the likeliest to repeat.
-        for (size_t start = n_hist - n; start-- > 0;) {
-            if (!std::equal(key, key + n, history.data() + start)) continue;
-            for (size_t i = start + n; i < n_hist && out->size() < max && history[i] >= 0; ++i)
-                out->push_back(history[i]);
-            if (!out->empty()) return;
+        const size_t start = find_match(history, n);
+        if (start == SIZE_MAX) continue;
+        for (size_t i = start + n; i < n_hist && out->size() < max && history[i] >= 0; ++i) {
+            last_source_.push_back(history[i]);
+            out->push_back(substitute(history[i]));
+        }
+        if (!out->empty()) {
+            cursor_ = start + n + out->size();
+            return;
         }
     }
+}
+
+int32_t NgramDrafter::substitute(int32_t id) const {
+    const auto it = substitutions_.find(id);
+    return it == substitutions_.end() ? id : it->second;
+}
+
+// The reply went on differently from the previous draft at its first wrong token: where the
+// source had x the reply has r. A rename (lst -> samples) repeats that at every later x, so later
+// drafts copy x as r; a one-off difference is overwritten (or dropped) by the next one.
+void NgramDrafter::learn_substitution(const std::vector<int32_t>& history) {
+    if (history.size() < last_size_) {  // another conversation
+        substitutions_.clear();
+        cursor_ = SIZE_MAX;
+        return;
+    }
+    for (size_t j = 0; j < last_source_.size() && last_size_ + j < history.size(); ++j) {
+        const int32_t x = last_source_[j], r = history[last_size_ + j];
+        if (r == substitute(x)) continue;
+        if (r == x) {
+            substitutions_.erase(x);
+        } else if (r >= 0 && (substitutions_.size() < kMaxSubstitutions || substitutions_.count(x) != 0)) {
+            substitutions_[x] = r;
+        }
+        return;
+    }
+}
+
+// Where the last n tokens of the history occurred before (the start of the occurrence), SIZE_MAX
+// when nowhere; earlier tokens are compared after the learnt substitutions. A reply that copies its
+// input (an edit, a quote) moves through the source in order: an occurrence just after where the
+// last draft came from continues that copy, so it comes first (the latest occurrence of a short
+// suffix like ", window" is often elsewhere); then the latest.
+size_t NgramDrafter::find_match(const std::vector<int32_t>& history, size_t n) const {
+    const size_t n_hist = history.size();
+    const int32_t* key = history.data() + n_hist - n;
+    const size_t last_start = n_hist - n;  // the suffix itself
+    const auto matches = [&](size_t start) {
+        for (size_t i = 0; i < n; ++i)
+            if (substitute(history[start + i]) != key[i]) return false;
+        return true;
+    };
+    if (cursor_ < last_start) {
+        const size_t near_begin = cursor_ > n ? cursor_ - n : 0;
+        const size_t near_end = std::min(last_start, cursor_ + kNearTokens);
+        for (size_t start = near_begin; start < near_end; ++start)
+            if (matches(start)) return start;
+    }
+    for (size_t start = last_start; start-- > 0;)
+        if (matches(start)) return start;
+    return SIZE_MAX;
 }
 
 // ---- draft model ----
@@ -178,10 +238,6 @@ int SpecDecoder::propose(const std::vector<int32_t>& history, size_t max, std::v
     for (size_t i : order) {
         Arm& arm = arms_[i];
         const size_t length = options_.adaptive ? best_length(arm, max) : max;
-        if (length == 0) {  // predicted not to pay: off for a while, then probed afresh
-            switch_off(arm);
-            continue;
-        }
         const Clock::time_point start = Clock::now();
         arm.drafter->draft(history, length, out);
         const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -196,21 +252,21 @@ int SpecDecoder::propose(const std::vector<int32_t>& history, size_t max, std::v
 }
 
 // The draft length with the most tokens per second by the measured costs: a step verifying k
-// drafts costs plain_s + k (extra_s + the drafter's seconds per token) and yields
+// drafts costs step_seconds(k + 1) + k times the drafter's seconds per token and yields
 // (1 - a^(k+1)) / (1 - a) tokens when each draft is kept with probability a (a run of kept drafts
-// ends at the first miss). 0 when no length beats a plain step.
+// ends at the first miss). At least 1: whether drafting pays at all is judged on what the steps
+// delivered (record()), not on this estimate, which one unlucky draft can sink.
 size_t SpecDecoder::best_length(const Arm& arm, size_t max) const {
     if (plain_s_ == 0.0) return std::min<size_t>(max, 4);  // no costs measured yet
+    if (arm.probe) return std::min<size_t>(max, kProbeLength);
     const double a = arm.kept / (arm.kept + arm.missed);
-    const double extra = extra_s_ > 0.0 ? extra_s_ : kExtraPrior * plain_s_;
-    const double per_draft = extra + arm.draft_s_per_token;
-    double best_rate = kKeepMargin / plain_s_;
-    size_t best = 0;
+    double best_rate = 0.0;
+    size_t best = 1;
     double a_pow = a;  // a^(k+1) below, starting at k = 0
     for (size_t k = 1; k <= max; ++k) {
         a_pow *= a;
         const double expected = a >= 1.0 ? static_cast<double>(k + 1) : (1.0 - a_pow) / (1.0 - a);
-        const double rate = expected / (plain_s_ + static_cast<double>(k) * per_draft);
+        const double rate = expected / (step_seconds(k + 1) + static_cast<double>(k) * arm.draft_s_per_token);
         if (rate > best_rate) {
             best_rate = rate;
             best = k;
@@ -219,12 +275,22 @@ size_t SpecDecoder::best_length(const Arm& arm, size_t max) const {
     return best;
 }
 
+// A step of n tokens: as measured (moving average), else a plain step plus n - 1 times the
+// measured (or assumed) cost of one more token. Steps of some sizes cost more than their
+// neighbours (a kernel path changes with the token count), which only measurements show.
+double SpecDecoder::step_seconds(size_t n) const {
+    if (n < step_s_.size() && step_s_[n] > 0.0) return step_s_[n];
+    const double extra = extra_s_ > 0.0 ? extra_s_ : kExtraPrior * plain_s_;
+    return plain_s_ + static_cast<double>(n - 1) * extra;
+}
+
 void SpecDecoder::switch_off(Arm& arm) {
     arm.off_span = arm.off_span == 0 ? kFirstOffSpan : std::min(kMaxOffSpan, arm.off_span * 2);
     arm.off_until = steps_ + arm.off_span;
     arm.samples = 0;
     arm.tokens_per_s = 0.0;  // measured afresh when it comes back
     arm.kept = arm.missed = 1.0;
+    arm.probe = true;  // its first step back drafts a little whatever the estimate says
 }
 
 void SpecDecoder::record(int drafter, size_t drafted, size_t accepted, double seconds) {
@@ -238,6 +304,9 @@ void SpecDecoder::record(int drafter, size_t drafted, size_t accepted, double se
     const double verify_s = std::max(0.0, seconds - draft_seconds_);
     if (plain_s_ > 0.0 && drafted > 0)
         extra_s_ = blend(extra_s_, std::max(0.0, verify_s - plain_s_) / static_cast<double>(drafted));
+    if (drafted + 1 >= step_s_.size()) step_s_.resize(drafted + 2, 0.0);
+    step_s_[drafted + 1] = blend(step_s_[drafted + 1], verify_s);
+    arm.probe = false;
     arm.kept = kAcceptanceDecay * arm.kept + static_cast<double>(accepted);
     arm.missed = kAcceptanceDecay * arm.missed + (accepted < drafted ? 1.0 : 0.0);
     arm.tokens_per_s = blend(arm.tokens_per_s, static_cast<double>(accepted + 1) / seconds);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/spec_options.h"
@@ -34,9 +35,11 @@ public:
 };
 
 // Prompt lookup (Saxena 2023; llama.cpp's ngram-simple): the longest suffix of the history, from
-// ngram_max down to ngram_min tokens, found earlier in the history; the tokens that followed its
-// latest earlier occurrence are the draft. Free to compute; strong where replies copy their input
-// (code edits, summaries that quote, repeated structure).
+// ngram_max down to ngram_min tokens, found earlier in the history; the tokens that followed that
+// occurrence are the draft: the one just after where the previous draft came from (a copy going on),
+// else the latest; a token the reply replaced at an earlier draft's first miss (a rename) is copied
+// as its replacement. Free to compute; strong where replies copy their input (code edits,
+// summaries that quote, repeated structure).
 class NgramDrafter final : public Drafter {
 public:
     NgramDrafter(size_t ngram_min, size_t ngram_max);
@@ -44,7 +47,17 @@ public:
     void draft(const std::vector<int32_t>& history, size_t max, std::vector<int32_t>* out) override;
 
 private:
+    static constexpr size_t kNearTokens = 32;  // how far past the previous draft's source a copy may resume
+    static constexpr size_t kMaxSubstitutions = 64;
+    size_t find_match(const std::vector<int32_t>& history, size_t n) const;
+    void learn_substitution(const std::vector<int32_t>& history);
+    int32_t substitute(int32_t id) const;
+
     size_t ngram_min_, ngram_max_;
+    size_t cursor_ = SIZE_MAX;          // history index just past the source of the previous draft; SIZE_MAX: none
+    std::vector<int32_t> last_source_;  // the source tokens the previous draft copied
+    size_t last_size_ = 0;              // the history's length at the previous draft
+    std::unordered_map<int32_t, int32_t> substitutions_;  // source token -> the token the reply has instead
 };
 
 // A small model with the same vocabulary drafting greedily; it keeps its own cache of the history
@@ -120,14 +133,17 @@ private:
         size_t off_until = 0;             // switched off until this many steps have passed
         size_t off_span = 0;              // steps of the last switch-off (doubles on each failure)
         size_t samples = 0;               // steps measured since it (re)started
+        bool probe = false;               // its next step is a probe after a switch-off
     };
     size_t best_length(const Arm& arm, size_t max) const;
+    double step_seconds(size_t n) const;
     void switch_off(Arm& arm);
 
     SpecOptions options_;
     std::vector<Arm> arms_;
     double plain_s_ = 0.0;        // moving average of a plain step's seconds
     double extra_s_ = 0.0;        // moving average of the seconds each drafted token adds to a step
+    std::vector<double> step_s_;  // [n] moving average of a verification step of n tokens (0: none yet)
     double draft_seconds_ = 0.0;  // drafting time of the proposal in flight
     size_t steps_ = 0;
 };

@@ -161,7 +161,42 @@ TEST(NgramDrafter, DraftsWhatFollowedTheLatestEarlierMatchOfTheLongestSuffix) {
     d.draft({4, 5, 6, -2, 9, 4, 5}, 8, &out);
     EXPECT_EQ(out, (std::vector<int32_t>{6}));
     EXPECT_THROW(NgramDrafter(0, 2), Error);
+}
+
+// A reply copying its input moves through it in order: after a draft from one place, a suffix that
+// also occurs later (", w" below) continues the copy where the draft left off, not at its latest
+// occurrence.
+TEST(NgramDrafter, ACopyGoesOnWhereThePreviousDraftCameFrom) {
+    NgramDrafter d(2, 2);
+    std::vector<int32_t> out;
+    // Source: f ( x , w ) : r = x , w + 1 ; g ( x , w ) ...  then the reply "f ( y".
+    std::vector<int32_t> h = {10, 11, 20, 12, 13, 14, 15, 16, 17, 20, 12, 13, 18, 19, 30, 11, 20, 12, 13, 14, 10, 11};
+    d.draft(h, 2, &out);  // suffix "f (" occurs at 0: draft "x ,"
+    EXPECT_EQ(out, (std::vector<int32_t>{20, 12}));
+    // The reply wrote y instead of x, then ","; the suffix ", w" (12 13) occurs at 3 (near the
+    // previous draft's source), at 10 and at 17 (latest): the copy goes on from 3.
+    h.insert(h.end(), {21, 12, 13});
+    d.draft(h, 3, &out);
+    EXPECT_EQ(out, (std::vector<int32_t>{14, 15, 16}));
     EXPECT_THROW(NgramDrafter(3, 2), Error);
+}
+
+// A rename: the reply wrote 50 where the draft (copying the source) had 12; later drafts copy every
+// 12 of the source as 50, and match the reply's "50" against the source's "12".
+TEST(NgramDrafter, ARenameSeenOnceIsAppliedToLaterDrafts) {
+    NgramDrafter d(2, 2);
+    std::vector<int32_t> out;
+    // Source: a ( 12 , b ) { c = 12 ; d = 12 + 1 } ; the reply so far "a (".
+    std::vector<int32_t> h = {1, 2, 12, 3, 4, 5, 6, 7, 12, 8, 9, 7, 12, 10, 11, 99, 1, 2};
+    d.draft(h, 4, &out);
+    EXPECT_EQ(out, (std::vector<int32_t>{12, 3, 4, 5}));
+    h.push_back(50);  // the model wrote 50 instead of 12 (then its own next token, 3)
+    h.push_back(3);
+    d.draft(h, 8, &out);  // suffix "50 3" matches the source's "12 3" once 12 reads as 50
+    EXPECT_EQ(out, (std::vector<int32_t>{4, 5, 6, 7, 50, 8, 9, 7}));
+    // A new, shorter conversation forgets the rename.
+    d.draft({1, 2, 12, 3, 1, 2}, 2, &out);
+    EXPECT_EQ(out, (std::vector<int32_t>{12, 3}));
 }
 
 TEST(DraftAcceptance, KeptAndReplacedTokensFollowTheModelsDistribution) {
