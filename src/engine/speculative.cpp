@@ -24,15 +24,15 @@ constexpr double kKeepMargin = 1.0;
 // Steps a failing drafter first sits out, and the most (doubling in between).
 constexpr size_t kFirstOffSpan = 16;
 constexpr size_t kMaxOffSpan = 512;
-// Steps a drafter runs (after a start or a switch-off) before its speed is judged: one unlucky
-// draft does not switch it off.
-constexpr size_t kJudgeAfter = 3;
+// Steps a drafter runs at its start before its speed is judged: one unlucky draft does not switch
+// it off. After a switch-off, its one probe step is judged at once.
+constexpr size_t kJudgeAfter = 2;
 // What a verified draft adds to a step, as a fraction of a plain step, until measured: a quarter to a
 // half on the CPU tables measured (tests/tools/spec_cost_probe.cpp, qwen2.5-coder 0.5b/1.5b).
 constexpr double kExtraPrior = 0.3;
-// Drafts of a drafter's first step after a switch-off: a cheap step (3 tokens go through the
-// one-token kernels) that measures whether it pays again.
-constexpr size_t kProbeLength = 2;
+// Drafts of a drafter's first step after a switch-off: the cheapest verification step (2 tokens)
+// that measures whether it pays again.
+constexpr size_t kProbeLength = 1;
 // Weight of earlier steps in a drafter's acceptance estimate (per step): about the last five steps
 // count, so the estimate follows a reply from copied passages to new text and back.
 constexpr double kAcceptanceDecay = 0.8;
@@ -287,8 +287,8 @@ double SpecDecoder::step_seconds(size_t n) const {
 void SpecDecoder::switch_off(Arm& arm) {
     arm.off_span = arm.off_span == 0 ? kFirstOffSpan : std::min(kMaxOffSpan, arm.off_span * 2);
     arm.off_until = steps_ + arm.off_span;
-    arm.samples = 0;
-    arm.tokens_per_s = 0.0;  // measured afresh when it comes back
+    arm.samples = kJudgeAfter - 1;  // the probe when it comes back is judged at once
+    arm.tokens_per_s = 0.0;         // measured afresh when it comes back
     arm.kept = arm.missed = 1.0;
     arm.probe = true;  // its first step back drafts a little whatever the estimate says
 }
