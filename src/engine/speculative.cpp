@@ -193,6 +193,11 @@ SpecDecoder::SpecDecoder(const SpecOptions& options, const Tokenizer& target, si
     : options_(options) {
     check_lengths(options_);
     if (options_.type == SpecType::off) return;
+    // Prompt lookup first: free, while the draft model's first draft costs a prefill of the whole
+    // conversation on it. Until measured, the draft model runs only where lookup has no guess.
+    Arm lookup;
+    lookup.drafter = std::make_unique<NgramDrafter>(options_.ngram_min, options_.ngram_max);
+    arms_.push_back(std::move(lookup));
     if (options_.type == SpecType::draft) {
         if (options_.draft_model.empty()) fail("spec_type draft needs a draft_model");
         Arm arm;
@@ -200,9 +205,6 @@ SpecDecoder::SpecDecoder(const SpecOptions& options, const Tokenizer& target, si
         arm.drafter = std::make_unique<ModelDrafter>(options_.draft_model, target, n_ctx, threads);
         arms_.push_back(std::move(arm));
     }
-    Arm lookup;
-    lookup.drafter = std::make_unique<NgramDrafter>(options_.ngram_min, options_.ngram_max);
-    arms_.push_back(std::move(lookup));
 }
 
 SpecDecoder::SpecDecoder(const SpecOptions& options, std::vector<std::unique_ptr<Drafter>> drafters)
