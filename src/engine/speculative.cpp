@@ -256,17 +256,19 @@ int SpecDecoder::propose(const std::vector<int32_t>& history, size_t max, std::v
 // The draft length with the most tokens per second by the measured costs: a step verifying k
 // drafts costs step_seconds(k + 1) + k times the drafter's seconds per token and yields
 // (1 - a^(k+1)) / (1 - a) tokens when each draft is kept with probability a (a run of kept drafts
-// ends at the first miss). At least 1: whether drafting pays at all is judged on what the steps
+// ends at the first miss). At least draft_min: whether drafting pays at all is judged on what the steps
 // delivered (record()), not on this estimate, which one unlucky draft can sink.
 size_t SpecDecoder::best_length(const Arm& arm, size_t max) const {
-    if (plain_s_ == 0.0) return std::min<size_t>(max, 4);  // no costs measured yet
-    if (arm.probe) return std::min<size_t>(max, kProbeLength);
+    const size_t least = options_.draft_min;                                 // shorter drafts are not verified
+    if (plain_s_ == 0.0) return std::min(max, std::max<size_t>(least, 4));  // no costs measured yet
+    if (arm.probe) return std::min(max, std::max(least, kProbeLength));
     const double a = arm.kept / (arm.kept + arm.missed);
     double best_rate = 0.0;
-    size_t best = 1;
+    size_t best = least;
     double a_pow = a;  // a^(k+1) below, starting at k = 0
     for (size_t k = 1; k <= max; ++k) {
         a_pow *= a;
+        if (k < least) continue;
         const double expected = a >= 1.0 ? static_cast<double>(k + 1) : (1.0 - a_pow) / (1.0 - a);
         const double rate = expected / (step_seconds(k + 1) + static_cast<double>(k) * arm.draft_s_per_token);
         if (rate > best_rate) {

@@ -343,6 +343,31 @@ TEST(SpecDecoder, DraftsWhileItPaysAndProbesRarelyWhenItDoesNot) {
     }
 }
 
+// Drafts shorter than draft_min are never verified, so the chosen lengths start there (a length
+// below it would draft nothing, measure nothing and never change).
+TEST(SpecDecoder, DraftLengthsRespectDraftMin) {
+    SpecOptions o;
+    o.type = SpecType::ngram;
+    o.draft_max = 8;
+    o.draft_min = 3;
+    std::vector<std::unique_ptr<Drafter>> d;
+    d.push_back(std::make_unique<GuessDrafter>());
+    SpecDecoder spec(o, std::move(d));
+    std::vector<int32_t> draft;
+    size_t drafting_steps = 0;
+    for (size_t step = 0; step < 50; ++step) {
+        const int arm = spec.propose({1, 2, 3}, 8, &draft);
+        if (arm < 0) {
+            spec.record(-1, 0, 0, 0.030);
+            continue;
+        }
+        ++drafting_steps;
+        EXPECT_GE(draft.size(), 3u);
+        spec.record(arm, draft.size(), draft.size() / 2, 0.030 + 0.004 * draft.size());
+    }
+    EXPECT_GT(drafting_steps, 0u);
+}
+
 TEST(SpecOptions, ParsesOurNamesAndLlamaCppsAndRejectsTheRest) {
     EXPECT_EQ(parse_spec_type("off"), SpecType::off);
     EXPECT_EQ(parse_spec_type("none"), SpecType::off);
