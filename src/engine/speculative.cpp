@@ -259,7 +259,7 @@ int SpecDecoder::propose(const std::vector<int32_t>& history, size_t max, std::v
 // ends at the first miss). At least draft_min: whether drafting pays at all is judged on what the steps
 // delivered (record()), not on this estimate, which one unlucky draft can sink.
 size_t SpecDecoder::best_length(const Arm& arm, size_t max) const {
-    const size_t least = options_.draft_min;                                 // shorter drafts are not verified
+    const size_t least = options_.draft_min;                                // shorter drafts are not verified
     if (plain_s_ == 0.0) return std::min(max, std::max<size_t>(least, 4));  // no costs measured yet
     if (arm.probe) return std::min(max, std::max(least, kProbeLength));
     const double a = arm.kept / (arm.kept + arm.missed);
