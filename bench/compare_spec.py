@@ -17,11 +17,12 @@ of a shared machine hits all of them alike. Each invocation reports its own deco
 after the first / time after the first token for ours, llama.cpp's "decoded N tokens in S seconds"
 for llama-speculative-simple, its "eval time" for llama-completion); load and prefill are excluded.
 
-Writes build/bench-results/speculative_<cpu-tag>.json (one row per run and a summary per thread count and
-prompt kind), appends one row per thread count, prompt and engine of ours (medians over the rounds,
-against llama.cpp's counterpart) to bench/results/history.jsonl, and prints a markdown table. --check-greedy instead checks exactness: for every prompt
-of spec_prompts.jsonl and spec_check_prompts.jsonl (50), ours with speculative decoding (draft and
-n-gram) must print exactly the text plain decoding prints.
+Writes build/bench-results/speculative_<cpu-tag>.json (one row per run and a summary per thread
+count and prompt kind), appends one row per thread count, prompt and engine of ours (medians over
+the rounds, against llama.cpp's counterpart) to bench/results/history.jsonl, and prints a markdown
+table. --check-greedy instead checks exactness: for every prompt of spec_prompts.jsonl and
+spec_check_prompts.jsonl (50), ours with speculative decoding (draft and n-gram) must print exactly
+the text plain decoding prints.
 
     PY=~/.cache/cactus/oracle/venv/bin/python
     $PY bench/compare_spec.py                                   # full run: 300 runs, ~2 h on 2 cores
