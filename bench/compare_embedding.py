@@ -110,7 +110,8 @@ def main():
 
 def history_rows(rows, a):
     """One history row per thread count: medians of both engines' texts/s, every sample in extra."""
-    out, date, commit, cpu, tier = [], history.now(), history.git_commit(), history.local_cpu(), history.local_tier(a.isa)
+    out, date, commit = [], history.now(), history.git_commit()
+    cpu, tier = history.local_cpu(), history.local_tier(a.isa)
     for threads in sorted({r["threads"] for r in rows}):
         ours = [r["texts_per_s"] for r in rows if r["threads"] == threads and r["engine"] == "cactus"]
         theirs = [r["texts_per_s"] for r in rows if r["threads"] == threads and r["engine"] != "cactus"]

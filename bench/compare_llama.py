@@ -108,7 +108,8 @@ def machine_summary():
         lscpu = subprocess.run(["lscpu"], stdout=subprocess.PIPE, text=True).stdout
         for line in lscpu.splitlines():
             key, _, value = line.partition(":")
-            if key.strip() in ("Model name", "Vendor ID", "CPU family", "Model", "CPU(s)", "Thread(s) per core", "Core(s) per socket", "L1d cache",
+            if key.strip() in ("Model name", "Vendor ID", "CPU family", "Model", "CPU(s)", "Thread(s) per core",
+                               "Core(s) per socket", "L1d cache",
                                "L2 cache", "L3 cache", "Hypervisor vendor", "CPU max MHz"):
                 info[key.strip()] = value.strip()
         flags = next((l for l in lscpu.splitlines() if l.startswith("Flags:")), "")
