@@ -113,7 +113,7 @@ def machine_summary():
                                "L2 cache", "L3 cache", "Hypervisor vendor", "CPU max MHz"):
                 info[key.strip()] = value.strip()
         flags = next((l for l in lscpu.splitlines() if l.startswith("Flags:")), "")
-        info["simd"] = " ".join(f for f in ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni",
+        info["simd"] = " ".join(f for f in ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8",
                                             "avx512_bf16") if (" %s " % f) in flags + " ")
         with open("/proc/meminfo") as f:
             info["MemTotal"] = f.readline().split(":")[1].strip()
