@@ -8,7 +8,8 @@ wall-time difference between a run over the texts repeated R times and a run ove
 with the same load and warm-up: (T_R - T_1) / (R - 1). Batches of up to --llama-batch tokens pack
 as many texts as fit, as llama-embedding does.
 
-Prints a table and writes one JSON row per (engine, threads, round) to --out.
+Prints a table, writes one JSON row per (engine, threads, round) to --out and appends one row per thread
+count (medians of texts/s) to bench/results/history.jsonl.
 Usage: bench/compare_embedding.py --model ~/.cache/cactus/models/all-minilm-l6-v2.gguf \\
          --llama-embedding PATH [--texts FILE] [--threads 1,2] [--rounds 3] [--out FILE]
 """
@@ -17,8 +18,12 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import history  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -64,6 +69,8 @@ def main():
     p.add_argument("--llama-batch", type=int, default=1024)
     p.add_argument("--isa", default="", help="CACTUS_CPU_ISA for cactus (e.g. avx2)")
     p.add_argument("--out")
+    p.add_argument("--history", default=history.HISTORY, help="rows are appended here (default %(default)s)")
+    p.add_argument("--no-history", action="store_true", help="do not append rows to the history file")
     a = p.parse_args()
     texts = open(a.texts).read().split("\n") if a.texts else default_texts()
     texts = [t for t in texts if t]
@@ -97,6 +104,23 @@ def main():
         with open(a.out, "w") as f:
             for row in rows:
                 f.write(json.dumps(row) + "\n")
+    if not a.no_history:
+        history.append_rows(history_rows(rows, a), a.history)
+
+
+def history_rows(rows, a):
+    """One history row per thread count: medians of both engines' texts/s, every sample in extra."""
+    out, date, commit = [], history.now(), history.git_commit()
+    cpu, tier = history.local_cpu(), history.local_tier(a.isa)
+    for threads in sorted({r["threads"] for r in rows}):
+        ours = [r["texts_per_s"] for r in rows if r["threads"] == threads and r["engine"] == "cactus"]
+        theirs = [r["texts_per_s"] for r in rows if r["threads"] == threads and r["engine"] != "cactus"]
+        out.append(history.make_row(
+            date=date, commit=commit, cpu=cpu, tier=tier, device="cpu", file=os.path.basename(a.model),
+            threads=threads, test="embed %d texts" % rows[0]["texts"], ours=statistics.median(ours),
+            peer=statistics.median(theirs), peer_name="llama.cpp llama-embedding", unit="texts/s",
+            source="bench/compare_embedding.py", extra={"ours_samples": ours, "peer_samples": theirs}))
+    return out
 
 
 if __name__ == "__main__":

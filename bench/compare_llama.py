@@ -11,8 +11,10 @@ read into buffers, the `--mmap 0` of older versions). Also measures memory bandw
 repetition at the row's thread count, so each row's bound is read in the same minutes as its decode
 (a shared host's bandwidth drifts by a third within a run).
 
-Writes OUT/compare.json, OUT/compare.md (the tables) and OUT/compare.png (a bar plot, when
-matplotlib is importable). Usage:
+Appends one row per model, thread count and test to bench/results/history.jsonl (bench/history.py
+names the fields; bench/perf_report.py renders docs/PERFORMANCE.md's tables from them), and writes
+OUT/compare.json (every sample, the machine, both builds), OUT/compare.md (the tables) and
+OUT/compare.png (a bar plot, when matplotlib is importable). Usage:
 
     ~/.cache/cactus/oracle/venv/bin/python bench/compare_llama.py            # full run
     ~/.cache/cactus/oracle/venv/bin/python bench/compare_llama.py --reps 1 -p 32 -n 8 --threads 1
@@ -26,6 +28,9 @@ import statistics
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import history  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS_DIR = os.environ.get("CACTUS_MODELS", os.path.expanduser("~/.cache/cactus/models"))
@@ -47,13 +52,17 @@ def parse_args():
     p.add_argument("--isa", choices=["native", "avx2"], default="native",
                    help="kernel tier of both engines: native (everything this CPU has) or avx2 (cactus with "
                         "CACTUS_CPU_ISA=avx2, llama-bench built with AVX/AVX2/FMA/F16C only)")
-    p.add_argument("--out", default=None, help="output folder (default bench/results, bench/results/avx2 for --isa avx2)")
+    p.add_argument("--out", default=None,
+                   help="folder of compare.json/.md/.png (default build/bench-results, build/bench-results/avx2 "
+                        "for --isa avx2)")
+    p.add_argument("--history", default=history.HISTORY, help="rows are appended here (default %(default)s)")
+    p.add_argument("--no-history", action="store_true", help="do not append rows to the history file")
     p.add_argument("--membw-mib", type=int, default=256, help="buffer size of the bandwidth test")
     p.add_argument("--timeout", type=int, default=1800, help="seconds allowed per invocation")
     args = p.parse_args()
     args.threads = [int(t) for t in args.threads.split(",") if t.strip()]
     if args.out is None:
-        args.out = os.path.join(REPO, "bench", "results", *(["avx2"] if args.isa == "avx2" else []))
+        args.out = os.path.join(REPO, "build", "bench-results", *(["avx2"] if args.isa == "avx2" else []))
     if args.reps < 1 or not args.threads or min(args.threads) < 1:
         p.error("--reps must be >= 1 and --threads a list of positive integers")
     if args.n_prompt < 1 or args.n_gen < 1:
@@ -99,11 +108,12 @@ def machine_summary():
         lscpu = subprocess.run(["lscpu"], stdout=subprocess.PIPE, text=True).stdout
         for line in lscpu.splitlines():
             key, _, value = line.partition(":")
-            if key.strip() in ("Model name", "CPU(s)", "Thread(s) per core", "Core(s) per socket", "L1d cache",
+            if key.strip() in ("Model name", "Vendor ID", "CPU family", "Model", "CPU(s)", "Thread(s) per core",
+                               "Core(s) per socket", "L1d cache",
                                "L2 cache", "L3 cache", "Hypervisor vendor", "CPU max MHz"):
                 info[key.strip()] = value.strip()
         flags = next((l for l in lscpu.splitlines() if l.startswith("Flags:")), "")
-        info["simd"] = " ".join(f for f in ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni",
+        info["simd"] = " ".join(f for f in ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8",
                                             "avx512_bf16") if (" %s " % f) in flags + " ")
         with open("/proc/meminfo") as f:
             info["MemTotal"] = f.readline().split(":")[1].strip()
@@ -312,6 +322,9 @@ def main():
         f.write(table)
     plotted = plot(rows, os.path.join(args.out, "compare.png"))
     print("compare_llama: wrote %s/compare.json, compare.md%s" % (args.out, ", compare.png" if plotted else ""))
+    if not args.no_history:
+        n = history.append_rows(history.rows_from_llama_compare(doc), args.history)
+        print("compare_llama: appended %d rows to %s (python3 bench/perf_report.py renders them)" % (n, args.history))
 
 
 if __name__ == "__main__":

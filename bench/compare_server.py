@@ -3,11 +3,13 @@ per-request decode rate and aggregate throughput at 1, 4 and 16 concurrent strea
 Both servers run side by side on 127.0.0.1 (started here, one at a time per level, alternated).
     python3 bench/compare_server.py [--model PATH] [--slots 16] [--threads 2] [--clients 1,4,16]
 llama-server comes from bench/build_llama_tool.sh llama-server (built once into ~/.cache, never committed).
-Prints a table and writes JSON to bench/results/server_compare.json."""
+Prints a table, writes JSON to build/bench-results/server_compare_<peer>.json and appends one row per
+client count (medians of aggregate tok/s) to bench/results/history.jsonl."""
 import argparse
 import json
 import os
 import signal
+import statistics
 import socket
 import subprocess
 import sys
@@ -15,6 +17,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import history  # noqa: E402
 import server_load  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -81,9 +84,11 @@ def main():  # noqa: C901
                     help="what cactus serve is compared with")
     ap.add_argument("--repeats", type=int, default=1, help="alternated runs per level")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--history", default=history.HISTORY, help="rows are appended here (default %(default)s)")
+    ap.add_argument("--no-history", action="store_true", help="do not append rows to the history file")
     args = ap.parse_args()
     if args.out is None:
-        args.out = os.path.join(REPO, "bench", "results", "server_compare_%s.json" % args.peer)
+        args.out = os.path.join(REPO, "build", "bench-results", "server_compare_%s.json" % args.peer)
     if args.peer == "llama-server" and args.llama_server is None:
         script = os.path.join(REPO, "bench", "build_llama_tool.sh")
         args.llama_server = subprocess.run(["bash", script, "llama-server"], check=True, stdout=subprocess.PIPE,
@@ -111,6 +116,23 @@ def main():  # noqa: C901
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump({"model": args.model, "slots": args.slots, "threads": args.threads, "rows": rows}, f, indent=1)
+    if not args.no_history:
+        history.append_rows(history_rows(rows, args), args.history)
+
+
+def history_rows(rows, args):
+    """One history row per client count: medians of cactus's and the peer's aggregate tok/s."""
+    out, date, commit, cpu, tier = [], history.now(), history.git_commit(), history.local_cpu(), history.local_tier()
+    for clients in sorted({r["clients"] for r in rows}):
+        ours = [r for r in rows if r["clients"] == clients and r["server"] == "cactus"]
+        theirs = [r for r in rows if r["clients"] == clients and r["server"] != "cactus"]
+        out.append(history.make_row(
+            date=date, commit=commit, cpu=cpu, tier=tier, device="cpu", file=os.path.basename(args.model),
+            threads=args.threads, test="serve c%d aggregate" % clients,
+            ours=statistics.median(r["aggregate_tps"] for r in ours),
+            peer=statistics.median(r["aggregate_tps"] for r in theirs) if theirs else None, peer_name=args.peer,
+            unit="tok/s", source="bench/compare_server.py", extra={"slots": args.slots, "runs": ours + theirs}))
+    return out
 
 
 if __name__ == "__main__":

@@ -17,10 +17,12 @@ of a shared machine hits all of them alike. Each invocation reports its own deco
 after the first / time after the first token for ours, llama.cpp's "decoded N tokens in S seconds"
 for llama-speculative-simple, its "eval time" for llama-completion); load and prefill are excluded.
 
-Writes bench/results/speculative_<cpu-tag>.json (one row per run and a summary per thread count and
-prompt kind) and prints a markdown table. --check-greedy instead checks exactness: for every prompt
-of spec_prompts.jsonl and spec_check_prompts.jsonl (50), ours with speculative decoding (draft and
-n-gram) must print exactly the text plain decoding prints.
+Writes build/bench-results/speculative_<cpu-tag>.json (one row per run and a summary per thread
+count and prompt kind), appends one row per thread count, prompt and engine of ours (medians over
+the rounds, against llama.cpp's counterpart) to bench/results/history.jsonl, and prints a markdown
+table. --check-greedy instead checks exactness: for every prompt of spec_prompts.jsonl and
+spec_check_prompts.jsonl (50), ours with speculative decoding (draft and n-gram) must print exactly
+the text plain decoding prints.
 
     PY=~/.cache/cactus/oracle/venv/bin/python
     $PY bench/compare_spec.py                                   # full run: 300 runs, ~2 h on 2 cores
@@ -39,6 +41,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare_llama import find_cactus, git_commit, machine_summary  # noqa: E402
+import history  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS_DIR = os.environ.get("CACTUS_MODELS", os.path.expanduser("~/.cache/cactus/models"))
@@ -115,7 +118,9 @@ def parse_args():
     p.add_argument("--cactus", default=None, help="cactus binary (default $CACTUS_BUILD_DIR/bin/cactus)")
     p.add_argument("--llama-bin", default=None, help="folder of llama.cpp's tools (default: build/cached)")
     p.add_argument("--cpu-tag", default=None, help="results file tag (default: from lscpu, e.g. xeon-2core)")
-    p.add_argument("--out", default=None, help="results JSON (default bench/results/speculative_<cpu-tag>.json)")
+    p.add_argument("--out", default=None, help="results JSON (default build/bench-results/speculative_<cpu-tag>.json)")
+    p.add_argument("--history", default=history.HISTORY, help="rows are appended here (default %(default)s)")
+    p.add_argument("--no-history", action="store_true", help="do not append rows to the history file")
     p.add_argument("--keep-text", action="store_true", help="keep every reply's text in the results rows")
     p.add_argument("--timeout", type=int, default=1800, help="seconds allowed per invocation")
     args = p.parse_args()
@@ -510,7 +515,7 @@ def main():
     if args.check_greedy:
         rows, failures = check_greedy(args, prompts)
         meta.update({"threads": args.threads[-1], "rows": rows, "identical": len(rows) - failures, "runs": len(rows)})
-        write_json(args.out or os.path.join(REPO, "bench", "results", "speculative_check_%s.json" % tag), meta)
+        write_json(args.out or os.path.join(REPO, "build", "bench-results", "speculative_check_%s.json" % tag), meta)
         return 1 if failures else 0
     if any(e.startswith("llama") for e in args.engines):
         args.llama_spec = find_llama_tool(LLAMA_SPEC_TOOL, args.llama_bin)
@@ -532,8 +537,33 @@ def main():
     meta.update({"threads": args.threads, "reps": args.reps, "engines": args.engines,
                  "llama_cpp": "llama-cpp-python 0.3.36 sdist: %s, %s" % (LLAMA_SPEC_TOOL, LLAMA_PLAIN_TOOL),
                  "same_text": same_text, "claims": claims, "summary": summary, "table": table, "rows": rows})
-    write_json(args.out or os.path.join(REPO, "bench", "results", "speculative_%s.json" % tag), meta)
+    write_json(args.out or os.path.join(REPO, "build", "bench-results", "speculative_%s.json" % tag), meta)
+    if not args.no_history:
+        history.append_rows(history_rows(rows, prompts, args, commit), args.history)
     return 0
+
+
+def history_rows(rows, prompts, args, commit):
+    """One history row per thread count, prompt and engine of ours: its median decode tok/s over the
+    rounds against llama.cpp's counterpart (llama_spec for a speculative engine, llama_plain for plain)."""
+    out, date, cpu, tier = [], history.now(), history.local_cpu(), history.local_tier()
+    ids = [p["id"] for p in prompts]
+    for threads in args.threads:
+        for engine in [e for e in args.engines if e.startswith("ours")]:
+            peer = "llama_plain" if engine == "ours_plain" else "llama_spec"
+            ours = per_prompt_medians(rows, threads, engine, ids)
+            theirs = per_prompt_medians(rows, threads, peer, ids) if peer in args.engines else {}
+            accept = per_prompt_medians(rows, threads, engine, ids, "acceptance")
+            for pid in ids:
+                out.append(history.make_row(
+                    date=date, commit=commit, cpu=cpu, tier=tier, device="cpu",
+                    file="%s + %s draft" % (os.path.basename(args.target), os.path.basename(args.draft)),
+                    threads=threads, test="decode %s %s" % (engine[len("ours_"):], pid), ours=ours[pid],
+                    peer=theirs.get(pid), peer_name="llama.cpp " + (LLAMA_PLAIN_TOOL if peer == "llama_plain"
+                                                                    else LLAMA_SPEC_TOOL),
+                    unit="tok/s", source="bench/compare_spec.py",
+                    extra={"acceptance": accept[pid], "draft_max": args.draft_max, "n_predict": args.n_predict}))
+    return out
 
 
 if __name__ == "__main__":

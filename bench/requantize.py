@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Requantizes a GGUF file with llama.cpp's own quantizer (llama_model_quantize of llama-cpp-python,
-allow_requantize on), for bench/compare_llama.py's "other quant mixes" rows (issue 11). Run with the
+allow_requantize on), for bench/compare_llama.py's "other quant mixes" rows. Run with the
 oracle venv's Python (scripts/setup_oracle.sh):
 
   ~/.cache/cactus/oracle/venv/bin/python bench/requantize.py ~/.cache/cactus/models/gemma3-270m.gguf Q8_0 \

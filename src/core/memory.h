@@ -24,8 +24,8 @@ private:
 
 // The read loop of the bandwidth measurements (`cactus bench --membw`, `matmul_bench --vs-read`):
 // the sum of n 64-bit words with independent accumulators so loads, not adds, limit the speed,
-// prefetching 32 KiB ahead as the decode kernels prefetch their next rows (on the machine of
-// docs/PERFORMANCE.md one thread reads 31 GB/s without, 37 GB/s with; 1, 2, 8, 16 KiB: 28 to 36).
+// prefetching 32 KiB ahead as the decode kernels prefetch their next rows (`cactus bench --membw` on
+// a Zen 5 VM: one thread reads 31 GB/s without, 37 GB/s with; 1, 2, 8, 16 KiB: 28 to 36).
 uint64_t sum_words(const uint64_t* words, size_t n);
 
 // Resident set size in bytes (includes mapped weights that are actually resident); 0 if unknown.

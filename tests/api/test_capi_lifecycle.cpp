@@ -214,7 +214,7 @@ TEST(CApiLifecycle, DestroyFromATokenCallbackReturnsAndTheCallEnds) {
 }
 
 // ignore_eos runs to max_tokens, except where a grammar has ended: no token may follow it, so the
-// reply stops there (it used to fail with "the grammar allows no next token").
+// reply stops there instead of failing with "the grammar allows no next token".
 TEST(CApiLifecycle, IgnoreEosStopsWhereTheGrammarEnds) {
     cactus_model_t model = shared_model("smollm2-135m");
     cactus_reset(model);

@@ -231,8 +231,8 @@ TEST(ChatTemplate, HostileNestingFailsCleanlyOnSmallStack) {
     });
 }
 
-// Chains the parser builds in loops (not by recursion) used to make trees as deep as the template
-// is long; evaluating or merely destroying them overflowed the stack. Each kind, 200,000 long.
+// Chains the parser builds in loops (not by recursion) must not make trees as deep as the template
+// is long: evaluating or merely destroying such a tree overflows the stack. Each kind, 200,000 long.
 TEST(ChatTemplate, HugeChainsFailCleanlyOnSmallStack) {
     on_small_stack([] {
         const int n = 200000;

@@ -324,8 +324,8 @@ def test_response_format_json_object_and_text_completions(server):
 
 def test_ignore_eos_with_tools_runs_to_max_tokens_and_a_forced_call_still_ends_the_reply(server):
     # ignore_eos keeps end-of-turn tokens out unless a grammar shapes the reply: with tools offered
-    # (auto) the reply runs to max_tokens; a forced call ends it right after the call (the end of
-    # turn accepted by the grammar used to leave it with no next token: a 500).
+    # (auto) the reply runs to max_tokens; a forced call ends it right after the call (once the
+    # grammar has accepted the end of turn no token may follow, which must end the reply, not a 500).
     tools = [{"type": "function", "function": {"name": "tool_%d" % i, "description": "Looks up item %d" % i,
                                                "parameters": {"type": "object", "required": ["query"],
                                                               "properties": {"query": {"type": "string"}}}}}

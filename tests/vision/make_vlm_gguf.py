@@ -389,7 +389,7 @@ def write_gemma3_text(path, n_embd=640, seed=3, n_layer=6, n_head=4, n_head_kv=1
     """A random-weight F32 gemma3 text GGUF (llama.cpp's gemma3 keys and tensors: q/k norms, post
     norms, five sliding layers then a global one) of the projector's width, with an SPM vocabulary
     holding the image markers. F32 weights and small widths: llama.cpp and we agree to KL < 1e-5 on
-    such files (docs/PERFORMANCE.md), so the image path can be compared sharply."""
+    such files (tests/vision/test_vision_gemma3.py), so the image path can be compared sharply."""
     rng = np.random.default_rng(seed)
     tokens, scores, types = text_vocab(GEMMA3_SPECIALS)
     wr = gguf.GGUFWriter(path, "gemma3")

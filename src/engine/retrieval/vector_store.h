@@ -1,6 +1,6 @@
 #pragma once
 // Brute-force nearest neighbours over unit vectors: exact, deterministic and fast enough for a
-// folder of notes (bench/results/rag_bench.jsonl: 10^5 chunks x 384 dims). fp32 rows keep the
+// folder of notes (bench/results/rag/rag_bench.jsonl: 10^5 chunks x 384 dims). fp32 rows keep the
 // dot product a plain loop the compiler vectorises.
 #include <cstddef>
 #include <cstdint>
