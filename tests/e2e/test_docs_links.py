@@ -68,7 +68,7 @@ def cited_paths(doc):
 def test_cited_paths_exist(doc):
     if not os.path.exists(os.path.join(REPO, doc)):
         pytest.fail("%s is missing" % doc)
-    missing = ["%s:%d: %s" % (doc, n, p) for n, p in cited_paths(doc) if not exists(p)]
+    missing = list(dict.fromkeys("%s:%d: %s" % (doc, n, p) for n, p in cited_paths(doc) if not exists(p)))
     assert not missing, "cited but not in the repository:\n" + "\n".join(missing)
 
 
