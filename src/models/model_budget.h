@@ -2,9 +2,9 @@
 // Memory a model will take beyond its (mapped) weights, predicted before anything is allocated,
 // and the checks that turn a hostile or careless size into an error with the figures instead of
 // a bad_alloc or the OOM killer. Independent of any architecture: callers pass plain sizes (the
-// decoder helpers in src/models/layers.cpp, the engine when it resizes a context).
+// decoder (src/models/decoder.cpp), the engine when it resizes a context).
 //
-// Order of a model load (see DESIGN.md, invariant "Hostile input"):
+// Order of a model load (docs/ARCHITECTURE.md, "Invariants": hostile input):
 //   1. hyper-parameters read and checked for consistency (no allocation sized by them);
 //   2. check_layer_count: every layer must have tensors in the file;
 //   3. every weight's shape checked against the hyper-parameters (the weights are in the file, so

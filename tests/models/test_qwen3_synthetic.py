@@ -3,7 +3,7 @@ apart from n_embd / n_head, GQA, tied output), llama.cpp (llama-cpp-python) and 
 (bin/model_probe, teacher forcing) score the same 48 tokens, and every row's log-probabilities must
 agree (both sides keep the KV cache in f16, as by default). A second file with an output head of
 its own and qk-norm weights far from 1 checks those paths too. (llama.cpp's qwen3 graph is known
-to agree with transformers to 1e-5 on such files; see /work/shared/MODELS.md.)"""
+to agree with transformers to 1e-5 on such files; see docs/MODELS.md.)"""
 import json
 import os
 import subprocess

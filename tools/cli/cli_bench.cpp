@@ -11,7 +11,7 @@
 //        tok/s = N / time of the N calls.
 //   One warm-up run of each, then `reps` timed repetitions; median, min, max and stddev.
 // Weights are copied into anonymous memory and locked there unless --no-mlock: mapped weights can
-// be paged out mid-run by the machine's reclaimer (see docs/DESIGN.md "Memory").
+// be paged out mid-run by the machine's reclaimer (docs/ARCHITECTURE.md, "Invariants": memory).
 #include <sys/resource.h>
 
 #include <algorithm>
