@@ -27,6 +27,12 @@ struct KnownModel {
     std::string convert = "";
 };
 
+// The model `cactus run`, `chat`, `serve` and `bench`, scripts/run.sh and the Python Model use when
+// none is named (`cactus list` marks it): the instruct model that answered most of
+// bench/data/first_run_prompts.jsonl right at the CLI's defaults (bench/first_run.py; README.md,
+// "Quick start"), 491 MB.
+inline constexpr const char* kDefaultModel = "qwen2.5-coder-0.5b";
+
 const std::vector<KnownModel>& known_models();
 const KnownModel* find_known_model(const std::string& name);
 
