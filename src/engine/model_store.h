@@ -28,9 +28,9 @@ struct KnownModel {
 };
 
 // The model `cactus run`, `chat`, `serve` and `bench`, scripts/run.sh and the Python Model use when
-// none is named (`cactus list` marks it): the instruct model that answered most of
-// bench/data/first_run_prompts.jsonl right at the CLI's defaults (bench/first_run.py; README.md,
-// "Quick start"), 491 MB.
+// none is named (`cactus list` marks it). Chosen on bench/first_run.py's pass rates against download
+// size: smollm2-135m answers the quick start's own question wrong, qwen2.5-coder-1.5b answers a few
+// more prompts right at 2.3 times the download (README.md, "Quick start").
 inline constexpr const char* kDefaultModel = "qwen2.5-coder-0.5b";
 
 const std::vector<KnownModel>& known_models();
