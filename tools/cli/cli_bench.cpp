@@ -47,7 +47,7 @@ using Clock = std::chrono::steady_clock;
 using Json = nlohmann::ordered_json;
 
 struct BenchArgs {
-    std::string model = "smollm2-135m";
+    std::string model = kDefaultModel;
     size_t n_prompt = 512;
     size_t n_gen = 128;
     size_t decode_prompt = 8;  // untimed tokens in the cache before the tgN test

@@ -7,11 +7,12 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "engine/model_store.h"
 
 namespace cactus::cli {
 
 struct ModelArgs {
-    std::string model = "smollm2-135m";
+    std::string model = kDefaultModel;
     int threads = 0;
     size_t ctx_size = 0;
     bool lock_weights = false;

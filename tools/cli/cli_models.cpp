@@ -51,8 +51,8 @@ int list_command() {
     for (const KnownModel& m : known_models()) {
         std::error_code ec;
         bool pulled = std::filesystem::is_regular_file(cached_model_path(m), ec);
-        std::printf("%-20s %-10.1f %-8s %s\n", m.name.c_str(), m.size_bytes / 1e6, pulled ? "yes" : "no",
-                    m.description.c_str());
+        std::printf("%-20s %-10.1f %-8s %s%s\n", m.name.c_str(), m.size_bytes / 1e6, pulled ? "yes" : "no",
+                    m.description.c_str(), m.name == kDefaultModel ? " — default" : "");
     }
     std::printf("\nstore: %s (set CACTUS_MODELS to move it)\n", model_cache_dir().c_str());
     return 0;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/handoff.h"
+#include "engine/model_store.h"
 #include "engine/spec_options.h"
 #include "metrics.h"
 #include "scheduler.h"
@@ -48,7 +49,7 @@ struct RequestDefaults {
 };
 
 struct ServerConfig {
-    std::string model = "smollm2-135m";
+    std::string model = kDefaultModel;
     std::string model_path;                  // resolved .gguf
     std::string alias;                       // name shown to clients; default: the model's short name
     std::vector<std::string> extra_aliases;  // more names of the model (--alias a,b,c): listed and accepted
