@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,46 @@ TEST(Utf8, InvalidBytesAdvanceByOne) {
     offset = 0;
     EXPECT_EQ(utf8::decode_one("\xef\xbf\xbd", offset), utf8::kReplacementChar);
     EXPECT_EQ(offset, 3u);
+}
+
+// The decoder BM25's word splitter and the server's whole-character prefix had of their own:
+// its length, 0 for an invalid or cut-short sequence. decode_one must accept exactly the same
+// sequences, with the same value, and step one byte where this returned 0.
+size_t reference_decode(const std::string& s, size_t i, uint32_t* cp) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return 0;
+    uint32_t v = n == 1 ? c : c & (0x7F >> n);
+    for (size_t k = 1; k < n; ++k) {
+        const unsigned char cc = static_cast<unsigned char>(s[i + k]);
+        if ((cc & 0xC0) != 0x80) return 0;
+        v = (v << 6) | (cc & 0x3F);
+    }
+    *cp = v;
+    return n;
+}
+
+TEST(Utf8, DecodeOneAcceptsWhatTheOtherDecodersAccepted) {
+    std::mt19937 rng(11);
+    // Bytes drawn mostly from lead and continuation ranges, so every branch is hit often.
+    const uint8_t picks[] = {0x00, 0x41, 0x7F, 0x80, 0x9F, 0xA0, 0xBF, 0xC0, 0xC2, 0xDF,
+                             0xE0, 0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xF7, 0xF8, 0xFE, 0xFF};
+    std::uniform_int_distribution<size_t> pick(0, sizeof picks - 1), length(1, 6);
+    for (int trial = 0; trial < 200000; ++trial) {
+        std::string s;
+        for (size_t k = length(rng); k > 0; --k) s += static_cast<char>(picks[pick(rng)]);
+        uint32_t want = 0;
+        const size_t n = reference_decode(s, 0, &want);
+        size_t offset = 0;
+        const uint32_t got = utf8::decode_one(s, offset);
+        if (n == 0) {
+            ASSERT_EQ(got, utf8::kReplacementChar) << trial;
+            ASSERT_EQ(offset, 1u) << trial;
+        } else {
+            ASSERT_EQ(got, want) << trial;
+            ASSERT_EQ(offset, n) << trial;
+        }
+    }
 }
 
 TEST(Utf8, StrictLengthRejectsOverlongsSurrogatesAndTooLarge) {
