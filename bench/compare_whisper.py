@@ -18,7 +18,7 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "tests", "audio"))
+sys.path.insert(0, os.path.join(REPO, "tests", "models", "audio"))
 from test_whisper_oracle import CACTUS, ct2_folder, gguf_path  # noqa: E402
 import whisper_cpp  # noqa: E402
 

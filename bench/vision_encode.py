@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "tests", "vision"))
+sys.path.insert(0, os.path.join(REPO, "tests", "models", "vision"))
 import make_vlm_gguf as mk  # noqa: E402
 import mtmd_oracle  # noqa: E402
 import vision_images  # noqa: E402

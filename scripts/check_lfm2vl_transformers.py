@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "tests", "vision"))
+sys.path.insert(0, os.path.join(REPO, "tests", "models", "vision"))
 sys.path.insert(0, os.path.join(REPO, "tests", "models"))
 import vision_images  # noqa: E402
 from hf_check_common import converter_on_path, kl, log_softmax, run_converter, save_text_model  # noqa: E402
@@ -194,7 +194,7 @@ def ours_parts(probe, mmproj, png, prefix):
 def mtmd_first_logits(oracle_python, text, mmproj, png, out_npy):
     code = ("import sys, numpy as np; sys.path.insert(0, %r); import mtmd_oracle;"
             "first, _ = mtmd_oracle.mtmd_generate(%r, %r, np.load(%r), n_gen=1); np.save(%r, first)")
-    code = code % (os.path.join(REPO, "tests", "vision"), text, mmproj, png + ".npy", out_npy)
+    code = code % (os.path.join(REPO, "tests", "models", "vision"), text, mmproj, png + ".npy", out_npy)
     subprocess.run([oracle_python, "-c", code], check=True, capture_output=True)
     return log_softmax(np.load(out_npy))
 
@@ -213,7 +213,7 @@ def mtmd_parts(oracle_python, text, mmproj, png, out_npz):
     code = ("import sys, numpy as np; sys.path.insert(0, %r); import mtmd_oracle;"
             "rgb = np.load(%r); ref = mtmd_oracle.mtmd_layout(%r, %r, rgb);"
             "np.savez(%r, *[v for k, v in ref if k == 'image'])")
-    code = code % (os.path.join(REPO, "tests", "vision"), png + ".npy", text, mmproj, out_npz)
+    code = code % (os.path.join(REPO, "tests", "models", "vision"), png + ".npy", text, mmproj, out_npz)
     subprocess.run([oracle_python, "-c", code], check=True, capture_output=True)
     z = np.load(out_npz)
     return [z[f"arr_{i}"].astype(np.float64) for i in range(len(z.files))]

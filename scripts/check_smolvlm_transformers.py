@@ -6,7 +6,7 @@ Chain: a random-init Idefics3ForConditionalGeneration from a small config (SigLI
 real 512-px images and 16-px patches, scale_factor 4 pixel shuffle: 64 tokens per part; llama text
 4 x 256 with an untied head) -> llama.cpp's converter (convert_hf_to_gguf.py --mmproj from the
 llama-cpp-python 0.3.36 sdist, f32; the language model alone as a LlamaForCausalLM with the test
-vocabulary of tests/vision/make_vlm_gguf.py) -> ours (bin/vision_probe encode / generate), against
+vocabulary of tests/models/vision/make_vlm_gguf.py) -> ours (bin/vision_probe encode / generate), against
 transformers on the same images:
 
   (a) the prompt layout: Idefics3Processor.replace_image_token (the processor's own expansion of
@@ -41,11 +41,11 @@ import numpy as np
 import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "tests", "vision"))
+sys.path.insert(0, os.path.join(REPO, "tests", "models", "vision"))
 import vision_images  # noqa: E402
 from hf_check_common import converter_on_path, kl, log_softmax, run_converter, save_text_model  # noqa: E402
 
-# The test vocabulary of tests/vision/make_vlm_gguf.py (tokens, scores, types), set by main() once the
+# The test vocabulary of tests/models/vision/make_vlm_gguf.py (tokens, scores, types), set by main() once the
 # sdist's gguf-py (the converter needs its own) is first on the path: make_vlm_gguf imports gguf.
 VOCAB, INDEX, IMAGE_ID = None, None, None
 N_EMBD_TEXT = 256
@@ -191,7 +191,7 @@ def transformers_first_logits(model, ids, processed):
 
 def mtmd_run(oracle_python, code, args):
     """A snippet with mtmd_oracle imported, in the oracle venv (llama-cpp-python 0.3.36's libmtmd)."""
-    vision_tests = os.path.join(REPO, "tests", "vision")
+    vision_tests = os.path.join(REPO, "tests", "models", "vision")
     prelude = "import sys, numpy as np; sys.path.insert(0, %r); import mtmd_oracle;" % vision_tests
     subprocess.run([oracle_python, "-c", prelude + code % args], check=True, capture_output=True)
 

@@ -32,7 +32,7 @@ build/bin/cactus pull smollm2-135m gemma3-270m qwen2.5-coder-0.5b
 GEMMA4_REDUCED=${CACTUS_MODELS:-$HOME/.cache/cactus/models}/gemma4-reduced-q4_0.gguf
 "$ORACLE_PY" scripts/make_gemma4_gguf.py --shape reduced --mix q4_0 --out "$GEMMA4_REDUCED.new" >&2
 if cmp -s "$GEMMA4_REDUCED.new" "$GEMMA4_REDUCED"; then rm "$GEMMA4_REDUCED.new"; else mv "$GEMMA4_REDUCED.new" "$GEMMA4_REDUCED"; fi
-scripts/setup_whisper_oracle.sh  # faster-whisper (tests/audio); its Python also converts whisper-* on pull
+scripts/setup_whisper_oracle.sh  # faster-whisper (tests/models/audio); its Python also converts whisper-* on pull
 CACTUS_CONVERT_PYTHON=${CACTUS_WHISPER_VENV:-$HOME/.cache/cactus/whisper-venv}/bin/python \
   build/bin/cactus pull whisper-tiny.en all-minilm-l6-v2  # the embedding model (scripts/convert_minilm.py)
 
@@ -51,7 +51,7 @@ if [ "${FAST:-0}" != "1" ]; then
   # One clang build serves the ASan + UBSan test binaries and the libFuzzer targets (a separate
   # build for each cost CI a whole library build); line tables only, for readable stack traces.
   step "sanitizer build (clang, ASan + UBSan, with the fuzzers)"
-  SAN_TARGETS="test_unit test_gguf test_tokenizer test_chat test_sampling test_engine test_api test_kv test_ops test_models"
+  SAN_TARGETS="test_core test_gguf test_tokenizer test_chat test_sampling test_engine test_api test_kv test_ops test_models"
   FUZZERS=$(ls tests/fuzz/fuzz_*.cpp | xargs -n1 basename | sed 's/\.cpp$//' | grep -v '_seeds$')
   fuzz_targets=""
   for f in $FUZZERS; do

@@ -95,7 +95,7 @@ def test_search_over_a_corpus(tmp_path):
 
 def test_audio_embed_whisper():
     import cactus
-    sys.path.insert(0, os.path.join(ROOT, "tests", "audio"))
+    sys.path.insert(0, os.path.join(ROOT, "tests", "models", "audio"))
     import speech_set
     (path, _), = speech_set.ensure_clips([40])
     with cactus.Model(model_path("whisper-tiny.en")) as w:
@@ -106,7 +106,7 @@ def test_audio_embed_whisper():
 
 def test_image_embed_with_a_projector(tmp_path):
     import cactus
-    sys.path.insert(0, os.path.join(ROOT, "tests", "vision"))
+    sys.path.insert(0, os.path.join(ROOT, "tests", "models", "vision"))
     import make_vlm_gguf as mk
     import vision_images
     mk.write_idefics3_mmproj(str(tmp_path / "mmproj.gguf"), mk.IDEFICS3_SMALL, seed=5)

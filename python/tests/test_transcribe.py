@@ -10,7 +10,7 @@ import pytest
 from cactus_test_paths import model_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tests", "audio"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "models", "audio"))
 import speech_set  # noqa: E402
 
 

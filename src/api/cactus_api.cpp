@@ -33,7 +33,7 @@
 #include "engine/engine.h"
 #include "engine/model_store.h"
 #include "gguf/gguf.h"
-#include "models/audio/audio_input.h"
+#include "media/audio_input.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {

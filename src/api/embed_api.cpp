@@ -6,7 +6,7 @@
 #include "api/guard.h"
 #include "api/handle.h"
 #include "core/error.h"
-#include "models/audio/audio_input.h"
+#include "media/audio_input.h"
 
 namespace {
 

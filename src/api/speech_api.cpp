@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "models/audio/audio_input.h"
-#include "models/audio/log_mel.h"
 #include "engine/embedding.h"
+#include "media/audio_input.h"
+#include "models/audio/log_mel.h"
 
 namespace cactus::api {
 

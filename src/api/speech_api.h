@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/backend.h"
-#include "models/audio/whisper_transcribe.h"
+#include "engine/media/whisper_transcribe.h"
 
 namespace cactus::api {
 

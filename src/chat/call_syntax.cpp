@@ -9,6 +9,7 @@
 
 #include "chat/tool_format.h"
 #include "core/error.h"
+#include "core/utf8.h"
 
 namespace cactus {
 
@@ -20,24 +21,6 @@ bool is_gemma(CallSyntax syntax) { return syntax == CallSyntax::gemma || syntax 
 
 bool is_ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool is_ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'; }
-
-void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-}
 
 // Reads literals of one syntax from text[p...]; every read_* returns false on a syntax error.
 // Nesting is bounded by kMaxCallDepth.
@@ -217,7 +200,7 @@ private:
                         if (!read_hex4(lo) || lo < 0xDC00 || lo > 0xDFFF) return false;
                         cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
                     }
-                    append_utf8(text, cp);
+                    utf8::append(text, cp);
                     break;
                 }
                 default:

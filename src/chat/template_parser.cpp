@@ -9,6 +9,7 @@
 
 #include "chat/template_ast.h"
 #include "core/error.h"
+#include "core/utf8.h"
 
 namespace cactus {
 namespace tmpl {
@@ -32,24 +33,6 @@ std::string rstrip_space(const std::string& s) {
     size_t end = s.size();
     while (end > 0 && is_space(s[end - 1])) --end;
     return s.substr(0, end);
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80)
-        out += static_cast<char>(cp);
-    else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
 }
 
 class Lexer {
@@ -300,13 +283,13 @@ private:
                     ++line_;
                     break;
                 case 'x':
-                    append_utf8(out, read_hex(2));
+                    utf8::append(out, read_hex(2));
                     break;
                 case 'u':
-                    append_utf8(out, read_hex(4));
+                    utf8::append(out, read_hex(4));
                     break;
                 case 'U':
-                    append_utf8(out, read_hex(8));
+                    utf8::append(out, read_hex(8));
                     break;
                 default:
                     out += '\\';

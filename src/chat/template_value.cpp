@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/json_escape.h"
 
 namespace cactus {
 namespace tmpl {
@@ -298,44 +299,6 @@ std::string to_str(const Value& v) {
     }
 }
 
-static void json_escape(const std::string& s, std::string& out) {
-    out += '"';
-    for (unsigned char c : s) {
-        switch (c) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            case '\b':
-                out += "\\b";
-                break;
-            case '\f':
-                out += "\\f";
-                break;
-            default:
-                if (c < 0x20) {
-                    char buf[8];
-                    snprintf(buf, sizeof buf, "\\u%04x", c);
-                    out += buf;
-                } else {
-                    out += static_cast<char>(c);
-                }
-        }
-    }
-    out += '"';
-}
-
 static std::string json_float(double x) {
     if (std::isnan(x)) return "NaN";
     if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";
@@ -379,7 +342,7 @@ static void json_dump(const Value& v, int indent, int level, std::string& out, i
             out += json_float(v.f);
             return;
         case Kind::String:
-            json_escape(v.s, out);
+            append_json_string(out, v.s);
             return;
         case Kind::List: {
             if (v.list->empty()) {
@@ -406,7 +369,7 @@ static void json_dump(const Value& v, int indent, int level, std::string& out, i
                 if (!first) out += item_sep;
                 first = false;
                 out += newline;
-                json_escape(json_key(kv.first), out);
+                append_json_string(out, json_key(kv.first));
                 out += ": ";
                 json_dump(kv.second, indent, level + 1, out, depth + 1);
             }

@@ -7,12 +7,12 @@
 
 #include "core/error.h"
 #include "core/sha256.h"
-#include "engine/engine.h"
 #include "engine/embedding.h"
+#include "engine/engine.h"
+#include "engine/media/media_prompt.h"
 #include "gguf/gguf.h"
+#include "media/image.h"
 #include "models/model.h"
-#include "models/vision/image.h"
-#include "models/vision/media_prompt.h"
 #include "models/vision/vision_encoder.h"
 #include "tokenizer/tokenizer.h"
 

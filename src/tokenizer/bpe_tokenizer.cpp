@@ -3,8 +3,9 @@
 #include <queue>
 
 #include "core/error.h"
+#include "core/utf8.h"
+#include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer_impl.h"
-#include "tokenizer/utf8.h"
 
 namespace cactus {
 
@@ -132,7 +133,7 @@ std::vector<std::string> BpeTokenizer::split_words(const std::string& text) cons
     for (const size_t end : pre_tokenizer_.split_ends(regex_safe_text(lenient))) {
         std::string mapped;
         mapped.reserve((end - begin) * 2);
-        for (size_t i = begin; i < end; ++i) mapped += utf8::byte_to_unicode(static_cast<uint8_t>(lenient[i]));
+        for (size_t i = begin; i < end; ++i) mapped += byte_level::byte_to_unicode(static_cast<uint8_t>(lenient[i]));
         words.push_back(std::move(mapped));
         begin = end;
     }
@@ -218,7 +219,7 @@ std::string BpeTokenizer::normal_piece(int32_t id) const {
     size_t offset = 0;
     while (offset < text.size()) {
         const uint32_t cp = utf8::decode_one(text, offset);
-        const int byte = utf8::unicode_to_byte(cp);
+        const int byte = byte_level::unicode_to_byte(cp);
         if (byte >= 0) {
             bytes.push_back(static_cast<char>(byte));
             continue;

@@ -1,5 +1,5 @@
+#include "core/utf8.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
 
 namespace cactus {
 

@@ -3,8 +3,8 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "tokenizer/tokenizer_impl.h"
-#include "tokenizer/utf8.h"
 
 namespace cactus {
 

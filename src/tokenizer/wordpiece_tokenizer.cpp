@@ -8,9 +8,9 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/unicode_bert.h"
-#include "tokenizer/utf8.h"
 
 namespace cactus {
 

@@ -1,11 +1,11 @@
-// libFuzzer target: the image decoder (src/models/vision/image.cpp over stb_image) on arbitrary
+// libFuzzer target: the image decoder (src/media/image.cpp over stb_image) on arbitrary
 // bytes. Every input must either decode to a picture of the size its header declares or throw
 // cactus::Error; memory stays under the decoder's limits (small limits here keep runs fast).
 #include <cstddef>
 #include <cstdint>
 
 #include "core/error.h"
-#include "models/vision/image.h"
+#include "media/image.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     cactus::ImageLimits limits;

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <string>
 
-#include "vision/image_samples.h"
+#include "media/image_samples.h"
 
 namespace is = image_samples;
 

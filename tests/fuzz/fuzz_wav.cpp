@@ -7,7 +7,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
-#include "models/audio/audio_input.h"
+#include "media/audio_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     cactus::AudioLimits limits;

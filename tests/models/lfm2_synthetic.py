@@ -23,7 +23,7 @@ CHAT_TEMPLATE = (
 
 
 def lfm2_vocab(specials=()):
-    """specials: extra control tokens (LFM2-VL's image markers for tests/vision)."""
+    """specials: extra control tokens (LFM2-VL's image markers for tests/models/vision)."""
     tokens, types, merges = byte_vocab()
     tokens = tokens + ["<|startoftext|>", "<|im_start|>"] + list(specials)
     types = types + [3, 3] + [3] * len(specials)

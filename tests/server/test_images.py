@@ -1,5 +1,5 @@
 """Images in `cactus serve` chat requests, on the random-weight SmolVLM pair of
-tests/vision/make_vlm_gguf.py (text.gguf + mmproj.gguf, small widths):
+tests/models/vision/make_vlm_gguf.py (text.gguf + mmproj.gguf, small widths):
 
   * `serve --mmproj` (prefill chunks of 40 rows, cutting the images): an OpenAI image_url part with a local path, a file:// URL or a
     data:image/png;base64 URL gives the same greedy answer (16 tokens) as `cactus run --mmproj
@@ -27,7 +27,7 @@ import pytest
 from serverproc import BIN, ServerProcess
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "vision"))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "models", "vision"))
 
 import make_vlm_gguf as mk  # noqa: E402
 import vision_images  # noqa: E402

@@ -2,8 +2,9 @@
 // emitted in part; bad bytes become U+FFFD.
 #include <gtest/gtest.h>
 
+#include "core/utf8.h"
+#include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
 #include "tokenizer/vocab.h"
 
 namespace cactus {
@@ -91,24 +92,15 @@ TEST(StreamingDetokenizer, ControlTokensRenderOnlyWhenAsked) {
     EXPECT_EQ(rendered.push(2), "</s>");
 }
 
-TEST(Utf8, LenientDecodeMatchesLlamaCpp) {
-    EXPECT_EQ(utf8::decode("a\xc3\xa9"), (std::vector<uint32_t>{'a', 0xE9}));
-    EXPECT_EQ(utf8::decode("\xff"
-                           "a"),
-              (std::vector<uint32_t>{0xFFFD, 'a'}));
-    EXPECT_EQ(utf8::decode("\xc0\x80"), (std::vector<uint32_t>{0}));  // overlong kept, as llama.cpp
-    EXPECT_EQ(utf8::decode("\xe2\x82"), (std::vector<uint32_t>{0xFFFD, 0xFFFD}));
-}
-
-TEST(Utf8, ByteMapIsABijection) {
+TEST(ByteLevel, ByteMapIsABijection) {
     for (int b = 0; b < 256; ++b) {
-        const std::string image = utf8::byte_to_unicode(static_cast<uint8_t>(b));
+        const std::string image = byte_level::byte_to_unicode(static_cast<uint8_t>(b));
         const auto cps = utf8::decode(image);
         ASSERT_EQ(cps.size(), 1u);
-        EXPECT_EQ(utf8::unicode_to_byte(cps[0]), b);
+        EXPECT_EQ(byte_level::unicode_to_byte(cps[0]), b);
     }
-    EXPECT_EQ(utf8::byte_to_unicode(' '), "\xc4\xa0");  // "Ġ"
-    EXPECT_EQ(utf8::unicode_to_byte(0x4E2D), -1);
+    EXPECT_EQ(byte_level::byte_to_unicode(' '), "\xc4\xa0");  // "Ġ"
+    EXPECT_EQ(byte_level::unicode_to_byte(0x4E2D), -1);
 }
 
 }  // namespace

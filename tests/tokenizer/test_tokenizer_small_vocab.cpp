@@ -5,9 +5,10 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/utf8.h"
+#include "tokenizer/byte_level.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
 #include "tokenizer/vocab.h"
 
 namespace cactus {
@@ -184,8 +185,8 @@ TokenizerSpec bpe_spec() {
     TokenizerSpec spec;
     spec.model = "gpt2";
     spec.pre = "gpt-2";
-    for (int b = 0; b < 256; ++b) add(spec, utf8::byte_to_unicode(static_cast<uint8_t>(b)), kNormal);
-    const std::string space = utf8::byte_to_unicode(' ');  // "Ġ"
+    for (int b = 0; b < 256; ++b) add(spec, byte_level::byte_to_unicode(static_cast<uint8_t>(b)), kNormal);
+    const std::string space = byte_level::byte_to_unicode(' ');  // "Ġ"
     const std::vector<std::pair<std::string, std::string>> merges = {
         {"h", "e"}, {"l", "l"}, {"he", "ll"}, {"hell", "o"}, {space, "hello"}};
     for (const auto& [left, right] : merges) {
@@ -201,7 +202,7 @@ TokenizerSpec bpe_spec() {
 TEST(BpeTokenizer, MergesByRankAndRoundTripsBytes) {
     const TokenizerSpec spec = bpe_spec();
     const auto tok = Tokenizer::from_spec(spec);
-    const std::string space = utf8::byte_to_unicode(' ');
+    const std::string space = byte_level::byte_to_unicode(' ');
     const std::vector<int32_t> expected = {id_of(spec, "hello"), id_of(spec, space + "hello")};
     EXPECT_EQ(tok->encode("hello hello", false, false), expected);
     const std::string text = "Grüße, 世界! \xf0\x9f\x98\x80\n\tx";

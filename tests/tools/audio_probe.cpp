@@ -9,7 +9,7 @@
 #include <string>
 
 #include "backends/backend.h"
-#include "models/audio/audio_input.h"
+#include "media/audio_input.h"
 #include "models/audio/log_mel.h"
 #include "models/audio/silero_vad.h"
 #include "models/audio/whisper_model.h"

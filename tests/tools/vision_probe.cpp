@@ -1,4 +1,4 @@
-// Drives the vision pipeline for the Python tests (tests/vision/test_vision_oracle.py).
+// Drives the vision pipeline for the Python tests (tests/models/vision/test_vision_oracle.py).
 //
 //   vision_probe resize IMAGE W H bilinear|bicubic|lanczos|torch-bilinear OUT.rgb
 //       writes the Pillow-exact resize of IMAGE as raw RGB bytes [H, W, 3] (torch-bilinear: torch's
@@ -31,10 +31,10 @@
 #include <vector>
 
 #include "core/error.h"
+#include "engine/media/media_prompt.h"
 #include "gguf/gguf.h"
+#include "media/image.h"
 #include "models/model.h"
-#include "models/vision/image.h"
-#include "models/vision/media_prompt.h"
 #include "models/vision/preprocess.h"
 #include "models/vision/vision_encoder.h"
 #include "tokenizer/tokenizer.h"

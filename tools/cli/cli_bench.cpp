@@ -27,15 +27,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli_common.h"
 #include "backends/backend.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "cli_common.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/memory.h"
 #include "core/thread_pool.h"
+#include "engine/media/whisper_transcribe.h"
 #include "engine/model_store.h"
-#include "models/audio/whisper_transcribe.h"
 #include "gguf/gguf.h"
 #include "models/model.h"
 

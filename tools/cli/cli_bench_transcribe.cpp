@@ -10,10 +10,10 @@
 #include "backends/backend.h"
 #include "cli_common.h"
 #include "core/error.h"
+#include "engine/media/whisper_transcribe.h"
 #include "engine/model_store.h"
 #include "gguf/gguf.h"
-#include "models/audio/audio_input.h"
-#include "models/audio/whisper_transcribe.h"
+#include "media/audio_input.h"
 
 namespace cactus::cli {
 

@@ -23,10 +23,10 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
+#include "engine/media/media_prompt.h"
 #include "engine/model_store.h"
 #include "gguf/gguf.h"
-#include "models/vision/image.h"
-#include "models/vision/media_prompt.h"
+#include "media/image.h"
 #include "models/vision/vision_encoder.h"
 
 namespace cactus::cli {

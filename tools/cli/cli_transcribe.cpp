@@ -7,10 +7,10 @@
 
 #include "backends/backend.h"
 #include "cli_common.h"
+#include "engine/media/vad_transcribe.h"
+#include "engine/media/whisper_transcribe.h"
 #include "engine/model_store.h"
-#include "models/audio/audio_input.h"
-#include "models/audio/vad_transcribe.h"
-#include "models/audio/whisper_transcribe.h"
+#include "media/audio_input.h"
 
 namespace cactus::cli {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "models/vision/media_prompt.h"
+#include "engine/media/media_prompt.h"
 
 namespace cactus::server {
 

@@ -13,6 +13,7 @@
 #include "constraint.h"
 #include "core/error.h"
 #include "core/format.h"
+#include "core/utf8.h"
 #include "embed_service.h"
 #include "gguf/gguf.h"
 #include "models/model.h"
@@ -28,16 +29,16 @@ namespace {
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
-// Length of the longest prefix of `s` made of whole, valid UTF-8 characters.
+// Length of the longest prefix of `s` made of whole UTF-8 characters (lenient: overlongs and
+// surrogates pass, as utf8::decode_one reads them).
 size_t valid_utf8_length(const std::string& s) {
     size_t i = 0;
     while (i < s.size()) {
-        const unsigned char c = static_cast<unsigned char>(s[i]);
-        const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-        if (n == 0 || i + n > s.size()) return i;
-        for (size_t k = 1; k < n; ++k)
-            if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return i;
-        i += n;
+        size_t next = i;
+        const bool ascii = static_cast<unsigned char>(s[i]) < 0x80;
+        utf8::decode_one(s, next);
+        if (next == i + 1 && !ascii) return i;  // an invalid or cut-short sequence
+        i = next;
     }
     return i;
 }

@@ -3,8 +3,8 @@
 #include "backends/backend.h"
 #include "core/error.h"
 #include "core/format.h"
+#include "media/image.h"
 #include "models/model.h"
-#include "models/vision/image.h"
 #include "tokenizer/tokenizer.h"
 
 namespace cactus::server {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/media/media_prompt.h"
 #include "gguf/gguf.h"
-#include "models/vision/media_prompt.h"
 #include "models/vision/vision_encoder.h"
 #include "server.h"
 

@@ -5,24 +5,11 @@
 #include <cmath>
 #include <unordered_set>
 
+#include "core/utf8.h"
+
 namespace cactus {
 
 namespace {
-
-// Decodes one UTF-8 code point at s[i]; returns its length, 0 for an invalid sequence.
-size_t decode_utf8(const std::string& s, size_t i, uint32_t* cp) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return 0;
-    uint32_t v = n == 1 ? c : c & (0x7F >> n);
-    for (size_t k = 1; k < n; ++k) {
-        unsigned char cc = static_cast<unsigned char>(s[i + k]);
-        if ((cc & 0xC0) != 0x80) return 0;
-        v = (v << 6) | (cc & 0x3F);
-    }
-    *cp = v;
-    return n;
-}
 
 bool is_separator(uint32_t cp) {
     return (cp >= 0x80 && cp <= 0xBF) || cp == 0xD7 || cp == 0xF7 ||  // Latin-1 controls, symbols, ×, ÷
@@ -51,9 +38,10 @@ std::vector<std::string> bm25_terms(const std::string& text) {
         word.clear();
     };
     for (size_t i = 0; i < text.size();) {
-        uint32_t cp = 0;
-        size_t n = decode_utf8(text, i, &cp);
-        if (n == 0) {
+        size_t next = i;
+        const uint32_t cp = utf8::decode_one(text, next);
+        const size_t n = next - i;
+        if (cp == utf8::kReplacementChar && n == 1) {  // an invalid byte (a real U+FFFD is 3 bytes)
             flush();
             ++i;
             continue;

@@ -154,7 +154,7 @@ Image resize_image(const Image& src, size_t width, size_t height, ResizeFilter f
         fail("resize_image: %zux%zu to %zux%zu is out of range (1..65536)", src.width, src.height, width, height);
     // Pass order as Pillow 13 (python-pillow PR #9549): the vertical pass runs first when the
     // height shrinks by more than twice as many pixels as the width does (fitted on 300 random
-    // size pairs and all three filters, no exception: tests/vision). The order matters: the 8-bit
+    // size pairs and all three filters, no exception: tests/models/vision). The order matters: the 8-bit
     // intermediate image is rounded and clamped (Lanczos overshoots). llama.cpp's resize_pillow
     // always runs the horizontal pass first (Pillow <= 12), so it differs from transformers with
     // Pillow 13 on such images (docs/VISION.md).

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "models/vision/image.h"
+#include "media/image.h"
 
 namespace cactus {
 

@@ -8,8 +8,8 @@
 
 #include "backends/cpu_backend.h"
 #include "core/error.h"
+#include "engine/media/whisper_transcribe.h"
 #include "models/audio/log_mel.h"
-#include "models/audio/whisper_transcribe.h"
 #include "ops/quant.h"
 
 namespace cactus {

@@ -7,7 +7,7 @@
 // the file), read the declared size with stbi_info and check it against the limits, and during
 // decoding every allocation stb makes goes through a guard that refuses more than the declared
 // image can need.
-#include "models/vision/image.h"
+#include "media/image.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -2,8 +2,8 @@
 // Transcription of the speech only: Silero VAD finds the speech spans, their audio is joined (as
 // faster-whisper's vad_filter does) and transcribed, and segment times are mapped back to the
 // original timeline. Silence costs no encoder windows.
+#include "engine/media/whisper_transcribe.h"
 #include "models/audio/silero_vad.h"
-#include "models/audio/whisper_transcribe.h"
 
 namespace cactus {
 

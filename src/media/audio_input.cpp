@@ -1,4 +1,4 @@
-#include "models/audio/audio_input.h"
+#include "media/audio_input.h"
 
 #include <samplerate.h>
 #include <sndfile.h>

@@ -30,7 +30,7 @@ sys.path.insert(0, HERE)
 import make_vlm_gguf as mk  # noqa: E402
 import vision_images  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(HERE))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 BUILD_DIR = os.environ.get("CACTUS_BUILD_DIR", os.path.join(REPO, "build"))
 PROBE = os.path.join(BUILD_DIR, "bin", "vision_probe")
 
@@ -126,7 +126,7 @@ def files(tmp_path_factory):
 
 def marker_ids(text):
     """Our layout's marker text ("<|...|>" specials, concatenated) -> ids of the test vocabulary."""
-    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "models"))
+    sys.path.insert(0, os.path.dirname(HERE))  # tests/models
     from lfm2_synthetic import lfm2_vocab
     index = {t: i for i, t in enumerate(lfm2_vocab(mk.LFM2_SPECIALS)[0])}
     ids, i = [], 0

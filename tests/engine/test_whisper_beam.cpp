@@ -11,7 +11,7 @@
 #include "backends/backend.h"
 #include "common/test_models.h"
 #include "core/error.h"
-#include "models/audio/whisper_transcribe.h"
+#include "engine/media/whisper_transcribe.h"
 
 namespace cactus {
 namespace {

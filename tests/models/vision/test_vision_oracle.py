@@ -21,7 +21,7 @@ sys.path.insert(0, HERE)
 import make_vlm_gguf as mk  # noqa: E402
 import vision_images  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(HERE))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 BUILD_DIR = os.environ.get("CACTUS_BUILD_DIR", os.path.join(REPO, "build"))
 PROBE = os.path.join(BUILD_DIR, "bin", "vision_probe")
 

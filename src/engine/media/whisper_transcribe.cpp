@@ -1,4 +1,4 @@
-#include "models/audio/whisper_transcribe.h"
+#include "engine/media/whisper_transcribe.h"
 
 #include <zlib.h>
 

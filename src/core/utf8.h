@@ -1,7 +1,7 @@
 #pragma once
-// UTF-8 helpers for the tokenizers: lenient decoding (as llama.cpp does it, so token ids match),
-// encoding, the GPT-2 byte <-> unicode mapping, and a scanner that finds where complete
-// characters end (for the streaming detokenizer).
+// The one UTF-8 encoder and decoder of the library: lenient decoding (as llama.cpp does it, so the
+// tokenizers' ids match), encoding (the chat templates' and tool calls' \u escapes too), and a
+// strict scanner that finds where complete characters end (the streaming detokenizer, sanitize).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -20,7 +20,8 @@ size_t sequence_length(uint8_t lead_byte);
 uint32_t decode_one(const std::string& text, size_t& offset);
 std::vector<uint32_t> decode(const std::string& text);
 
-// Encodes a code point; values above U+10FFFF become U+FFFD.
+// Encodes a code point; values above U+10FFFF become U+FFFD. Surrogates (a lone \uD800 escape)
+// are written as their three bytes, not replaced: sanitize() is the strict step.
 void append(std::string& out, uint32_t cp);
 std::string encode(uint32_t cp);
 
@@ -32,11 +33,6 @@ int strict_sequence_length(const std::string& text, size_t offset);
 
 // Replaces each maximal invalid subpart with one U+FFFD (an incomplete tail included).
 std::string sanitize(const std::string& text);
-
-// GPT-2 byte-level mapping: every byte to a printable code point, and back.
-const std::string& byte_to_unicode(uint8_t byte);
-// Returns -1 when the code point is not the image of a byte.
-int unicode_to_byte(uint32_t cp);
 
 }  // namespace utf8
 }  // namespace cactus

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "models/vision/image.h"
-#include "vision/image_samples.h"
+#include "media/image.h"
+#include "media/image_samples.h"
 
 namespace is = image_samples;
 using is::Bytes;

@@ -203,7 +203,7 @@ def write_lfm2_mmproj(path, hp, seed=1, f16=False):
 def write_lfm2_text(path, seed=4, dims=None):
     """A random-weight F32 lfm2 text GGUF (tests/models/lfm2_synthetic.py) with LFM2-VL's image markers."""
     import os
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models"))
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/models
     from lfm2_synthetic import write_lfm2
     return write_lfm2(path, seed, dims=dims or LFM2_TEXT, specials=LFM2_SPECIALS)
 

@@ -1,6 +1,6 @@
-#include "models/audio/vad_transcribe.h"
+#include "engine/media/vad_transcribe.h"
 
-#include "models/audio/audio_input.h"
+#include "media/audio_input.h"
 
 namespace cactus {
 

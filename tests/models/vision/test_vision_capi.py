@@ -23,7 +23,7 @@ import sys
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 BUILD_DIR = os.environ.get("CACTUS_BUILD_DIR", os.path.join(REPO, "build"))
 LIBRARY = os.path.join(BUILD_DIR, "lib", "libcactus.so")
 CLI = os.path.join(BUILD_DIR, "bin", "cactus")

@@ -1,4 +1,4 @@
-#include "models/vision/media_prompt.h"
+#include "engine/media/media_prompt.h"
 
 #include <algorithm>
 

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "core/error.h"
+#include "engine/media/media_prompt.h"
 #include "kv/kv_cache.h"
 #include "models/vision/gemma3_projector.h"
-#include "models/vision/media_prompt.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "vision/image_samples.h"
+#include "media/image_samples.h"
 
 #include <cstring>
 

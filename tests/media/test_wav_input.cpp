@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "models/audio/audio_input.h"
+#include "media/audio_input.h"
 
 namespace cactus {
 namespace {
