@@ -84,6 +84,16 @@ void dequantize_row_cpu(DType type, float* dst, const void* src, size_t n) {
 
 const CpuKernels& cpu_kernels_generic() { return tables().tiers[0]; }
 
+std::vector<CpuKernels> cpu_kernel_tables_compiled() {
+    KernelTables t;
+    register_generic_kernels(t.tiers[0]);
+    t.count = 1;
+    CpuFeatures every;  // filling a table runs none of its kernels, so any machine can list them
+    every.avx2 = every.avx512_vnni = every.amx_int8 = every.neon_dotprod = true;
+    add_isa_tiers(t, every);
+    return std::vector<CpuKernels>(t.tiers, t.tiers + t.count);
+}
+
 std::vector<const CpuKernels*> cpu_kernel_tables() {
     std::vector<const CpuKernels*> out;
     for (size_t i = 0; i < tables().count; ++i) out.push_back(&tables().tiers[i]);

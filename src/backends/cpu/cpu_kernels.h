@@ -109,6 +109,9 @@ const CpuKernels& cpu_kernels_generic();
 // Every table this machine can run, the generic one first, then by increasing ISA (tests compare
 // each against the generic table; benchmarks time them side by side).
 std::vector<const CpuKernels*> cpu_kernel_tables();
+// Every table this build has for its architecture, whether or not this machine can run it (the
+// tiers' capabilities for docs/OPS.md: cpu_tiers.h). Never run their kernels.
+std::vector<CpuKernels> cpu_kernel_tables_compiled();
 
 // y[t, o] = sum_i W[o, i] * x[t, i] for t < n_tokens, o < n_out.
 // W: [n_out, n_in] rows in `w_type`, row stride `w_row_bytes`; x: [n_tokens, n_in] f32;
