@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -489,10 +490,138 @@ TEST_P(BackendOps, ShortConvAndSetRows) {
     EXPECT_THROW(be_->short_conv(y, bx, f32(bcx, 3 * e), f32(w, L), table, i32(ids)), Error);  // hist of n, not 2n
 }
 
+// Every op checks its arguments in the Backend base class, before any backend runs: a bad shape
+// or type is a cactus::Error naming the op, on every device alike.
+void expect_error_naming(const std::function<void()>& call, const char* op) {
+    try {
+        call();
+        ADD_FAILURE() << op << ": no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(op), std::string::npos) << e.what();
+    }
+}
+
 TEST_P(BackendOps, MismatchedShapesAreErrors) {
-    EXPECT_THROW(be_->matmul(zeros(5, 2), f32(random_floats(4 * 8, 1), 8), zeros(7, 2)), Error);
-    EXPECT_THROW(be_->add(zeros(5, 2), zeros(5, 2), zeros(4, 2)), Error);
-    EXPECT_THROW(be_->rms_norm(zeros(5, 2), zeros(6, 2), Tensor(), 1e-5f), Error);
+    Backend& be = *be_;
+    const Tensor w8 = f32(random_floats(4 * 8, 1), 8);  // [4, 8]
+    const Tensor a = zeros(5, 2), b = zeros(4, 2), c = zeros(5, 3);
+    expect_error_naming([&] { be.matmul(a, w8, zeros(7, 2)); }, "matmul");
+    const SharedInputProduct products[] = {{&b, &w8}, {&a, &w8}};
+    expect_error_naming([&] { be.matmuls(products, 2, zeros(8, 2)); }, "matmuls");
+    expect_error_naming([&] { be.matmul_encoder(zeros(4, 3), w8, zeros(8, 2)); }, "matmul_encoder");
+    expect_error_naming([&] { be.add(a, a, b); }, "add");
+    expect_error_naming([&] { be.rms_norm(a, c, Tensor(), 1e-5f); }, "rms_norm");
+    expect_error_naming([&] { be.rms_norm(a, a, zeros(4, 1), 1e-5f); }, "rms_norm");
+    expect_error_naming([&] { be.layer_norm(a, a, Tensor(), zeros(6, 1), 1e-5f); }, "layer_norm");
+    expect_error_naming([&] { be.scale(a, c, 2.0f); }, "scale");
+    expect_error_naming([&] { be.softcap(a, a, 0.0f); }, "softcap");
+    expect_error_naming([&] { be.gelu(a, b, Activation::GELU_TANH); }, "gelu");
+    expect_error_naming([&] { be.glu(a, a, c, Activation::SILU); }, "glu");
+    expect_error_naming([&] { be.get_rows(zeros(7, 2), w8, i32({0, 1}), 1.0f); }, "get_rows");
+    expect_error_naming([&] { be.get_rows(zeros(8, 2), w8, i32({0, 1, 2}), 1.0f); }, "get_rows");
+    const RopeParams rope{RopeStyle::NORMAL, 4, 10000.0f, 1.0f};
+    expect_error_naming([&] { be.rope(zeros(12, 2), 5, i32({0, 1}), rope); }, "rope");
+    expect_error_naming([&] { be.rope(zeros(12, 2), 3, i32({0}), rope); }, "rope");
+    const RopeParams too_wide{RopeStyle::NORMAL, 6, 10000.0f, 1.0f};
+    expect_error_naming([&] { be.rope(zeros(12, 2), 3, i32({0, 1}), too_wide); }, "rope");
+    DenseAttention d;
+    d.n_head = 2;
+    d.n_head_kv = 1;
+    d.head_dim = 4;
+    d.head_dim_v = 4;
+    expect_error_naming([&] { be.attention_dense(zeros(8, 3), zeros(8, 3), zeros(4, 5), zeros(4, 4), Tensor(), d); },
+                        "attention_dense");
+    expect_error_naming([&] { be.attention_dense(zeros(8, 3), zeros(8, 3), zeros(4, 5), zeros(4, 5), zeros(4, 3), d); },
+                        "attention_dense");
+    const Conv1d c1{3, 1, 0};
+    expect_error_naming([&] { be.conv1d(zeros(4, 6), zeros(2, 7), f32(random_floats(4 * 6, 2), 6), Tensor(), c1); },
+                        "conv1d");
+    expect_error_naming([&] { be.conv1d(zeros(4, 4), zeros(3, 7), f32(random_floats(4 * 6, 2), 6), Tensor(), c1); },
+                        "conv1d");
+    Conv2d c2;
+    c2.kernel_h = c2.kernel_w = 2;
+    c2.height = c2.width = 3;
+    expect_error_naming([&] { be.conv2d(zeros(4, 5), zeros(9, 2), f32(random_floats(4 * 8, 3), 8), Tensor(), c2); },
+                        "conv2d");
+    expect_error_naming([&] { be.set_rows(zeros(4, 3), zeros(5, 2), i32({0, 1})); }, "set_rows");
+}
+
+// The KV ops check the views: the batch against the tensors, the rows against the layer.
+TEST_P(BackendOps, MismatchedKvViewsAreErrors) {
+    KvLayerSpec spec;
+    spec.k_width = spec.v_width = 8;
+    spec.n_head_kv = 2;
+    KvCacheConfig config;
+    config.n_ctx = 8;
+    KvCache cache({spec}, config,
+                  [&](const std::vector<KvLayerLayout>& l, KvType t) { return be_->make_kv_storage(l, t); });
+    cache.reserve(2);
+    cache.append(2);
+    std::vector<KvCache*> caches(2, &cache);
+    const std::vector<size_t> tokens = {0, 1};
+    std::vector<KvView> views;
+    const KvBatch kv = kv_batch(KvTokens{2, caches.data(), tokens.data()}, 0, views);
+    Backend& be = *be_;
+    expect_error_naming([&] { be.kv_store(kv, zeros(8, 3), zeros(8, 3)); }, "kv_store");  // 3 rows, 2 tokens
+    expect_error_naming([&] { be.kv_store(kv, zeros(6, 2), zeros(8, 2)); }, "kv_store");  // key width
+    // Heads of 4 elements: q and out [2, 4 * 4].
+    expect_error_naming([&] { be.attention_kv(zeros(16, 2), kv, zeros(12, 2), 4, 1.0f); }, "attention_kv");
+    expect_error_naming([&] { be.attention_kv(zeros(12, 2), kv, zeros(12, 2), 3, 1.0f); }, "attention_kv");
+    std::vector<KvView> outside = views;
+    outside[1].rows.end = outside[1].layout.capacity + 1;
+    expect_error_naming(
+        [&] {
+            be.attention_kv(zeros(16, 2), KvBatch{2, outside.data()}, zeros(16, 2), 4, 1.0f);
+        },
+        "attention_kv");
+    outside = views;
+    outside[0].row = outside[0].layout.capacity;
+    expect_error_naming([&] { be.kv_store(KvBatch{2, outside.data()}, zeros(8, 2), zeros(8, 2)); }, "kv_store");
+    be.kv_store(kv, zeros(8, 2), zeros(8, 2));  // the same batch, right shapes: accepted
+    be.attention_kv(zeros(16, 2), kv, zeros(16, 2), 4, 1.0f);
+    be.synchronize(std::chrono::milliseconds(30000));
+}
+
+// supports(op, type): every op runs f32 operands; the products read the common formats; a type a
+// backend does not run is refused with an error naming it, before any kernel (never a crash).
+TEST_P(BackendOps, SupportsAnswersAndUnsupportedTypesAreErrors) {
+    Backend& be = *be_;
+    for (size_t i = 0; i < kOpCount; ++i) {
+        const Op op = static_cast<Op>(i);
+        EXPECT_TRUE(be.supports(op, DType::F32)) << op_name(op);
+        EXPECT_FALSE(be.supports(op, DType::I32)) << op_name(op);
+    }
+    for (DType t : {DType::F16, DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+        EXPECT_TRUE(be.supports(Op::MATMUL, t)) << dtype_name(t);
+        EXPECT_TRUE(be.supports(Op::GET_ROWS, t)) << dtype_name(t);
+        EXPECT_TRUE(be.supports_weight(t)) << dtype_name(t);
+    }
+    for (DType t : {DType::F16, DType::I8, DType::F32}) {
+        EXPECT_TRUE(be.supports(Op::KV_STORE, t)) << dtype_name(t);
+        EXPECT_TRUE(be.supports(Op::ATTENTION_KV, t)) << dtype_name(t);
+    }
+    EXPECT_FALSE(be.supports(Op::RMS_NORM, DType::F16));
+    // An I32 "weight": placed as bytes, refused by every product and gather.
+    const std::vector<int32_t> bytes(4 * 8, 1);
+    buffers_.push_back(be.alloc(bytes.size() * sizeof(int32_t)));
+    const Tensor w = make_tensor(buffers_.back().get(), 0, DType::I32, 8, 4);
+    be.upload(w, bytes.data(), bytes.size() * sizeof(int32_t));
+    expect_error_naming([&] { be.matmul(zeros(4, 2), w, zeros(8, 2)); }, "not supported");
+    expect_error_naming([&] { be.get_rows(zeros(8, 1), w, i32({0}), 1.0f); }, "not supported");
+    expect_error_naming([&] { be.conv1d(zeros(4, 2), zeros(8, 2), w, Tensor(), Conv1d{1, 1, 0}); }, "not supported");
+}
+
+TEST(AvailableDevices, CpuFirstThenEveryUsableGpu) {
+    const std::vector<std::string> devices = available_devices();
+    ASSERT_FALSE(devices.empty());
+    EXPECT_EQ(devices[0], "cpu");
+    for (size_t i = 1; i < devices.size(); ++i) {
+        EXPECT_EQ(devices[i], "cuda:" + std::to_string(i - 1));
+        EXPECT_NO_THROW(make_backend(BackendOptions{devices[i]})) << devices[i];
+    }
+    if (!cuda_compiled()) {
+        EXPECT_EQ(devices.size(), 1u);
+    }
 }
 
 const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,

@@ -1,6 +1,6 @@
 #pragma once
-// The CPU backend: host memory, the mapped GGUF bytes as weights (no copy; Q4_K matrices repacked
-// for the AVX2 table, pack_for_products), the thread pool, and
+// The CPU backend: host memory, the mapped GGUF bytes as weights (no copy; matmul-only weights
+// repacked into the tier's layouts, pack_for_products), the thread pool, and
 // the kernel tables of src/backends/cpu/ (chosen once: cpu_dispatch.h). Every op runs at once on
 // the calling thread and the pool; synchronize() has nothing to wait for.
 //
@@ -38,8 +38,8 @@ public:
     void upload(const Tensor& dst, const void* src, size_t bytes) override;
     void download(void* dst, const Tensor& src, size_t bytes) override;
     Tensor place_weight(const void* host, DType type, size_t width, size_t n_rows) override;
-    // Repacks when the kernel table has a layout for the type (repack) and the rows are whole
-    // panels, unless $CACTUS_CPU_REPACK is 0 (docs/ARCHITECTURE.md).
+    // Repacks when the kernel table has a layout for the type (cpu_repack_target: the per-tier
+    // table of docs/OPS.md) and the rows are whole panels, unless $CACTUS_CPU_REPACK is 0.
     Tensor pack_for_products(const Tensor& w) override;
     std::unique_ptr<KvStorage> make_kv_storage(const std::vector<KvLayerLayout>& layers, KvType type) override;
     void synchronize(std::chrono::milliseconds deadline) override {}

@@ -376,6 +376,8 @@ const float* CudaBackend::rope_factors(const RopeParams& params) {
 
 // ---- selection --------------------------------------------------------------------------------------
 
+bool cuda_compiled() { return true; }
+
 std::vector<std::string> cuda_devices() {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess) {
