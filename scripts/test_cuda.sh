@@ -6,7 +6,9 @@
 # nvcc but not the project's -dev packages) set CACTUS_PREBUILT to a folder holding test_backends
 # and cactus built elsewhere with the same flags (see docs/CUDA.md, "Running on the device").
 # Real models are read from $CACTUS_MODELS (default ~/.cache/cactus/models); missing ones skip.
-# Then: the op tests, the fault-hook test, the model tests, and cactus bench on cuda and cpu.
+# Then: the op suite on cuda:0 (tests/backends/test_backend_ops.cpp, the same file CI runs on the CPU;
+# a skipped GPU instance is a failure here), the rest of test_backends (the fault hook, the model
+# tests), and cactus bench on cuda and cpu.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,7 +23,14 @@ fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 
 status=0
-"$bin/test_backends" || status=$?
+suite_log="$(mktemp)"
+"$bin/test_backends" --gtest_filter='Devices/BackendOps.*/cuda_0' 2>&1 | tee "$suite_log" || status=1
+if grep -q '\[  SKIPPED \]' "$suite_log" || ! grep -q '\[  PASSED  \]' "$suite_log"; then
+    echo "test_cuda: the op suite did not run on cuda:0 (see the skip reason above)" >&2
+    status=1
+fi
+rm -f "$suite_log"
+"$bin/test_backends" --gtest_filter='-Devices/BackendOps.*' || status=1
 
 models="${CACTUS_MODELS:-$HOME/.cache/cactus/models}"
 for m in smollm2-135m gemma3-270m; do

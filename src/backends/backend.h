@@ -7,16 +7,30 @@
 // Conventions:
 //  - Arguments: outputs first, then inputs, then parameters. Shapes in comments outermost first.
 //  - Activations are F32 tensors of contiguous rows. Weights may be any GGUF type the backend
-//    supports (supports_weight()).
+//    supports (supports(op, type)).
 //  - Ops are enqueued in order; a CPU backend runs them at once. synchronize(deadline) waits for
 //    everything enqueued, for at most the deadline, and throws cactus::Error on a timeout or a
 //    device error (it never blocks forever). download() synchronises first.
 //  - Every op has a scalar reference in src/ops/ (ops_ref.h, quant.h): each backend's kernels are
-//    tested against it on random data of odd sizes (tests/backends/).
+//    tested against it on random data of odd sizes (tests/backends/test_backend_ops.cpp, on every
+//    device of available_devices()).
 //
-// Adding an op: declare it here (with its reference semantics), implement it in every backend
-// (CpuBackend: src/backends/cpu_backend*.cpp; later CUDA: src/backends/cuda/), and add its test to
-// tests/backends/test_backend_ops.cpp, which runs every backend against the reference.
+// The seam: each public op method is non-virtual. It checks its arguments once, here (backend.cpp:
+// types, shapes, KV views; a mismatch is a cactus::Error naming the op and the shapes), then asks
+// supports(op, type) (an unsupported weight or KV type is a clear error, never a crash), then calls
+// the backend's protected do_<op>, which may assume valid arguments and checks only what is its
+// own (that a tensor lives in its memory, device errors).
+//
+// Adding an op:
+//  1. add it to enum Op and op_name() (backend.cpp), saying which operand supports() asks about;
+//  2. declare the public method here with its reference semantics, and write its argument check in
+//     backend.cpp (the public method: check, require_support, do_<op>);
+//  3. declare the protected virtual do_<op> (pure, or a default through the host as do_short_conv),
+//     implement it in every backend (CpuBackend: src/backends/cpu/cpu_backend*.cpp; CudaBackend:
+//     src/backends/cuda/), and answer it in each supports() (CPU: CpuBackend::supports; CUDA:
+//     cuda_supports in src/backends/cuda/cuda_caps.cpp, answerable without a GPU);
+//  4. test it in tests/backends/test_backend_ops.cpp (every device against the reference), and
+//     regenerate docs/OPS.md (python3 scripts/gen_ops_doc.py).
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -25,24 +39,43 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "kv/kv_cache.h"
+#include "kv/kv_storage.h"
+#include "kv/kv_view.h"
 #include "ops/ops_ref.h"
 
 namespace cactus {
 
 enum class Activation { SILU, GELU_TANH, GELU_ERF };
 
-// Which tokens of a batch attend to which KV cache: token i of the batch is token `token[i]` (its
-// index in its sequence) of `cache[i]`. The caches' bookkeeping (rows, positions, rings) is on the
-// host; their storage was made by this backend (make_kv_storage).
-struct KvBatch {
-    size_t n = 0;
-    KvCache* const* cache = nullptr;  // [n]
-    const size_t* token = nullptr;    // [n]
-    // [n] the last token each query sees (>= token[i], stored by this batch: a bidirectional span
-    // such as a Gemma 3 image sees all of itself); nullptr = causal (token[i] itself).
-    const size_t* last = nullptr;
+// The ops of the interface (supports(), docs/OPS.md).
+enum class Op : uint8_t {
+    GET_ROWS,
+    RMS_NORM,
+    LAYER_NORM,
+    MATMUL,
+    MATMULS,
+    MATMUL_ENCODER,
+    ADD,
+    SCALE,
+    SOFTCAP,
+    GELU,
+    GLU,
+    ROPE,
+    KV_STORE,
+    ATTENTION_KV,
+    ATTENTION_DENSE,
+    CONV1D,
+    CONV2D,
+    SHORT_CONV,
+    SET_ROWS,
 };
+constexpr size_t kOpCount = static_cast<size_t>(Op::SET_ROWS) + 1;
+// "get_rows", "matmul", ...: the method's name.
+const char* op_name(Op op);
+// Which operand's type supports(op, type) is asked about: get_rows the table; matmul, matmuls,
+// matmul_encoder, conv1d, conv2d the weight W; kv_store, attention_kv the KV rows (F16, I8 or F32:
+// kv_dtype); every other op has only F32 operands and is asked with F32.
+DType kv_dtype(KvType type);
 
 // Dense attention of n_q queries over n_kv given keys and values (encoders, cross-attention,
 // bidirectional media tokens). Heads: q [n_q, n_head * head_dim], k [n_kv, n_head_kv * head_dim],
@@ -92,6 +125,11 @@ public:
     virtual const char* name() const = 0;
     virtual std::string describe() const = 0;
     virtual int n_threads() const { return 1; }
+    // Whether this backend runs `op` with that operand type (Op: which operand). Answered without
+    // running anything; every op method fails with a clear error for an unsupported type.
+    virtual bool supports(Op op, DType type) const = 0;
+    // A weight of this type can be placed and multiplied: supports(Op::MATMUL, type).
+    bool supports_weight(DType type) const { return supports(Op::MATMUL, type); }
 
     // ---- memory ---------------------------------------------------------------------------------
     virtual std::unique_ptr<Buffer> alloc(size_t bytes) = 0;
@@ -102,67 +140,93 @@ public:
     // mapping (no copy), a device backend uploads it (and may repack it). [n_rows, width] of type.
     virtual Tensor place_weight(const void* host, DType type, size_t width, size_t n_rows) = 0;
     // A placed weight that is only ever the W of matmul (never a get_rows table, never read by row):
-    // the backend may return its own copy in a layout of its kernels (the CPU's x86 tables repack
-    // Q4_0, and the AVX2 table also Q4_K and Q6_K, into 8-row groups: ops/*_x8.h); `w` stays valid.
-    // Default: w itself.
+    // the backend may return its own copy in a layout of its kernels (the CPU tiers' repack table:
+    // src/backends/cpu/cpu_tiers.h, docs/OPS.md); `w` stays valid. Default: w itself.
     virtual Tensor pack_for_products(const Tensor& w) { return w; }
-    virtual bool supports_weight(DType type) const = 0;
     // Storage for a KV cache of these layers (the bookkeeping stays in KvCache).
     virtual std::unique_ptr<KvStorage> make_kv_storage(const std::vector<KvLayerLayout>& layers, KvType type) = 0;
     // Waits for every op enqueued so far; throws cactus::Error after `deadline` or on a device error.
     virtual void synchronize(std::chrono::milliseconds deadline) = 0;
 
-    // ---- ops ------------------------------------------------------------------------------------
+    // ---- ops (checked here, then do_<op>) ------------------------------------------------------
     // y [n, width] = table[ids[i]] * scale; ids: [n] I32 (checked < table rows).
-    virtual void get_rows(const Tensor& y, const Tensor& table, const Tensor& ids, float scale) = 0;
+    void get_rows(const Tensor& y, const Tensor& table, const Tensor& ids, float scale);
     // y [n, w] = x / sqrt(mean(x^2) + eps) * weight[w] (weight empty: none). y may be x.
-    virtual void rms_norm(const Tensor& y, const Tensor& x, const Tensor& weight, float eps) = 0;
+    void rms_norm(const Tensor& y, const Tensor& x, const Tensor& weight, float eps);
     // y [n, w] = (x - mean) / sqrt(var + eps) * weight + bias (either may be empty). y may be x.
-    virtual void layer_norm(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) = 0;
+    void layer_norm(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps);
     // y [n, n_out] = x [n, n_in] W^T, W: [n_out, n_in] of any supported weight type.
-    virtual void matmul(const Tensor& y, const Tensor& w, const Tensor& x) = 0;
+    void matmul(const Tensor& y, const Tensor& w, const Tensor& x);
     // y_i [n, n_out_i] = x W_i^T for products that read the same x [n, n_in] (q, k and v; gate and
     // up): a back end may run them as one job (the CPU quantizes x once, and its threads wait once
     // instead of once per product). Each y_i equals matmul's bit for bit. Default: matmul each.
-    virtual void matmuls(const SharedInputProduct* products, size_t n_products, const Tensor& x) {
-        for (size_t i = 0; i < n_products; ++i) matmul(*products[i].y, *products[i].w, x);
-    }
+    void matmuls(const SharedInputProduct* products, size_t n_products, const Tensor& x);
     // The same product for encoders (hundreds of rows, results never recomputed by a decode step):
     // a back end may sum in another order than matmul's (which equals its one-token product bit for
     // bit) when that is faster. Default: matmul.
-    virtual void matmul_encoder(const Tensor& y, const Tensor& w, const Tensor& x) { matmul(y, w, x); }
+    void matmul_encoder(const Tensor& y, const Tensor& w, const Tensor& x);
     // y [n, w] = a [n, w] + b, b: [n, w] or [1, w] (broadcast over rows: a bias). y may be a.
-    virtual void add(const Tensor& y, const Tensor& a, const Tensor& b) = 0;
+    void add(const Tensor& y, const Tensor& a, const Tensor& b);
     // y = x * s elementwise. y may be x.
-    virtual void scale(const Tensor& y, const Tensor& x, float s) = 0;
-    // y = cap * tanh(x / cap). y may be x.
-    virtual void softcap(const Tensor& y, const Tensor& x, float cap) = 0;
+    void scale(const Tensor& y, const Tensor& x, float s);
+    // y = cap * tanh(x / cap), cap > 0. y may be x.
+    void softcap(const Tensor& y, const Tensor& x, float cap);
     // y = gelu(x) (tanh approximation or erf). y may be x.
-    virtual void gelu(const Tensor& y, const Tensor& x, Activation kind) = 0;
+    void gelu(const Tensor& y, const Tensor& x, Activation kind);
     // y [n, w] = act(gate) * up. y may be gate.
-    virtual void glu(const Tensor& y, const Tensor& gate, const Tensor& up, Activation act) = 0;
+    void glu(const Tensor& y, const Tensor& gate, const Tensor& up, Activation act);
     // Rotates x [n, n_head * head_dim] in place, token i at position pos[i] (pos: [n] I32).
-    virtual void rope(const Tensor& x, size_t n_head, const Tensor& pos, const RopeParams& params) = 0;
-    // Stores the batch's keys k [n, k_width] and values v [n, v_width] into layer il of each token's
-    // cache (rows from the cache's bookkeeping).
-    virtual void kv_store(size_t il, const KvBatch& batch, const Tensor& k, const Tensor& v) = 0;
-    // out [n, n_head * head_dim_v] = softmax(scale * q k^T + mask) v over layer il of each token's
-    // cache, the mask of KvCache::mask_for (causal, sliding window, sinks). q: [n, n_head * head_dim].
-    virtual void attention_kv(const Tensor& out, size_t il, const KvBatch& batch, const Tensor& q, size_t n_head,
-                              float scale) = 0;
-    virtual void attention_dense(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
-                                 const Tensor& mask, const DenseAttention& shape) = 0;
-    virtual void conv1d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv1d& c) = 0;
-    virtual void conv2d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2d& c) = 0;
+    void rope(const Tensor& x, size_t n_head, const Tensor& pos, const RopeParams& params);
+    // Stores the batch's keys k [n, k_width] and values v [n, v_width] into row view[i].row of
+    // each token's layer (KvView: the KvCache's bookkeeping, kv/kv_view.h).
+    void kv_store(const KvBatch& batch, const Tensor& k, const Tensor& v);
+    // out [n, n_head * head_dim_v] = softmax(scale * q k^T + mask) v over rows view[i].rows of each
+    // token's layer, masked by view[i].positions and view[i].mask (causal, sliding window, sinks,
+    // bidirectional spans). q: [n, n_head * head_dim_k].
+    void attention_kv(const Tensor& out, const KvBatch& batch, const Tensor& q, size_t n_head, float scale);
+    void attention_dense(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                         const DenseAttention& shape);
+    void conv1d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv1d& c);
+    void conv2d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2d& c);
     // LFM2's short causal convolution (short_conv_ref in ops_ref.h): y [n, e] and bx [n, e] = B * x
     // out; bcx [n, 3 * e] = (B | C | x); w [e, L] F32 taps; state [rows, e] F32 (conv rows of earlier
     // steps, src/kv/conv_state.h); hist [n, L - 1] I32 (where each token's predecessors are).
-    // The default runs the reference on host copies, so every backend has it; the CPU overrides it.
-    virtual void short_conv(const Tensor& y, const Tensor& bx, const Tensor& bcx, const Tensor& w, const Tensor& state,
-                            const Tensor& hist);
+    void short_conv(const Tensor& y, const Tensor& bx, const Tensor& bcx, const Tensor& w, const Tensor& state,
+                    const Tensor& hist);
     // table [rows, w] F32: table[ids[i]] = x[i] for each row i of x [n, w] with ids[i] >= 0 (ids
-    // distinct; ids: [n] I32, each < rows). The default goes through the host.
-    virtual void set_rows(const Tensor& table, const Tensor& x, const Tensor& ids);
+    // distinct; ids: [n] I32, each < rows).
+    void set_rows(const Tensor& table, const Tensor& x, const Tensor& ids);
+
+protected:
+    // The backends' ops: arguments already checked by the public method of the same name.
+    virtual void do_get_rows(const Tensor& y, const Tensor& table, const Tensor& ids, float scale) = 0;
+    virtual void do_rms_norm(const Tensor& y, const Tensor& x, const Tensor& weight, float eps) = 0;
+    virtual void do_layer_norm(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                               float eps) = 0;
+    virtual void do_matmul(const Tensor& y, const Tensor& w, const Tensor& x) = 0;
+    virtual void do_matmuls(const SharedInputProduct* products, size_t n_products, const Tensor& x);
+    virtual void do_matmul_encoder(const Tensor& y, const Tensor& w, const Tensor& x) { do_matmul(y, w, x); }
+    virtual void do_add(const Tensor& y, const Tensor& a, const Tensor& b) = 0;
+    virtual void do_scale(const Tensor& y, const Tensor& x, float s) = 0;
+    virtual void do_softcap(const Tensor& y, const Tensor& x, float cap) = 0;
+    virtual void do_gelu(const Tensor& y, const Tensor& x, Activation kind) = 0;
+    virtual void do_glu(const Tensor& y, const Tensor& gate, const Tensor& up, Activation act) = 0;
+    virtual void do_rope(const Tensor& x, size_t n_head, const Tensor& pos, const RopeParams& params) = 0;
+    virtual void do_kv_store(const KvBatch& batch, const Tensor& k, const Tensor& v) = 0;
+    virtual void do_attention_kv(const Tensor& out, const KvBatch& batch, const Tensor& q, size_t n_head,
+                                 float scale) = 0;
+    virtual void do_attention_dense(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& mask, const DenseAttention& shape) = 0;
+    virtual void do_conv1d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv1d& c) = 0;
+    virtual void do_conv2d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2d& c) = 0;
+    // Defaults through the host (downloads, the reference, uploads), so every backend has them.
+    virtual void do_short_conv(const Tensor& y, const Tensor& bx, const Tensor& bcx, const Tensor& w,
+                               const Tensor& state, const Tensor& hist);
+    virtual void do_set_rows(const Tensor& table, const Tensor& x, const Tensor& ids);
+
+private:
+    // Throws "<backend> <op>: <type> is not supported" unless supports(op, type).
+    void require_support(Op op, DType type) const;
 };
 
 struct BackendOptions {
@@ -181,13 +245,9 @@ bool cuda_compiled();
 // The device string of the environment's CACTUS_DEVICE, or `fallback` when it is unset or empty.
 std::string device_from_env(const std::string& fallback);
 
-// Every device name make_backend knows in this build ("cpu" first; "cuda" when built with CUDA),
-// whether or not it is usable on this machine (tests run each and skip the unusable ones).
+// The devices usable in this build and on this machine: "cpu" first, then "cuda:0", "cuda:1", ...
+// when the build has the CUDA backend and the machine a GPU with a working driver.
 std::vector<std::string> available_devices();
-
-// The argument checks of Backend::short_conv (throws naming the bad shape); returns the taps L.
-size_t check_short_conv(const Tensor& y, const Tensor& bx, const Tensor& bcx, const Tensor& w, const Tensor& state,
-                        const Tensor& hist);
 
 // Host copies of small tensors, for code that must read values (tests, samplers): downloads.
 std::vector<float> download_f32(Backend& backend, const Tensor& t);

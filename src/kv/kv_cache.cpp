@@ -1,7 +1,5 @@
 #include "kv/kv_cache.h"
 
-#include "backends/cpu/attention_rows.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -69,9 +67,8 @@ KvCache::KvCache(std::vector<KvLayerSpec> layers, size_t n_ctx)
     : KvCache(std::move(layers), KvCacheConfig{n_ctx, 0, KvOptions{}}) {}
 
 KvCache::KvCache(std::vector<KvLayerSpec> layers, const KvCacheConfig& config)
-    : KvCache(std::move(layers), config, [](const std::vector<KvLayerLayout>& l, KvType type) {
-          return std::unique_ptr<KvStorage>(new HostKvStorage(l, type));
-      }) {}
+    : KvCache(std::move(layers), config,
+              [](const std::vector<KvLayerLayout>& l, KvType type) { return make_host_kv_storage(l, type); }) {}
 
 KvCache::KvCache(std::vector<KvLayerSpec> layers, const KvCacheConfig& config, const KvStorageFactory& make_storage)
     : config_(config) {
@@ -104,7 +101,7 @@ size_t KvCache::predict_bytes(const std::vector<KvLayerSpec>& layers, const KvCa
     size_t total = 0;
     for (const KvLayerSpec& s : layers) {
         const size_t capacity = layer_capacity(s, config, chunk);
-        total += HostKvStorage::predict_bytes(layout_of(s, capacity), config.kv.type) + capacity * sizeof(int32_t);
+        total += kv_storage_bytes(layout_of(s, capacity), config.kv.type) + capacity * sizeof(int32_t);
     }
     return total;
 }
@@ -269,10 +266,27 @@ void KvCache::read_row(size_t il, size_t row, float* k, float* v) const {
     }
 }
 
-const HostKvStorage& KvCache::host() const {
-    const auto* host = dynamic_cast<const HostKvStorage*>(storage_.get());
-    if (host == nullptr) fail("KvCache: the rows are not in host memory");
-    return *host;
+KvView KvCache::view(size_t il, size_t token, size_t last) const {
+    CACTUS_ASSERT(il < layers_.size());
+    const Layer& layer = layers_[il];
+    KvView v;
+    v.storage = storage_.get();
+    v.layer = il;
+    v.layout = layout_of(layer.spec, layer.capacity);
+    v.row = row_of(il, token);
+    v.rows = rows_for_query(il, token, last);
+    v.positions = layer.row_pos.data();
+    v.mask = mask_for(il, token, last);
+    return v;
+}
+
+KvBatch kv_batch(const KvTokens& tokens, size_t il, std::vector<KvView>& views) {
+    views.resize(tokens.n);
+    for (size_t i = 0; i < tokens.n; ++i) {
+        const size_t token = tokens.token[i];
+        views[i] = tokens.cache[i]->view(il, token, tokens.last ? tokens.last[i] : token);
+    }
+    return KvBatch{tokens.n, views.data()};
 }
 
 size_t KvCache::bytes() const {

@@ -26,6 +26,7 @@
 
 #include "kv/kv_options.h"
 #include "kv/kv_storage.h"
+#include "kv/kv_view.h"
 #include "ops/ops_ref.h"
 
 namespace cactus {
@@ -45,12 +46,6 @@ struct KvCacheConfig {
     KvOptions kv;
 };
 
-// Half-open range of physical rows.
-struct RowRange {
-    size_t begin = 0;
-    size_t end = 0;
-};
-
 // Makes the storage of the rows (the backend's: Backend::make_kv_storage).
 using KvStorageFactory = std::function<std::unique_ptr<KvStorage>(const std::vector<KvLayerLayout>&, KvType)>;
 
@@ -59,7 +54,7 @@ public:
     // f16, no compaction, appends of any size up to n_ctx.
     KvCache(std::vector<KvLayerSpec> layers, size_t n_ctx);
     // Throws cactus::Error when n_ctx is 0, a spec is inconsistent or the cache would not fit.
-    // Rows in host memory (HostKvStorage).
+    // Rows in host memory (make_host_kv_storage).
     KvCache(std::vector<KvLayerSpec> layers, const KvCacheConfig& config);
     // Rows in the storage `make_storage` returns (a backend's).
     KvCache(std::vector<KvLayerSpec> layers, const KvCacheConfig& config, const KvStorageFactory& make_storage);
@@ -112,20 +107,13 @@ public:
     // Dequantized key/value row (tests, compaction).
     void read_row(size_t il, size_t row, float* k, float* v) const;
 
-    // The rows: storage() for any backend; host() for the CPU kernels (throws when the rows are
-    // not in host memory). Shorthands for host rows, as the CPU attention reads them:
+    // What a backend sees of token t in layer il (row, visible rows, positions, mask), the query
+    // seeing up to token `last` (>= token; token itself = causal).
+    KvView view(size_t il, size_t token, size_t last) const;
+
     KvStorage& storage() { return *storage_; }
-    const HostKvStorage& host() const;
-    const uint16_t* k16(size_t il, size_t row) const { return host().k16(il, row); }
-    const uint16_t* v16(size_t il, size_t row) const { return host().v16(il, row); }
-    const float* k32(size_t il, size_t row) const { return host().k32(il, row); }
-    const float* v32(size_t il, size_t row) const { return host().v32(il, row); }
-    const int8_t* k8(size_t il, size_t row) const { return host().k8(il, row); }
-    const int8_t* v8(size_t il, size_t row) const { return host().v8(il, row); }
-    const float* k_scales(size_t il, size_t row) const { return host().k_scales(il, row); }
-    const float* v_scales(size_t il, size_t row) const { return host().v_scales(il, row); }
-    size_t k_scale_stride(size_t il) const { return host().k_scale_stride(il); }
-    size_t v_scale_stride(size_t il) const { return host().v_scale_stride(il); }
+    const KvStorage& storage() const { return *storage_; }
+    // [capacity(il)] position held by each physical row of layer il, -1 = empty.
     const int32_t* row_positions(size_t il) const { return layers_[il].row_pos.data(); }
 
     size_t bytes() const;
@@ -159,6 +147,21 @@ private:
     size_t compactions_ = 0;
     std::unique_ptr<KvStorage> storage_;  // the rows (backend memory)
 };
+
+// Which cache and token each row of a step belongs to: row i is token `token[i]` (its index in its
+// sequence) of `cache[i]`. The models keep a step's tokens this way and hand each layer's
+// backend ops the views of kv_batch.
+struct KvTokens {
+    size_t n = 0;
+    KvCache* const* cache = nullptr;  // [n]
+    const size_t* token = nullptr;    // [n]
+    // [n] the last token each query sees (>= token[i], stored by this step: a bidirectional span
+    // such as a Gemma 3 image sees all of itself); nullptr = causal (token[i] itself).
+    const size_t* last = nullptr;
+};
+
+// The views of layer il for the step's tokens, written into `views` (resized to n).
+KvBatch kv_batch(const KvTokens& tokens, size_t il, std::vector<KvView>& views);
 
 // The storage layout of a layer with `capacity` physical rows.
 KvLayerLayout layout_of(const KvLayerSpec& spec, size_t capacity);

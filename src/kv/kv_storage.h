@@ -11,6 +11,7 @@
 // writing and moving a head are exact.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kv/kv_options.h"
@@ -41,49 +42,12 @@ public:
 
 size_t kv_groups_of(size_t n);  // int8 scale groups of n elements
 
-// Rows in host memory (CPU backend, tests).
-class HostKvStorage final : public KvStorage {
-public:
-    HostKvStorage(const std::vector<KvLayerLayout>& layers, KvType type);
-    static size_t predict_bytes(const KvLayerLayout& layer, KvType type);
+// Bytes of row storage a layer of this layout takes in this precision (keys, values, scales): the
+// same in every backend's storage.
+size_t kv_storage_bytes(const KvLayerLayout& layer, KvType type);
 
-    KvType type() const override { return type_; }
-    void write_row(size_t il, size_t row, const float* k, const float* v) override;
-    void read_head(size_t il, size_t row, size_t head, bool key, float* out) const override;
-    void write_head(size_t il, size_t row, size_t head, bool key, const float* in) override;
-    void move_head(size_t il, size_t dst, size_t src, size_t head) override;
-    size_t bytes() const override;
-
-    // Raw rows for the CPU attention kernels. f16: k16/v16; int8: k8/v8 plus scales; f32: k32/v32.
-    const uint16_t* k16(size_t il, size_t row) const {
-        return layers_[il].k16.data() + row * layers_[il].layout.k_width;
-    }
-    const uint16_t* v16(size_t il, size_t row) const {
-        return layers_[il].v16.data() + row * layers_[il].layout.v_width;
-    }
-    const float* k32(size_t il, size_t row) const { return layers_[il].k32.data() + row * layers_[il].layout.k_width; }
-    const float* v32(size_t il, size_t row) const { return layers_[il].v32.data() + row * layers_[il].layout.v_width; }
-    const int8_t* k8(size_t il, size_t row) const { return layers_[il].k8.data() + row * layers_[il].layout.k_width; }
-    const int8_t* v8(size_t il, size_t row) const { return layers_[il].v8.data() + row * layers_[il].layout.v_width; }
-    const float* k_scales(size_t il, size_t row) const { return layers_[il].ks.data() + row * layers_[il].k_groups; }
-    const float* v_scales(size_t il, size_t row) const { return layers_[il].vs.data() + row * layers_[il].v_groups; }
-    size_t k_scale_stride(size_t il) const { return layers_[il].k_groups; }
-    size_t v_scale_stride(size_t il) const { return layers_[il].v_groups; }
-
-private:
-    struct Layer {
-        KvLayerLayout layout;
-        size_t head_dim_k = 0;
-        size_t head_dim_v = 0;
-        size_t k_groups = 0;  // scales per key row (int8)
-        size_t v_groups = 0;
-        std::vector<uint16_t> k16, v16;  // [capacity, k_width], [capacity, v_width] (f16)
-        std::vector<int8_t> k8, v8;      // same shapes (int8)
-        std::vector<float> ks, vs;       // [capacity, k_groups], [capacity, v_groups] (int8)
-        std::vector<float> k32, v32;     // [capacity, k_width], [capacity, v_width] (f32)
-    };
-    KvType type_;
-    std::vector<Layer> layers_;
-};
+// Rows in host memory, for caches made without a backend (tests, tools): the CPU backend's storage
+// (src/backends/cpu/host_kv_storage.cpp).
+std::unique_ptr<KvStorage> make_host_kv_storage(const std::vector<KvLayerLayout>& layers, KvType type);
 
 }  // namespace cactus

@@ -59,16 +59,17 @@ public:
     void rope(const Tensor& x, size_t n_head, const Tensor& pos, const RopeParams& params) const {
         be_.rope(x, n_head, pos, params);
     }
-    // Causal (or sliding) self-attention over the KV cache: stores k, v of the batch in layer il,
-    // then out [n, n_head * head_dim_v] = softmax(scale * q K^T) V over the visible rows.
-    void attention(const Tensor& out, size_t il, const KvBatch& kv, const Tensor& q, const Tensor& k, const Tensor& v,
+    // Causal (or sliding) self-attention over the KV cache: stores k, v of the batch in the views'
+    // layer (kv_batch), then out [n, n_head * head_dim_v] = softmax(scale * q K^T) V over the
+    // visible rows.
+    void attention(const Tensor& out, const KvBatch& kv, const Tensor& q, const Tensor& k, const Tensor& v,
                    size_t n_head, float scale) const {
-        be_.kv_store(il, kv, k, v);
-        be_.attention_kv(out, il, kv, q, n_head, scale);
+        be_.kv_store(kv, k, v);
+        be_.attention_kv(out, kv, q, n_head, scale);
     }
-    // The same attention over rows another layer stored in layer il earlier in the step (KV sharing).
-    void attend(const Tensor& out, size_t il, const KvBatch& kv, const Tensor& q, size_t n_head, float scale) const {
-        be_.attention_kv(out, il, kv, q, n_head, scale);
+    // The same attention over rows another layer stored in that layer earlier in the step (KV sharing).
+    void attend(const Tensor& out, const KvBatch& kv, const Tensor& q, size_t n_head, float scale) const {
+        be_.attention_kv(out, kv, q, n_head, scale);
     }
     // Gated feed-forward: y [n, n_embd] = down(act(gate x) * up x); gate_buf, up_buf: [n, n_ff].
     void ffn(const Tensor& y, const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, Activation act,

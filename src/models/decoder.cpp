@@ -263,7 +263,7 @@ void DecoderModel::decode(const Batch& b, std::vector<float>* logits) {
     }
     Step step;
     step.n = b.n;
-    step.kv = KvBatch{b.n, step_cache_.data(), step_token_.data(), b.group ? span_ends(b) : nullptr};
+    step.kv = KvTokens{b.n, step_cache_.data(), step_token_.data(), b.group ? span_ends(b) : nullptr};
     step.tokens = ids_.rows_view(0, b.n);
     output_rows(b);
     if (!logits) out_rows_.clear();

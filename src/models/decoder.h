@@ -35,7 +35,7 @@ class GgufFile;
 // What one step hands the layers.
 struct Step {
     size_t n = 0;     // rows in the step (tokens, or the output rows once narrowed)
-    KvBatch kv;       // which cache and token each row belongs to
+    KvTokens kv;      // which cache and token each row belongs to
     Tensor pos_ring;  // [n] I32 positions in sliding layers (the token index)
     Tensor pos_full;  // [n] I32 positions in global layers (after compaction renumbering)
     Tensor tokens;    // [n] I32 token ids of the rows (media rows: 0); until the step is narrowed
@@ -157,6 +157,7 @@ private:
     std::vector<KvCache*> step_cache_;
     std::vector<size_t> step_token_;
     std::vector<size_t> step_last_;  // [n] last token each query sees (bidirectional spans)
+    std::vector<KvView> kv_views_;   // [n] the step's tokens in one layer (kv_batch), rebuilt per layer
     std::vector<int32_t> host_i32_;
     std::vector<int32_t> out_rows_;     // rows of x whose logits are wanted, in batch order
     std::vector<int32_t> source_rows_;  // narrow_to_outputs: the rows kept

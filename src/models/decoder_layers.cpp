@@ -37,13 +37,13 @@ void DecoderModel::attention_block(const Step& step, size_t il, const Activation
             nn_.rope(q, s.n_head, pos, s.rope);
             nn_.rope(k, s.n_head_kv, pos, s.rope);
         }
-        nn_.attention(out, kv_layer_[il], step.kv, q, k, v, s.n_head, s.scale);
+        nn_.attention(out, kv_batch(step.kv, kv_layer_[il], kv_views_), q, k, v, s.n_head, s.scale);
     } else {
         // KV sharing: the source layer stored this step's rows already.
         nn_.linear(q, w.wq, a.cur, w.bq);
         if (s.qk_norm) nn_.head_norm(q, s.n_head, w.q_norm, eps);
         if (s.rope.n_rot > 0) nn_.rope(q, s.n_head, pos, s.rope);
-        nn_.attend(out, kv_layer_[il], step.kv, q, s.n_head, s.scale);
+        nn_.attend(out, kv_batch(step.kv, kv_layer_[il], kv_views_), q, s.n_head, s.scale);
     }
     nn_.linear(a.tmp, w.wo, out);  // [n, n_embd]
     if (!w.post_norm.empty()) nn_.rms_norm(a.tmp, a.tmp, w.post_norm, eps);

@@ -3,7 +3,6 @@
 #include <cstring>
 
 #include "backends/backend.h"
-#include "backends/cpu/cpu_kernels.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "ops/quant.h"
@@ -39,7 +38,9 @@ void dequantize_to_f32(DType type, float* dst, const void* src, size_t n) {
         std::memcpy(dst, src, n * sizeof(float));
         return;
     }
-    dequantize_row_cpu(type, dst, src, n);  // unknown type ids are errors (cpu_kernels.h)
+    // The scalar reference: every CPU tier's dequantizer equals it bit for bit (tests/ops:
+    // CpuKernels.DequantizersMatchReference); unknown type ids are errors.
+    dequantize_row_ref(type, dst, src, n);
 }
 
 }  // namespace

@@ -10,11 +10,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "backend_test_util.h"
 #include "backends/backend.h"
 #include "core/error.h"
 #include "kv/kv_cache.h"
@@ -23,6 +26,10 @@
 
 namespace cactus {
 namespace {
+
+using testing::hold;
+using testing::hold_f32;
+using testing::worst_error;
 
 std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
     std::mt19937 rng(seed);
@@ -261,7 +268,7 @@ std::vector<float> as_stored(std::vector<float> x, size_t head_dim, KvType type)
 TEST_P(BackendOps, AttentionOverTheKvCacheEqualsTheReference) {
     // A global layer (one step of 11 tokens) and a sliding layer (window 4, ring rows reused over
     // steps of 4, 4 and 3 tokens); GQA with 2 query heads per KV head. window 1000: a global layer
-    // whose tokens [3, 8) form a bidirectional span (KvBatch::last: Gemma 3's image rows). Every
+    // whose tokens [3, 8) form a bidirectional span (KvTokens::last: Gemma 3's image rows). Every
     // KV precision, at head dims 40 and 512 (Gemma 4's global layers). Bounds: f16 2e-3 (keys,
     // values, queries and weights rounded to f16); int8 1e-4 and f32 1e-5 (the reference sees the
     // stored rows; f32 sums in another order).
@@ -293,13 +300,15 @@ TEST_P(BackendOps, AttentionOverTheKvCacheEqualsTheReference) {
                 std::vector<size_t> tokens(c), last(c);
                 for (size_t t = 0; t < c; ++t) tokens[t] = first + t;
                 for (size_t t = 0; t < c; ++t) last[t] = in_span(first + t) ? span_end - 1 : first + t;
-                const KvBatch kv = {c, caches.data(), tokens.data(), span ? last.data() : nullptr};
+                std::vector<KvView> views;
+                const KvBatch kv =
+                    kv_batch(KvTokens{c, caches.data(), tokens.data(), span ? last.data() : nullptr}, 0, views);
                 auto rows = [&](const std::vector<float>& x, size_t width) {
                     return f32(std::vector<float>(x.begin() + done * width, x.begin() + (done + c) * width), width);
                 };
                 const Tensor out = zeros(n_head * hd, c);
-                be_->kv_store(0, kv, rows(k, n_head_kv * hd), rows(v, n_head_kv * hd));
-                be_->attention_kv(out, 0, kv, rows(q, n_head * hd), n_head, scale);
+                be_->kv_store(kv, rows(k, n_head_kv * hd), rows(v, n_head_kv * hd));
+                be_->attention_kv(out, kv, rows(q, n_head * hd), n_head, scale);
                 const std::vector<float> part = get(out);
                 got.insert(got.end(), part.begin(), part.end());
                 done += c;
@@ -481,13 +490,545 @@ TEST_P(BackendOps, ShortConvAndSetRows) {
     EXPECT_THROW(be_->short_conv(y, bx, f32(bcx, 3 * e), f32(w, L), table, i32(ids)), Error);  // hist of n, not 2n
 }
 
-TEST_P(BackendOps, MismatchedShapesAreErrors) {
-    EXPECT_THROW(be_->matmul(zeros(5, 2), f32(random_floats(4 * 8, 1), 8), zeros(7, 2)), Error);
-    EXPECT_THROW(be_->add(zeros(5, 2), zeros(5, 2), zeros(4, 2)), Error);
-    EXPECT_THROW(be_->rms_norm(zeros(5, 2), zeros(6, 2), Tensor(), 1e-5f), Error);
+// Every op checks its arguments in the Backend base class, before any backend runs: a bad shape
+// or type is a cactus::Error naming the op, on every device alike.
+void expect_error_naming(const std::function<void()>& call, const char* op) {
+    try {
+        call();
+        ADD_FAILURE() << op << ": no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(op), std::string::npos) << e.what();
+    }
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, BackendOps, ::testing::ValuesIn(available_devices()));
+TEST_P(BackendOps, MismatchedShapesAreErrors) {
+    Backend& be = *be_;
+    const Tensor w8 = f32(random_floats(4 * 8, 1), 8);  // [4, 8]
+    const Tensor a = zeros(5, 2), b = zeros(4, 2), c = zeros(5, 3);
+    expect_error_naming([&] { be.matmul(a, w8, zeros(7, 2)); }, "matmul");
+    const SharedInputProduct products[] = {{&b, &w8}, {&a, &w8}};
+    expect_error_naming([&] { be.matmuls(products, 2, zeros(8, 2)); }, "matmuls");
+    expect_error_naming([&] { be.matmul_encoder(zeros(4, 3), w8, zeros(8, 2)); }, "matmul_encoder");
+    expect_error_naming([&] { be.add(a, a, b); }, "add");
+    expect_error_naming([&] { be.rms_norm(a, c, Tensor(), 1e-5f); }, "rms_norm");
+    expect_error_naming([&] { be.rms_norm(a, a, zeros(4, 1), 1e-5f); }, "rms_norm");
+    expect_error_naming([&] { be.layer_norm(a, a, Tensor(), zeros(6, 1), 1e-5f); }, "layer_norm");
+    expect_error_naming([&] { be.scale(a, c, 2.0f); }, "scale");
+    expect_error_naming([&] { be.softcap(a, a, 0.0f); }, "softcap");
+    expect_error_naming([&] { be.gelu(a, b, Activation::GELU_TANH); }, "gelu");
+    expect_error_naming([&] { be.glu(a, a, c, Activation::SILU); }, "glu");
+    expect_error_naming([&] { be.get_rows(zeros(7, 2), w8, i32({0, 1}), 1.0f); }, "get_rows");
+    expect_error_naming([&] { be.get_rows(zeros(8, 2), w8, i32({0, 1, 2}), 1.0f); }, "get_rows");
+    const RopeParams rope{RopeStyle::NORMAL, 4, 10000.0f, 1.0f};
+    expect_error_naming([&] { be.rope(zeros(12, 2), 5, i32({0, 1}), rope); }, "rope");
+    expect_error_naming([&] { be.rope(zeros(12, 2), 3, i32({0}), rope); }, "rope");
+    const RopeParams too_wide{RopeStyle::NORMAL, 6, 10000.0f, 1.0f};
+    expect_error_naming([&] { be.rope(zeros(12, 2), 3, i32({0, 1}), too_wide); }, "rope");
+    DenseAttention d;
+    d.n_head = 2;
+    d.n_head_kv = 1;
+    d.head_dim = 4;
+    d.head_dim_v = 4;
+    expect_error_naming([&] { be.attention_dense(zeros(8, 3), zeros(8, 3), zeros(4, 5), zeros(4, 4), Tensor(), d); },
+                        "attention_dense");
+    expect_error_naming([&] { be.attention_dense(zeros(8, 3), zeros(8, 3), zeros(4, 5), zeros(4, 5), zeros(4, 3), d); },
+                        "attention_dense");
+    const Conv1d c1{3, 1, 0};
+    expect_error_naming([&] { be.conv1d(zeros(4, 6), zeros(2, 7), f32(random_floats(4 * 6, 2), 6), Tensor(), c1); },
+                        "conv1d");
+    expect_error_naming([&] { be.conv1d(zeros(4, 4), zeros(3, 7), f32(random_floats(4 * 6, 2), 6), Tensor(), c1); },
+                        "conv1d");
+    Conv2d c2;
+    c2.kernel_h = c2.kernel_w = 2;
+    c2.height = c2.width = 3;
+    expect_error_naming([&] { be.conv2d(zeros(4, 5), zeros(9, 2), f32(random_floats(4 * 8, 3), 8), Tensor(), c2); },
+                        "conv2d");
+    expect_error_naming([&] { be.set_rows(zeros(4, 3), zeros(5, 2), i32({0, 1})); }, "set_rows");
+}
+
+// The KV ops check the views: the batch against the tensors, the rows against the layer.
+TEST_P(BackendOps, MismatchedKvViewsAreErrors) {
+    KvLayerSpec spec;
+    spec.k_width = spec.v_width = 8;
+    spec.n_head_kv = 2;
+    KvCacheConfig config;
+    config.n_ctx = 8;
+    KvCache cache({spec}, config,
+                  [&](const std::vector<KvLayerLayout>& l, KvType t) { return be_->make_kv_storage(l, t); });
+    cache.reserve(2);
+    cache.append(2);
+    std::vector<KvCache*> caches(2, &cache);
+    const std::vector<size_t> tokens = {0, 1};
+    std::vector<KvView> views;
+    const KvBatch kv = kv_batch(KvTokens{2, caches.data(), tokens.data()}, 0, views);
+    Backend& be = *be_;
+    expect_error_naming([&] { be.kv_store(kv, zeros(8, 3), zeros(8, 3)); }, "kv_store");  // 3 rows, 2 tokens
+    expect_error_naming([&] { be.kv_store(kv, zeros(6, 2), zeros(8, 2)); }, "kv_store");  // key width
+    // Heads of 4 elements: q and out [2, 4 * 4].
+    expect_error_naming([&] { be.attention_kv(zeros(16, 2), kv, zeros(12, 2), 4, 1.0f); }, "attention_kv");
+    expect_error_naming([&] { be.attention_kv(zeros(12, 2), kv, zeros(12, 2), 3, 1.0f); }, "attention_kv");
+    std::vector<KvView> outside = views;
+    outside[1].rows.end = outside[1].layout.capacity + 1;
+    expect_error_naming(
+        [&] {
+            be.attention_kv(zeros(16, 2), KvBatch{2, outside.data()}, zeros(16, 2), 4, 1.0f);
+        },
+        "attention_kv");
+    outside = views;
+    outside[0].row = outside[0].layout.capacity;
+    expect_error_naming([&] { be.kv_store(KvBatch{2, outside.data()}, zeros(8, 2), zeros(8, 2)); }, "kv_store");
+    be.kv_store(kv, zeros(8, 2), zeros(8, 2));  // the same batch, right shapes: accepted
+    be.attention_kv(zeros(16, 2), kv, zeros(16, 2), 4, 1.0f);
+    be.synchronize(std::chrono::milliseconds(30000));
+}
+
+// supports(op, type): every op runs f32 operands; the products read the common formats; a type a
+// backend does not run is refused with an error naming it, before any kernel (never a crash).
+TEST_P(BackendOps, SupportsAnswersAndUnsupportedTypesAreErrors) {
+    Backend& be = *be_;
+    for (size_t i = 0; i < kOpCount; ++i) {
+        const Op op = static_cast<Op>(i);
+        EXPECT_TRUE(be.supports(op, DType::F32)) << op_name(op);
+        EXPECT_FALSE(be.supports(op, DType::I32)) << op_name(op);
+    }
+    for (DType t : {DType::F16, DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+        EXPECT_TRUE(be.supports(Op::MATMUL, t)) << dtype_name(t);
+        EXPECT_TRUE(be.supports(Op::GET_ROWS, t)) << dtype_name(t);
+        EXPECT_TRUE(be.supports_weight(t)) << dtype_name(t);
+    }
+    for (DType t : {DType::F16, DType::I8, DType::F32}) {
+        EXPECT_TRUE(be.supports(Op::KV_STORE, t)) << dtype_name(t);
+        EXPECT_TRUE(be.supports(Op::ATTENTION_KV, t)) << dtype_name(t);
+    }
+    EXPECT_FALSE(be.supports(Op::RMS_NORM, DType::F16));
+    // An I32 "weight": placed as bytes, refused by every product and gather.
+    const std::vector<int32_t> bytes(4 * 8, 1);
+    buffers_.push_back(be.alloc(bytes.size() * sizeof(int32_t)));
+    const Tensor w = make_tensor(buffers_.back().get(), 0, DType::I32, 8, 4);
+    be.upload(w, bytes.data(), bytes.size() * sizeof(int32_t));
+    expect_error_naming([&] { be.matmul(zeros(4, 2), w, zeros(8, 2)); }, "not supported");
+    expect_error_naming([&] { be.get_rows(zeros(8, 1), w, i32({0}), 1.0f); }, "not supported");
+    expect_error_naming([&] { be.conv1d(zeros(4, 2), zeros(8, 2), w, Tensor(), Conv1d{1, 1, 0}); }, "not supported");
+}
+
+TEST(AvailableDevices, CpuFirstThenEveryUsableGpu) {
+    const std::vector<std::string> devices = available_devices();
+    ASSERT_FALSE(devices.empty());
+    EXPECT_EQ(devices[0], "cpu");
+    for (size_t i = 1; i < devices.size(); ++i) {
+        EXPECT_EQ(devices[i], "cuda:" + std::to_string(i - 1));
+        EXPECT_NO_THROW(make_backend(BackendOptions{devices[i]})) << devices[i];
+    }
+    if (!cuda_compiled()) {
+        EXPECT_EQ(devices.size(), 1u);
+    }
+}
+
+const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                              DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+// Rows of random weights quantized to `type` (bytes) and their dequantized values (the reference).
+void quantized_rows(DType type, size_t width, size_t rows, uint32_t seed, std::vector<uint8_t>* bytes,
+                    std::vector<float>* values) {
+    const std::vector<float> src = testing::random_floats(width * rows, seed);
+    const size_t rb = dtype_row_bytes(type, width);
+    bytes->assign(rb * rows, 0);
+    values->assign(width * rows, 0.0f);
+    for (size_t r = 0; r < rows; ++r) {
+        quantize_row_ref(type, bytes->data() + r * rb, src.data() + r * width, width);
+        dequantize_row_ref(type, values->data() + r * width, bytes->data() + r * rb, width);
+    }
+}
+
+size_t width_for(DType type, size_t plain_width) {
+    const size_t block = dtype_traits(type).block_size;
+    return block == 1 ? plain_width : (block == 32 ? 32 * 13 : 256 * 3);
+}
+
+TEST_P(BackendOps, MatmulEveryWeightTypeAgainstTheCpuDotReference) {
+    Backend* be = be_.get();
+    // Reference: the CPU's definition, vec_dot_ref over activations quantized to vec_dot_type
+    // (Q8_0 / Q8_1 / Q8_K; f32 for float weights). Threshold: 2e-5 of sum |w x| + 1e-5 (the same
+    // rounded inputs; only the float summation order differs).
+    for (DType type : kWeightTypes) {
+        ASSERT_TRUE(be->supports_weight(type)) << dtype_name(type);
+        const size_t n_in = width_for(type, 77);
+        const size_t n_out = 67;
+        std::vector<uint8_t> wq;
+        std::vector<float> wf;
+        quantized_rows(type, n_in, n_out, 11 + static_cast<uint32_t>(type), &wq, &wf);
+        const size_t rb = dtype_row_bytes(type, n_in);
+        const DType dot_type = vec_dot_type(type);
+        const testing::Held w = hold(*be, type, n_in, n_out, wq.data());
+        for (size_t n : {size_t(1), size_t(5), size_t(13)}) {
+            const std::vector<float> x = testing::random_floats(n * n_in, 7 + static_cast<uint32_t>(n), -2.0f, 2.0f);
+            const testing::Held xd = hold_f32(*be, x, n_in);
+            const testing::Held yd = hold(*be, DType::F32, n_out, n);
+            be->matmul(yd.t, w.t, xd.t);
+            const std::vector<float> y = download_f32(*be, yd.t);
+            std::vector<uint8_t> xq(dtype_row_bytes(dot_type, n_in));
+            for (size_t t = 0; t < n; ++t) {
+                quantize_row_ref(dot_type, xq.data(), &x[t * n_in], n_in);
+                for (size_t o = 0; o < n_out; ++o) {
+                    const float ref = vec_dot_ref(type, wq.data() + o * rb, xq.data(), n_in);
+                    double mag = 0.0;
+                    for (size_t i = 0; i < n_in; ++i) mag += std::fabs(wf[o * n_in + i] * x[t * n_in + i]);
+                    ASSERT_NEAR(y[t * n_out + o], ref, 2e-5 * mag + 1e-5)
+                        << dtype_name(type) << " n=" << n << " t=" << t << " row " << o;
+                }
+            }
+        }
+    }
+}
+
+TEST_P(BackendOps, GetRowsEveryTypeWithScale) {
+    Backend* be = be_.get();
+    // Threshold: 1e-6 relative (dequantization is exact in f32; the scale is one rounding).
+    for (DType type : kWeightTypes) {
+        const size_t width = width_for(type, 45);
+        std::vector<uint8_t> tq;
+        std::vector<float> tf;
+        quantized_rows(type, width, 19, 3 + static_cast<uint32_t>(type), &tq, &tf);
+        const testing::Held table = hold(*be, type, width, 19, tq.data());
+        const std::vector<int32_t> ids = {4, 0, 18, 4, 7};
+        const testing::Held idd = hold(*be, DType::I32, 1, ids.size(), ids.data());
+        const testing::Held yd = hold(*be, DType::F32, width, ids.size());
+        be->get_rows(yd.t, table.t, idd.t, 1.5f);
+        const std::vector<float> y = download_f32(*be, yd.t);
+        std::vector<float> ref;
+        for (int32_t id : ids) {
+            for (size_t i = 0; i < width; ++i) ref.push_back(tf[id * width + i] * 1.5f);
+        }
+        EXPECT_LE(worst_error(y, ref, 1e-7, 1e-6), 1.0) << dtype_name(type);
+    }
+}
+
+TEST_P(BackendOps, GetRowsRejectsAnIdOutsideTheTable) {
+    Backend* be = be_.get();
+    const std::vector<float> tf = testing::random_floats(3 * 8, 1);
+    const testing::Held table = hold_f32(*be, tf, 8);
+    const std::vector<int32_t> ids = {1, 3};
+    const testing::Held idd = hold(*be, DType::I32, 1, 2, ids.data());
+    const testing::Held yd = hold(*be, DType::F32, 8, 2);
+    // The CPU refuses at once; a GPU when it synchronises (its kernels report bad ids).
+    EXPECT_THROW(
+        {
+            be->get_rows(yd.t, table.t, idd.t, 1.0f);
+            be->synchronize(std::chrono::milliseconds(5000));
+        },
+        Error);
+    be->synchronize(std::chrono::milliseconds(5000));  // reported once; the handle stays usable
+}
+
+TEST_P(BackendOps, NormsAndElementwise) {
+    Backend* be = be_.get();
+    const size_t n = 7, w = 301;
+    const std::vector<float> x = testing::random_floats(n * w, 21, -3.0f, 3.0f);
+    const std::vector<float> g = testing::random_floats(w, 22);
+    const std::vector<float> bias = testing::random_floats(w, 23);
+    const std::vector<float> u = testing::random_floats(n * w, 24, -2.0f, 2.0f);
+    const testing::Held xd = hold_f32(*be, x, w), gd = hold_f32(*be, g, w), bd = hold_f32(*be, bias, w),
+                        ud = hold_f32(*be, u, w), yd = hold(*be, DType::F32, w, n);
+    std::vector<float> ref(n * w);
+    // rms_norm / layer_norm: 1e-5 relative + 1e-6 absolute.
+    be->rms_norm(yd.t, xd.t, gd.t, 1e-6f);
+    for (size_t r = 0; r < n; ++r) rms_norm_ref(&ref[r * w], &x[r * w], g.data(), w, 1e-6f);
+    EXPECT_LE(worst_error(download_f32(*be, yd.t), ref, 1e-6, 1e-5), 1.0) << "rms_norm";
+    be->layer_norm(yd.t, xd.t, gd.t, bd.t, 1e-5f);
+    for (size_t r = 0; r < n; ++r) layer_norm_ref(&ref[r * w], &x[r * w], g.data(), bias.data(), w, 1e-5f);
+    EXPECT_LE(worst_error(download_f32(*be, yd.t), ref, 1e-5, 1e-5), 1.0) << "layer_norm";
+    // add (full and broadcast), scale, softcap: 1e-6 relative.
+    be->add(yd.t, xd.t, ud.t);
+    for (size_t i = 0; i < n * w; ++i) ref[i] = x[i] + u[i];
+    EXPECT_LE(worst_error(download_f32(*be, yd.t), ref, 1e-7, 1e-6), 1.0) << "add";
+    be->add(yd.t, xd.t, bd.t);
+    for (size_t i = 0; i < n * w; ++i) ref[i] = x[i] + bias[i % w];
+    EXPECT_LE(worst_error(download_f32(*be, yd.t), ref, 1e-7, 1e-6), 1.0) << "add broadcast";
+    be->scale(yd.t, xd.t, -0.37f);
+    for (size_t i = 0; i < n * w; ++i) ref[i] = x[i] * -0.37f;
+    EXPECT_LE(worst_error(download_f32(*be, yd.t), ref, 1e-7, 1e-6), 1.0) << "scale";
+    be->softcap(yd.t, xd.t, 2.5f);
+    for (size_t i = 0; i < n * w; ++i) ref[i] = 2.5f * std::tanh(x[i] / 2.5f);
+    EXPECT_LE(worst_error(download_f32(*be, yd.t), ref, 1e-6, 1e-5), 1.0) << "softcap";
+    // gelu / glu: 1e-5 relative + 1e-6 absolute.
+    be->gelu(yd.t, xd.t, Activation::GELU_TANH);
+    for (size_t i = 0; i < n * w; ++i) ref[i] = gelu_tanh_ref(x[i]);
+    EXPECT_LE(worst_error(download_f32(*be, yd.t), ref, 1e-6, 1e-5), 1.0) << "gelu tanh";
+    be->gelu(yd.t, xd.t, Activation::GELU_ERF);
+    for (size_t i = 0; i < n * w; ++i) ref[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] / std::sqrt(2.0f)));
+    EXPECT_LE(worst_error(download_f32(*be, yd.t), ref, 1e-6, 1e-5), 1.0) << "gelu erf";
+    be->glu(yd.t, xd.t, ud.t, Activation::SILU);
+    swiglu_ref(ref.data(), x.data(), u.data(), n * w);
+    EXPECT_LE(worst_error(download_f32(*be, yd.t), ref, 1e-6, 1e-5), 1.0) << "swiglu";
+    be->glu(yd.t, xd.t, ud.t, Activation::GELU_TANH);
+    geglu_ref(ref.data(), x.data(), u.data(), n * w);
+    EXPECT_LE(worst_error(download_f32(*be, yd.t), ref, 1e-6, 1e-5), 1.0) << "geglu";
+}
+
+TEST_P(BackendOps, RopeBothStylesPartialRotation) {
+    Backend* be = be_.get();
+    // Threshold: 1e-5 relative + 1e-5 absolute (angles in double as the reference computes them).
+    const size_t n = 9, n_head = 3, head_dim = 40;
+    for (RopeStyle style : {RopeStyle::NORMAL, RopeStyle::NEOX}) {
+        for (size_t n_rot : {size_t(40), size_t(24)}) {
+            const RopeParams p{style, n_rot, 10000.0f, 0.5f};
+            std::vector<float> x = testing::random_floats(n * n_head * head_dim, 31);
+            const std::vector<int32_t> pos = {0, 1, 2, 17, 300, 4095, 5, 6, 9000};
+            const testing::Held xd = hold_f32(*be, x, n_head * head_dim);
+            const testing::Held pd = hold(*be, DType::I32, 1, n, pos.data());
+            be->rope(xd.t, n_head, pd.t, p);
+            for (size_t t = 0; t < n; ++t) rope_ref(&x[t * n_head * head_dim], n_head, head_dim, pos[t], p);
+            EXPECT_LE(worst_error(download_f32(*be, xd.t), x, 1e-5, 1e-5), 1.0)
+                << (style == RopeStyle::NEOX ? "neox" : "normal") << " n_rot " << n_rot;
+        }
+    }
+}
+
+// The same appends and attention steps over a CPU cache and a cache of the backend under test:
+// outputs must agree. bidirectional: every chunk is one span whose queries all see the whole chunk (KvTokens::last, as
+// a Gemma 3 image), causal before it. Head dims dk (keys) and dv (values).
+void compare_kv_attention(Backend* gpu, KvType type, uint32_t window, uint32_t sinks, bool bidirectional = false,
+                          size_t dk = 40, size_t dv = 72) {
+    std::unique_ptr<Backend> cpu = make_backend(BackendOptions{});
+    const size_t n_head = 6, n_head_kv = 2;
+    KvLayerSpec global;
+    global.k_width = n_head_kv * dk;
+    global.v_width = n_head_kv * dv;
+    global.n_head_kv = n_head_kv;
+    KvLayerSpec ring = global;
+    ring.window = window;
+    ring.sinks = sinks;
+    KvCacheConfig config;
+    config.n_ctx = 96;
+    config.max_chunk = 13;
+    config.kv.type = type;
+    const std::vector<KvLayerSpec> layers = {global, ring};
+    auto make = [&](Backend& be) {
+        return std::make_unique<KvCache>(
+            layers, config, [&be](const std::vector<KvLayerLayout>& l, KvType t) { return be.make_kv_storage(l, t); });
+    };
+    std::unique_ptr<KvCache> kc = make(*cpu), kg = make(*gpu);
+    uint32_t seed = 100;
+    // Chunks of odd sizes: prefill, then decode steps, past the ring's capacity.
+    for (size_t wanted : {size_t(13), size_t(1), size_t(7), size_t(1), size_t(13), size_t(1), size_t(11), size_t(1)}) {
+        const size_t chunk = kc->reserve(wanted);  // a ring takes at most its window at once
+        ASSERT_EQ(kg->reserve(wanted), chunk);
+        const size_t first = kc->append(chunk);
+        ASSERT_EQ(kg->append(chunk), first);
+        std::vector<KvCache*> cc(chunk, kc.get()), cg(chunk, kg.get());
+        std::vector<size_t> tokens(chunk), last(chunk, first + chunk - 1);
+        for (size_t i = 0; i < chunk; ++i) tokens[i] = first + i;
+        const size_t* span_end = bidirectional ? last.data() : nullptr;
+        const KvTokens tc{chunk, cc.data(), tokens.data(), span_end}, tg{chunk, cg.data(), tokens.data(), span_end};
+        for (size_t il = 0; il < 2; ++il) {
+            std::vector<KvView> vc, vg;
+            const KvBatch bc = kv_batch(tc, il, vc), bg = kv_batch(tg, il, vg);
+            const std::vector<float> k = testing::random_floats(chunk * global.k_width, ++seed, -2.0f, 2.0f);
+            const std::vector<float> v = testing::random_floats(chunk * global.v_width, ++seed);
+            const std::vector<float> q = testing::random_floats(chunk * n_head * dk, ++seed);
+            const testing::Held kcd = hold_f32(*cpu, k, global.k_width), vcd = hold_f32(*cpu, v, global.v_width),
+                                qcd = hold_f32(*cpu, q, n_head * dk), ocd = hold(*cpu, DType::F32, n_head * dv, chunk);
+            const testing::Held kgd = hold_f32(*gpu, k, global.k_width), vgd = hold_f32(*gpu, v, global.v_width),
+                                qgd = hold_f32(*gpu, q, n_head * dk), ogd = hold(*gpu, DType::F32, n_head * dv, chunk);
+            cpu->kv_store(bc, kcd.t, vcd.t);
+            gpu->kv_store(bg, kgd.t, vgd.t);
+            cpu->attention_kv(ocd.t, bc, qcd.t, n_head, 0.15f);
+            gpu->attention_kv(ogd.t, bg, qgd.t, n_head, 0.15f);
+            // Threshold: 2e-4 absolute + 1e-3 relative (same stored rows; f32 sums in another order, the
+            // weights rounded to f16 at slightly different values with f16 rows); f32 rows round
+            // nothing: 2e-5 + 1e-4.
+            const bool f32 = type == KvType::F32;
+            EXPECT_LE(
+                worst_error(download_f32(*gpu, ogd.t), download_f32(*cpu, ocd.t), f32 ? 2e-5 : 2e-4, f32 ? 1e-4 : 1e-3),
+                1.0)
+                << "layer " << il << " tokens from " << first;
+        }
+    }
+    // Row operations of compaction: read / write / move heads agree with the host storage.
+    std::vector<float> a(std::max(dk, dv)), b(std::max(dk, dv));
+    kg->storage().move_head(1, 3, 5, 1);
+    kc->storage().move_head(1, 3, 5, 1);
+    const std::vector<float> head = testing::random_floats(dk, 9);
+    kg->storage().write_head(0, 2, 0, true, head.data());
+    kc->storage().write_head(0, 2, 0, true, head.data());
+    for (auto [il, row, h, key] : {std::tuple<size_t, size_t, size_t, bool>{1, 3, 1, false},
+                                   {1, 3, 1, true},
+                                   {0, 2, 0, true},
+                                   {0, 7, 1, false}}) {
+        kg->storage().read_head(il, row, h, key, a.data());
+        kc->storage().read_head(il, row, h, key, b.data());
+        const size_t dim = key ? dk : dv;
+        EXPECT_EQ(std::memcmp(a.data(), b.data(), dim * sizeof(float)), 0) << "head " << il << "/" << row << "/" << h;
+    }
+}
+
+TEST_P(BackendOps, AttentionOverCacheF16GlobalAndRingWithSinks) { compare_kv_attention(be_.get(), KvType::F16, 9, 2); }
+TEST_P(BackendOps, AttentionOverCacheInt8GlobalAndRing) { compare_kv_attention(be_.get(), KvType::I8, 16, 0); }
+// kv_cache_type f32: rows stored as given (read_head equals the CPU's bit for bit), nothing rounded.
+TEST_P(BackendOps, AttentionOverCacheF32GlobalAndRingWithSinks) { compare_kv_attention(be_.get(), KvType::F32, 9, 2); }
+// Gemma 4's global layers: head_dim 512 (the kernel's limit), in every precision.
+TEST_P(BackendOps, AttentionOverCacheHeadDim512EveryPrecision) {
+    for (KvType type : {KvType::F16, KvType::I8, KvType::F32}) {
+        SCOPED_TRACE(kv_type_name(type));
+        compare_kv_attention(be_.get(), type, 9, 2, false, 512, 512);
+    }
+}
+// The kernels' bidirectional spans (KvView::mask.ahead) against the CPU backend.
+TEST_P(BackendOps, AttentionOverCacheBidirectionalSpans) { compare_kv_attention(be_.get(), KvType::F16, 9, 2, true); }
+
+TEST_P(BackendOps, DenseAttentionAndConvolutionsMatchCpu) {
+    Backend* gpu = be_.get();
+    std::unique_ptr<Backend> cpu = make_backend(BackendOptions{});
+    DenseAttention s;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.head_dim = 24;
+    s.head_dim_v = 40;
+    s.scale = 0.2f;
+    const size_t n_q = 11, n_kv = 17;
+    const std::vector<float> q = testing::random_floats(n_q * 4 * 24, 41),
+                             k = testing::random_floats(n_kv * 2 * 24, 42),
+                             v = testing::random_floats(n_kv * 2 * 40, 43),
+                             m = testing::random_floats(n_q * n_kv, 44, -2.0f, 0.0f);
+    for (bool causal : {false, true}) {
+        s.causal = causal;
+        std::vector<float> outs[2];
+        Backend* bes[2] = {cpu.get(), gpu};
+        for (int i = 0; i < 2; ++i) {
+            const testing::Held qd = hold_f32(*bes[i], q, 96), kd = hold_f32(*bes[i], k, 48),
+                                vd = hold_f32(*bes[i], v, 80), md = hold_f32(*bes[i], m, n_kv),
+                                od = hold(*bes[i], DType::F32, 160, n_q);
+            bes[i]->attention_dense(od.t, qd.t, kd.t, vd.t, md.t, s);
+            outs[i] = download_f32(*bes[i], od.t);
+        }
+        EXPECT_LE(worst_error(outs[1], outs[0], 1e-5, 1e-4), 1.0) << "dense causal " << causal;
+    }
+    // conv1d / conv2d with a Q8_0 weight: GPU vs CPU (the CPU quantizes activations: 2e-2 relative
+    // of the row's magnitude is its own error; the GPU multiplies in f32).
+    const Conv1d c1{3, 2, 1};
+    const size_t n_t = 19, n_in = 32, n_out = 13;
+    std::vector<uint8_t> wq;
+    std::vector<float> wf;
+    quantized_rows(DType::Q8_0, n_in * 3, n_out, 51, &wq, &wf);
+    const std::vector<float> x = testing::random_floats(n_t * n_in, 52), bias = testing::random_floats(n_out, 53);
+    const size_t n_t_out = (n_t + 2 - 3) / 2 + 1;
+    std::vector<float> outs[2];
+    Backend* bes[2] = {cpu.get(), gpu};
+    for (int i = 0; i < 2; ++i) {
+        const testing::Held wd = hold(*bes[i], DType::Q8_0, n_in * 3, n_out, wq.data()),
+                            xd = hold_f32(*bes[i], x, n_in), bd = hold_f32(*bes[i], bias, n_out),
+                            yd = hold(*bes[i], DType::F32, n_out, n_t_out);
+        bes[i]->conv1d(yd.t, xd.t, wd.t, bd.t, c1);
+        outs[i] = download_f32(*bes[i], yd.t);
+    }
+    EXPECT_LE(worst_error(outs[1], outs[0], 5e-2, 2e-2), 1.0) << "conv1d";
+    Conv2d c2;
+    c2.kernel_h = 3;
+    c2.kernel_w = 2;
+    c2.stride = 2;
+    c2.pad = 1;
+    c2.height = 7;
+    c2.width = 9;
+    const size_t planes = 16;  // weight width 16 * 3 * 2 = 96 = 3 Q8_0 blocks
+    quantized_rows(DType::Q8_0, planes * 6, n_out, 61, &wq, &wf);
+    const std::vector<float> img = testing::random_floats(planes * 63, 62);
+    const size_t h_out = (7 + 2 - 3) / 2 + 1, w_out = (9 + 2 - 2) / 2 + 1;
+    for (int i = 0; i < 2; ++i) {
+        const testing::Held wd = hold(*bes[i], DType::Q8_0, planes * 6, n_out, wq.data()),
+                            xd = hold_f32(*bes[i], img, 63), bd = hold_f32(*bes[i], bias, n_out),
+                            yd = hold(*bes[i], DType::F32, n_out, h_out * w_out);
+        bes[i]->conv2d(yd.t, xd.t, wd.t, bd.t, c2);
+        outs[i] = download_f32(*bes[i], yd.t);
+    }
+    EXPECT_LE(worst_error(outs[1], outs[0], 5e-2, 2e-2), 1.0) << "conv2d";
+}
+
+// Real-model shapes and magnitudes against the CPU backend (not the reference): RoPE of smollm2
+// (NORMAL, base 1e5) and gemma3 (NEOX, base 1e6, head 256) at positions 0..40 with inputs up to
+// 50; attention with sharp scores (q, k up to 6: softmax near one-hot) over a 9/3-head f16 cache.
+TEST_P(BackendOps, RopeRealShapesMatchCpuBackend) {
+    Backend* gpu = be_.get();
+    std::unique_ptr<Backend> cpu = make_backend(BackendOptions{});
+    struct Case {
+        RopeParams p;
+        size_t n_head, head_dim;
+    };
+    for (const Case& c : {Case{{RopeStyle::NORMAL, 64, 100000.0f, 1.0f}, 9, 64},
+                          Case{{RopeStyle::NEOX, 256, 1000000.0f, 1.0f}, 4, 256}}) {
+        const size_t n = 41, w = c.n_head * c.head_dim;
+        const std::vector<float> x = testing::random_floats(n * w, 77, -50.0f, 50.0f);
+        std::vector<int32_t> pos(n);
+        for (size_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(i);
+        std::vector<float> out[2];
+        Backend* bes[2] = {cpu.get(), gpu};
+        for (int i = 0; i < 2; ++i) {
+            const testing::Held xd = hold_f32(*bes[i], x, w), pd = hold(*bes[i], DType::I32, 1, n, pos.data());
+            bes[i]->rope(xd.t, c.n_head, pd.t, c.p);
+            out[i] = download_f32(*bes[i], xd.t);
+        }
+        double worst = 0.0;
+        for (size_t i = 0; i < out[0].size(); ++i) worst = std::max(worst, double(std::fabs(out[0][i] - out[1][i])));
+        std::printf("[ rope %s ] largest |gpu - cpu| %.3g\n", c.p.style == RopeStyle::NEOX ? "neox" : "normal", worst);
+        EXPECT_LE(worst_error(out[1], out[0], 1e-4, 1e-5), 1.0);
+    }
+}
+
+TEST_P(BackendOps, SharpAttentionRealShapesMatchCpuBackend) {
+    Backend* gpu = be_.get();
+    std::unique_ptr<Backend> cpu = make_backend(BackendOptions{});
+    const size_t n_head = 9, n_head_kv = 3, d = 64, chunk = 29;
+    KvLayerSpec spec;
+    spec.k_width = n_head_kv * d;
+    spec.v_width = n_head_kv * d;
+    spec.n_head_kv = n_head_kv;
+    KvCacheConfig config;
+    config.n_ctx = 64;
+    std::unique_ptr<KvCache> caches[2];
+    Backend* bes[2] = {cpu.get(), gpu};
+    const std::vector<float> k = testing::random_floats(chunk * spec.k_width, 81, -6.0f, 6.0f);
+    const std::vector<float> v = testing::random_floats(chunk * spec.v_width, 82, -3.0f, 3.0f);
+    const std::vector<float> q = testing::random_floats(chunk * n_head * d, 83, -6.0f, 6.0f);
+    std::vector<float> out[2];
+    for (int i = 0; i < 2; ++i) {
+        Backend& be = *bes[i];
+        caches[i] = std::make_unique<KvCache>(
+            std::vector<KvLayerSpec>{spec}, config,
+            [&be](const std::vector<KvLayerLayout>& l, KvType t) { return be.make_kv_storage(l, t); });
+        caches[i]->reserve(chunk);
+        caches[i]->append(chunk);
+        std::vector<KvCache*> cs(chunk, caches[i].get());
+        std::vector<size_t> tokens(chunk);
+        for (size_t t = 0; t < chunk; ++t) tokens[t] = t;
+        std::vector<KvView> views;
+        const KvBatch b = kv_batch(KvTokens{chunk, cs.data(), tokens.data()}, 0, views);
+        const testing::Held kd = hold_f32(be, k, spec.k_width), vd = hold_f32(be, v, spec.v_width),
+                            qd = hold_f32(be, q, n_head * d), od = hold(be, DType::F32, n_head * d, chunk);
+        be.kv_store(b, kd.t, vd.t);
+        be.attention_kv(od.t, b, qd.t, n_head, 0.125f);
+        out[i] = download_f32(be, od.t);
+    }
+    double worst = 0.0;
+    for (size_t i = 0; i < out[0].size(); ++i) worst = std::max(worst, double(std::fabs(out[0][i] - out[1][i])));
+    std::printf("[ sharp attention ] largest |gpu - cpu| %.3g\n", worst);
+    EXPECT_LE(worst_error(out[1], out[0], 1e-3, 1e-3), 1.0);
+}
+
+// The devices of this build and machine, plus cuda:0 when absent: its instantiation then reports
+// itself skipped with the reason (no CUDA in this build, no GPU or driver), never silently missing.
+std::vector<std::string> devices_under_test() {
+    std::vector<std::string> devices = available_devices();
+    if (std::find(devices.begin(), devices.end(), "cuda:0") == devices.end()) devices.push_back("cuda:0");
+    return devices;
+}
+
+// Test names end in the device: BackendOps.MatmulEveryWeightType/cpu, .../cuda_0.
+std::string device_name(const ::testing::TestParamInfo<std::string>& info) {
+    std::string name = info.param;
+    std::replace(name.begin(), name.end(), ':', '_');
+    return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, BackendOps, ::testing::ValuesIn(devices_under_test()), device_name);
 
 }  // namespace
 }  // namespace cactus

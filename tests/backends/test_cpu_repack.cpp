@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_dispatch.h"
-#include "backends/cpu_backend.h"
+#include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "ops/quant.h"
 

@@ -15,6 +15,7 @@
 
 #include "backends/cpu/attention_cpu.h"
 #include "core/error.h"
+#include "backends/cpu/host_kv_storage.h"
 #include "kv/kv_cache.h"
 #include "ops/ops_ref.h"
 #include "ops/quant.h"

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backends/cpu/attention_cpu.h"
+#include "backends/cpu/host_kv_storage.h"
 #include "backends/cpu/ops_cpu.h"
 #include "core/error.h"
 #include "kv/kv_cache.h"
@@ -259,25 +260,26 @@ struct Harness {
         const size_t n = rows.end - rows.begin;
         std::vector<float> out(rl.hv);
         AttentionWorkspace scratch;
+        const auto& rows_of = dynamic_cast<const HostKvStorage&>(cache.storage());  // made without a backend
         for (size_t h = 0; h < s.n_head_kv; ++h) {
             std::vector<float> q(rl.hk);
             for (float& x : q) x = normal(rng);
             const float scale = 1.0f / std::sqrt(static_cast<float>(rl.hk));
             const int32_t* pos = cache.row_positions(il) + rows.begin;
             if (cache.type() == KvType::F16) {
-                attention_head(out.data(), q.data(), cache.k16(il, rows.begin) + h * rl.hk, s.k_width,
-                               cache.v16(il, rows.begin) + h * rl.hv, s.v_width, pos, n, rl.hk, rl.hv, scale, mask,
+                attention_head(out.data(), q.data(), rows_of.k16(il, rows.begin) + h * rl.hk, s.k_width,
+                               rows_of.v16(il, rows.begin) + h * rl.hv, s.v_width, pos, n, rl.hk, rl.hv, scale, mask,
                                scratch);
             } else if (cache.type() == KvType::F32) {
-                attention_head_f32(out.data(), q.data(), cache.k32(il, rows.begin) + h * rl.hk, s.k_width,
-                                   cache.v32(il, rows.begin) + h * rl.hv, s.v_width, pos, n, rl.hk, rl.hv, scale, mask,
-                                   scratch);
+                attention_head_f32(out.data(), q.data(), rows_of.k32(il, rows.begin) + h * rl.hk, s.k_width,
+                                   rows_of.v32(il, rows.begin) + h * rl.hv, s.v_width, pos, n, rl.hk, rl.hv, scale,
+                                   mask, scratch);
             } else {
                 const size_t gk = (rl.hk + kKvGroup - 1) / kKvGroup, gv = (rl.hv + kKvGroup - 1) / kKvGroup;
-                attention_head_q8(out.data(), q.data(), cache.k8(il, rows.begin) + h * rl.hk, s.k_width,
-                                  cache.k_scales(il, rows.begin) + h * gk, cache.k_scale_stride(il),
-                                  cache.v8(il, rows.begin) + h * rl.hv, s.v_width,
-                                  cache.v_scales(il, rows.begin) + h * gv, cache.v_scale_stride(il), pos, n, rl.hk,
+                attention_head_q8(out.data(), q.data(), rows_of.k8(il, rows.begin) + h * rl.hk, s.k_width,
+                                  rows_of.k_scales(il, rows.begin) + h * gk, rows_of.k_scale_stride(il),
+                                  rows_of.v8(il, rows.begin) + h * rl.hv, s.v_width,
+                                  rows_of.v_scales(il, rows.begin) + h * gv, rows_of.v_scale_stride(il), pos, n, rl.hk,
                                   rl.hv, scale, mask, scratch);
             }
             const std::vector<float> want_out = ref_attention(rl, h, q, mask.q_pos);

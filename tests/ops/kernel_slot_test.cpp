@@ -1,5 +1,5 @@
 // Unknown tensor type ids are errors wherever a kernel is looked up, never another type's kernel:
-// ids 31..63 used to alias types 0..31 in the dequantize path (`id & 31`).
+// a lookup by `id & 31` would alias ids 31..63 to types 0..31 (kernel_slot checks the id instead).
 #include <gtest/gtest.h>
 
 #include <cstdint>

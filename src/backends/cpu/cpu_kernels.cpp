@@ -2,6 +2,7 @@
 // cpu_matmul.cpp).
 #include "backends/cpu/cpu_kernels.h"
 
+#include <string>
 #include <vector>
 
 #include "backends/cpu/cpu_features.h"
@@ -84,6 +85,15 @@ void dequantize_row_cpu(DType type, float* dst, const void* src, size_t n) {
 
 const CpuKernels& cpu_kernels_generic() { return tables().tiers[0]; }
 
+std::vector<std::string> cpu_kernel_tier_names() {
+#if defined(__x86_64__)
+    return {"generic", "avx2", "avx512_vnni", "avx512_amx"};
+#elif defined(__aarch64__)
+    return {"generic", "neon", "neon_dotprod"};
+#else
+    return {"generic"};
+#endif
+}
 std::vector<const CpuKernels*> cpu_kernel_tables() {
     std::vector<const CpuKernels*> out;
     for (size_t i = 0; i < tables().count; ++i) out.push_back(&tables().tiers[i]);

@@ -4,6 +4,7 @@
 // an ISA themselves.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
@@ -109,6 +110,9 @@ const CpuKernels& cpu_kernels_generic();
 // Every table this machine can run, the generic one first, then by increasing ISA (tests compare
 // each against the generic table; benchmarks time them side by side).
 std::vector<const CpuKernels*> cpu_kernel_tables();
+// The isa_name of every table this build has for its architecture, whether or not this machine
+// can run it (docs/OPS.md lists the tiers from a machine that runs them all).
+std::vector<std::string> cpu_kernel_tier_names();
 
 // y[t, o] = sum_i W[o, i] * x[t, i] for t < n_tokens, o < n_out.
 // W: [n_out, n_in] rows in `w_type`, row stride `w_row_bytes`; x: [n_tokens, n_in] f32;

@@ -2,6 +2,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/backend.h"
 #include "core/error.h"
@@ -9,6 +10,8 @@
 namespace cactus {
 
 bool cuda_compiled() { return false; }
+
+std::vector<std::string> cuda_devices() { return {}; }
 
 std::unique_ptr<Backend> make_cuda_backend(const std::string& device, std::chrono::milliseconds) {
     fail("backend: device '%s' needs the CUDA backend, and this build has none (configure with -DCACTUS_CUDA=ON)",

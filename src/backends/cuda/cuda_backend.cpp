@@ -8,6 +8,7 @@
 #include <cstring>
 #include <thread>
 
+#include "backends/cuda/cuda_caps.h"
 #include "core/error.h"
 
 namespace cactus {
@@ -250,7 +251,7 @@ Tensor CudaBackend::place_weight(const void* host, DType type, size_t width, siz
     return make_tensor(weights_.back().get(), 0, type, width, n_rows);
 }
 
-bool CudaBackend::supports_weight(DType type) const { return cuda::weight_type_supported(type); }
+bool CudaBackend::supports(Op op, DType type) const { return cuda_supports(op, type); }
 
 float* CudaBackend::scratch(size_t floats) {
     const size_t bytes = floats * sizeof(float);
@@ -263,35 +264,31 @@ float* CudaBackend::scratch(size_t floats) {
 
 // ---- row ops ----------------------------------------------------------------------------------------
 
-void CudaBackend::get_rows(const Tensor& y, const Tensor& table, const Tensor& ids, float scale) {
+void CudaBackend::do_get_rows(const Tensor& y, const Tensor& table, const Tensor& ids, float scale) {
     check_f32(y, "get_rows", "y");
     check_dev(table, "get_rows", "the table");
     check_dev(ids, "get_rows", "ids");
-    CACTUS_ASSERT(ids.type == DType::I32 && ids.elements() == y.rows() && table.width() == y.width());
     launch("get_rows", [&](cudaStream_t s) {
         cuda::get_rows(s, y.as<float>(), table.data(), table.type, table.row_bytes(), table.rows(), ids.as<int32_t>(),
                        y.rows(), y.width(), scale, status_dev_);
     });
 }
 
-void CudaBackend::rms_norm(const Tensor& y, const Tensor& x, const Tensor& weight, float eps) {
+void CudaBackend::do_rms_norm(const Tensor& y, const Tensor& x, const Tensor& weight, float eps) {
     check_f32(y, "rms_norm", "y");
     check_f32(x, "rms_norm", "x");
-    CACTUS_ASSERT(y.width() == x.width() && y.rows() == x.rows());
     const float* w = nullptr;
     if (!weight.empty()) {
         check_f32(weight, "rms_norm", "the weight");
-        CACTUS_ASSERT(weight.elements() == x.width());
         w = weight.as<float>();
     }
     launch("rms_norm",
            [&](cudaStream_t s) { cuda::rms_norm(s, y.as<float>(), x.as<float>(), w, x.rows(), x.width(), eps); });
 }
 
-void CudaBackend::layer_norm(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
+void CudaBackend::do_layer_norm(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
     check_f32(y, "layer_norm", "y");
     check_f32(x, "layer_norm", "x");
-    CACTUS_ASSERT(y.width() == x.width() && y.rows() == x.rows());
     if (!weight.empty()) check_f32(weight, "layer_norm", "the weight");
     if (!bias.empty()) check_f32(bias, "layer_norm", "the bias");
     const float* w = weight.empty() ? nullptr : weight.as<float>();
@@ -300,14 +297,10 @@ void CudaBackend::layer_norm(const Tensor& y, const Tensor& x, const Tensor& wei
            [&](cudaStream_t s) { cuda::layer_norm(s, y.as<float>(), x.as<float>(), w, b, x.rows(), x.width(), eps); });
 }
 
-void CudaBackend::matmul(const Tensor& y, const Tensor& w, const Tensor& x) {
+void CudaBackend::do_matmul(const Tensor& y, const Tensor& w, const Tensor& x) {
     check_f32(y, "matmul", "y");
     check_f32(x, "matmul", "x");
     check_dev(w, "matmul", "the weight");
-    if (x.width() != w.width() || y.width() != w.rows() || y.rows() != x.rows()) {
-        fail("matmul: y [%zu, %zu] = x [%zu, %zu] W^T with W [%zu, %zu] do not match", y.rows(), y.width(), x.rows(),
-             x.width(), w.rows(), w.width());
-    }
     const float* xd = x.as<float>();
     const bool quantized = dtype_traits(w.type).block_size > 1;
     if (quantized && reinterpret_cast<uintptr_t>(xd) % 16 != 0) {  // the block kernels read x as float4
@@ -320,58 +313,48 @@ void CudaBackend::matmul(const Tensor& y, const Tensor& w, const Tensor& x) {
     });
 }
 
-void CudaBackend::add(const Tensor& y, const Tensor& a, const Tensor& b) {
+void CudaBackend::do_add(const Tensor& y, const Tensor& a, const Tensor& b) {
     check_f32(y, "add", "y");
     check_f32(a, "add", "a");
     check_f32(b, "add", "b");
-    CACTUS_ASSERT(y.width() == a.width() && y.rows() == a.rows());
-    if (b.width() != a.width() || (b.rows() != a.rows() && b.rows() != 1)) {
-        fail("add: b [%zu, %zu] does not match a [%zu, %zu]", b.rows(), b.width(), a.rows(), a.width());
-    }
     launch("add", [&](cudaStream_t s) {
         cuda::add(s, y.as<float>(), a.as<float>(), b.as<float>(), a.rows(), a.width(), b.rows());
     });
 }
 
-void CudaBackend::scale(const Tensor& y, const Tensor& x, float v) {
+void CudaBackend::do_scale(const Tensor& y, const Tensor& x, float v) {
     check_f32(y, "scale", "y");
     check_f32(x, "scale", "x");
-    CACTUS_ASSERT(y.elements() == x.elements());
     launch("scale", [&](cudaStream_t s) { cuda::scale(s, y.as<float>(), x.as<float>(), v, x.elements()); });
 }
 
-void CudaBackend::softcap(const Tensor& y, const Tensor& x, float cap) {
+void CudaBackend::do_softcap(const Tensor& y, const Tensor& x, float cap) {
     check_f32(y, "softcap", "y");
     check_f32(x, "softcap", "x");
-    CACTUS_ASSERT(y.elements() == x.elements() && cap > 0.0f);
     launch("softcap", [&](cudaStream_t s) { cuda::softcap(s, y.as<float>(), x.as<float>(), cap, x.elements()); });
 }
 
-void CudaBackend::gelu(const Tensor& y, const Tensor& x, Activation kind) {
+void CudaBackend::do_gelu(const Tensor& y, const Tensor& x, Activation kind) {
     check_f32(y, "gelu", "y");
     check_f32(x, "gelu", "x");
-    CACTUS_ASSERT(y.elements() == x.elements());
     const int k = kind == Activation::GELU_ERF ? 2 : 1;
     launch("gelu", [&](cudaStream_t s) { cuda::gelu(s, y.as<float>(), x.as<float>(), k, x.elements()); });
 }
 
-void CudaBackend::glu(const Tensor& y, const Tensor& gate, const Tensor& up, Activation act) {
+void CudaBackend::do_glu(const Tensor& y, const Tensor& gate, const Tensor& up, Activation act) {
     check_f32(y, "glu", "y");
     check_f32(gate, "glu", "gate");
     check_f32(up, "glu", "up");
-    CACTUS_ASSERT(y.elements() == gate.elements() && y.elements() == up.elements());
     const int k = static_cast<int>(act);
     launch("glu",
            [&](cudaStream_t s) { cuda::glu(s, y.as<float>(), gate.as<float>(), up.as<float>(), k, y.elements()); });
 }
 
-void CudaBackend::rope(const Tensor& x, size_t n_head, const Tensor& pos, const RopeParams& params) {
+void CudaBackend::do_rope(const Tensor& x, size_t n_head, const Tensor& pos, const RopeParams& params) {
     check_f32(x, "rope", "x");
     check_dev(pos, "rope", "positions");
     const size_t n = x.rows();
-    CACTUS_ASSERT(pos.type == DType::I32 && pos.elements() == n && n_head > 0 && x.width() % n_head == 0);
     const size_t head_dim = x.width() / n_head;
-    CACTUS_ASSERT(params.n_rot <= head_dim && params.n_rot % 2 == 0);
     const float* factors = rope_factors(params);
     launch("rope", [&](cudaStream_t s) {
         cuda::rope(s, x.as<float>(), pos.as<int32_t>(), n, n_head, head_dim, params.n_rot,
@@ -392,6 +375,19 @@ const float* CudaBackend::rope_factors(const RopeParams& params) {
 }
 
 // ---- selection --------------------------------------------------------------------------------------
+
+bool cuda_compiled() { return true; }
+
+std::vector<std::string> cuda_devices() {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();  // no driver or no GPU: none usable
+        return {};
+    }
+    std::vector<std::string> devices;
+    for (int i = 0; i < count; ++i) devices.push_back("cuda:" + std::to_string(i));
+    return devices;
+}
 
 std::unique_ptr<Backend> make_cuda_backend(const std::string& device, std::chrono::milliseconds timeout) {
     int index = 0;

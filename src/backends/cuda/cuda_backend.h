@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/backend.h"
 #include "backends/cuda/cuda_kernels.h"
@@ -40,33 +41,34 @@ public:
 
     const char* name() const override { return ctx_->name.c_str(); }
     std::string describe() const override;
+    bool supports(Op op, DType type) const override;  // cuda_supports (cuda_caps.h)
 
     std::unique_ptr<Buffer> alloc(size_t bytes) override;
     void upload(const Tensor& dst, const void* src, size_t bytes) override;
     void download(void* dst, const Tensor& src, size_t bytes) override;
     Tensor place_weight(const void* host, DType type, size_t width, size_t n_rows) override;
-    bool supports_weight(DType type) const override;
     std::unique_ptr<KvStorage> make_kv_storage(const std::vector<KvLayerLayout>& layers, KvType type) override;
     void synchronize(std::chrono::milliseconds deadline) override;
 
-    void get_rows(const Tensor& y, const Tensor& table, const Tensor& ids, float scale) override;
-    void rms_norm(const Tensor& y, const Tensor& x, const Tensor& weight, float eps) override;
-    void layer_norm(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) override;
-    void matmul(const Tensor& y, const Tensor& w, const Tensor& x) override;
-    void add(const Tensor& y, const Tensor& a, const Tensor& b) override;
-    void scale(const Tensor& y, const Tensor& x, float s) override;
-    void softcap(const Tensor& y, const Tensor& x, float cap) override;
-    void gelu(const Tensor& y, const Tensor& x, Activation kind) override;
-    void glu(const Tensor& y, const Tensor& gate, const Tensor& up, Activation act) override;
-    void rope(const Tensor& x, size_t n_head, const Tensor& pos, const RopeParams& params) override;
-    void kv_store(size_t il, const KvBatch& batch, const Tensor& k, const Tensor& v) override;
-    void attention_kv(const Tensor& out, size_t il, const KvBatch& batch, const Tensor& q, size_t n_head,
-                      float scale) override;
-    void attention_dense(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                         const DenseAttention& shape) override;
-    void conv1d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv1d& c) override;
-    void conv2d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2d& c) override;
+protected:
+    void do_get_rows(const Tensor& y, const Tensor& table, const Tensor& ids, float scale) override;
+    void do_rms_norm(const Tensor& y, const Tensor& x, const Tensor& weight, float eps) override;
+    void do_layer_norm(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) override;
+    void do_matmul(const Tensor& y, const Tensor& w, const Tensor& x) override;
+    void do_add(const Tensor& y, const Tensor& a, const Tensor& b) override;
+    void do_scale(const Tensor& y, const Tensor& x, float s) override;
+    void do_softcap(const Tensor& y, const Tensor& x, float cap) override;
+    void do_gelu(const Tensor& y, const Tensor& x, Activation kind) override;
+    void do_glu(const Tensor& y, const Tensor& gate, const Tensor& up, Activation act) override;
+    void do_rope(const Tensor& x, size_t n_head, const Tensor& pos, const RopeParams& params) override;
+    void do_kv_store(const KvBatch& batch, const Tensor& k, const Tensor& v) override;
+    void do_attention_kv(const Tensor& out, const KvBatch& batch, const Tensor& q, size_t n_head, float scale) override;
+    void do_attention_dense(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                            const DenseAttention& shape) override;
+    void do_conv1d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv1d& c) override;
+    void do_conv2d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2d& c) override;
 
+public:
     // Raw device copies for the KV storage (dst / src are device addresses of this backend).
     void upload_raw(void* dst, const void* src, size_t bytes);
     void download_raw(void* dst, const void* src, size_t bytes);
@@ -120,5 +122,7 @@ private:
 
 // make_backend's CUDA branch: "cuda" or "cuda:N"; throws when no usable device.
 std::unique_ptr<Backend> make_cuda_backend(const std::string& device, std::chrono::milliseconds timeout);
+// available_devices' CUDA branch: "cuda:0", ... for the GPUs the driver reports (none without one).
+std::vector<std::string> cuda_devices();
 
 }  // namespace cactus

@@ -6,7 +6,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "core/error.h"
-#include "kv/kv_cache.h"
+#include "kv/kv_cache.h"  // kv_quantize_i8
 #include "ops/quant.h"
 
 namespace cactus {
@@ -49,7 +49,7 @@ public:
                 layer.ks = be_.alloc(l.capacity * layer.k_groups * sizeof(float));
                 layer.vs = be_.alloc(l.capacity * layer.v_groups * sizeof(float));
             }
-            bytes_ += HostKvStorage::predict_bytes(l, type);
+            bytes_ += kv_storage_bytes(l, type);
             layers_.push_back(std::move(layer));
         }
     }
@@ -160,8 +160,8 @@ private:
 
 namespace {
 
-CudaKvStorage& device_rows(KvCache& cache, const char* op) {
-    CudaKvStorage* s = dynamic_cast<CudaKvStorage*>(&cache.storage());
+CudaKvStorage& device_rows(const KvView& view, const char* op) {
+    CudaKvStorage* s = dynamic_cast<CudaKvStorage*>(view.storage);
     if (s == nullptr) fail("cuda %s: the KV cache's rows were not made by the CUDA backend", op);
     return *s;
 }
@@ -173,55 +173,48 @@ std::unique_ptr<KvStorage> CudaBackend::make_kv_storage(const std::vector<KvLaye
     return std::make_unique<CudaKvStorage>(*this, layers, type);
 }
 
-void CudaBackend::kv_store(size_t il, const KvBatch& batch, const Tensor& k, const Tensor& v) {
+void CudaBackend::do_kv_store(const KvBatch& batch, const Tensor& k, const Tensor& v) {
     check_f32(k, "kv_store", "k");
     check_f32(v, "kv_store", "v");
-    CACTUS_ASSERT(k.rows() == batch.n && v.rows() == batch.n);
     if (batch.n == 0) return;
-    const KvLayerSpec& spec = batch.cache[0]->spec(il);
-    const KvType type = batch.cache[0]->type();  // one kernel per launch: every cache of the batch has it
+    const KvLayerLayout& layout = batch.view[0].layout;
+    const KvType type = batch.view[0].storage->type();  // one kernel per launch: every view has it (Backend)
     std::vector<cuda::KvStoreDesc> desc(batch.n);
     for (size_t t = 0; t < batch.n; ++t) {
-        KvCache& cache = *batch.cache[t];
-        CACTUS_ASSERT(k.width() == cache.spec(il).k_width && v.width() == cache.spec(il).v_width);
-        CACTUS_ASSERT(cache.type() == type);
-        desc[t] = device_rows(cache, "kv_store").row(il, cache.row_of(il, batch.token[t]));
+        const KvView& view = batch.view[t];
+        desc[t] = device_rows(view, "kv_store").row(view.layer, view.row);
     }
     usable("kv_store");
     const auto* d = static_cast<const cuda::KvStoreDesc*>(stage_upload(desc.data(), desc.size() * sizeof(desc[0])));
     launch("kv_store", [&](cudaStream_t s) {
-        cuda::kv_store(s, d, k.as<float>(), v.as<float>(), batch.n, spec.k_width, spec.v_width, spec.n_head_kv, type);
+        cuda::kv_store(s, d, k.as<float>(), v.as<float>(), batch.n, layout.k_width, layout.v_width, layout.n_head_kv,
+                       type);
     });
 }
 
-void CudaBackend::attention_kv(const Tensor& out, size_t il, const KvBatch& batch, const Tensor& q, size_t n_head,
-                               float scale) {
+void CudaBackend::do_attention_kv(const Tensor& out, const KvBatch& batch, const Tensor& q, size_t n_head,
+                                  float scale) {
     check_f32(out, "attention_kv", "out");
     check_f32(q, "attention_kv", "q");
-    CACTUS_ASSERT(q.rows() == batch.n && out.rows() == batch.n);
     if (batch.n == 0) return;
-    const KvCache& first = *batch.cache[0];
-    const KvLayerSpec& spec = first.spec(il);
-    CACTUS_ASSERT(n_head % spec.n_head_kv == 0 && q.width() % n_head == 0 && out.width() % n_head == 0);
-    // The row positions each cache's queries need, once per cache: [lo, hi) over its tokens.
+    const KvView& first = batch.view[0];
+    const KvLayerLayout& layout = first.layout;
+    // The row positions each cache's queries need, once per cache (its positions array): [lo, hi)
+    // over its tokens.
     struct Span {
-        KvCache* cache;
+        const int32_t* positions;
         size_t lo, hi;
         const int32_t* dev = nullptr;
     };
     std::vector<Span> spans;
-    std::vector<RowRange> ranges(batch.n);
     std::vector<size_t> span_of(batch.n);
     for (size_t t = 0; t < batch.n; ++t) {
-        KvCache* cache = batch.cache[t];
-        CACTUS_ASSERT(cache->type() == first.type());
-        ranges[t] = cache->rows_for_query(il, batch.token[t], batch.last ? batch.last[t] : batch.token[t]);
-        CACTUS_ASSERT(ranges[t].begin <= ranges[t].end && ranges[t].end <= cache->capacity(il));
+        const KvView& view = batch.view[t];
         size_t s = 0;
-        while (s < spans.size() && spans[s].cache != cache) ++s;
-        if (s == spans.size()) spans.push_back({cache, ranges[t].begin, ranges[t].end});
-        spans[s].lo = std::min(spans[s].lo, ranges[t].begin);
-        spans[s].hi = std::max(spans[s].hi, ranges[t].end);
+        while (s < spans.size() && spans[s].positions != view.positions) ++s;
+        if (s == spans.size()) spans.push_back({view.positions, view.rows.begin, view.rows.end});
+        spans[s].lo = std::min(spans[s].lo, view.rows.begin);
+        spans[s].hi = std::max(spans[s].hi, view.rows.end);
         span_of[t] = s;
     }
     // One staging reservation for the positions and the descriptors (a second could sync and reuse it).
@@ -235,65 +228,55 @@ void CudaBackend::attention_kv(const Tensor& out, size_t il, const KvBatch& batc
     size_t at = al(batch.n * sizeof(cuda::KvAttnDesc));
     for (Span& s : spans) {
         const size_t n = std::max<size_t>(s.hi - s.lo, 1);
-        std::memcpy(host + at, s.cache->row_positions(il) + s.lo, (s.hi - s.lo) * sizeof(int32_t));
+        std::memcpy(host + at, s.positions + s.lo, (s.hi - s.lo) * sizeof(int32_t));
         s.dev = reinterpret_cast<const int32_t*>(dev + at);
         at += al(n * sizeof(int32_t));
     }
     auto* desc = reinterpret_cast<cuda::KvAttnDesc*>(host);
     for (size_t t = 0; t < batch.n; ++t) {
+        const KvView& view = batch.view[t];
         const Span& s = spans[span_of[t]];
-        const cuda::KvStoreDesc rows = device_rows(*s.cache, "attention_kv").row(il, ranges[t].begin);
-        const AttentionMask mask = s.cache->mask_for(il, batch.token[t], batch.last ? batch.last[t] : batch.token[t]);
+        const cuda::KvStoreDesc rows = device_rows(view, "attention_kv").row(view.layer, view.rows.begin);
         desc[t] = cuda::KvAttnDesc();
         desc[t].k = rows.k;
         desc[t].v = rows.v;
         desc[t].ks = rows.ks;
         desc[t].vs = rows.vs;
-        desc[t].row_pos = s.dev + (ranges[t].begin - s.lo);
-        desc[t].n_rows = static_cast<int32_t>(ranges[t].end - ranges[t].begin);
-        desc[t].q_pos = mask.q_pos;
-        desc[t].window = mask.window;
-        desc[t].sinks = mask.sinks;
-        desc[t].ahead = mask.ahead;
+        desc[t].row_pos = s.dev + (view.rows.begin - s.lo);
+        desc[t].n_rows = static_cast<int32_t>(view.rows.end - view.rows.begin);
+        desc[t].q_pos = view.mask.q_pos;
+        desc[t].window = view.mask.window;
+        desc[t].sinks = view.mask.sinks;
+        desc[t].ahead = view.mask.ahead;
     }
     check(cudaMemcpyAsync(twin_ + base, host, total, cudaMemcpyHostToDevice, ctx_->stream), "attention_kv",
           "cudaMemcpyAsync (staging)");
     const auto* d = reinterpret_cast<const cuda::KvAttnDesc*>(dev);
     cuda::KvAttnShape shape;
     shape.n_head = n_head;
-    shape.n_head_kv = spec.n_head_kv;
-    shape.head_dim_k = spec.k_width / spec.n_head_kv;
-    shape.head_dim_v = spec.v_width / spec.n_head_kv;
-    shape.k_width = spec.k_width;
-    shape.v_width = spec.v_width;
-    shape.type = first.type();
+    shape.n_head_kv = layout.n_head_kv;
+    shape.head_dim_k = layout.k_width / layout.n_head_kv;
+    shape.head_dim_v = layout.v_width / layout.n_head_kv;
+    shape.k_width = layout.k_width;
+    shape.v_width = layout.v_width;
+    shape.type = first.storage->type();
     const bool int8 = shape.type == KvType::I8;
-    shape.k_groups = int8 ? device_rows(*batch.cache[0], "attention_kv").k_groups(il) : 0;
-    shape.v_groups = int8 ? device_rows(*batch.cache[0], "attention_kv").v_groups(il) : 0;
+    shape.k_groups = int8 ? device_rows(first, "attention_kv").k_groups(first.layer) : 0;
+    shape.v_groups = int8 ? device_rows(first, "attention_kv").v_groups(first.layer) : 0;
     shape.scale = scale;
-    CACTUS_ASSERT(q.width() == n_head * shape.head_dim_k && out.width() == n_head * shape.head_dim_v);
     launch("attention_kv",
            [&](cudaStream_t s) { cuda::attention_kv(s, out.as<float>(), q.as<float>(), d, batch.n, shape); });
 }
 
-void CudaBackend::attention_dense(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
-                                  const Tensor& mask, const DenseAttention& s) {
+void CudaBackend::do_attention_dense(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                     const Tensor& mask, const DenseAttention& s) {
     check_f32(out, "attention_dense", "out");
     check_f32(q, "attention_dense", "q");
     check_f32(k, "attention_dense", "k");
     check_f32(v, "attention_dense", "v");
     const size_t n_q = q.rows();
     const size_t n_kv = k.rows();
-    if (s.n_head == 0 || s.n_head_kv == 0 || s.n_head % s.n_head_kv != 0 || q.width() != s.n_head * s.head_dim ||
-        k.width() != s.n_head_kv * s.head_dim || v.width() != s.n_head_kv * s.head_dim_v || v.rows() != n_kv ||
-        out.rows() != n_q || out.width() != s.n_head * s.head_dim_v) {
-        fail("attention_dense: shapes q [%zu, %zu] k [%zu, %zu] v [%zu, %zu] out [%zu, %zu] do not fit %zu/%zu heads",
-             n_q, q.width(), n_kv, k.width(), v.rows(), v.width(), out.rows(), out.width(), s.n_head, s.n_head_kv);
-    }
-    if (!mask.empty()) {
-        check_f32(mask, "attention_dense", "the mask");
-        if (mask.width() != n_kv || mask.rows() != n_q) fail("attention_dense: mask must be f32 [%zu, %zu]", n_q, n_kv);
-    }
+    if (!mask.empty()) check_f32(mask, "attention_dense", "the mask");
     const float* md = mask.empty() ? nullptr : mask.as<float>();
     launch("attention_dense", [&](cudaStream_t st) {
         cuda::attention_dense(st, out.as<float>(), q.as<float>(), k.as<float>(), v.as<float>(), md, n_q, n_kv, s.n_head,
@@ -303,51 +286,35 @@ void CudaBackend::attention_dense(const Tensor& out, const Tensor& q, const Tens
 
 // ---- convolutions -----------------------------------------------------------------------------------
 
-void CudaBackend::conv1d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv1d& c) {
+void CudaBackend::do_conv1d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv1d& c) {
     check_f32(y, "conv1d", "y");
     check_f32(x, "conv1d", "x");
     check_dev(w, "conv1d", "the weight");
     const size_t n_t = x.rows();
     const size_t n_in = x.width();
-    if (c.kernel == 0 || c.stride == 0 || n_t + 2 * c.pad < c.kernel || w.width() != n_in * c.kernel) {
-        fail("conv1d: kernel %zu (stride %zu, pad %zu) over [%zu, %zu] with weight width %zu", c.kernel, c.stride,
-             c.pad, n_t, n_in, w.width());
-    }
     const size_t n_t_out = (n_t + 2 * c.pad - c.kernel) / c.stride + 1;
-    if (y.rows() != n_t_out || y.width() != w.rows()) {
-        fail("conv1d: output [%zu, %zu] expected, got [%zu, %zu]", n_t_out, w.rows(), y.rows(), y.width());
-    }
     float* col = scratch(n_t_out * w.width());  // [n_t_out, n_in * kernel]
     launch("conv1d", [&](cudaStream_t s) {
         cuda::im2col_1d(s, col, x.as<float>(), n_t, n_in, n_t_out, c.kernel, c.stride, c.pad);
         cuda::matmul(s, y.as<float>(), w.data(), w.type, w.row_bytes(), col, n_t_out, w.width(), w.rows());
     });
-    if (!b.empty()) add(y, y, b.reshaped(w.rows(), 1));
+    if (!b.empty()) do_add(y, y, b.reshaped(w.rows(), 1));
 }
 
-void CudaBackend::conv2d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2d& c) {
+void CudaBackend::do_conv2d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2d& c) {
     check_f32(y, "conv2d", "y");
     check_f32(x, "conv2d", "x");
     check_dev(w, "conv2d", "the weight");
     const size_t n_in = x.rows();
-    if (c.kernel_h == 0 || c.kernel_w == 0 || c.stride == 0 || x.width() != c.height * c.width ||
-        c.height + 2 * c.pad < c.kernel_h || c.width + 2 * c.pad < c.kernel_w ||
-        w.width() != n_in * c.kernel_h * c.kernel_w) {
-        fail("conv2d: kernel %zux%zu over %zu planes of %zux%zu with weight width %zu", c.kernel_h, c.kernel_w, n_in,
-             c.height, c.width, w.width());
-    }
     const size_t h_out = (c.height + 2 * c.pad - c.kernel_h) / c.stride + 1;
     const size_t w_out = (c.width + 2 * c.pad - c.kernel_w) / c.stride + 1;
-    if (y.rows() != h_out * w_out || y.width() != w.rows()) {
-        fail("conv2d: output [%zu, %zu] expected, got [%zu, %zu]", h_out * w_out, w.rows(), y.rows(), y.width());
-    }
     float* col = scratch(h_out * w_out * w.width());
     launch("conv2d", [&](cudaStream_t s) {
         cuda::im2col_2d(s, col, x.as<float>(), n_in, c.height, c.width, h_out, w_out, c.kernel_h, c.kernel_w, c.stride,
                         c.pad);
         cuda::matmul(s, y.as<float>(), w.data(), w.type, w.row_bytes(), col, h_out * w_out, w.width(), w.rows());
     });
-    if (!b.empty()) add(y, y, b.reshaped(w.rows(), 1));
+    if (!b.empty()) do_add(y, y, b.reshaped(w.rows(), 1));
 }
 
 }  // namespace cactus

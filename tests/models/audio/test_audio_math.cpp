@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "backends/cpu_backend.h"
+#include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "engine/media/whisper_transcribe.h"
 #include "models/audio/log_mel.h"

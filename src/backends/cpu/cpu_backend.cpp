@@ -1,4 +1,4 @@
-#include "backends/cpu_backend.h"
+#include "backends/cpu/cpu_backend.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,6 +7,7 @@
 
 #include "backends/cpu/activations.h"
 #include "backends/cpu/cpu_dispatch.h"
+#include "backends/cpu/cpu_tiers.h"
 #include "backends/cpu/ops_cpu.h"
 #include "core/error.h"
 #include "core/memory.h"
@@ -23,17 +24,6 @@ void check_host(const Tensor& t, const char* op, const char* what) {
     if (t.buffer == nullptr) fail("cpu %s: %s is an empty tensor", op, what);
     if (std::strcmp(t.buffer->device(), "cpu") != 0) {
         fail("cpu %s: %s lives on %s, not on the CPU", op, what, t.buffer->device());
-    }
-}
-
-void check_f32(const Tensor& t, const char* op, const char* what) {
-    check_host(t, op, what);
-    if (t.type != DType::F32 || !t.contiguous_rows()) fail("cpu %s: %s must be contiguous f32 rows", op, what);
-}
-
-void check_same_shape(const Tensor& a, const Tensor& b, const char* op) {
-    if (a.width() != b.width() || a.rows() != b.rows()) {
-        fail("cpu %s: shapes [%zu, %zu] and [%zu, %zu] differ", op, a.rows(), a.width(), b.rows(), b.width());
     }
 }
 
@@ -116,30 +106,42 @@ Tensor CpuBackend::pack_for_products(const Tensor& w) {
     check_host(w, "pack_for_products", "the weight");
     const CpuKernels& k = *cpu_kernel_set().matmul;
     const size_t slot = kernel_slot(w.type, "pack_for_products");
-    if (k.repack[slot] == nullptr || !repack_enabled()) return w;
+    const DType to = cpu_repack_target(k, w.type);  // the tier's repack table (cpu_tiers.h, docs/OPS.md)
+    if (to == w.type || !repack_enabled()) return w;
     if (!w.contiguous_rows() || w.rows() % kPanelRows != 0) return w;  // matmul takes whole panels of them
-    const DType to = k.repack_type[slot];
     const size_t bytes = dtype_row_bytes(to, w.width()) * w.rows();
     weights_.push_back(std::make_unique<RepackedWeightBuffer>(bytes));
     k.repack[slot](static_cast<uint8_t*>(weights_.back()->base()), w.as<uint8_t>(), w.row_bytes(), w.rows(), w.width());
     return make_tensor(weights_.back().get(), 0, to, w.width(), w.rows());
 }
 
-bool CpuBackend::supports_weight(DType type) const {
-    const DTypeTraits* traits = dtype_traits(static_cast<uint32_t>(type));
-    if (traits == nullptr || static_cast<uint32_t>(type) >= kDTypeSlots) return false;
-    return type == DType::F32 || cpu_kernels().vec_dot[static_cast<uint32_t>(type)] != nullptr;
+bool CpuBackend::supports(Op op, DType type) const {
+    switch (op) {
+        case Op::GET_ROWS:
+            return cpu_reads(cpu_kernels(), type);
+        case Op::MATMUL:
+        case Op::MATMULS:
+        case Op::MATMUL_ENCODER:
+            return cpu_reads(cpu_kernels(), type) || cpu_repacks_into(cpu_kernels(), type);
+        case Op::CONV1D:
+        case Op::CONV2D:
+            return cpu_reads(cpu_kernels(), type);
+        case Op::KV_STORE:
+        case Op::ATTENTION_KV:
+            return type == DType::F16 || type == DType::I8 || type == DType::F32;
+        default:
+            return type == DType::F32;
+    }
 }
 
 std::unique_ptr<KvStorage> CpuBackend::make_kv_storage(const std::vector<KvLayerLayout>& layers, KvType type) {
     return std::make_unique<HostKvStorage>(layers, type);
 }
 
-void CpuBackend::get_rows(const Tensor& y, const Tensor& table, const Tensor& ids, float scale) {
-    check_f32(y, "get_rows", "y");
+void CpuBackend::do_get_rows(const Tensor& y, const Tensor& table, const Tensor& ids, float scale) {
+    check_host(y, "get_rows", "y");
     check_host(table, "get_rows", "the table");
     check_host(ids, "get_rows", "ids");
-    CACTUS_ASSERT(ids.type == DType::I32 && ids.elements() == y.rows() && table.width() == y.width());
     const int32_t* id = ids.as<int32_t>();
     const size_t width = y.width();
     for (size_t t = 0; t < y.rows(); ++t) {
@@ -155,15 +157,13 @@ void CpuBackend::get_rows(const Tensor& y, const Tensor& table, const Tensor& id
     }
 }
 
-void CpuBackend::rms_norm(const Tensor& y, const Tensor& x, const Tensor& weight, float eps) {
-    check_f32(y, "rms_norm", "y");
-    check_f32(x, "rms_norm", "x");
-    check_same_shape(y, x, "rms_norm");
+void CpuBackend::do_rms_norm(const Tensor& y, const Tensor& x, const Tensor& weight, float eps) {
+    check_host(y, "rms_norm", "y");
+    check_host(x, "rms_norm", "x");
     const size_t width = x.width();
     const float* w = nullptr;
     if (!weight.empty()) {
-        check_f32(weight, "rms_norm", "the weight");
-        CACTUS_ASSERT(weight.elements() == width);
+        check_host(weight, "rms_norm", "the weight");
         w = weight.as<float>();
     }
     float* out = y.as<float>();
@@ -173,15 +173,14 @@ void CpuBackend::rms_norm(const Tensor& y, const Tensor& x, const Tensor& weight
     });
 }
 
-void CpuBackend::layer_norm(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
-    check_f32(y, "layer_norm", "y");
-    check_f32(x, "layer_norm", "x");
-    check_same_shape(y, x, "layer_norm");
+void CpuBackend::do_layer_norm(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
+    check_host(y, "layer_norm", "y");
+    check_host(x, "layer_norm", "x");
     const size_t width = x.width();
     const float* w = weight.empty() ? nullptr : weight.as<float>();
     const float* b = bias.empty() ? nullptr : bias.as<float>();
-    if (w) check_f32(weight, "layer_norm", "the weight");
-    if (b) check_f32(bias, "layer_norm", "the bias");
+    if (w) check_host(weight, "layer_norm", "the weight");
+    if (b) check_host(bias, "layer_norm", "the bias");
     float* out = y.as<float>();
     const float* in = x.as<float>();
     for_rows(x.rows(), [&](size_t begin, size_t end) {
@@ -193,26 +192,22 @@ void CpuBackend::layer_norm(const Tensor& y, const Tensor& x, const Tensor& weig
 
 namespace {
 
-// The kernels' view of y = x W^T, after checking that the shapes match.
+// The kernels' view of y = x W^T (shapes checked by Backend::matmul).
 MatmulProduct matmul_product(const Tensor& y, const Tensor& w, const Tensor& x) {
-    check_f32(y, "matmul", "y");
-    check_f32(x, "matmul", "x");
+    check_host(y, "matmul", "y");
+    check_host(x, "matmul", "x");
     check_host(w, "matmul", "the weight");
-    if (x.width() != w.width() || y.width() != w.rows() || y.rows() != x.rows()) {
-        fail("matmul: y [%zu, %zu] = x [%zu, %zu] W^T with W [%zu, %zu] do not match", y.rows(), y.width(), x.rows(),
-             x.width(), w.rows(), w.width());
-    }
     return MatmulProduct{y.as<float>(), w.data(), w.type, w.row_bytes(), w.rows()};
 }
 
 }  // namespace
 
-void CpuBackend::matmul(const Tensor& y, const Tensor& w, const Tensor& x) {
+void CpuBackend::do_matmul(const Tensor& y, const Tensor& w, const Tensor& x) {
     const MatmulProduct p = matmul_product(y, w, x);
     cactus::matmuls(&p, 1, x.as<float>(), x.rows(), x.width(), *pool_);
 }
 
-void CpuBackend::matmuls(const SharedInputProduct* products, size_t n_products, const Tensor& x) {
+void CpuBackend::do_matmuls(const SharedInputProduct* products, size_t n_products, const Tensor& x) {
     for (size_t first = 0; first < n_products; first += kMaxSharedProducts) {
         const size_t n = std::min(kMaxSharedProducts, n_products - first);
         MatmulProduct group[kMaxSharedProducts];
@@ -221,15 +216,11 @@ void CpuBackend::matmuls(const SharedInputProduct* products, size_t n_products, 
     }
 }
 
-void CpuBackend::add(const Tensor& y, const Tensor& a, const Tensor& b) {
-    check_f32(y, "add", "y");
-    check_f32(a, "add", "a");
-    check_f32(b, "add", "b");
-    check_same_shape(y, a, "add");
+void CpuBackend::do_add(const Tensor& y, const Tensor& a, const Tensor& b) {
+    check_host(y, "add", "y");
+    check_host(a, "add", "a");
+    check_host(b, "add", "b");
     const size_t width = a.width();
-    if (b.width() != width || (b.rows() != a.rows() && b.rows() != 1)) {
-        fail("add: b [%zu, %zu] does not match a [%zu, %zu]", b.rows(), b.width(), a.rows(), width);
-    }
     float* out = y.as<float>();
     if (out != a.as<float>()) std::memcpy(out, a.as<float>(), a.bytes());
     if (b.rows() == a.rows()) {
@@ -239,29 +230,25 @@ void CpuBackend::add(const Tensor& y, const Tensor& a, const Tensor& b) {
     for (size_t r = 0; r < a.rows(); ++r) add_scaled(out + r * width, b.as<float>(), 1.0f, width);
 }
 
-void CpuBackend::scale(const Tensor& y, const Tensor& x, float s) {
-    check_f32(y, "scale", "y");
-    check_f32(x, "scale", "x");
-    check_same_shape(y, x, "scale");
+void CpuBackend::do_scale(const Tensor& y, const Tensor& x, float s) {
+    check_host(y, "scale", "y");
+    check_host(x, "scale", "x");
     float* out = y.as<float>();
     const float* in = x.as<float>();
     for (size_t i = 0; i < x.elements(); ++i) out[i] = in[i] * s;
 }
 
-void CpuBackend::softcap(const Tensor& y, const Tensor& x, float cap) {
-    check_f32(y, "softcap", "y");
-    check_f32(x, "softcap", "x");
-    check_same_shape(y, x, "softcap");
-    CACTUS_ASSERT(cap > 0.0f);
+void CpuBackend::do_softcap(const Tensor& y, const Tensor& x, float cap) {
+    check_host(y, "softcap", "y");
+    check_host(x, "softcap", "x");
     float* out = y.as<float>();
     const float* in = x.as<float>();
     activation_kernels().softcap(out, in, x.elements(), cap);
 }
 
-void CpuBackend::gelu(const Tensor& y, const Tensor& x, Activation kind) {
-    check_f32(y, "gelu", "y");
-    check_f32(x, "gelu", "x");
-    check_same_shape(y, x, "gelu");
+void CpuBackend::do_gelu(const Tensor& y, const Tensor& x, Activation kind) {
+    check_host(y, "gelu", "y");
+    check_host(x, "gelu", "x");
     float* out = y.as<float>();
     const float* in = x.as<float>();
     const size_t width = x.width();
@@ -271,12 +258,10 @@ void CpuBackend::gelu(const Tensor& y, const Tensor& x, Activation kind) {
              [&](size_t begin, size_t end) { fn(out + begin * width, in + begin * width, (end - begin) * width); });
 }
 
-void CpuBackend::glu(const Tensor& y, const Tensor& gate, const Tensor& up, Activation act) {
-    check_f32(y, "glu", "y");
-    check_f32(gate, "glu", "gate");
-    check_f32(up, "glu", "up");
-    check_same_shape(y, gate, "glu");
-    check_same_shape(y, up, "glu");
+void CpuBackend::do_glu(const Tensor& y, const Tensor& gate, const Tensor& up, Activation act) {
+    check_host(y, "glu", "y");
+    check_host(gate, "glu", "gate");
+    check_host(up, "glu", "up");
     const size_t width = y.width();
     float* out = y.as<float>();
     const float* g = gate.as<float>();
@@ -299,14 +284,12 @@ void CpuBackend::glu(const Tensor& y, const Tensor& gate, const Tensor& up, Acti
     });
 }
 
-void CpuBackend::rope(const Tensor& x, size_t n_head, const Tensor& pos, const RopeParams& params) {
-    check_f32(x, "rope", "x");
+void CpuBackend::do_rope(const Tensor& x, size_t n_head, const Tensor& pos, const RopeParams& params) {
+    check_host(x, "rope", "x");
     check_host(pos, "rope", "positions");
     const size_t n = x.rows();
-    CACTUS_ASSERT(pos.type == DType::I32 && pos.elements() == n && n_head > 0 && x.width() % n_head == 0);
     if (n == 0 || params.n_rot == 0) return;
     const size_t head_dim = x.width() / n_head;
-    CACTUS_ASSERT(params.n_rot <= head_dim);
     const int32_t* p = pos.as<int32_t>();
     const auto [lo_it, hi_it] = std::minmax_element(p, p + n);
     const int32_t lo = *lo_it;

@@ -4,7 +4,7 @@
 
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/dense_gemm.h"
-#include "backends/cpu_backend.h"
+#include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
 
 namespace cactus {
@@ -12,8 +12,7 @@ namespace cactus {
 namespace {
 
 void add_bias_rows(float* y, const Tensor& b, size_t n_rows, size_t width) {
-    if (b.empty()) return;
-    CACTUS_ASSERT(b.type == DType::F32 && b.elements() == width);
+    if (b.empty()) return;  // else f32 [width] (checked by Backend)
     const float* bias = b.as<float>();
     for (size_t r = 0; r < n_rows; ++r) {
         for (size_t o = 0; o < width; ++o) y[r * width + o] += bias[o];
@@ -22,19 +21,12 @@ void add_bias_rows(float* y, const Tensor& b, size_t n_rows, size_t width) {
 
 }  // namespace
 
-void CpuBackend::conv1d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv1d& c) {
-    // x [n_t, n_in] time rows; w [n_out, n_in * kernel]; y [n_t_out, n_out].
+void CpuBackend::do_conv1d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv1d& c) {
+    // x [n_t, n_in] time rows; w [n_out, n_in * kernel]; y [n_t_out, n_out] (checked by Backend::conv1d).
     const size_t n_t = x.rows();
     const size_t n_in = x.width();
-    if (c.kernel == 0 || c.stride == 0 || n_t + 2 * c.pad < c.kernel || w.width() != n_in * c.kernel) {
-        fail("conv1d: kernel %zu (stride %zu, pad %zu) over [%zu, %zu] with weight width %zu", c.kernel, c.stride,
-             c.pad, n_t, n_in, w.width());
-    }
     const size_t n_t_out = (n_t + 2 * c.pad - c.kernel) / c.stride + 1;
     const size_t n_out = w.rows();
-    if (y.rows() != n_t_out || y.width() != n_out || y.type != DType::F32 || x.type != DType::F32) {
-        fail("conv1d: output [%zu, %zu] expected, got [%zu, %zu]", n_t_out, n_out, y.rows(), y.width());
-    }
     const size_t k_width = n_in * c.kernel;
     scratch_.assign(n_t_out * k_width, 0.0f);  // [n_t_out, n_in * kernel], element (c, k) at c * kernel + k
     const float* xd = x.as<float>();
@@ -60,21 +52,13 @@ void CpuBackend::conv1d(const Tensor& y, const Tensor& x, const Tensor& w, const
     add_bias_rows(y.as<float>(), b, n_t_out, n_out);
 }
 
-void CpuBackend::conv2d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2d& c) {
-    // x [n_in, height * width] channel planes; w [n_out, n_in * kh * kw]; y [h_out * w_out, n_out].
+void CpuBackend::do_conv2d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2d& c) {
+    // x [n_in, height * width] channel planes; w [n_out, n_in * kh * kw]; y [h_out * w_out, n_out]
+    // (checked by Backend::conv2d).
     const size_t n_in = x.rows();
-    if (c.kernel_h == 0 || c.kernel_w == 0 || c.stride == 0 || x.width() != c.height * c.width ||
-        c.height + 2 * c.pad < c.kernel_h || c.width + 2 * c.pad < c.kernel_w ||
-        w.width() != n_in * c.kernel_h * c.kernel_w) {
-        fail("conv2d: kernel %zux%zu over %zu planes of %zux%zu with weight width %zu", c.kernel_h, c.kernel_w, n_in,
-             c.height, c.width, w.width());
-    }
     const size_t h_out = (c.height + 2 * c.pad - c.kernel_h) / c.stride + 1;
     const size_t w_out = (c.width + 2 * c.pad - c.kernel_w) / c.stride + 1;
     const size_t n_out = w.rows();
-    if (y.rows() != h_out * w_out || y.width() != n_out || y.type != DType::F32 || x.type != DType::F32) {
-        fail("conv2d: output [%zu, %zu] expected, got [%zu, %zu]", h_out * w_out, n_out, y.rows(), y.width());
-    }
     const size_t k_width = n_in * c.kernel_h * c.kernel_w;
     scratch_.assign(h_out * w_out * k_width, 0.0f);  // element (ch, ky, kx) at (ch * kh + ky) * kw + kx
     const float* xd = x.as<float>();

@@ -6,35 +6,38 @@
 #include <limits>
 
 #include "backends/cpu/ops_cpu.h"
-#include "backends/cpu_backend.h"
+#include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
 
 namespace cactus {
 
 namespace {
+
 // Chunks of attention items per thread, claimed dynamically (attention_kv).
 constexpr size_t kAttentionChunksPerThread = 16;
+
+// The rows of a view, in host memory (a cache made by another backend is an error).
+const HostKvStorage& host_rows(const KvView& view) {
+    const auto* host = dynamic_cast<const HostKvStorage*>(view.storage);
+    if (host == nullptr) fail("cpu attention_kv: the KV rows were not made by the CPU backend");
+    return *host;
+}
+
 }  // namespace
 
-void CpuBackend::kv_store(size_t il, const KvBatch& batch, const Tensor& k, const Tensor& v) {
-    CACTUS_ASSERT(k.type == DType::F32 && v.type == DType::F32 && k.rows() == batch.n && v.rows() == batch.n);
+void CpuBackend::do_kv_store(const KvBatch& batch, const Tensor& k, const Tensor& v) {
     const float* kd = k.as<float>();
     const float* vd = v.as<float>();
     for (size_t t = 0; t < batch.n; ++t) {
-        KvCache& cache = *batch.cache[t];
-        CACTUS_ASSERT(k.width() == cache.spec(il).k_width && v.width() == cache.spec(il).v_width);
-        const size_t row = cache.row_of(il, batch.token[t]);
-        cache.write_row(il, row, kd + t * k.width(), vd + t * v.width());
+        const KvView& view = batch.view[t];
+        view.storage->write_row(view.layer, view.row, kd + t * k.width(), vd + t * v.width());
     }
 }
 
-void CpuBackend::attention_kv(const Tensor& out, size_t il, const KvBatch& batch, const Tensor& q, size_t n_head,
-                              float scale) {
-    CACTUS_ASSERT(out.type == DType::F32 && q.type == DType::F32 && q.rows() == batch.n && out.rows() == batch.n);
+void CpuBackend::do_attention_kv(const Tensor& out, const KvBatch& batch, const Tensor& q, size_t n_head, float scale) {
     if (batch.n == 0) return;
-    const KvLayerSpec& spec = batch.cache[0]->spec(il);
-    const size_t n_head_kv = spec.n_head_kv;
-    CACTUS_ASSERT(n_head % n_head_kv == 0 && q.width() % n_head == 0 && out.width() % n_head == 0);
+    for (size_t t = 0; t < batch.n; ++t) host_rows(batch.view[t]);  // every view's rows in host memory
+    const size_t n_head_kv = batch.view[0].layout.n_head_kv;
     // Work items: (token, KV head) with the group's query heads together; with too few of those to
     // keep every thread busy (decode), (token, head). Either way each head's output is the same.
     const size_t group = n_head / n_head_kv;
@@ -57,60 +60,47 @@ void CpuBackend::attention_kv(const Tensor& out, size_t il, const KvBatch& batch
             for (size_t item = begin; item < end; ++item) {
                 const size_t t = item / items_per_token;
                 const size_t h = item % items_per_token * n_q;  // first query head of the item
-                attend_heads(il, batch, t, qd + t * q.width(), od + t * out.width(), n_head, h, n_q, scale, ws);
+                attend_heads(batch.view[t], qd + t * q.width(), od + t * out.width(), n_head, h, n_q, scale, ws);
             }
         }
     });
 }
 
-void CpuBackend::attend_heads(size_t il, const KvBatch& batch, size_t t, const float* q, float* out, size_t n_head,
-                              size_t head, size_t n_q, float scale, AttentionWorkspace& ws) const {
-    const KvCache& kv = *batch.cache[t];
-    const size_t token = batch.token[t];
-    const KvLayerSpec& spec = kv.spec(il);
-    const size_t dk = spec.k_width / spec.n_head_kv;
-    const size_t dv = spec.v_width / spec.n_head_kv;
-    const size_t kvh = head / (n_head / spec.n_head_kv);
-    const size_t last = batch.last ? batch.last[t] : token;
-    const RowRange rows = kv.rows_for_query(il, token, last);  // physical bounds
-    CACTUS_ASSERT(rows.begin <= rows.end && rows.end <= kv.capacity(il));
+void CpuBackend::attend_heads(const KvView& view, const float* q, float* out, size_t n_head, size_t head, size_t n_q,
+                              float scale, AttentionWorkspace& ws) const {
+    const HostKvStorage& kv = static_cast<const HostKvStorage&>(*view.storage);  // checked by host_rows
+    const size_t il = view.layer;
+    const KvLayerLayout& l = view.layout;
+    const size_t dk = l.k_width / l.n_head_kv;
+    const size_t dv = l.v_width / l.n_head_kv;
+    const size_t kvh = head / (n_head / l.n_head_kv);
+    const RowRange rows = view.rows;  // physical bounds (checked against the capacity by Backend)
     const AttentionQueries aq = {q + head * dk, dk, out + head * dv, dv, n_q};
-    const AttentionShape shape = {kv.row_positions(il) + rows.begin, rows.end - rows.begin, dk, dv, scale,
-                                  kv.mask_for(il, token, last)};
+    const AttentionShape shape = {view.positions + rows.begin, rows.end - rows.begin, dk, dv, scale, view.mask};
     if (kv.type() == KvType::F16) {
-        const KvRowsF16 k = {kv.k16(il, rows.begin) + kvh * dk, spec.k_width, kv.v16(il, rows.begin) + kvh * dv,
-                             spec.v_width};
+        const KvRowsF16 k = {kv.k16(il, rows.begin) + kvh * dk, l.k_width, kv.v16(il, rows.begin) + kvh * dv,
+                             l.v_width};
         attention_group(aq, k, shape, ws);
         return;
     }
     if (kv.type() == KvType::F32) {
-        const KvRowsF32 k = {kv.k32(il, rows.begin) + kvh * dk, spec.k_width, kv.v32(il, rows.begin) + kvh * dv,
-                             spec.v_width};
+        const KvRowsF32 k = {kv.k32(il, rows.begin) + kvh * dk, l.k_width, kv.v32(il, rows.begin) + kvh * dv,
+                             l.v_width};
         attention_group(aq, k, shape, ws);
         return;
     }
     const size_t gph_k = kv_groups_of(dk);  // int8 scale groups per head
     const size_t gph_v = kv_groups_of(dv);
-    const KvRowsQ8 k = {kv.k8(il, rows.begin) + kvh * dk,          spec.k_width,
-                        kv.k_scales(il, rows.begin) + kvh * gph_k, kv.k_scale_stride(il),
-                        kv.v8(il, rows.begin) + kvh * dv,          spec.v_width,
-                        kv.v_scales(il, rows.begin) + kvh * gph_v, kv.v_scale_stride(il)};
+    const KvRowsQ8 k = {
+        kv.k8(il, rows.begin) + kvh * dk, l.k_width, kv.k_scales(il, rows.begin) + kvh * gph_k, kv.k_scale_stride(il),
+        kv.v8(il, rows.begin) + kvh * dv, l.v_width, kv.v_scales(il, rows.begin) + kvh * gph_v, kv.v_scale_stride(il)};
     attention_group(aq, k, shape, ws);
 }
 
-void CpuBackend::attention_dense(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
-                                 const Tensor& mask, const DenseAttention& s) {
+void CpuBackend::do_attention_dense(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& mask, const DenseAttention& s) {
     const size_t n_q = q.rows();
     const size_t n_kv = k.rows();
-    if (s.n_head == 0 || s.n_head_kv == 0 || s.n_head % s.n_head_kv != 0 || q.width() != s.n_head * s.head_dim ||
-        k.width() != s.n_head_kv * s.head_dim || v.width() != s.n_head_kv * s.head_dim_v || v.rows() != n_kv ||
-        out.rows() != n_q || out.width() != s.n_head * s.head_dim_v) {
-        fail("attention_dense: shapes q [%zu, %zu] k [%zu, %zu] v [%zu, %zu] out [%zu, %zu] do not fit %zu/%zu heads",
-             n_q, q.width(), n_kv, k.width(), v.rows(), v.width(), out.rows(), out.width(), s.n_head, s.n_head_kv);
-    }
-    if (!mask.empty() && (mask.type != DType::F32 || mask.width() != n_kv || mask.rows() != n_q)) {
-        fail("attention_dense: mask must be f32 [%zu, %zu]", n_q, n_kv);
-    }
     if (n_q >= kDenseGemmMinQueries && !force_dense_rows_) {
         attention_dense_gemm(out, q, k, v, mask, s);
         return;

@@ -14,7 +14,7 @@
 
 #include "backends/cpu/attention_rows.h"
 #include "backends/cpu/dense_gemm.h"
-#include "backends/cpu_backend.h"
+#include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
 
 namespace cactus {
@@ -58,14 +58,10 @@ constexpr size_t kAttentionRowBlock = 24;
 
 }  // namespace
 
-void CpuBackend::matmul_encoder(const Tensor& y, const Tensor& w, const Tensor& x) {
+void CpuBackend::do_matmul_encoder(const Tensor& y, const Tensor& w, const Tensor& x) {
     if (!dense_operands(y, w, x)) {
-        matmul(y, w, x);  // few rows, another weight type, or operands it refuses with the reason
+        do_matmul(y, w, x);  // few rows, another weight type, or operands it refuses with the reason
         return;
-    }
-    if (x.width() != w.width() || y.width() != w.rows() || y.rows() != x.rows()) {
-        fail("matmul_encoder: y [%zu, %zu] = x [%zu, %zu] W^T with W [%zu, %zu] do not match", y.rows(), y.width(),
-             x.rows(), x.width(), w.rows(), w.width());
     }
     if (w.row_bytes() < dtype_row_bytes(w.type, w.width())) fail("matmul_encoder: weight rows overlap");
     dense_matmul(y.as<float>(), w.data(), w.type, w.row_bytes(), x.as<float>(), x.rows(), w.width(), w.rows(),

@@ -2,26 +2,21 @@
 // (the op is a few multiply-adds per element, tiny next to the projections around it).
 #include <cstring>
 
-#include "backends/cpu_backend.h"
+#include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "ops/ops_ref.h"
 
 namespace cactus {
 
-void CpuBackend::short_conv(const Tensor& y, const Tensor& bx, const Tensor& bcx, const Tensor& w, const Tensor& state,
-                            const Tensor& hist) {
-    const size_t L = check_short_conv(y, bx, bcx, w, state, hist);
+void CpuBackend::do_short_conv(const Tensor& y, const Tensor& bx, const Tensor& bcx, const Tensor& w,
+                               const Tensor& state, const Tensor& hist) {
+    const size_t L = w.width();
     // y [n, e], bx [n, e], bcx [n, 3e], w [e, L], state [rows, e], hist [n, L - 1].
     short_conv_ref(y.as<float>(), bx.as<float>(), bcx.as<float>(), w.as<float>(), state.as<float>(), state.rows(),
                    hist.as<int32_t>(), y.rows(), y.width(), L);
 }
 
-void CpuBackend::set_rows(const Tensor& table, const Tensor& x, const Tensor& ids) {
-    if (table.type != DType::F32 || x.type != DType::F32 || ids.type != DType::I32 || table.width() != x.width() ||
-        ids.elements() != x.rows()) {
-        fail("set_rows: table [%zu, %zu] F32, x [%zu, %zu] F32 and ids [%zu] I32 do not fit", table.rows(),
-             table.width(), x.rows(), x.width(), ids.elements());
-    }
+void CpuBackend::do_set_rows(const Tensor& table, const Tensor& x, const Tensor& ids) {
     const int32_t* id = ids.as<int32_t>();
     const size_t width = x.width();
     for (size_t i = 0; i < x.rows(); ++i) {
