@@ -3,7 +3,7 @@
 // per (head, block of 24 query rows): S = Q_h K_h^T, a softmax over each row (scale, optional mask,
 // causal), O_h = P V_h, the block's scores kept in cache between the two products. Same result as the row-at-a-time loop of attention_dense up to float
 // summation order; it is chosen by attention_dense for n_q >= kDenseGemmMinQueries
-// (tests/audio: the dense attention test against the row loop). Also the encoders' linears
+// (tests/models/audio: the dense attention test against the row loop). Also the encoders' linears
 // (matmul_encoder): F16 / F32 weight rows as dense_gemm's B; and few queries without mask or
 // causality (a decode step's cross-attention): attention_dense_few, straight from the rows.
 #include <algorithm>
