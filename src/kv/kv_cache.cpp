@@ -63,13 +63,6 @@ void kv_dequantize_i8(float* x, const int8_t* q, const float* scales, size_t n) 
     for (size_t i = 0; i < n; ++i) x[i] = scales[i / kKvGroup] * static_cast<float>(q[i]);
 }
 
-KvCache::KvCache(std::vector<KvLayerSpec> layers, size_t n_ctx)
-    : KvCache(std::move(layers), KvCacheConfig{n_ctx, 0, KvOptions{}}) {}
-
-KvCache::KvCache(std::vector<KvLayerSpec> layers, const KvCacheConfig& config)
-    : KvCache(std::move(layers), config,
-              [](const std::vector<KvLayerLayout>& l, KvType type) { return make_host_kv_storage(l, type); }) {}
-
 KvCache::KvCache(std::vector<KvLayerSpec> layers, const KvCacheConfig& config, const KvStorageFactory& make_storage)
     : config_(config) {
     if (config_.n_ctx == 0) fail("KvCache: n_ctx must be > 0");

@@ -51,12 +51,9 @@ using KvStorageFactory = std::function<std::unique_ptr<KvStorage>(const std::vec
 
 class KvCache {
 public:
-    // f16, no compaction, appends of any size up to n_ctx.
-    KvCache(std::vector<KvLayerSpec> layers, size_t n_ctx);
-    // Throws cactus::Error when n_ctx is 0, a spec is inconsistent or the cache would not fit.
-    // Rows in host memory (make_host_kv_storage).
-    KvCache(std::vector<KvLayerSpec> layers, const KvCacheConfig& config);
-    // Rows in the storage `make_storage` returns (a backend's).
+    // Rows in the storage `make_storage` returns (a backend's; tests without a backend pass
+    // make_host_kv_storage, src/backends/cpu/host_kv_storage.h). Throws cactus::Error when n_ctx is
+    // 0, a spec is inconsistent or the cache would not fit.
     KvCache(std::vector<KvLayerSpec> layers, const KvCacheConfig& config, const KvStorageFactory& make_storage);
     ~KvCache();
     KvCache(const KvCache&) = delete;

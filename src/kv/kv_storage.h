@@ -46,8 +46,4 @@ size_t kv_groups_of(size_t n);  // int8 scale groups of n elements
 // same in every backend's storage.
 size_t kv_storage_bytes(const KvLayerLayout& layer, KvType type);
 
-// Rows in host memory, for caches made without a backend (tests, tools): the CPU backend's storage
-// (src/backends/cpu/host_kv_storage.cpp).
-std::unique_ptr<KvStorage> make_host_kv_storage(const std::vector<KvLayerLayout>& layers, KvType type);
-
 }  // namespace cactus

@@ -130,7 +130,7 @@ TEST(KvF32, CachePredictsItsBytes) {
     c.max_chunk = 8;
     c.kv.type = KvType::F32;
     const std::vector<KvLayerSpec> layers = {global, ring};
-    KvCache cache(layers, c);
+    KvCache cache(layers, c, make_host_kv_storage);
     const size_t ring_rows = 2 + 16 + 8 - 1;
     const size_t want = 100 * (2 * 1024 * 4 + 4) + ring_rows * (2 * 256 * 4 + 4);  // K, V, position
     EXPECT_EQ(cache.bytes(), want);
@@ -160,7 +160,7 @@ TEST(KvF32, CompactionReRotatesKeysExactly) {
     req.compress_sinks = 1;
     req.compress_recent = 0.34;
     c.kv = resolve_kv_options(req, c.n_ctx);
-    KvCache cache({spec}, c);
+    KvCache cache({spec}, c, make_host_kv_storage);
     std::vector<std::vector<float>> k, v;
     for (size_t t = 0; t < 12; ++t) {
         ASSERT_EQ(cache.reserve(1), 1u);

@@ -368,7 +368,7 @@ struct Harness {
 
     void run_sequence() {
         random_config();
-        KvCache cache(specs, config);
+        KvCache cache(specs, config, make_host_kv_storage);
         if (std::getenv("KV_DEBUG")) {
             for (const KvLayerSpec& s : specs)
                 std::printf("layer w%u sinks%u cap? k%zu h%zu\n", s.window, s.sinks, s.k_width, s.n_head_kv);
@@ -431,7 +431,7 @@ TEST(KvProperty, RandomSequencesMatchTheReferenceModel) {
 TEST(KvProperty, ContextFullWithoutCompactionIsAClearError) {
     KvLayerSpec s;
     s.k_width = s.v_width = 8;
-    KvCache cache({s}, 4);
+    KvCache cache({s}, KvCacheConfig{4, 0, KvOptions{}}, make_host_kv_storage);
     EXPECT_EQ(cache.reserve(10), 4u);
     cache.append(4);
     try {

@@ -9,6 +9,9 @@
 
 namespace cactus {
 
+// Rows in host memory, for caches made without a backend (tests, tools): KvCache's storage factory.
+std::unique_ptr<KvStorage> make_host_kv_storage(const std::vector<KvLayerLayout>& layers, KvType type);
+
 class HostKvStorage final : public KvStorage {
 public:
     HostKvStorage(const std::vector<KvLayerLayout>& layers, KvType type);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/host_kv_storage.h"
 #include "core/error.h"
 #include "engine/media/media_prompt.h"
 #include "kv/kv_cache.h"
@@ -50,7 +51,7 @@ TEST(Gemma3Units, KvQueryRangeCoversTheSpan) {
     cactus::KvCacheConfig config;
     config.n_ctx = 64;
     config.max_chunk = 16;
-    cactus::KvCache cache({global, ring}, config);
+    cactus::KvCache cache({global, ring}, config, cactus::make_host_kv_storage);
     ASSERT_EQ(cache.reserve(12), 12u);
     cache.append(12);
     EXPECT_EQ(cache.rows_for_query(0, 3).end, 4u);
