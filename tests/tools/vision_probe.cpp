@@ -71,18 +71,24 @@ int resize(int argc, char** argv) {
 }
 
 int encode(int argc, char** argv) {
-    if (argc < 5) cactus::fail("usage: vision_probe encode MMPROJ IMAGE OUT_PREFIX [--threads N]");
+    if (argc < 5)
+        cactus::fail("usage: vision_probe encode MMPROJ IMAGE OUT_PREFIX [--threads N] [--max-tokens N (gemma4v)]");
     cactus::BackendOptions options;
-    for (int i = 5; i + 1 < argc; i += 2)
+    size_t max_tokens = 280;
+    for (int i = 5; i + 1 < argc; i += 2) {
         if (std::strcmp(argv[i], "--threads") == 0) options.n_threads = std::stoi(argv[i + 1]);
+        if (std::strcmp(argv[i], "--max-tokens") == 0) max_tokens = std::stoul(argv[i + 1]);
+    }
     const auto file = cactus::GgufFile::open(argv[2]);
     cactus::VisionEncoder enc(*file, options);
     const cactus::VisionHParams& hp = enc.hparams();
     const cactus::Image img = cactus::load_image(argv[3]);
-    const bool gemma3 = hp.projector == "gemma3", lfm2 = hp.projector == "lfm2";
-    cactus::TiledImage tiled;  // gemma3: the stretched square as the one part, no tiles
+    const bool gemma3 = hp.projector == "gemma3", lfm2 = hp.projector == "lfm2", gemma4 = hp.projector == "gemma4v";
+    cactus::TiledImage tiled;  // gemma3, gemma4v: the resized image as the one part, no tiles
     if (gemma3)
         tiled.overview = cactus::gemma3_image(img, hp.image_size);
+    else if (gemma4)
+        tiled.overview = cactus::gemma4_image(img, max_tokens);
     else if (lfm2)
         tiled = cactus::lfm2_tiles(img, cactus::lfm2_config(hp));
     else
@@ -99,7 +105,7 @@ int encode(int argc, char** argv) {
         cactus::EncoderInput in;
         in.width = part->width;
         in.height = part->height;
-        in.planes = cactus::normalize_planes(*part, hp.mean, hp.std);
+        in.planes = gemma4 ? cactus::gemma4_planes(*part) : cactus::normalize_planes(*part, hp.mean, hp.std);
         enc.encode(in, &one);
         per_part = enc.tokens(in);
         part_sizes.push_back({part->width, part->height});
@@ -111,9 +117,10 @@ int encode(int argc, char** argv) {
     write_file(std::string(argv[4]) + ".f32", embd.data(), embd.size() * sizeof(float));
     json layout = json::array();
     const std::vector<cactus::LayoutPiece> pieces =
-        gemma3 ? std::vector<cactus::LayoutPiece>{{"<start_of_image>", -1}, {"", 0}, {"<end_of_image>", -1}}
-        : lfm2 ? cactus::lfm2_layout(tiled.grid_x, tiled.grid_y)
-               : cactus::idefics3_layout(tiled.grid_x, tiled.grid_y);
+        gemma3   ? std::vector<cactus::LayoutPiece>{{"<start_of_image>", -1}, {"", 0}, {"<end_of_image>", -1}}
+        : gemma4 ? std::vector<cactus::LayoutPiece>{{"<|image>", -1}, {"", 0}, {"<image|>", -1}}
+        : lfm2   ? cactus::lfm2_layout(tiled.grid_x, tiled.grid_y)
+                 : cactus::idefics3_layout(tiled.grid_x, tiled.grid_y);
     for (const cactus::LayoutPiece& piece : pieces)
         layout.push_back(piece.part < 0 ? json{{"text", piece.text}} : json{{"part", piece.part}});
     std::printf("%s\n", json{{"grid_x", tiled.grid_x},
