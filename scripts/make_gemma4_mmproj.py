@@ -68,8 +68,9 @@ def _add_kv(writer, key, value):
         raise ValueError(f"make_gemma4_mmproj: no GGUF type for {key} = {value!r}")
 
 
-def write_mmproj(path, shape="tiny", towers=("vision",), file_type="f32", seed=0, proj_dim=None):
-    """Writes the file; returns {tower: [(GGUF name, float32 array)]} (the values before any F16 cast)."""
+def write_mmproj(path, shape="tiny", towers=("vision",), file_type="f32", seed=0, proj_dim=None, extra_kv=None):
+    """Writes the file; returns {tower: [(GGUF name, float32 array)]} (the values before any F16 cast).
+    extra_kv: keys the converter does not write, added after its own (tests: clip.use_gelu)."""
     import gguf
 
     proj_dim = proj_dim or DEFAULT_PROJ_DIM[shape]
@@ -87,6 +88,8 @@ def write_mmproj(path, shape="tiny", towers=("vision",), file_type="f32", seed=0
         out[tower] = module.tensors(cfg, seed)
         for name, array in out[tower]:
             writer.add_tensor(name, np.ascontiguousarray(array, dtype=stored_dtype(module, name, array, file_type)))
+    for key, value in (extra_kv or {}).items():
+        _add_kv(writer, key, value)
     writer.add_quantization_version(2)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()

@@ -134,8 +134,8 @@ void append_gemma3_image(MediaPrompt* prompt, const Image& img, VisionEncoder& e
     for (int32_t id : vocab.ids("<end_of_image>")) prompt->push_token(id);
 }
 
-void append_gemma4_image(MediaPrompt* prompt, const Image& img, VisionEncoder& enc, const MarkerVocab& vocab,
-                         size_t max_soft_tokens) {
+void append_gemma4_image(MediaPrompt* prompt, const Image& img, VisionEncoder& enc, const std::vector<int32_t>& boi,
+                         const std::vector<int32_t>& eoi, size_t max_soft_tokens) {
     const VisionHParams& hp = enc.hparams();
     if (prompt->n_embd != hp.proj_dim)
         fail("append_gemma4_image: the projector gives %zu-wide rows, the text model takes %zu", hp.proj_dim,
@@ -148,9 +148,14 @@ void append_gemma4_image(MediaPrompt* prompt, const Image& img, VisionEncoder& e
     std::vector<float> rows;
     enc.encode(in, &rows);
     // processing_gemma4.py: boi + soft tokens + eoi, no newlines; E2B/E4B attend causally over them.
-    for (int32_t id : vocab.ids("<|image>")) prompt->push_token(id);
+    for (int32_t id : boi) prompt->push_token(id);
     prompt->push_rows(rows.data(), enc.tokens(in));
-    for (int32_t id : vocab.ids("<image|>")) prompt->push_token(id);
+    for (int32_t id : eoi) prompt->push_token(id);
+}
+
+void append_gemma4_image(MediaPrompt* prompt, const Image& img, VisionEncoder& enc, const MarkerVocab& vocab,
+                         size_t max_soft_tokens) {
+    append_gemma4_image(prompt, img, enc, vocab.ids("<|image>"), vocab.ids("<image|>"), max_soft_tokens);
 }
 
 Lfm2Config lfm2_config(const VisionHParams& hp) {

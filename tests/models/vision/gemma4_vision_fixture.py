@@ -36,7 +36,7 @@ def sha256(a):
     return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
 
 
-def write_mmproj(path):
+def write_mmproj(path, extra_kv=None):
     import make_gemma4_mmproj
 
-    return make_gemma4_mmproj.write_mmproj(path, "tiny", ("vision",), "f32", SEED, PROJ_DIM)["vision"]
+    return make_gemma4_mmproj.write_mmproj(path, "tiny", ("vision",), "f32", SEED, PROJ_DIM, extra_kv)["vision"]
