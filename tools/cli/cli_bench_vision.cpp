@@ -9,6 +9,8 @@
 //   prefill: from an empty cache, kImageMarker + a short text; the image's rows are already encoded
 //            (the engine keeps the last call's images), so this is the prefill of its rows alone.
 //   ttft:    encode + prefill of the same repetition.
+// The audio tower's numbers follow (cli_bench_audio.cpp); an mmproj without a vision or an audio
+// tower gets that section marked skipped.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/backend.h"
+#include "cli_bench_media.h"
 #include "cli_common.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -190,6 +193,23 @@ int run_vision_bench(const std::string& model, const std::string& mmproj, const 
             std::printf("vision bench skipped: %s\n", why);
         return 0;
     }
+    std::vector<int> counts;
+    for (int t : threads.empty() ? std::vector<int>{0} : threads)
+        counts.push_back(t > 0 ? t : ThreadPool::default_threads());
+    if (!mmproj_path_has_vision(mmproj_path)) {
+        const char* why = "the mmproj has no vision tower";
+        if (!json) std::printf("vision bench skipped: %s\n", why);
+        const Json audio = run_audio_bench(model_path, mmproj_path, counts, reps, json);
+        if (json)
+            std::printf("%s\n", Json{{"engine", "cactus"},
+                                     {"model", model_path},
+                                     {"mmproj", mmproj_path},
+                                     {"vision", {{"skipped", why}}},
+                                     {"audio", audio}}
+                                    .dump(2)
+                                    .c_str());
+        return 0;
+    }
     ImageInput image;
     if (image_path.empty()) {
         image.name = "<generated 640x480 BMP>";
@@ -199,15 +219,13 @@ int run_vision_bench(const std::string& model, const std::string& mmproj, const 
         image.bytes = read_image_file(image_path);
     }
     std::vector<VisionResult> results;
-    std::vector<int> counts = threads;
-    if (counts.empty()) counts.push_back(0);
-    for (int t : counts) {
-        const int n = t > 0 ? t : ThreadPool::default_threads();
+    for (int n : counts) {
         if (!json) std::fprintf(stderr, "bench: vision, %d thread(s)...\n", n);
         results.push_back(bench_vision_threads(model_path, mmproj_path, image, n, reps));
     }
     if (!json) {
         print_results(model_path, mmproj_path, image.name, results, reps);
+        run_audio_bench(model_path, mmproj_path, counts, reps, json);
         return 0;
     }
     Json out = Json::array();
@@ -219,7 +237,8 @@ int run_vision_bench(const std::string& model, const std::string& mmproj, const 
                    {"image_bytes", image.bytes.size()},
                    {"reps", reps},
                    {"warmup", 1},
-                   {"vision", {{"results", out}}}};
+                   {"vision", {{"results", out}}},
+                   {"audio", run_audio_bench(model_path, mmproj_path, counts, reps, json)}};
     std::printf("%s\n", doc.dump(2).c_str());
     return 0;
 }
