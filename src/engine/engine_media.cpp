@@ -141,8 +141,8 @@ void Engine::load_vision(const std::string& mmproj_path, int n_threads) {
     options.n_threads = n_threads;
     vision_ = std::make_unique<VisionEncoder>(*mmproj_file_, options);
     const VisionHParams& hp = vision_->hparams();
-    if (hp.projector != "idefics3" && hp.projector != "gemma3" && hp.projector != "lfm2")
-        fail("mmproj '%s': projector type '%s' is not supported yet (idefics3, gemma3 and lfm2 are)",
+    if (hp.projector != "idefics3" && hp.projector != "gemma3" && hp.projector != "lfm2" && hp.projector != "gemma4v")
+        fail("mmproj '%s': projector type '%s' is not supported yet (idefics3, gemma3, lfm2 and gemma4v are)",
              mmproj_path.c_str(), hp.projector.c_str());
     if (hp.proj_dim != model_->info().n_embd)
         fail("mmproj '%s' gives %zu-wide image rows but the text model takes %zu: not a pair", mmproj_path.c_str(),

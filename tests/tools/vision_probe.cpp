@@ -3,8 +3,9 @@
 //   vision_probe resize IMAGE W H bilinear|bicubic|lanczos|torch-bilinear OUT.rgb
 //       writes the Pillow-exact resize of IMAGE as raw RGB bytes [H, W, 3] (torch-bilinear: torch's
 //       uint8 antialiased bilinear resize, resize_image_torch)
-//   vision_probe encode MMPROJ IMAGE OUT_PREFIX [--threads N]
-//       preprocesses IMAGE as the projector's family does (gemma3: one part, the stretched square)
+//   vision_probe encode MMPROJ IMAGE OUT_PREFIX [--threads N] [--max-tokens N]
+//       preprocesses IMAGE as the projector's family does (gemma3: one part, the stretched square;
+//       gemma4v: one part, gemma4_image at --max-tokens, 280 by default)
 //       and encodes every part; writes
 //       OUT_PREFIX.rgb (the parts' pixels, global image first, then the tiles row-major),
 //       OUT_PREFIX.f32 (their embeddings, same order) and prints JSON:
@@ -18,6 +19,11 @@
 //       first-token logits to OUT.f32 and prints {"tokens": [ids, -1 for image rows],
 //       "greedy": [n ids], "prefill_ms"}; --causal 1 prefills bidirectional image spans causally
 //       (a control for the tests: Gemma 3's image rows must see each other)
+//   vision_probe gemma4-prefill TEXT MMPROJ IMAGE OUT.f32 --before IDS --after IDS --boi ID --eoi ID
+//                               [--max-tokens 280] [--chunk N] [--threads N]
+//       Gemma 4's image prompt with the marker ids given (test vocabularies lack "<|image>"): the ids
+//       BEFORE (comma-separated), boi, the image's rows, eoi, the ids AFTER, prefilled; writes the
+//       last row's logits (F32 KV cache) to OUT.f32 and prints {"tokens", "prefill_ms"}
 //   vision_probe lfm2-plan W H [W H ...]
 //       LFM2-VL's preprocessing plan of each size (released defaults: 16-px patches, downsample 2,
 //       64..256 tokens, 512-px tiles, 2..10 tiles): prints [{"size", "tiled", "grid", "thumb"}, ...]
@@ -71,18 +77,24 @@ int resize(int argc, char** argv) {
 }
 
 int encode(int argc, char** argv) {
-    if (argc < 5) cactus::fail("usage: vision_probe encode MMPROJ IMAGE OUT_PREFIX [--threads N]");
+    if (argc < 5)
+        cactus::fail("usage: vision_probe encode MMPROJ IMAGE OUT_PREFIX [--threads N] [--max-tokens N (gemma4v)]");
     cactus::BackendOptions options;
-    for (int i = 5; i + 1 < argc; i += 2)
+    size_t max_tokens = 280;
+    for (int i = 5; i + 1 < argc; i += 2) {
         if (std::strcmp(argv[i], "--threads") == 0) options.n_threads = std::stoi(argv[i + 1]);
+        if (std::strcmp(argv[i], "--max-tokens") == 0) max_tokens = std::stoul(argv[i + 1]);
+    }
     const auto file = cactus::GgufFile::open(argv[2]);
     cactus::VisionEncoder enc(*file, options);
     const cactus::VisionHParams& hp = enc.hparams();
     const cactus::Image img = cactus::load_image(argv[3]);
-    const bool gemma3 = hp.projector == "gemma3", lfm2 = hp.projector == "lfm2";
-    cactus::TiledImage tiled;  // gemma3: the stretched square as the one part, no tiles
+    const bool gemma3 = hp.projector == "gemma3", lfm2 = hp.projector == "lfm2", gemma4 = hp.projector == "gemma4v";
+    cactus::TiledImage tiled;  // gemma3, gemma4v: the resized image as the one part, no tiles
     if (gemma3)
         tiled.overview = cactus::gemma3_image(img, hp.image_size);
+    else if (gemma4)
+        tiled.overview = cactus::gemma4_image(img, max_tokens);
     else if (lfm2)
         tiled = cactus::lfm2_tiles(img, cactus::lfm2_config(hp));
     else
@@ -99,7 +111,7 @@ int encode(int argc, char** argv) {
         cactus::EncoderInput in;
         in.width = part->width;
         in.height = part->height;
-        in.planes = cactus::normalize_planes(*part, hp.mean, hp.std);
+        in.planes = gemma4 ? cactus::gemma4_planes(*part) : cactus::normalize_planes(*part, hp.mean, hp.std);
         enc.encode(in, &one);
         per_part = enc.tokens(in);
         part_sizes.push_back({part->width, part->height});
@@ -111,9 +123,10 @@ int encode(int argc, char** argv) {
     write_file(std::string(argv[4]) + ".f32", embd.data(), embd.size() * sizeof(float));
     json layout = json::array();
     const std::vector<cactus::LayoutPiece> pieces =
-        gemma3 ? std::vector<cactus::LayoutPiece>{{"<start_of_image>", -1}, {"", 0}, {"<end_of_image>", -1}}
-        : lfm2 ? cactus::lfm2_layout(tiled.grid_x, tiled.grid_y)
-               : cactus::idefics3_layout(tiled.grid_x, tiled.grid_y);
+        gemma3   ? std::vector<cactus::LayoutPiece>{{"<start_of_image>", -1}, {"", 0}, {"<end_of_image>", -1}}
+        : gemma4 ? std::vector<cactus::LayoutPiece>{{"<|image>", -1}, {"", 0}, {"<image|>", -1}}
+        : lfm2   ? cactus::lfm2_layout(tiled.grid_x, tiled.grid_y)
+                 : cactus::idefics3_layout(tiled.grid_x, tiled.grid_y);
     for (const cactus::LayoutPiece& piece : pieces)
         layout.push_back(piece.part < 0 ? json{{"text", piece.text}} : json{{"part", piece.part}});
     std::printf("%s\n", json{{"grid_x", tiled.grid_x},
@@ -169,6 +182,52 @@ int generate(int argc, char** argv) {
     return 0;
 }
 
+std::vector<int32_t> parse_ids(const std::string& s) {
+    std::vector<int32_t> ids;
+    for (size_t at = 0; at < s.size();) {
+        const size_t comma = std::min(s.find(',', at), s.size());
+        ids.push_back(std::stoi(s.substr(at, comma - at)));
+        at = comma + 1;
+    }
+    return ids;
+}
+
+int gemma4_prefill(int argc, char** argv) {
+    if (argc < 6) cactus::fail("usage: vision_probe gemma4-prefill TEXT MMPROJ IMAGE OUT.f32 --before IDS ...");
+    std::vector<int32_t> before, after, boi, eoi;
+    size_t chunk = 0, max_tokens = 280;
+    cactus::BackendOptions options;
+    cactus::ModelOptions mo;
+    for (int i = 6; i + 1 < argc; i += 2) {
+        const std::string flag = argv[i], value = argv[i + 1];
+        if (flag == "--before") before = parse_ids(value);
+        if (flag == "--after") after = parse_ids(value);
+        if (flag == "--boi") boi = parse_ids(value);
+        if (flag == "--eoi") eoi = parse_ids(value);
+        if (flag == "--max-tokens") max_tokens = std::stoul(value);
+        if (flag == "--chunk") chunk = std::stoul(value);
+        if (flag == "--threads") options.n_threads = mo.n_threads = std::stoi(value);
+    }
+    const auto text = cactus::GgufFile::open(argv[2]);
+    const auto mmproj = cactus::GgufFile::open(argv[3]);
+    mo.n_ctx = 4096;
+    mo.kv.type = static_cast<int>(cactus::KvType::F32);  // the oracle's precision: no f16 rounding of K and V
+    auto model = cactus::Model::load(*text, mo);
+    cactus::VisionEncoder enc(*mmproj, options);
+    cactus::MediaPrompt prompt;
+    prompt.n_embd = model->info().n_embd;
+    for (int32_t id : before) prompt.push_token(id);
+    cactus::append_gemma4_image(&prompt, cactus::load_image(argv[4]), enc, boi, eoi, max_tokens);
+    for (int32_t id : after) prompt.push_token(id);
+    std::vector<float> logits;
+    const auto start = std::chrono::steady_clock::now();
+    cactus::prefill_media(*model, prompt, 0, prompt.tokens.size(), chunk, 0, &logits);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    write_file(argv[5], logits.data(), logits.size() * sizeof(float));
+    std::printf("%s\n", json{{"tokens", prompt.tokens}, {"prefill_ms", ms}}.dump().c_str());
+    return 0;
+}
+
 int lfm2_plan(int argc, char** argv) {
     if (argc < 4 || argc % 2 != 0) cactus::fail("usage: vision_probe lfm2-plan W H [W H ...]");
     const cactus::Lfm2Config c;
@@ -195,7 +254,8 @@ int main(int argc, char** argv) {
         if (argc >= 2 && std::strcmp(argv[1], "encode") == 0) return encode(argc, argv);
         if (argc >= 2 && std::strcmp(argv[1], "generate") == 0) return generate(argc, argv);
         if (argc >= 2 && std::strcmp(argv[1], "lfm2-plan") == 0) return lfm2_plan(argc, argv);
-        cactus::fail("usage: vision_probe resize|encode|generate|lfm2-plan ...");
+        if (argc >= 2 && std::strcmp(argv[1], "gemma4-prefill") == 0) return gemma4_prefill(argc, argv);
+        cactus::fail("usage: vision_probe resize|encode|generate|lfm2-plan|gemma4-prefill ...");
     } catch (const std::exception& e) {
         std::printf("%s\n", json{{"error", e.what()}}.dump().c_str());
         return 1;

@@ -134,6 +134,30 @@ void append_gemma3_image(MediaPrompt* prompt, const Image& img, VisionEncoder& e
     for (int32_t id : vocab.ids("<end_of_image>")) prompt->push_token(id);
 }
 
+void append_gemma4_image(MediaPrompt* prompt, const Image& img, VisionEncoder& enc, const std::vector<int32_t>& boi,
+                         const std::vector<int32_t>& eoi, size_t max_soft_tokens) {
+    const VisionHParams& hp = enc.hparams();
+    if (prompt->n_embd != hp.proj_dim)
+        fail("append_gemma4_image: the projector gives %zu-wide rows, the text model takes %zu", hp.proj_dim,
+             prompt->n_embd);
+    const Image sized = gemma4_image(img, max_soft_tokens);
+    EncoderInput in;
+    in.width = sized.width;
+    in.height = sized.height;
+    in.planes = gemma4_planes(sized);
+    std::vector<float> rows;
+    enc.encode(in, &rows);
+    // processing_gemma4.py: boi + soft tokens + eoi, no newlines; E2B/E4B attend causally over them.
+    for (int32_t id : boi) prompt->push_token(id);
+    prompt->push_rows(rows.data(), enc.tokens(in));
+    for (int32_t id : eoi) prompt->push_token(id);
+}
+
+void append_gemma4_image(MediaPrompt* prompt, const Image& img, VisionEncoder& enc, const MarkerVocab& vocab,
+                         size_t max_soft_tokens) {
+    append_gemma4_image(prompt, img, enc, vocab.ids("<|image>"), vocab.ids("<image|>"), max_soft_tokens);
+}
+
 Lfm2Config lfm2_config(const VisionHParams& hp) {
     Lfm2Config c;
     c.patch = hp.patch_size;
@@ -157,6 +181,7 @@ void append_image(MediaPrompt* prompt, const Image& img, VisionEncoder& enc, con
     if (family == "lfm2") return append_lfm2_image(prompt, img, enc, vocab);
     if (family == "idefics3") return append_idefics3_image(prompt, img, enc, vocab);
     if (family == "gemma3") return append_gemma3_image(prompt, img, enc, vocab);
+    if (family == "gemma4v") return append_gemma4_image(prompt, img, enc, vocab);
     fail("append_image: projector type '%s' has no prompt layout", family.c_str());
 }
 

@@ -54,9 +54,16 @@ void append_gemma3_image(MediaPrompt* prompt, const Image& img, VisionEncoder& e
 // thumbnail when the image is large, else the one smart-resized image, then "<|image_end|>"
 // (lfm2_tiles, lfm2_layout); causal rows.
 void append_lfm2_image(MediaPrompt* prompt, const Image& img, VisionEncoder& enc, const MarkerVocab& vocab);
+// Gemma 4: "<|image>" + the image's rows (gemma4_image at max_soft_tokens, 280 by default as the
+// processor) + "<image|>", as processing_gemma4.py lays it out; causal rows (E2B / E4B).
+void append_gemma4_image(MediaPrompt* prompt, const Image& img, VisionEncoder& enc, const MarkerVocab& vocab,
+                         size_t max_soft_tokens = 280);
+// The same with the marker ids given (boi, eoi: the ids of "<|image>" and "<image|>").
+void append_gemma4_image(MediaPrompt* prompt, const Image& img, VisionEncoder& enc, const std::vector<int32_t>& boi,
+                         const std::vector<int32_t>& eoi, size_t max_soft_tokens);
 // The preprocessing parameters of an lfm2 encoder (patch, downsample, token limits).
 Lfm2Config lfm2_config(const VisionHParams& hp);
-// The projector's family of `enc` decides the layout (idefics3, gemma3, lfm2).
+// The projector's family of `enc` decides the layout (idefics3, gemma3, lfm2, gemma4v).
 void append_image(MediaPrompt* prompt, const Image& img, VisionEncoder& enc, const MarkerVocab& vocab);
 
 // Prefills rows [from, from + n) of `prompt` into sequence `seq` in chunks of at most `chunk` tokens

@@ -239,6 +239,51 @@ Image gemma3_image(const Image& img, size_t side) {
     return resize_image(img, side, side, ResizeFilter::BILINEAR);
 }
 
+std::pair<size_t, size_t> gemma4_image_size(size_t width, size_t height, size_t max_soft_tokens) {
+    if (max_soft_tokens != 70 && max_soft_tokens != 140 && max_soft_tokens != 280 && max_soft_tokens != 560 &&
+        max_soft_tokens != 1120)
+        fail("gemma4_image: max_soft_tokens %zu is not one of 70, 140, 280, 560, 1120", max_soft_tokens);
+    if (width == 0 || height == 0) fail("gemma4_image: empty %zux%zu image", width, height);
+    const size_t patch = 16, pool = 3, unit = patch * pool;
+    const size_t max_patches = max_soft_tokens * pool * pool;
+    const double target_px = double(max_patches * patch * patch);
+    const double factor = std::sqrt(target_px / (double(height) * double(width)));
+    size_t th = size_t(std::floor(factor * double(height) / double(unit))) * unit;
+    size_t tw = size_t(std::floor(factor * double(width) / double(unit))) * unit;
+    const size_t max_side = (max_patches / (pool * pool)) * unit;
+    if (th == 0 && tw == 0) fail("gemma4_image: a %zux%zu image resizes to 0x0", width, height);
+    // Python's int(floor(w / h)) on exact integers: integer division.
+    if (th == 0) {
+        th = unit;
+        tw = std::min((width / height) * unit, max_side);
+    } else if (tw == 0) {
+        tw = unit;
+        th = std::min((height / width) * unit, max_side);
+    }
+    if (double(th) * double(tw) > target_px)
+        fail("gemma4_image: resizing %zux%zu to %zux%zu exceeds %zu patches", width, height, tw, th, max_patches);
+    return {tw, th};
+}
+
+Image gemma4_image(const Image& img, size_t max_soft_tokens) {
+    const auto [w, h] = gemma4_image_size(img.width, img.height, max_soft_tokens);
+    if (w == img.width && h == img.height) return img;
+    // The horizontal pass holds w x src height pixels: bounded by the budget's side and the decoder's.
+    if (double(w) * double(img.height) > 256.0 * 1024 * 1024)
+        fail("gemma4_image: resizing %zux%zu to %zux%zu needs too large an intermediate image", img.width, img.height,
+             w, h);
+    return resize_image_torch(img, w, h, ResizeFilter::BICUBIC);
+}
+
+std::vector<float> gemma4_planes(const Image& img) {
+    const size_t n = img.width * img.height;
+    const float scale = float(1.0 / 255.0);  // torch: uint8 tensor * python float, in float32
+    std::vector<float> planes(3 * n);
+    for (size_t i = 0; i < n; ++i)
+        for (size_t c = 0; c < 3; ++c) planes[c * n + i] = float(img.rgb[i * 3 + c]) * scale;
+    return planes;
+}
+
 namespace {
 
 void check_lfm2_config(const Lfm2Config& c, const char* who) {

@@ -43,6 +43,17 @@ TiledImage idefics3_tiles(const Image& img, size_t tile, size_t longest_edge);
 // transformers' Gemma3ImageProcessor does (llama.cpp's libmtmd letterboxes instead: docs/VISION.md).
 Image gemma3_image(const Image& img, size_t side);
 
+// Gemma 4 (transformers Gemma4ImageProcessor): the image resized, aspect kept, to the largest size
+// with both sides multiples of 48 (patch 16 x pool 3) and at most max_soft_tokens * 9 patches
+// (get_aspect_ratio_preserving_size; a side that rounds to 0 becomes 48 and the other
+// floor(ratio) * 48, at most the budget's longest side), with torch's uint8 antialiased bicubic
+// resize (resize_image_torch); an image already at that size is kept. Throws for budgets other than
+// 70, 140, 280, 560, 1120 and for images that give no valid size.
+std::pair<size_t, size_t> gemma4_image_size(size_t width, size_t height, size_t max_soft_tokens);
+Image gemma4_image(const Image& img, size_t max_soft_tokens);
+// Channel planes [3, height * width] of pixel * (1 / 255) in float (Gemma 4: no mean / std).
+std::vector<float> gemma4_planes(const Image& img);
+
 // LFM2-VL (transformers Lfm2VlImageProcessor; llama.cpp mtmd_image_preprocessor_lfm2): sizes are
 // multiples of unit = patch * downsample pixels. An image that fits (rounded to units, at most
 // max_tokens * unit^2 * 2 pixels) becomes one part, smart-resized (aspect kept, between min_tokens

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "models/vision/gemma3_projector.h"
+#include "models/vision/gemma4_vision.h"
 #include "models/vision/lfm2_projector.h"
 #include "models/weights.h"
 
@@ -31,6 +32,20 @@ std::string vt(size_t il, const char* suffix) { return "v.blk." + std::to_string
 
 }  // namespace
 
+namespace {
+
+// Gemma 4 (clip.cpp hard-codes the rest): 3 x 3 pooling, GeGLU with tanh GELU, RMS norms.
+VisionHParams read_gemma4_hparams(VisionHParams hp) {
+    hp.scale_factor = Gemma4Vision::kPool;
+    hp.act = Activation::GELU_TANH;
+    if (hp.patch_size == 0 || hp.n_head == 0 || hp.n_embd % hp.n_head != 0 || hp.n_ff == 0 || hp.proj_dim == 0)
+        fail("load mmproj: gemma4v patch size %zu, %zu heads over %zu, FFN %zu, projection %zu", hp.patch_size,
+             hp.n_head, hp.n_embd, hp.n_ff, hp.proj_dim);
+    return hp;
+}
+
+}  // namespace
+
 VisionHParams read_vision_hparams(const GgufFile& f) {
     VisionHParams hp;
     if (!f.get_bool("clip.has_vision_encoder", false))
@@ -46,6 +61,7 @@ VisionHParams read_vision_hparams(const GgufFile& f) {
     hp.eps = float(f.get_float("clip.vision.attention.layer_norm_epsilon", 1e-6));
     read_f32x3(f, "clip.vision.image_mean", hp.mean);
     read_f32x3(f, "clip.vision.image_std", hp.std);
+    if (hp.projector == "gemma4v") return read_gemma4_hparams(hp);
     // llama.cpp: gemma3's pooling is 4 unless the key says otherwise (test models).
     hp.scale_factor = f.get_uint("clip.vision.projector.scale_factor", hp.projector == "gemma3" ? 4 : 1);
     hp.longest_edge = f.get_uint("clip.vision.preproc_image_size", 0);
@@ -54,7 +70,8 @@ VisionHParams read_vision_hparams(const GgufFile& f) {
         fail("load mmproj: only GELU vision FFNs (clip.use_gelu) are supported");
     hp.act = Activation::GELU_TANH;
     if (hp.projector != "idefics3" && hp.projector != "gemma3" && hp.projector != "lfm2")
-        fail("load mmproj: projector type '%s' is not supported (idefics3, gemma3, lfm2)", hp.projector.c_str());
+        fail("load mmproj: projector type '%s' is not supported (idefics3, gemma3, lfm2, gemma4v)",
+             hp.projector.c_str());
     if (hp.projector == "lfm2") {
         // llama.cpp: n_merge from the key (the converter writes downsample_factor, 2), image tokens
         // 64..256 (LFM2-VL's processor_config.json: min_image_tokens, max_image_tokens).
@@ -81,6 +98,10 @@ VisionEncoder::~VisionEncoder() = default;
 void VisionEncoder::load_weights() {
     weights_ = std::make_unique<WeightLoader>(file_, *backend_);
     WeightLoader& w = *weights_;
+    if (hp_.projector == "gemma4v") {
+        gemma4_ = std::make_unique<Gemma4Vision>(file_, *backend_, w, hp_);
+        return;
+    }
     const size_t d = hp_.n_embd, p = hp_.patch_size;
     const GgufTensor* pt = file_.find_tensor("v.patch_embd.weight");
     if (!pt) fail("load mmproj: tensor v.patch_embd.weight is missing");
@@ -146,6 +167,7 @@ void VisionEncoder::pixel_shuffle(const std::vector<float>& x, size_t gw, size_t
 }
 
 void VisionEncoder::encode(const EncoderInput& in, std::vector<float>* out) {
+    if (gemma4_) return gemma4_->encode(in, out);
     const size_t p = hp_.patch_size, d = hp_.n_embd, ff = hp_.n_ff;
     if (dynamic_size()) {
         const size_t unit = p * hp_.scale_factor;

@@ -10,6 +10,7 @@
 //    default), soft-embedding RMS norm, input projection (gemma3_projector.h).
 //  - lfm2 (LFM2-VL): SigLIP2 NaFlex at the image's own size (the position grid resized), pixel
 //    unshuffle, layer norm, 2-layer GELU MLP (lfm2_projector.h).
+//  - gemma4v (Gemma 4): its own tower at the image's own size (gemma4_vision.h).
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -25,6 +26,7 @@ class GgufFile;
 class WeightLoader;
 class Gemma3Projector;
 class Lfm2Projector;
+class Gemma4Vision;
 
 struct VisionHParams {
     std::string projector;  // clip.projector_type
@@ -64,7 +66,7 @@ public:
     const VisionHParams& hparams() const { return hp_; }
     // True when the encoder takes any size (lfm2: multiples of patch * scale_factor per side) rather
     // than image_size x image_size.
-    bool dynamic_size() const { return hp_.projector == "lfm2"; }
+    bool dynamic_size() const { return hp_.projector == "lfm2" || hp_.projector == "gemma4v"; }
     // Output embeddings of one input: [tokens(input), proj_dim] row-major into *out.
     void encode(const EncoderInput& input, std::vector<float>* out);
     size_t tokens(const EncoderInput& input) const;
@@ -88,6 +90,7 @@ private:
     Tensor fc_;               // idefics3: [proj_dim, n_embd * s * s]
     std::unique_ptr<Gemma3Projector> gemma3_;
     std::unique_ptr<Lfm2Projector> lfm2_;
+    std::unique_ptr<Gemma4Vision> gemma4_;
 };
 
 VisionHParams read_vision_hparams(const GgufFile& mmproj);
