@@ -92,6 +92,14 @@ const char* op_name(Op op) {
             return "short_conv";
         case Op::SET_ROWS:
             return "set_rows";
+        case Op::CLAMP:
+            return "clamp";
+        case Op::TRANSPOSE:
+            return "transpose";
+        case Op::DEPTHWISE_CONV:
+            return "depthwise_conv";
+        case Op::ATTENTION_LOCAL:
+            return "attention_local";
     }
     return "unknown op";
 }
@@ -269,6 +277,7 @@ void Backend::gelu(const Tensor& y, const Tensor& x, Activation kind) {
     check_rows(y, "gelu", "y");
     check_rows(x, "gelu", "x");
     check_same_shape(y, x, "gelu");
+    if (kind == Activation::SIGMOID) fail("gelu: the sigmoid is a glu activation only");
     require_support(Op::GELU, DType::F32);
     do_gelu(y, x, kind);
 }
@@ -415,6 +424,56 @@ void Backend::set_rows(const Tensor& table, const Tensor& x, const Tensor& ids) 
     do_set_rows(table, x, ids);
 }
 
+void Backend::clamp(const Tensor& y, const Tensor& x, float lo, float hi) {
+    check_rows(y, "clamp", "y");
+    check_rows(x, "clamp", "x");
+    check_same_shape(y, x, "clamp");
+    if (!(lo <= hi)) fail("clamp: the bounds [%g, %g] are empty or NaN", lo, hi);
+    require_support(Op::CLAMP, DType::F32);
+    do_clamp(y, x, lo, hi);
+}
+
+void Backend::transpose(const Tensor& y, const Tensor& x) {
+    check_rows(y, "transpose", "y");
+    check_rows(x, "transpose", "x");
+    if (y.rows() != x.width() || y.width() != x.rows()) {
+        fail("transpose: y [%zu, %zu] is not x [%zu, %zu] transposed", y.rows(), y.width(), x.rows(), x.width());
+    }
+    require_support(Op::TRANSPOSE, DType::F32);
+    do_transpose(y, x);
+}
+
+void Backend::depthwise_conv(const Tensor& y, const Tensor& x, const Tensor& w) {
+    check_rows(y, "depthwise_conv", "y");
+    check_rows(x, "depthwise_conv", "x");
+    check_rows(w, "depthwise_conv", "w");
+    check_same_shape(y, x, "depthwise_conv");
+    if (w.rows() != x.width() || w.width() == 0) {
+        fail("depthwise_conv: taps [%zu, %zu] for %zu channels", w.rows(), w.width(), x.width());
+    }
+    require_support(Op::DEPTHWISE_CONV, DType::F32);
+    do_depthwise_conv(y, x, w);
+}
+
+void Backend::attention_local(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& rel,
+                              const Tensor& q_scale, const LocalAttention& a) {
+    for (const Tensor* t : {&out, &q, &k, &v, &rel, &q_scale}) check_rows(*t, "attention_local", "every operand");
+    check_same_shape(out, q, "attention_local");
+    check_same_shape(out, k, "attention_local");
+    check_same_shape(out, v, "attention_local");
+    if (a.n_head == 0 || a.head_dim == 0 || a.window == 0 || !(a.softcap > 0.0f) ||
+        q.width() != a.n_head * a.head_dim || rel.width() != q.width() || rel.rows() != a.window ||
+        q_scale.elements() != a.head_dim) {
+        fail(
+            "attention_local: %zu heads of %zu, window %zu, softcap %g with q [%zu, %zu], rel [%zu, %zu], "
+            "q_scale %zu",
+            a.n_head, a.head_dim, a.window, a.softcap, q.rows(), q.width(), rel.rows(), rel.width(),
+            q_scale.elements());
+    }
+    require_support(Op::ATTENTION_LOCAL, DType::F32);
+    do_attention_local(out, q, k, v, rel, q_scale, a);
+}
+
 // ---- defaults -----------------------------------------------------------------------------------
 
 void Backend::do_matmuls(const SharedInputProduct* products, size_t n_products, const Tensor& x) {
@@ -449,6 +508,40 @@ void Backend::do_set_rows(const Tensor& table, const Tensor& x, const Tensor& id
         upload(table.rows_view(static_cast<size_t>(h_ids[i]), 1), h_x.data() + i * x.width(),
                x.width() * sizeof(float));
     }
+}
+
+void Backend::do_clamp(const Tensor& y, const Tensor& x, float lo, float hi) {
+    std::vector<float> h = download_f32(*this, x);
+    clamp_ref(h.data(), h.data(), h.size(), lo, hi);
+    upload(y, h.data(), h.size() * sizeof(float));
+}
+
+void Backend::do_transpose(const Tensor& y, const Tensor& x) {
+    const std::vector<float> h = download_f32(*this, x);
+    std::vector<float> out(h.size());
+    transpose_ref(out.data(), h.data(), x.rows(), x.width());
+    upload(y, out.data(), out.size() * sizeof(float));
+}
+
+void Backend::do_depthwise_conv(const Tensor& y, const Tensor& x, const Tensor& w) {
+    const std::vector<float> hx = download_f32(*this, x);
+    const std::vector<float> hw = download_f32(*this, w);
+    std::vector<float> out(hx.size());
+    for (size_t t = 0; t < x.rows(); ++t) {
+        causal_depthwise_conv_row_ref(out.data() + t * x.width(), hx.data(), hw.data(), t, x.width(), w.width());
+    }
+    upload(y, out.data(), out.size() * sizeof(float));
+}
+
+void Backend::do_attention_local(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                 const Tensor& rel, const Tensor& q_scale, const LocalAttention& a) {
+    const std::vector<float> hq = download_f32(*this, q), hk = download_f32(*this, k), hv = download_f32(*this, v);
+    const std::vector<float> hr = download_f32(*this, rel), hs = download_f32(*this, q_scale);
+    std::vector<float> ho(hq.size());
+    for (size_t t = 0; t < q.rows(); ++t) {
+        local_attention_row_ref(ho.data() + t * q.width(), hq.data(), hk.data(), hv.data(), hr.data(), hs.data(), t, a);
+    }
+    upload(out, ho.data(), ho.size() * sizeof(float));
 }
 
 }  // namespace cactus

@@ -41,11 +41,12 @@
 #include "core/tensor.h"
 #include "kv/kv_storage.h"
 #include "kv/kv_view.h"
+#include "ops/conformer_ref.h"
 #include "ops/ops_ref.h"
 
 namespace cactus {
 
-enum class Activation { SILU, GELU_TANH, GELU_ERF };
+enum class Activation { SILU, GELU_TANH, GELU_ERF, SIGMOID };  // SIGMOID: glu only
 
 // The ops of the interface (supports(), docs/OPS.md).
 enum class Op : uint8_t {
@@ -68,8 +69,12 @@ enum class Op : uint8_t {
     CONV2D,
     SHORT_CONV,
     SET_ROWS,
+    CLAMP,
+    TRANSPOSE,
+    DEPTHWISE_CONV,
+    ATTENTION_LOCAL,
 };
-constexpr size_t kOpCount = static_cast<size_t>(Op::SET_ROWS) + 1;
+constexpr size_t kOpCount = static_cast<size_t>(Op::ATTENTION_LOCAL) + 1;
 // "get_rows", "matmul", ...: the method's name.
 const char* op_name(Op op);
 // Which operand's type supports(op, type) is asked about: get_rows the table; matmul, matmuls,
@@ -171,7 +176,7 @@ public:
     void scale(const Tensor& y, const Tensor& x, float s);
     // y = cap * tanh(x / cap), cap > 0. y may be x.
     void softcap(const Tensor& y, const Tensor& x, float cap);
-    // y = gelu(x) (tanh approximation or erf). y may be x.
+    // y = gelu(x) (tanh approximation or erf), or silu(x) with Activation::SILU. y may be x.
     void gelu(const Tensor& y, const Tensor& x, Activation kind);
     // y [n, w] = act(gate) * up. y may be gate.
     void glu(const Tensor& y, const Tensor& gate, const Tensor& up, Activation act);
@@ -196,6 +201,20 @@ public:
     // table [rows, w] F32: table[ids[i]] = x[i] for each row i of x [n, w] with ids[i] >= 0 (ids
     // distinct; ids: [n] I32, each < rows).
     void set_rows(const Tensor& table, const Tensor& x, const Tensor& ids);
+
+    // ---- conformer ops (Gemma 4's audio tower; references in ops/conformer_ref.h) ----------------
+    // y = min(max(x, lo), hi) elementwise (ReLU: lo 0, hi +inf). y may be x.
+    void clamp(const Tensor& y, const Tensor& x, float lo, float hi);
+    // y [w, n] = x [n, w] transposed (time rows <-> channel planes).
+    void transpose(const Tensor& y, const Tensor& x);
+    // Causal depthwise convolution over time rows: y [n, e], x [n, e], w [e, kernel] F32 taps
+    // (causal_depthwise_conv_row_ref).
+    void depthwise_conv(const Tensor& y, const Tensor& x, const Tensor& w);
+    // Sliding-window self-attention with relative position keys and a logit softcap
+    // (local_attention_row_ref): out, q, k, v [n, n_head * head_dim]; rel [window, n_head * head_dim];
+    // q_scale [head_dim].
+    void attention_local(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& rel,
+                         const Tensor& q_scale, const LocalAttention& a);
 
 protected:
     // The backends' ops: arguments already checked by the public method of the same name.
@@ -223,6 +242,11 @@ protected:
     virtual void do_short_conv(const Tensor& y, const Tensor& bx, const Tensor& bcx, const Tensor& w,
                                const Tensor& state, const Tensor& hist);
     virtual void do_set_rows(const Tensor& table, const Tensor& x, const Tensor& ids);
+    virtual void do_clamp(const Tensor& y, const Tensor& x, float lo, float hi);
+    virtual void do_transpose(const Tensor& y, const Tensor& x);
+    virtual void do_depthwise_conv(const Tensor& y, const Tensor& x, const Tensor& w);
+    virtual void do_attention_local(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& rel, const Tensor& q_scale, const LocalAttention& a);
 
 private:
     // Throws "<backend> <op>: <type> is not supported" unless supports(op, type).

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "backends/cpu/activations.h"
 #include "backends/cpu/cpu_dispatch.h"
@@ -11,6 +12,7 @@
 #include "backends/cpu/ops_cpu.h"
 #include "core/error.h"
 #include "core/memory.h"
+#include "ops/conformer_ref.h"
 #include "ops/quant.h"
 
 namespace cactus {
@@ -253,6 +255,15 @@ void CpuBackend::do_gelu(const Tensor& y, const Tensor& x, Activation kind) {
     const float* in = x.as<float>();
     const size_t width = x.width();
     const ActivationKernels& kernels = activation_kernels();
+    if (kind == Activation::SILU) {  // swiglu against ones, a chunk at a time: the vector kernel's silu
+        static const std::vector<float> ones(1024, 1.0f);
+        for_rows(x.rows(), [&](size_t begin, size_t end) {
+            for (size_t i = begin * width; i < end * width; i += ones.size()) {
+                kernels.swiglu(out + i, in + i, ones.data(), std::min(ones.size(), end * width - i));
+            }
+        });
+        return;
+    }
     const auto fn = kind == Activation::GELU_ERF ? kernels.gelu_erf : kernels.gelu_tanh;
     for_rows(x.rows(),
              [&](size_t begin, size_t end) { fn(out + begin * width, in + begin * width, (end - begin) * width); });
@@ -279,6 +290,9 @@ void CpuBackend::do_glu(const Tensor& y, const Tensor& gate, const Tensor& up, A
             case Activation::GELU_ERF:
                 activation_kernels().gelu_erf(out + offset, g + offset, n);
                 for (size_t i = offset; i < offset + n; ++i) out[i] *= u[i];
+                break;
+            case Activation::SIGMOID:
+                sigmoid_glu_ref(out + offset, g + offset, u + offset, n);
                 break;
         }
     });

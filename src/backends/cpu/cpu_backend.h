@@ -67,6 +67,11 @@ protected:
     void do_short_conv(const Tensor& y, const Tensor& bx, const Tensor& bcx, const Tensor& w, const Tensor& state,
                        const Tensor& hist) override;
     void do_set_rows(const Tensor& table, const Tensor& x, const Tensor& ids) override;
+    void do_clamp(const Tensor& y, const Tensor& x, float lo, float hi) override;
+    void do_transpose(const Tensor& y, const Tensor& x) override;
+    void do_depthwise_conv(const Tensor& y, const Tensor& x, const Tensor& w) override;
+    void do_attention_local(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& rel,
+                            const Tensor& q_scale, const LocalAttention& a) override;
 
 public:
     // attention_dense through the GEMM kernels, head by head (cpu_backend_audio.cpp); attention_dense

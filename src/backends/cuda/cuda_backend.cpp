@@ -337,7 +337,7 @@ void CudaBackend::do_softcap(const Tensor& y, const Tensor& x, float cap) {
 void CudaBackend::do_gelu(const Tensor& y, const Tensor& x, Activation kind) {
     check_f32(y, "gelu", "y");
     check_f32(x, "gelu", "x");
-    const int k = kind == Activation::GELU_ERF ? 2 : 1;
+    const int k = static_cast<int>(kind);  // cuda_kernels.cu activate(): 0 silu, 1 gelu tanh, 2 gelu erf
     launch("gelu", [&](cudaStream_t s) { cuda::gelu(s, y.as<float>(), x.as<float>(), k, x.elements()); });
 }
 

@@ -343,6 +343,7 @@ __global__ void softcap_kernel(float* y, const float* x, float cap, size_t count
 __device__ __forceinline__ float activate(float x, int kind) {
     if (kind == 0) return x / (1.0f + expf(-x));
     if (kind == 1) return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    if (kind == 3) return 1.0f / (1.0f + expf(-x));  // Activation::SIGMOID (glu only)
     return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
 }
 
