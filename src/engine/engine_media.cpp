@@ -128,8 +128,8 @@ std::vector<ImageInput> Engine::read_images(const std::vector<std::string>& path
 
 void Engine::load_mmproj(const std::string& mmproj_path, int n_threads) {
     mmproj_file_ = GgufFile::open(mmproj_path);
-    // An mmproj holds a vision tower, an audio tower or both (files without the keys: vision).
-    const bool vision = mmproj_file_->get_bool("clip.has_vision_encoder", true);
+    // An mmproj holds a vision tower, an audio tower or both (clip.has_*_encoder, as the converter writes).
+    const bool vision = mmproj_file_->get_bool("clip.has_vision_encoder", false);
     const bool audio = mmproj_file_->get_bool("clip.has_audio_encoder", false);
     if (vision) load_vision(mmproj_path, n_threads);
     if (audio) load_audio(mmproj_path, n_threads);

@@ -123,7 +123,7 @@ nlohmann::ordered_json run_audio_bench(const std::string& model_path, const std:
 bool mmproj_path_has_audio(const std::string& mmproj_path) { return mmproj_has_audio(*GgufFile::open(mmproj_path)); }
 
 bool mmproj_path_has_vision(const std::string& mmproj_path) {
-    return GgufFile::open(mmproj_path)->get_bool("clip.has_vision_encoder", true);
+    return GgufFile::open(mmproj_path)->get_bool("clip.has_vision_encoder", false);
 }
 
 }  // namespace cactus::cli

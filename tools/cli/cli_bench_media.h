@@ -35,7 +35,7 @@ inline nlohmann::ordered_json bench_stats_json(const BenchStats& s) {
     return nlohmann::ordered_json{{"median", s.median}, {"min", s.min}, {"max", s.max}};
 }
 
-bool mmproj_path_has_vision(const std::string& mmproj_path);  // clip.has_vision_encoder (default true)
+bool mmproj_path_has_vision(const std::string& mmproj_path);  // clip.has_vision_encoder
 bool mmproj_path_has_audio(const std::string& mmproj_path);   // clip.has_audio_encoder
 
 // The audio section of bench --mmproj: a table on stdout, or (json) only the returned object;

@@ -217,7 +217,7 @@ ServerMedia::ServerMedia(const std::string& mmproj_path, const Engine& engine, i
     BackendOptions options;
     options.n_threads = n_threads;
     const size_t n_embd = engine.model().info().n_embd;
-    if (file_->get_bool("clip.has_vision_encoder", true)) {
+    if (file_->get_bool("clip.has_vision_encoder", false)) {
         vision_ = std::make_unique<VisionEncoder>(*file_, options);
         const VisionHParams& hp = vision_->hparams();
         if (hp.projector != "idefics3" && hp.projector != "gemma3" && hp.projector != "gemma4v")
