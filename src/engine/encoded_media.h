@@ -21,9 +21,9 @@ struct EncodedMedia {
 // The 64-bit row key base of a digest (its last 16 hex digits).
 uint64_t digest_key(const std::string& digest);
 // The input of that digest encoded already in this call (`fresh`) or the previous one, else null.
-std::shared_ptr<const EncodedMedia> find_encoded(
-    const std::string& digest, const std::vector<std::shared_ptr<const EncodedMedia>>& fresh,
-    const std::vector<std::shared_ptr<const EncodedMedia>>& previous);
+std::shared_ptr<const EncodedMedia> find_encoded(const std::string& digest,
+                                                 const std::vector<std::shared_ptr<const EncodedMedia>>& fresh,
+                                                 const std::vector<std::shared_ptr<const EncodedMedia>>& previous);
 // Appends the layout to `rows`, each row's key (the input's key mixed with the row) to `keys`.
 void append_encoded(const EncodedMedia& e, MediaPrompt* rows, std::vector<uint64_t>* keys);
 

@@ -37,8 +37,8 @@ void Engine::check_audio(const AudioInput& clip) const {
             clip.name.c_str());
     if (clip.samples.empty()) fail("audio '%s' holds no samples", clip.name.c_str());
     if (clip.samples.size() > AudioEncoder::kMaxSamples)
-        fail("audio '%s' is %.1f s long; the audio encoder takes at most %.0f s per clip (split it)",
-             clip.name.c_str(), seconds(clip.samples.size()), seconds(AudioEncoder::kMaxSamples));
+        fail("audio '%s' is %.1f s long; the audio encoder takes at most %.0f s per clip (split it)", clip.name.c_str(),
+             seconds(clip.samples.size()), seconds(AudioEncoder::kMaxSamples));
 }
 
 std::vector<AudioInput> Engine::read_audio(const std::vector<std::string>& paths) const {
@@ -64,8 +64,8 @@ std::vector<AudioInput> Engine::read_audio(const std::vector<std::string>& paths
     return clips;
 }
 
-std::shared_ptr<const EncodedMedia> Engine::encode_audio(const AudioInput& input, const MarkerVocab& vocab,
-                                                         const std::vector<std::shared_ptr<const EncodedMedia>>& fresh) {
+std::shared_ptr<const EncodedMedia> Engine::encode_audio(
+    const AudioInput& input, const MarkerVocab& vocab, const std::vector<std::shared_ptr<const EncodedMedia>>& fresh) {
     check_audio(input);
     Sha256 sha;
     sha.update(reinterpret_cast<const uint8_t*>(input.samples.data()), input.samples.size() * sizeof(float));
