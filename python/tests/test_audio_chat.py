@@ -96,6 +96,8 @@ def test_hostile_audio_fails_clearly_and_the_handle_stays_usable(audio_model, tm
     expect_error(lambda: cactus.cactus_complete(audio_model, ask(), GREEDY, pcm=b"\x01\x02\x03"), "odd", "16-bit")
     expect_error(lambda: cactus.cactus_complete(audio_model, ask(), GREEDY, pcm=af.pcm16([0.0] * 16000 * 31)),
                  "30 s", "long")
+    expect_error(lambda: cactus.cactus_complete(audio_model, [{"role": "user", "content": [
+        {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}]}], GREEDY), "pcm_buffer")
     rc, error = raw_complete(audio_model, ask(), None, 64)
     assert rc < 0 and "NULL" in error
     rc, error = raw_complete(audio_model, ask(), b"\x00\x00", 0)

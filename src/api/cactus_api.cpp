@@ -89,6 +89,22 @@ void attach_pcm(json* messages) {
     fail("pcm_buffer: the messages hold no user message to attach the audio to");
 }
 
+// Audio content parts carry no clip the engine takes (the template would show a bare audio token):
+// on a model with an audio tower they are an error pointing to "audio" and pcm_buffer.
+void check_no_audio_parts(const Engine& engine, const json& messages) {
+    if (!engine.has_audio()) return;
+    for (size_t i = 0; i < messages.size(); ++i) {
+        const json& content = messages[i].contains("content") ? messages[i]["content"] : json();
+        if (!content.is_array()) continue;
+        for (const json& part : content)
+            if (part.is_object() && (part.value("type", "") == "input_audio" || part.value("type", "") == "audio"))
+                fail(
+                    "messages[%zu]: audio content parts are not taken by the C API: name the WAV file in the "
+                    "message's \"audio\" or pass the samples as pcm_buffer",
+                    i);
+    }
+}
+
 // The messages' audio clips in order: files read, the placeholder replaced by the pcm_buffer clip.
 std::vector<AudioInput> message_clips(const Engine& engine, const json& messages, std::optional<AudioInput>* pcm) {
     std::vector<AudioInput> clips;
@@ -134,6 +150,7 @@ ChatRequest prepare_chat(const Lease& lease, const char* messages_json, const ch
     ChatRequest r;
     std::optional<AudioInput> pcm = pcm_clip(engine, pcm_buffer, pcm_buffer_size);
     r.messages = api::ground_messages(*lease.handle(), api::parse_messages(messages_json));
+    check_no_audio_parts(engine, r.messages);
     json shown = r.messages;  // the hand-off sends r.messages: no placeholder for the PCM clip
     if (pcm) attach_pcm(&shown);
     r.options = api::parse_options(options_json);
