@@ -150,7 +150,7 @@ def gguf_name(hf_name):
     return f"a.blk.{il}.{CLIPPED[mod]}.{leaf}"
 
 
-def force_f32(name, n_dims):
+def force_f32(name, n_dims=2):
     """True when the converter writes this GGUF tensor as F32 in an F16 mmproj: every 1-D tensor, and the audio
     rule of tensor_force_quant (on the HF names: the SSCP convs, the depthwise convs, the SSCP's input_proj)."""
     return n_dims <= 1 or name.startswith("a.conv1d.") or name.endswith(".conv_dw.weight") or \

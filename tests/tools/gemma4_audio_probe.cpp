@@ -1,34 +1,45 @@
 // gemma4_audio_probe: what the Gemma 4 audio tests read from our side.
-//   gemma4_audio_probe MMPROJ.gguf IN.f32 OUT_DIR [THREADS [REPEATS]]
-// IN.f32: raw 16 kHz float samples. Writes OUT_DIR/features.f32 [frames, 128], tower.f32
-// [tokens, out_dim] (before the embedder) and rows.f32 [tokens, proj_dim]; prints one JSON line
-// with the shapes and the encode times (ms; from samples, REPEATS runs), or {"error": ...}.
+//   gemma4_audio_probe encode MMPROJ.gguf IN.f32 OUT_DIR [--threads N] [--repeats N]
+//       IN.f32: raw 16 kHz float samples. Writes OUT_DIR/features.f32 [frames, 128], tower.f32
+//       [tokens, out_dim] (before the embedder) and rows.f32 [tokens, proj_dim]; prints
+//       {"frames", "tokens", "out_dim", "proj_dim", "encode_ms": [...]} (encodes from samples).
+//   gemma4_audio_probe prefill TEXT.gguf MMPROJ.gguf IN.f32 OUT.f32 --before IDS --after IDS --boa ID
+//                              --eoa ID [--threads N]
+//       The ids BEFORE (comma-separated), append_gemma4_audio with the marker ids given, the ids AFTER,
+//       prefilled (F32 KV cache); writes the last row's logits to OUT.f32; prints {"tokens", "prefill_ms"}.
+// Errors -> {"error": "message"} on stdout and exit status 1.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
-#include <stdexcept>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "backends/backend.h"
+#include "core/error.h"
+#include "engine/media/audio_prompt.h"
+#include "engine/media/media_prompt.h"
 #include "gguf/gguf.h"
 #include "models/audio/gemma4_audio.h"
 #include "models/audio/gemma4_features.h"
+#include "models/model.h"
+
+using nlohmann::json;
 
 namespace {
 
 void write_floats(const std::string& path, const std::vector<float>& v) {
     FILE* f = std::fopen(path.c_str(), "wb");
-    if (!f || std::fwrite(v.data(), sizeof(float), v.size(), f) != v.size()) {
-        throw std::runtime_error("cannot write " + path);
-    }
+    if (!f) cactus::fail("gemma4_audio_probe: cannot write %s", path.c_str());
+    const size_t wrote = std::fwrite(v.data(), sizeof(float), v.size(), f);
     std::fclose(f);
+    if (wrote != v.size()) cactus::fail("gemma4_audio_probe: cannot write %s", path.c_str());
 }
 
-std::vector<float> read_floats(const char* path) {
-    FILE* f = std::fopen(path, "rb");
-    if (!f) throw std::runtime_error(std::string("cannot read ") + path);
+std::vector<float> read_floats(const std::string& path) {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) cactus::fail("gemma4_audio_probe: cannot read %s", path.c_str());
     std::vector<float> v;
     float buf[4096];
     size_t got = 0;
@@ -37,36 +48,93 @@ std::vector<float> read_floats(const char* path) {
     return v;
 }
 
+std::vector<int32_t> parse_ids(const std::string& s) {
+    std::vector<int32_t> ids;
+    for (size_t at = 0; at < s.size();) {
+        const size_t comma = std::min(s.find(',', at), s.size());
+        ids.push_back(std::stoi(s.substr(at, comma - at)));
+        at = comma + 1;
+    }
+    return ids;
+}
+
+// "--flag value" pairs from argv[first] on.
+std::string flag(int argc, char** argv, int first, const char* name, const std::string& fallback) {
+    for (int i = first; i + 1 < argc; i += 2) {
+        if (name == std::string(argv[i])) return argv[i + 1];
+    }
+    return fallback;
+}
+
+int encode(int argc, char** argv) {
+    if (argc < 5) cactus::fail("usage: gemma4_audio_probe encode MMPROJ IN.f32 OUT_DIR [--threads N] [--repeats N]");
+    cactus::BackendOptions opt;
+    opt.n_threads = std::stoi(flag(argc, argv, 5, "--threads", "0"));
+    const int repeats = std::max(1, std::stoi(flag(argc, argv, 5, "--repeats", "1")));
+    const auto file = cactus::GgufFile::open(argv[2]);
+    cactus::AudioEncoder enc(*file, opt);
+    const std::vector<float> samples = read_floats(argv[3]);
+    const cactus::Gemma4Features feats = cactus::gemma4_features(samples.data(), samples.size());
+    std::vector<float> rows, tower;
+    enc.encode_features(feats.data.data(), feats.n_frames, &rows, &tower);
+    std::vector<double> times;
+    for (int r = 0; r < repeats; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        enc.encode(samples.data(), samples.size(), &rows);
+        times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    const std::string dir = argv[4];
+    write_floats(dir + "/features.f32", feats.data);
+    write_floats(dir + "/tower.f32", tower);
+    write_floats(dir + "/rows.f32", rows);
+    std::printf("%s\n", json{{"frames", feats.n_frames},
+                             {"tokens", enc.tokens(samples.size())},
+                             {"out_dim", enc.hparams().out_dim},
+                             {"proj_dim", enc.proj_dim()},
+                             {"encode_ms", times}}
+                            .dump()
+                            .c_str());
+    return 0;
+}
+
+int prefill(int argc, char** argv) {
+    if (argc < 6) cactus::fail("usage: gemma4_audio_probe prefill TEXT MMPROJ IN.f32 OUT.f32 --before IDS ...");
+    cactus::BackendOptions options;
+    cactus::ModelOptions mo;
+    options.n_threads = mo.n_threads = std::stoi(flag(argc, argv, 6, "--threads", "0"));
+    const auto text = cactus::GgufFile::open(argv[2]);
+    const auto mmproj = cactus::GgufFile::open(argv[3]);
+    mo.n_ctx = 4096;
+    mo.kv.type = static_cast<int>(cactus::KvType::F32);  // the oracle's precision: no f16 rounding of K and V
+    auto model = cactus::Model::load(*text, mo);
+    cactus::AudioEncoder enc(*mmproj, options);
+    const std::vector<float> samples = read_floats(argv[4]);
+    cactus::MediaPrompt prompt;
+    prompt.n_embd = model->info().n_embd;
+    for (int32_t id : parse_ids(flag(argc, argv, 6, "--before", ""))) prompt.push_token(id);
+    cactus::append_gemma4_audio(&prompt, samples.data(), samples.size(), enc,
+                                parse_ids(flag(argc, argv, 6, "--boa", "")),
+                                parse_ids(flag(argc, argv, 6, "--eoa", "")));
+    for (int32_t id : parse_ids(flag(argc, argv, 6, "--after", ""))) prompt.push_token(id);
+    std::vector<float> logits;
+    const auto start = std::chrono::steady_clock::now();
+    cactus::prefill_media(*model, prompt, 0, prompt.tokens.size(), 0, 0, &logits);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    write_floats(argv[5], logits);
+    std::printf("%s\n", json{{"tokens", prompt.tokens}, {"prefill_ms", ms}}.dump().c_str());
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     try {
-        if (argc < 4) throw std::runtime_error("usage: gemma4_audio_probe MMPROJ IN.f32 OUT_DIR [THREADS [REPEATS]]");
-        cactus::BackendOptions opt;
-        opt.n_threads = argc > 4 ? std::stoi(argv[4]) : 0;
-        const int repeats = argc > 5 ? std::max(1, std::stoi(argv[5])) : 1;
-        std::unique_ptr<cactus::GgufFile> file = cactus::GgufFile::open(argv[1]);
-        cactus::AudioEncoder enc(*file, opt);
-        const std::vector<float> samples = read_floats(argv[2]);
-        const cactus::Gemma4Features feats = cactus::gemma4_features(samples.data(), samples.size());
-        std::vector<float> rows, tower;
-        enc.encode_features(feats.data.data(), feats.n_frames, &rows, &tower);
-        std::string times;
-        for (int r = 0; r < repeats; ++r) {
-            const auto t0 = std::chrono::steady_clock::now();
-            enc.encode(samples.data(), samples.size(), &rows);
-            const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-            times += (r ? ", " : "") + std::to_string(ms);
-        }
-        const std::string dir = argv[3];
-        write_floats(dir + "/features.f32", feats.data);
-        write_floats(dir + "/tower.f32", tower);
-        write_floats(dir + "/rows.f32", rows);
-        std::printf("{\"frames\": %zu, \"tokens\": %zu, \"out_dim\": %zu, \"proj_dim\": %zu, \"encode_ms\": [%s]}\n",
-                    feats.n_frames, enc.tokens(samples.size()), enc.hparams().out_dim, enc.proj_dim(), times.c_str());
-        return 0;
+        const std::string mode = argc > 1 ? argv[1] : "";
+        if (mode == "encode") return encode(argc, argv);
+        if (mode == "prefill") return prefill(argc, argv);
+        cactus::fail("usage: gemma4_audio_probe encode|prefill ...");
     } catch (const std::exception& e) {
-        std::printf("{\"error\": \"%s\"}\n", e.what());
+        std::printf("%s\n", json{{"error", e.what()}}.dump().c_str());
         return 1;
     }
 }

@@ -29,14 +29,20 @@ float b_at(const DenseB& b, size_t j, size_t kk) {
     return b.half != nullptr ? fp16_to_fp32(b.half[i]) : b.b[i];
 }
 
-// Half B rows (weight rows, not k_major): each of the panel's rows widened once (the table's F16C
-// row conversion), then scattered into the panel's [k][16] layout.
+// Half B rows (weight rows, not k_major): the panel's rows widened once each (the table's F16C row
+// conversion) into rows [width][k], then written out in the panel's [k][16] order in one sequential
+// pass (the 16 rows are read as 16 sequential streams); scattering each row straight into the panel
+// touches every cache line of it 16 times and cost a fifth of a Gemma 4 audio encode.
 void pack_half_rows(float* out, const DenseB& b, size_t j0, size_t width, size_t k) {
-    thread_local std::vector<float> row;
-    row.resize(k);
+    thread_local std::vector<float> rows;
+    rows.resize(width * k);
     for (size_t j = 0; j < width; ++j) {
-        dequantize_row_cpu(DType::F16, row.data(), b.half + (j0 + j) * b.stride, k);
-        for (size_t kk = 0; kk < k; ++kk) out[kk * kDensePanel + j] = row[kk];
+        dequantize_row_cpu(DType::F16, rows.data() + j * k, b.half + (j0 + j) * b.stride, k);
+    }
+    const float* src = rows.data();
+    for (size_t kk = 0; kk < k; ++kk) {
+        float* dst = out + kk * kDensePanel;
+        for (size_t j = 0; j < width; ++j) dst[j] = src[j * k + kk];
     }
 }
 
