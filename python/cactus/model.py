@@ -12,16 +12,20 @@ def _is_clip(audio):
         return True
     if hasattr(audio, "ndim"):  # a numpy array: 1-D is one clip
         return audio.ndim == 1
-    return len(audio) > 0 and isinstance(audio[0], (int, float))
+    import numbers
+    return len(audio) > 0 and isinstance(audio[0], numbers.Real)
 
 
 def _with_audio(messages, audio):
-    """The messages with the audio clips attached to the last user message ("audio" entries: paths
-    as they are, PCM bytes as float samples), and the C API's pcm argument (None here)."""
+    """(messages, pcm): one clip in memory goes as the C API's pcm_buffer (attached to the last user
+    message by the engine); otherwise every clip joins the last user message's "audio" (paths as they
+    are, PCM bytes as float samples, written to WAV files by api.cactus_complete) and pcm is None."""
     import os
     if audio is None:
         return messages, None
     clips = [audio] if _is_clip(audio) else list(audio)
+    if not clips:
+        return messages, None
     if isinstance(messages, str):
         import json
         messages = json.loads(messages)
