@@ -1,6 +1,6 @@
 """Gemma 4 with an audio tower for the surface tests (C API, Python, CLI, serve): a folder holding the
 reduced Gemma 4 text model (scripts/make_gemma4_gguf.py, written by scripts/test.sh; a symlink) and the
-tiny F32 mmproj of scripts/make_gemma4_mmproj.py (--proj-dim 256, the reduced model's width), plus WAV
+tiny mmproj of scripts/make_gemma4_mmproj.py (--proj-dim 256, the reduced model's width), plus WAV
 clips written with the standard library. $CACTUS_GEMMA4_MMPROJ names an mmproj to use instead."""
 import io
 import math
@@ -32,7 +32,7 @@ def write_mmproj(path, towers):
         return path
     if not os.path.exists(MMPROJ_SCRIPT):
         pytest.skip("scripts/make_gemma4_mmproj.py is not in this tree (the vision helper's fixture writer)")
-    subprocess.run([sys.executable, MMPROJ_SCRIPT, "--shape", "tiny", "--towers", towers, "--type", "f32",
+    subprocess.run([sys.executable, MMPROJ_SCRIPT, "--shape", "tiny", "--towers", towers,
                     "--proj-dim", "256", "-o", path], check=True, stdout=subprocess.DEVNULL, timeout=300)
     return path
 
