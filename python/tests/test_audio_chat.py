@@ -6,7 +6,8 @@ audio_fixture.py; random weights, so only the plumbing is checked, never the wor
   * hostile audio (truncated, zero-length, no samples, absurd rate, not a WAV, odd byte counts, NULL
     with a size, a size of 0, over 30 s) fails with a clear error and the handle stays usable;
   * a text model keeps "this model has no audio encoder";
-  * image + audio in one message when the mmproj holds both towers."""
+  * image + audio in one message when the mmproj holds both towers (C API, Model, `cactus run`);
+  * `cactus run/chat --audio` and `cactus bench --mmproj` (a missing tower's section says so)."""
 import ctypes
 import json
 
@@ -118,20 +119,27 @@ def test_text_model_has_no_audio_encoder(smollm, tmp_path):
 
 
 def test_image_and_audio_in_one_message(tmp_path, tmp_path_factory):
+    """C API, Python package and CLI with both towers: the image's and the clip's rows in one prompt."""
     import cactus
+    folder = af.model_folder(tmp_path_factory, "vision,audio")
+    png = af.write_bmp(tmp_path / "img.bmp", 64, 48)
+    wav = af.write_wav(tmp_path / "a.wav", af.tone(0.5))
+    handle = cactus.cactus_init(folder)
     try:
-        handle = cactus.cactus_init(af.model_folder(tmp_path_factory, "vision,audio"))
-    except cactus.CactusError as e:  # the vision tower (gemma4v) is the vision helper's
-        pytest.skip("no Gemma 4 vision tower in this tree: %s" % e)
-    try:
-        png = af.write_bmp(tmp_path / "img.bmp", 64, 48)
-        wav = af.write_wav(tmp_path / "a.wav", af.tone(0.5))
-        r = cactus.cactus_complete(handle, ask(images=[str(png)], audio=[wav]), GREEDY)
+        r = cactus.cactus_complete(handle, ask(images=[png], audio=[wav]), GREEDY)
         assert r["success"] and r["decode_tokens"] == 4
-        prompt = cactus.cactus_render_prompt(handle, ask(images=[str(png)], audio=[wav]))
+        audio_only = cactus.cactus_complete(handle, ask(audio=[wav]), GREEDY)["prompt_tokens"]
+        assert r["prompt_tokens"] > audio_only + 100, (r, audio_only)  # the image's rows too
+        prompt = cactus.cactus_render_prompt(handle, ask(images=[png], audio=[wav]))
         assert prompt.index("<__media__>") < prompt.index("<__audio__>")
     finally:
         cactus.cactus_destroy(handle)
+    with cactus.Model(folder) as m:
+        m.chat(ask(images=[png]), stream=False, options=GREEDY, audio=af.pcm16(af.tone(0.5)))
+        assert m.last_response["prompt_tokens"] == r["prompt_tokens"], m.last_response
+    run = cactus_cli("run", folder, "--image", png, "--audio", wav, "-p", "What do you hear?", "-n", "4",
+                     "--temperature", "0", "--ignore-eos")
+    assert "prefill" in run.stderr, run.stderr
 
 
 def cactus_cli(*args, stdin=None):

@@ -6,7 +6,8 @@
   * a second turn about the same clip reuses the slot's cached rows (cached_tokens past the clip);
   * errors, each a 400 naming the problem while the server keeps serving: bad base64, a format other
     than wav, a truncated WAV, a zero-length WAV, a clip over 30 s, a missing file;
-  * a server without an audio tower (the shared smollm2 server) refuses audio with a 400 saying so."""
+  * a server without an audio tower (the shared smollm2 server) refuses audio with a 400 saying so;
+  * with both towers an image_url and an input_audio part go into one prompt."""
 import base64
 import json
 import os
@@ -115,3 +116,22 @@ def test_server_without_audio_tower_refuses_audio(server):
     status, raw, _ = server.post("/v1/chat/completions", {"model": "m", "max_tokens": 2,
                                                            "messages": [{"role": "user", "content": "Say hi."}]})
     assert status == 200, raw
+
+
+def test_image_and_audio_in_one_request(tmp_path_factory, tmp_path):
+    folder = af.model_folder(tmp_path_factory, "vision,audio")
+    bmp = af.write_bmp(tmp_path / "img.bmp", 64, 48)
+    s = ServerProcess("--parallel", "1", "-t", "2", "--mmproj", os.path.join(folder, "gemma4-mmproj.gguf"),
+                      model=os.path.join(folder, "gemma4-reduced.gguf"), alias="g4")
+    try:
+        parts = [{"type": "image_url", "image_url": {"url": bmp}}, audio_part(af.wav_bytes(af.tone(0.5))),
+                 {"type": "text", "text": PROMPT}]
+        status, both = chat(s, [{"role": "user", "content": parts}])
+        assert status == 200, both
+        status, audio_only = chat(s, [{"role": "user", "content": parts[1:]}])
+        assert status == 200, audio_only
+        assert both["usage"]["prompt_tokens"] > audio_only["usage"]["prompt_tokens"] + 100, (both, audio_only)
+        status, props, _ = s.get("/props")
+        assert json.loads(props)["modalities"] == {"vision": True, "video": False, "audio": True}
+    finally:
+        assert s.stop() == 0
