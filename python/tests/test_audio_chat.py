@@ -37,6 +37,9 @@ def test_pcm_buffer_completes(audio_model):
     assert r["success"] and r["decode_tokens"] == 4
     text_only = cactus.cactus_complete(audio_model, ask(), GREEDY)
     assert r["prompt_tokens"] > text_only["prompt_tokens"] + 20  # 1 s is 25 rows plus markers
+    cactus.cactus_reset(audio_model)
+    prefilled = cactus.cactus_prefill(audio_model, ask(), pcm=af.pcm16(af.tone(1.0)))
+    assert prefilled["success"] and prefilled["prefill_tokens"] == r["prompt_tokens"], prefilled
 
 
 def test_audio_file_completes_and_second_turn_reuses(audio_model, tmp_path):
