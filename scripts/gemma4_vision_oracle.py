@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Writes tests/models/data/gemma4_vision_golden.npz from transformers (torch venv, by hand):
 
+  source scripts/torch_check_env.sh && torch_venv vision   # torch + transformers + torchvision
   ~/.cache/cactus/torch-venv/bin/python scripts/gemma4_vision_oracle.py
+
+(transformers 5.25, torch 2.15, torchvision 0.29: Gemma4ImageProcessor resizes with torchvision.)
 
 The tiny vision tower of scripts/gemma4_vision_tensors.py (the same numpy weights the mmproj writer
 stores, through hf_state_dict) and the tiny text model of tests/models/gemma4_tiny.py go into one

@@ -2,7 +2,8 @@
 //   gemma4_audio_probe encode MMPROJ.gguf IN.f32 OUT_DIR [--threads N] [--repeats N]
 //       IN.f32: raw 16 kHz float samples. Writes OUT_DIR/features.f32 [frames, 128], tower.f32
 //       [tokens, out_dim] (before the embedder) and rows.f32 [tokens, proj_dim]; prints
-//       {"frames", "tokens", "out_dim", "proj_dim", "encode_ms": [...]} (encodes from samples).
+//       {"frames", "tokens", "out_dim", "proj_dim", "encode_ms": [...], "encode_cpu_ms": [...]} (each of
+//       REPEATS encodes from samples: wall time and the process's CPU time).
 //   gemma4_audio_probe prefill TEXT.gguf MMPROJ.gguf IN.f32 OUT.f32 --before IDS --after IDS --boa ID
 //                              --eoa ID [--threads N]
 //       The ids BEFORE (comma-separated), append_gemma4_audio with the marker ids given, the ids AFTER,
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <exception>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -77,10 +79,12 @@ int encode(int argc, char** argv) {
     const cactus::Gemma4Features feats = cactus::gemma4_features(samples.data(), samples.size());
     std::vector<float> rows, tower;
     enc.encode_features(feats.data.data(), feats.n_frames, &rows, &tower);
-    std::vector<double> times;
+    std::vector<double> times, cpu_times;
     for (int r = 0; r < repeats; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
+        const std::clock_t c0 = std::clock();
         enc.encode(samples.data(), samples.size(), &rows);
+        cpu_times.push_back(1000.0 * static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC);
         times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     const std::string dir = argv[4];
@@ -91,7 +95,8 @@ int encode(int argc, char** argv) {
                              {"tokens", enc.tokens(samples.size())},
                              {"out_dim", enc.hparams().out_dim},
                              {"proj_dim", enc.proj_dim()},
-                             {"encode_ms", times}}
+                             {"encode_ms", times},
+                             {"encode_cpu_ms", cpu_times}}
                             .dump()
                             .c_str());
     return 0;

@@ -29,20 +29,27 @@ float b_at(const DenseB& b, size_t j, size_t kk) {
     return b.half != nullptr ? fp16_to_fp32(b.half[i]) : b.b[i];
 }
 
-// Half B rows (weight rows, not k_major): the panel's rows widened once each (the table's F16C row
-// conversion) into rows [width][k], then written out in the panel's [k][16] order in one sequential
-// pass (the 16 rows are read as 16 sequential streams); scattering each row straight into the panel
-// touches every cache line of it 16 times and cost a fifth of a Gemma 4 audio encode.
+// Half B rows (weight rows, not k_major), kPackBlock values of k at a time: the panel's rows widened
+// (the table's F16C row conversion) into a block that stays in L1, then written out in the panel's
+// [k][16] order in one sequential pass. Scattering each widened row straight into the panel touches
+// every cache line of it 16 times, and a whole-row scratch doubles the memory traffic: the packing is a
+// pass over every weight per product (tests/models/audio/gemma4_audio_bench.py).
 void pack_half_rows(float* out, const DenseB& b, size_t j0, size_t width, size_t k) {
-    thread_local std::vector<float> rows;
-    rows.resize(width * k);
-    for (size_t j = 0; j < width; ++j) {
-        dequantize_row_cpu(DType::F16, rows.data() + j * k, b.half + (j0 + j) * b.stride, k);
-    }
-    const float* src = rows.data();
-    for (size_t kk = 0; kk < k; ++kk) {
-        float* dst = out + kk * kDensePanel;
-        for (size_t j = 0; j < width; ++j) dst[j] = src[j * k + kk];
+    constexpr size_t kPackBlock = 256;
+    float block[kDensePanel * kPackBlock];  // [width][kl]
+    for (size_t k0 = 0; k0 < k; k0 += kPackBlock) {
+        const size_t kl = std::min(kPackBlock, k - k0);
+        for (size_t j = 0; j < width; ++j) {
+            dequantize_row_cpu(DType::F16, block + j * kl, b.half + (j0 + j) * b.stride + k0, kl);
+        }
+        for (size_t kk = 0; kk < kl; ++kk) {
+            float* dst = out + (k0 + kk) * kDensePanel;
+            if (width == kDensePanel) {  // a whole panel: a fixed trip count the compiler unrolls
+                for (size_t j = 0; j < kDensePanel; ++j) dst[j] = block[j * kl + kk];
+            } else {
+                for (size_t j = 0; j < width; ++j) dst[j] = block[j * kl + kk];
+            }
+        }
     }
 }
 
@@ -176,13 +183,15 @@ void dense_gemm(float* c, size_t ldc, const float* a, size_t lda, const DenseB& 
         for (size_t p = begin; p < end; ++p) pack_panels(packed.data(), b, n, k, p);
     });
     const DenseJob job = {c, ldc, a, lda, packed.data(), m, n, k, &kernels};
+    // About 4 chunks a thread, a multiple of the thread count, of sizes that differ by at most one block:
+    // with whole chunks of a fixed size, 42 blocks (250 audio tokens) made 7 chunks, and one of 2 threads
+    // waited a seventh of every product (tests/models/audio/gemma4_audio_bench.py, 2 threads).
     const size_t n_blocks = (m + kDenseMaxRows - 1) / kDenseMaxRows;
-    const size_t per_chunk =
-        std::clamp<size_t>(n_blocks / (4 * static_cast<size_t>(std::max(pool.size(), 1))), 1, kBlocksPerChunk);
-    const size_t n_chunks = (n_blocks + per_chunk - 1) / per_chunk;
+    const size_t threads = static_cast<size_t>(std::max(pool.size(), 1));
+    size_t n_chunks = std::max(4 * threads, (n_blocks + kBlocksPerChunk - 1) / kBlocksPerChunk);
+    n_chunks = std::min(n_blocks, (n_chunks + threads - 1) / threads * threads);
     pool.run_chunks(n_chunks, [&](size_t chunk) {
-        const size_t b0 = chunk * per_chunk;
-        row_chunk(job, b0, std::min(n_blocks, b0 + per_chunk));
+        row_chunk(job, chunk * n_blocks / n_chunks, (chunk + 1) * n_blocks / n_chunks);
     });
 }
 

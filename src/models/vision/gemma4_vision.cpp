@@ -110,20 +110,12 @@ void Gemma4Vision::check_input(const EncoderInput& in) const {
              kMaxPatches, n_pos_);
 }
 
-void Gemma4Vision::clamp(const Tensor& dst, const Tensor& src, float lo, float hi) {
-    const size_t count = src.width() * src.rows();
-    host_.resize(count);
-    be_.download(host_.data(), src, count * sizeof(float));
-    for (float& f : host_) f = std::min(std::max(f, lo), hi);
-    be_.upload(dst, host_.data(), count * sizeof(float));
-}
-
 void Gemma4Vision::clipped_linear(const Tensor& y, const Linear& lin, const Tensor& x, const Tensor& xc) {
     const Clip& c = lin.clip;
     const bool clamp_in = std::isfinite(c.in_min) || std::isfinite(c.in_max);
-    if (clamp_in) clamp(xc, x, c.in_min, c.in_max);
+    if (clamp_in) be_.clamp(xc, x, c.in_min, c.in_max);
     nn_.encoder_linear(y, lin.w, clamp_in ? xc : x);
-    if (std::isfinite(c.out_min) || std::isfinite(c.out_max)) clamp(y, y, c.out_min, c.out_max);
+    if (std::isfinite(c.out_min) || std::isfinite(c.out_max)) be_.clamp(y, y, c.out_min, c.out_max);
 }
 
 void Gemma4Vision::embed_patches(const EncoderInput& in, const Activations& a) {

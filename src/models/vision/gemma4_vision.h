@@ -59,8 +59,6 @@ private:
     void feed_forward(const Layer& L, const Activations& a);
     // y = clamp(clamp(x, in) W^T, out); xc: scratch [n, n_in].
     void clipped_linear(const Tensor& y, const Linear& lin, const Tensor& x, const Tensor& xc);
-    // dst = clamp(src, lo, hi), through the host (no backend op clamps).
-    void clamp(const Tensor& dst, const Tensor& src, float lo, float hi);
     void project(const Tensor& x, size_t gw, size_t gh, std::vector<float>* out);
 
     const GgufFile& file_;
@@ -73,7 +71,6 @@ private:
     Tensor pos_;      // [2 * n_pos, n_embd] F32: the x table, then the y table
     Tensor proj_;     // [proj_dim, n_embd]
     std::vector<Layer> layers_;
-    std::vector<float> host_;  // clamp scratch
 };
 
 }  // namespace cactus

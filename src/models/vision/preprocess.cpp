@@ -269,7 +269,7 @@ Image gemma4_image(const Image& img, size_t max_soft_tokens) {
     const auto [w, h] = gemma4_image_size(img.width, img.height, max_soft_tokens);
     if (w == img.width && h == img.height) return img;
     // The horizontal pass holds w x src height pixels: bounded by the budget's side and the decoder's.
-    if (double(w) * double(img.height) > 256.0 * 1024 * 1024)
+    if (double(w) * double(img.height) > 64.0 * 1024 * 1024)
         fail("gemma4_image: resizing %zux%zu to %zux%zu needs too large an intermediate image", img.width, img.height,
              w, h);
     return resize_image_torch(img, w, h, ResizeFilter::BICUBIC);
