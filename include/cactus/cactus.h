@@ -67,7 +67,11 @@ CACTUS_API void cactus_stop(cactus_model_t model);
 CACTUS_API int cactus_set_backend(const char* name);
 
 /* Chat completion. messages_json: [{role, content, ...}]; options_json and tools_json may be NULL.
- * callback may be NULL. pcm_buffer: 16-bit mono 16 kHz audio for the last user message, or NULL.
+ * callback may be NULL. A message may name "images": [paths] and "audio": [WAV paths, any rate and
+ * channel count] (the model's mmproj needs a vision / an audio tower; at most 30 s per clip).
+ * pcm_buffer: little-endian 16-bit mono 16 kHz audio attached to the last user message (after its
+ * "audio" files), or NULL with pcm_buffer_size 0. Errors (-1): a model without an audio tower, NULL
+ * with a size, a size of 0 or odd, more than 30 s; the handle stays usable.
  * Speculative decoding (the same reply in fewer model steps): options spec_type ("draft", "ngram",
  * "off"), draft_model (a path or known name; loaded once, kept by the handle), draft_max, draft_min;
  * the response then adds draft_tokens and draft_accepted. docs/API.md lists every option. */
@@ -76,8 +80,8 @@ CACTUS_API int cactus_complete(cactus_model_t model, const char* messages_json, 
                                cactus_token_callback callback, void* user_data, const uint8_t* pcm_buffer,
                                size_t pcm_buffer_size);
 
-/* Fills the cache with the rendered conversation only; the response holds
- * {success, error, prefill_tokens, prefill_tps, total_time_ms, ram_usage_mb}. */
+/* Fills the cache with the rendered conversation only (images and audio as cactus_complete); the
+ * response holds {success, error, prefill_tokens, prefill_tps, total_time_ms, ram_usage_mb}. */
 CACTUS_API int cactus_prefill(cactus_model_t model, const char* messages_json, char* response_buffer,
                               size_t buffer_size, const char* options_json, const char* tools_json,
                               const uint8_t* pcm_buffer, size_t pcm_buffer_size);

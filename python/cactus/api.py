@@ -1,9 +1,11 @@
 """The Cactus-compatible functions: thin wrappers that encode JSON, call libcactus, and raise
 CactusError with the engine's message on failure."""
+import array
 import contextlib
 import ctypes
 import json
 import os
+import sys
 import tempfile
 
 from ._native import TOKEN_CALLBACK, lib
@@ -82,6 +84,67 @@ def _image_files(messages):
                 os.remove(path)
 
 
+def _wav_bytes(samples):
+    """A 16-bit mono 16 kHz WAV file's bytes for float samples in [-1, 1] (a sequence or numpy array)."""
+    import io
+    import wave
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes(pcm16_bytes(samples))
+    return buffer.getvalue()
+
+
+@contextlib.contextmanager
+def _audio_files(messages):
+    """Messages whose "audio" may hold paths (str or os.PathLike), encoded WAV bytes or float samples
+    at 16 kHz (a sequence or numpy array): bytes and samples are written to temporary WAV files
+    (removed afterwards), so the C API sees paths."""
+    if not isinstance(messages, list) or not any(isinstance(m, dict) and m.get("audio") for m in messages):
+        yield messages
+        return
+    written = []
+    try:
+        out = []
+        for m in messages:
+            if not isinstance(m, dict) or not m.get("audio"):
+                out.append(m)
+                continue
+            paths = []
+            for clip in m["audio"]:
+                if isinstance(clip, (str, os.PathLike)):
+                    paths.append(os.fspath(clip))
+                    continue
+                data = bytes(clip) if isinstance(clip, (bytes, bytearray, memoryview)) else _wav_bytes(clip)
+                fd, path = tempfile.mkstemp(prefix="cactus-audio-", suffix=".wav")
+                written.append(path)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                paths.append(path)
+            out.append(dict(m, audio=paths))
+        yield out
+    finally:
+        for path in written:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+
+
+@contextlib.contextmanager
+def _media_files(messages):
+    with _image_files(messages) as with_images, _audio_files(with_images) as with_audio:
+        yield with_audio
+
+
+def _pcm_argument(pcm):
+    """(buffer, size) for the C API's pcm_buffer: None, PCM bytes or float samples at 16 kHz."""
+    if pcm is None:
+        return None, 0
+    data = pcm16_bytes(pcm)
+    return data, len(data)
+
+
 def cactus_init(model_path, corpus_dir=None, cache_index=False):
     """Loads a model (a .gguf path, a folder holding one, or a known short name); returns a handle.
     corpus_dir: a folder of .txt/.md files indexed for retrieval (cactus_rag_query)."""
@@ -128,10 +191,13 @@ def _decode_response(buffer, rc):
     return json.loads(text)
 
 
-def cactus_complete(model, messages, options=None, tools=None, callback=None):
+def cactus_complete(model, messages, options=None, tools=None, callback=None, pcm=None):
     """Chat completion. messages/options/tools: lists/dicts or JSON strings. A message may carry
-    "images": a list of paths or encoded image bytes (the model needs its mmproj). callback(text,
-    token_id) receives each streamed piece. Returns the response as a dict."""
+    "images": a list of paths or encoded image bytes (the model needs its mmproj), and "audio": a
+    list of WAV paths, encoded WAV bytes or float samples at 16 kHz (an mmproj with an audio tower;
+    at most 30 s a clip). pcm: one more clip for the last user message, 16-bit mono 16 kHz PCM bytes
+    or float samples at 16 kHz. callback(text, token_id) receives each streamed piece. Returns the
+    response as a dict."""
     handle = _check_handle(model)
     options_bytes = _encode(options, "options")
     size = _response_buffer_size(options_bytes)
@@ -148,20 +214,22 @@ def cactus_complete(model, messages, options=None, tools=None, callback=None):
             lib.cactus_stop(handle)
 
     c_callback = TOKEN_CALLBACK(on_token)
-    with _image_files(messages) as messages:
+    pcm_data, pcm_size = _pcm_argument(pcm)
+    with _media_files(messages) as messages:
         rc = lib.cactus_complete(handle, _encode(messages, "messages"), buffer, size, options_bytes,
-                                 _encode(tools, "tools"), c_callback, None, None, 0)
+                                 _encode(tools, "tools"), c_callback, None, pcm_data, pcm_size)
     if errors:
         raise errors[0]
     return _decode_response(buffer, rc)
 
 
-def cactus_prefill(model, messages, options=None, tools=None):
+def cactus_prefill(model, messages, options=None, tools=None, pcm=None):
     handle = _check_handle(model)
     buffer = ctypes.create_string_buffer(65536)
-    with _image_files(messages) as messages:
+    pcm_data, pcm_size = _pcm_argument(pcm)
+    with _media_files(messages) as messages:
         rc = lib.cactus_prefill(handle, _encode(messages, "messages"), buffer, len(buffer),
-                                _encode(options, "options"), _encode(tools, "tools"), None, 0)
+                                _encode(options, "options"), _encode(tools, "tools"), pcm_data, pcm_size)
     return _decode_response(buffer, rc)
 
 
@@ -195,15 +263,26 @@ def cactus_render_prompt(model, messages, options=None, tools=None):
 
 def pcm16_bytes(audio):
     """16-bit little-endian PCM bytes from bytes (kept), or a sequence / numpy array of floats in [-1, 1]."""
-    if isinstance(audio, (bytes, bytearray)):
+    if isinstance(audio, (bytes, bytearray, memoryview)):
         return bytes(audio)
     try:
         import numpy as np
         a = np.clip(np.asarray(audio, dtype=np.float32).reshape(-1), -1.0, 1.0)
         return (a * 32767.0).round().astype("<i2").tobytes()
     except ImportError:
-        import array
         return array.array("h", (int(round(max(-1.0, min(1.0, float(x))) * 32767.0)) for x in audio)).tobytes()
+
+
+def pcm16_samples(data):
+    """Float samples in [-1, 1] from 16-bit little-endian PCM bytes (an odd byte count is an error)."""
+    data = bytes(data)
+    if len(data) % 2:
+        raise CactusError("PCM audio: %d bytes is not a whole number of 16-bit samples" % len(data))
+    values = array.array("h")
+    values.frombytes(data)
+    if sys.byteorder == "big":
+        values.byteswap()
+    return [v / 32768.0 for v in values]
 
 
 def cactus_transcribe(model, audio_path=None, pcm=None, options=None, callback=None):

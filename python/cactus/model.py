@@ -5,6 +5,46 @@ import threading
 from . import api
 
 
+def _is_clip(audio):
+    """Whether `audio` is one clip (a path, PCM bytes, or samples) rather than a list of clips."""
+    import os
+    if isinstance(audio, (str, os.PathLike, bytes, bytearray, memoryview)):
+        return True
+    if hasattr(audio, "ndim"):  # a numpy array: 1-D is one clip
+        return audio.ndim == 1
+    import numbers
+    return len(audio) > 0 and isinstance(audio[0], numbers.Real)
+
+
+def _with_audio(messages, audio):
+    """(messages, pcm): one clip in memory goes as the C API's pcm_buffer (attached to the last user
+    message by the engine); otherwise every clip joins the last user message's "audio" (paths as they
+    are, PCM bytes as float samples, written to WAV files by api.cactus_complete) and pcm is None."""
+    import os
+    if audio is None:
+        return messages, None
+    clips = [audio] if _is_clip(audio) else list(audio)
+    if not clips:
+        return messages, None
+    if isinstance(messages, str):
+        import json
+        messages = json.loads(messages)
+    messages = [dict(m) if isinstance(m, dict) else m for m in messages]
+    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    if not users:
+        raise api.CactusError("audio: the messages hold no user message to attach the audio to")
+    if len(clips) == 1 and not isinstance(clips[0], (str, os.PathLike)):
+        return messages, clips[0]  # one clip in memory: the C API's pcm_buffer
+    entries = list(users[-1].get("audio") or [])
+    for clip in clips:
+        if isinstance(clip, (str, os.PathLike)):
+            entries.append(clip)
+        else:  # written to a WAV file by api.cactus_complete: PCM bytes become samples first
+            entries.append(api.pcm16_samples(clip) if isinstance(clip, (bytes, bytearray, memoryview)) else clip)
+    users[-1]["audio"] = entries
+    return messages, None
+
+
 class Model:
     """A loaded model. Use as a context manager or call close()."""
 
@@ -51,26 +91,31 @@ class Model:
         merged.update(options or {})
         return merged
 
-    def complete(self, messages, options=None, tools=None, callback=None):
-        """One completion; returns the response dict."""
-        self.last_response = api.cactus_complete(self._handle, messages, self._options(options), tools, callback)
+    def complete(self, messages, options=None, tools=None, callback=None, audio=None):
+        """One completion; returns the response dict. Messages may carry "images" and "audio"
+        (api.cactus_complete). audio: clips for the last user message (the model's mmproj needs an
+        audio tower; at most 30 s each): a WAV path, 16-bit mono 16 kHz PCM bytes or float samples
+        at 16 kHz (a list or numpy array), or a list of those."""
+        messages, pcm = _with_audio(messages, audio)
+        self.last_response = api.cactus_complete(self._handle, messages, self._options(options), tools, callback,
+                                                 pcm=pcm)
         return self.last_response
 
-    def chat(self, messages, stream=True, options=None, tools=None):
+    def chat(self, messages, stream=True, options=None, tools=None, audio=None):
         """With stream=True, yields text pieces as they are generated (the full response dict is in
-        last_response afterwards); with stream=False, returns the reply text."""
+        last_response afterwards); with stream=False, returns the reply text. audio: as complete()."""
         if not stream:
-            return self.complete(messages, options, tools)["response"]
-        return self._stream(messages, options, tools)
+            return self.complete(messages, options, tools, audio=audio)["response"]
+        return self._stream(messages, options, tools, audio)
 
-    def _stream(self, messages, options, tools):
+    def _stream(self, messages, options, tools, audio=None):
         pieces = queue.Queue()
         done = object()
         failure = []
 
         def worker():
             try:
-                self.complete(messages, options, tools, callback=lambda text, _id: pieces.put(text))
+                self.complete(messages, options, tools, callback=lambda text, _id: pieces.put(text), audio=audio)
             except BaseException as e:
                 failure.append(e)
             finally:

@@ -34,6 +34,7 @@
 #include "engine/model_store.h"
 #include "gguf/gguf.h"
 #include "media/audio_input.h"
+#include "models/audio/gemma4_audio.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -56,8 +57,66 @@ std::string render(Engine& engine, const json& messages, const json& selected, c
     return engine.render_chat(messages, selected, /*add_generation_prompt=*/true, o.enable_thinking);
 }
 
-void check_no_audio(const uint8_t* pcm, size_t pcm_size) {
-    if (pcm != nullptr || pcm_size != 0) fail("pcm_buffer: this model has no audio encoder; pass NULL and 0");
+// The placeholder standing for the pcm_buffer clip in the last user message's "audio".
+const char* const kPcmPlaceholder = "\x01pcm_buffer";
+
+// The call's pcm_buffer as a clip (16-bit mono 16 kHz), or none for NULL and 0.
+std::optional<AudioInput> pcm_clip(const Engine& engine, const uint8_t* pcm, size_t pcm_size) {
+    if (pcm == nullptr && pcm_size == 0) return std::nullopt;
+    if (!engine.has_audio()) fail("pcm_buffer: this model has no audio encoder; pass NULL and 0");
+    if (pcm == nullptr) fail("pcm_buffer is NULL but pcm_buffer_size is %zu", pcm_size);
+    if (pcm_size == 0) fail("pcm_buffer: pcm_buffer_size is 0 (pass NULL and 0 for no audio)");
+    AudioLimits limits;  // refused before converting more than the tower takes
+    limits.max_seconds = double(AudioEncoder::kMaxSamples) / double(AudioEncoder::kSampleRate);
+    AudioInput clip{"pcm_buffer", {}};
+    try {
+        clip.samples = pcm16_to_float(pcm, pcm_size, limits);
+    } catch (const Error& e) {
+        fail("pcm_buffer: %s", e.what());
+    }
+    engine.check_audio(clip);
+    return clip;
+}
+
+// Attaches the pcm_buffer clip to the last user message (after its own "audio" files).
+void attach_pcm(json* messages) {
+    for (auto m = messages->rbegin(); m != messages->rend(); ++m) {
+        if (!m->is_object() || m->value("role", "") != "user") continue;
+        if (!m->contains("audio")) (*m)["audio"] = json::array();
+        (*m)["audio"].push_back(kPcmPlaceholder);
+        return;
+    }
+    fail("pcm_buffer: the messages hold no user message to attach the audio to");
+}
+
+// Audio content parts carry no clip the engine takes (the template would show a bare audio token):
+// on a model with an audio tower they are an error pointing to "audio" and pcm_buffer.
+void check_no_audio_parts(const Engine& engine, const json& messages) {
+    if (!engine.has_audio()) return;
+    for (size_t i = 0; i < messages.size(); ++i) {
+        const json& content = messages[i].contains("content") ? messages[i]["content"] : json();
+        if (!content.is_array()) continue;
+        for (const json& part : content)
+            if (part.is_object() && (part.value("type", "") == "input_audio" || part.value("type", "") == "audio"))
+                fail(
+                    "messages[%zu]: audio content parts are not taken by the C API: name the WAV file in the "
+                    "message's \"audio\" or pass the samples as pcm_buffer",
+                    i);
+    }
+}
+
+// The messages' audio clips in order: files read, the placeholder replaced by the pcm_buffer clip.
+std::vector<AudioInput> message_clips(const Engine& engine, const json& messages, std::optional<AudioInput>* pcm) {
+    std::vector<AudioInput> clips;
+    for (const std::string& path : message_audio(messages)) {
+        if (path == kPcmPlaceholder) {
+            clips.push_back(std::move(**pcm));
+            continue;
+        }
+        std::vector<AudioInput> read = engine.read_audio({path});
+        clips.push_back(std::move(read.at(0)));
+    }
+    return clips;
 }
 
 // Speculative decoding as the request asks (api/request.h: keys left out keep the handle's). The
@@ -80,22 +139,28 @@ struct ChatRequest {
     json all_tools;  // as given (the hand-off endpoint sees them all)
     json tools;      // the tools shown to the model (after tool_rag_top_k)
     api::ApiOptions options;
-    std::string prompt;              // one kImageMarker per image
+    std::string prompt;              // one kImageMarker per image, one kAudioMarker per clip
     std::vector<ImageInput> images;  // the messages' images, in order
+    std::vector<AudioInput> audio;   // the messages' clips (the pcm_buffer's last), in order
 };
 
 ChatRequest prepare_chat(const Lease& lease, const char* messages_json, const char* options_json,
-                         const char* tools_json) {
+                         const char* tools_json, const uint8_t* pcm_buffer, size_t pcm_buffer_size) {
     Engine& engine = lease.engine();
     ChatRequest r;
+    std::optional<AudioInput> pcm = pcm_clip(engine, pcm_buffer, pcm_buffer_size);
     r.messages = api::ground_messages(*lease.handle(), api::parse_messages(messages_json));
+    check_no_audio_parts(engine, r.messages);
+    json shown = r.messages;  // the hand-off sends r.messages: no placeholder for the PCM clip
+    if (pcm) attach_pcm(&shown);
     r.options = api::parse_options(options_json);
     r.all_tools = api::parse_tools(tools_json);
     r.tools = api::select_tools(r.all_tools, r.messages, r.options.tool_rag_top_k);
     engine.configure_context(r.options.context);
     configure_speculative(engine, r.options.spec);
-    r.prompt = render(engine, r.messages, r.tools, r.options);
-    r.images = engine.read_images(message_images(r.messages));
+    r.prompt = render(engine, shown, r.tools, r.options);
+    r.images = engine.read_images(message_images(shown));
+    r.audio = message_clips(engine, shown, &pcm);
     return r;
 }
 
@@ -125,9 +190,9 @@ json complete_locally(Engine& engine, const ChatRequest& request, cactus_token_c
             if (!shown.empty()) callback(shown.c_str(), static_cast<uint32_t>(id), user_data);
         };
     }
-    *result = request.images.empty()
+    *result = request.images.empty() && request.audio.empty()
                   ? engine.complete(request.prompt, generation, on_token)
-                  : engine.complete_with_images(request.prompt, request.images, generation, on_token);
+                  : engine.complete_with_media(request.prompt, request.images, request.audio, generation, on_token);
     result->metrics.constraint_compile_ms = spec ? compile_ms : 0.0;
     std::string rest = filter.finish();
     if (callback != nullptr && !rest.empty())
@@ -241,10 +306,9 @@ int cactus_complete(cactus_model_t model, const char* messages_json, char* respo
                     const uint8_t* pcm_buffer, size_t pcm_buffer_size) {
     int rc = guarded("cactus_complete", [&]() -> int {
         check_buffer(response_buffer, buffer_size);
-        check_no_audio(pcm_buffer, pcm_buffer_size);
         Lease lease(model);
         Engine& engine = lease.engine();
-        ChatRequest request = prepare_chat(lease, messages_json, options_json, tools_json);
+        ChatRequest request = prepare_chat(lease, messages_json, options_json, tools_json, pcm_buffer, pcm_buffer_size);
         const std::optional<HandoffConfig> cloud = api::handoff_config(request.options);
         api::CloudOutcome forced;
         if (cloud && api::handoff_forced(request.options)) {  // the endpoint first, the local model if it fails
@@ -273,12 +337,12 @@ int cactus_prefill(cactus_model_t model, const char* messages_json, char* respon
                    size_t pcm_buffer_size) {
     int rc = guarded("cactus_prefill", [&]() -> int {
         check_buffer(response_buffer, buffer_size);
-        check_no_audio(pcm_buffer, pcm_buffer_size);
         Lease lease(model);
         Engine& engine = lease.engine();
-        ChatRequest request = prepare_chat(lease, messages_json, options_json, tools_json);
-        CompletionMetrics m = request.images.empty() ? engine.prefill(engine.tokenize_prompt(request.prompt))
-                                                     : engine.prefill_with_images(request.prompt, request.images);
+        ChatRequest request = prepare_chat(lease, messages_json, options_json, tools_json, pcm_buffer, pcm_buffer_size);
+        CompletionMetrics m = request.images.empty() && request.audio.empty()
+                                  ? engine.prefill(engine.tokenize_prompt(request.prompt))
+                                  : engine.prefill_with_media(request.prompt, request.images, request.audio);
         if (m.cancelled) {
             fail("stopped by cactus_stop after %zu of %zu prompt tokens", m.prefill_tokens, m.prompt_tokens);
         }

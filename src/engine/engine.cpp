@@ -13,6 +13,7 @@
 #include "engine/text_stream.h"
 #include "gguf/gguf.h"
 #include "models/model.h"
+#include "models/audio/gemma4_audio.h"
 #include "models/vision/vision_encoder.h"
 #include "sampling/grammar.h"
 #include "tokenizer/tokenizer.h"
@@ -74,7 +75,7 @@ std::string joined_text_parts(const nlohmann::ordered_json& parts) {
 }
 
 // The messages as the template takes them: each message's "images" become kImageMarker text before
-// its content; `typed`: contents as arrays of parts (templates that render only those); `join`:
+// its content, then its "audio" kAudioMarker text; `typed`: contents as arrays of parts (templates that render only those); `join`:
 // content arrays joined into one string (templates that cannot render arrays).
 nlohmann::ordered_json with_image_markers(const nlohmann::ordered_json& messages, bool typed, bool join) {
     using json = nlohmann::ordered_json;
@@ -84,7 +85,10 @@ nlohmann::ordered_json with_image_markers(const nlohmann::ordered_json& messages
         std::string markers;
         if (m.contains("images") && m["images"].is_array())
             for (size_t i = 0; i < m["images"].size(); ++i) markers += kImageMarker;
+        if (m.contains("audio") && m["audio"].is_array())
+            for (size_t i = 0; i < m["audio"].size(); ++i) markers += kAudioMarker;
         m.erase("images");
+        m.erase("audio");
         json& content = m["content"];
         if (typed) {
             if (content.is_string()) content = json::array({json{{"type", "text"}, {"text", content}}});
@@ -163,7 +167,7 @@ std::unique_ptr<Engine> Engine::load(const std::string& model_path, const Engine
     engine->content_parts_ = template_needs_parts(*engine->template_);
     engine->join_parts_ = !template_renders_parts(*engine->template_);
     engine->shown_special_ = marker_tokens(*engine->tokenizer_, *engine->format_);
-    if (!options.mmproj_path.empty()) engine->load_vision(options.mmproj_path, options.n_threads);
+    if (!options.mmproj_path.empty()) engine->load_mmproj(options.mmproj_path, options.n_threads);
     engine->set_speculative(options.spec);
     return engine;
 }

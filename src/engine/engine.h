@@ -21,9 +21,12 @@ namespace cactus {
 class GgufFile;
 class Model;
 class VisionEncoder;
+class AudioEncoder;
 struct MediaPrompt;
+struct EncodedMedia;  // an image's or audio clip's layout (engine/encoded_media.h)
 class Tokenizer;
 class ChatTemplate;
+class MarkerVocab;
 class ToolFormat;
 class StreamingDetokenizer;
 class GrammarVocab;
@@ -38,7 +41,7 @@ struct EngineOptions {
     size_t n_seq = 1;           // sequences the model holds (each its own cache); the session uses 0
     std::string device;         // "cpu", "cuda", "cuda:N"; empty = $CACTUS_DEVICE, else "cpu"
     int gpu_timeout_ms = 0;     // 0 = $CACTUS_GPU_TIMEOUT_MS, else 30000
-    std::string mmproj_path;    // vision projector GGUF (llama.cpp's --mmproj); empty = text only
+    std::string mmproj_path;    // projector GGUF (llama.cpp's --mmproj): vision and/or audio tower; empty = text only
     KvRequest kv;               // KV storage type and compaction; unset fields take the defaults
     std::string chat_template;  // Jinja source replacing the GGUF's template (llama.cpp's --chat-template)
     SpecOptions spec;           // speculative decoding (off by default); see set_speculative()
@@ -46,14 +49,32 @@ struct EngineOptions {
 
 // The text that stands for one image in a rendered prompt (llama.cpp's libmtmd uses the same).
 constexpr const char* kImageMarker = "<__media__>";
+// The text that stands for one audio clip in a rendered prompt.
+constexpr const char* kAudioMarker = "<__audio__>";
 // The prompt text split at kImageMarker: one piece more than it holds markers.
 std::vector<std::string> split_at_markers(const std::string& text);
+
+// The prompt text split at both markers, in order: pieces[i] precedes markers[i] (kinds), and
+// pieces holds one more entry than markers.
+struct MediaSplit {
+    enum class Kind { image, audio };
+    std::vector<std::string> pieces;
+    std::vector<Kind> markers;
+};
+MediaSplit split_at_media_markers(const std::string& text);
 
 // An image of a request, still encoded: its bytes identify it for prefix reuse; `name` (the
 // path, or "<bytes>") appears in every decoding error.
 struct ImageInput {
     std::string name;
     std::vector<uint8_t> bytes;
+};
+
+// An audio clip of a request: 16 kHz mono samples in [-1, 1]; its samples identify it for prefix
+// reuse; `name` (the path, or "pcm_buffer") appears in every error.
+struct AudioInput {
+    std::string name;
+    std::vector<float> samples;
 };
 
 // Per-request settings of the context and KV cache (C API options of ours). A request whose values
@@ -117,6 +138,8 @@ using TokenCallback = std::function<void(const std::string& piece, int32_t token
 
 // The "images" paths of the messages, in order (messages as the C API takes them).
 std::vector<std::string> message_images(const nlohmann::ordered_json& messages);
+// The "audio" paths of the messages, in order.
+std::vector<std::string> message_audio(const nlohmann::ordered_json& messages);
 
 class Engine {
 public:
@@ -131,7 +154,8 @@ public:
     const GgufFile& file() const { return *file_; }
 
     // Renders the conversation with the model's chat template (or a built-in one for its family).
-    // Each path of a message's "images" becomes a kImageMarker before the message's text. The
+    // Each path of a message's "images" becomes a kImageMarker before the message's text, then
+    // each of its "audio" a kAudioMarker. The
     // family's ToolFormat prepares the messages (prepare_messages) and finishes the prompt
     // where its template leaves it unable to generate (finish_prompt).
     std::string render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
@@ -185,6 +209,22 @@ public:
     // say that the model has no vision projector.
     std::vector<ImageInput> read_images(const std::vector<std::string>& paths) const;
 
+    // Audio (src/engine/engine_audio.cpp): the audio tower of the mmproj (Gemma 4). The prompt
+    // text holds one kAudioMarker per clip and one kImageMarker per image, in order; a clip is
+    // identified by its samples for prefix reuse, like an image by its bytes.
+    bool has_audio() const { return audio_ != nullptr; }
+    AudioEncoder* audio() const { return audio_.get(); }
+    CompletionResult complete_with_media(const std::string& prompt_text, const std::vector<ImageInput>& images,
+                                         const std::vector<AudioInput>& audio, const GenerationOptions& options,
+                                         const TokenCallback& on_token);
+    CompletionMetrics prefill_with_media(const std::string& prompt_text, const std::vector<ImageInput>& images,
+                                         const std::vector<AudioInput>& audio);
+    // Reads WAV files (any rate and channel count: mono 16 kHz after), at most the tower's 30 s
+    // each; errors name the file, or say that the model has no audio tower.
+    std::vector<AudioInput> read_audio(const std::vector<std::string>& paths) const;
+    // Checks a clip for the tower (not empty, at most 30 s); throws naming it.
+    void check_audio(const AudioInput& clip) const;
+
     // Applies context options (see EngineContextOptions); returns true when the cache was rebuilt.
     bool configure_context(const EngineContextOptions& options);
     // Fills the cache with the prompt without generating; returns metrics like complete().
@@ -229,7 +269,6 @@ private:
         std::vector<uint64_t> keys;               // empty = all text
         std::shared_ptr<const MediaPrompt> rows;  // null = all text
     };
-    struct EncodedImage;  // an image's layout (tokens and rows), kept for the next call
 
     Engine() = default;
     size_t reuse_prefix(const Prompt& prompt);
@@ -238,8 +277,15 @@ private:
     CompletionResult complete_prompt(const Prompt& prompt, const GenerationOptions& options,
                                      const TokenCallback& on_token);
     CompletionMetrics prefill_prompt(const Prompt& prompt);
+    void load_mmproj(const std::string& mmproj_path, int n_threads);
     void load_vision(const std::string& mmproj_path, int n_threads);
-    Prompt media_prompt(const std::string& prompt_text, const std::vector<ImageInput>& images);
+    void load_audio(const std::string& mmproj_path, int n_threads);
+    Prompt media_prompt(const std::string& prompt_text, const std::vector<ImageInput>& images,
+                        const std::vector<AudioInput>& audio = {});
+    std::shared_ptr<const EncodedMedia> encode_image(const ImageInput& input, const MarkerVocab& vocab,
+                                                     const std::vector<std::shared_ptr<const EncodedMedia>>& fresh);
+    std::shared_ptr<const EncodedMedia> encode_audio(const AudioInput& input, const MarkerVocab& vocab,
+                                                     const std::vector<std::shared_ptr<const EncodedMedia>>& fresh);
 
     void check_prompt(const Prompt& prompt) const;
 
@@ -261,7 +307,8 @@ private:
     std::vector<uint64_t> cached_keys_;  // beside cached_ids_: 0 for text, the row's key for image rows
     std::unique_ptr<GgufFile> mmproj_file_;
     std::unique_ptr<VisionEncoder> vision_;
-    std::vector<std::shared_ptr<const EncodedImage>> encoded_;  // the images of the last call
+    std::unique_ptr<AudioEncoder> audio_;
+    std::vector<std::shared_ptr<const EncodedMedia>> encoded_;  // the images and clips of the last call
     bool stopped() const { return stop_epoch_.load(std::memory_order_relaxed) != call_epoch_; }
     void take_call_epoch();
     // Runs the prompt suffix through the model in prefill chunks, checking for a stop before

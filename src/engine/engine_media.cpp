@@ -1,6 +1,7 @@
-// The engine's image path: the vision projector (mmproj GGUF) next to the text model, prompts whose
-// text holds one kImageMarker per image, and the image rows in the session's cache (identified by
-// their image's bytes, so a later turn with the same image reuses them like text).
+// The engine's media path: the mmproj GGUF next to the text model (a vision and/or an audio tower),
+// prompts whose text holds one kImageMarker per image and one kAudioMarker per clip, and their rows
+// in the session's cache (identified by the image's bytes or the clip's samples, so a later turn
+// with the same input reuses them like text). The audio tower itself: engine_audio.cpp.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include "core/sha256.h"
 #include "engine/embedding.h"
 #include "engine/engine.h"
+#include "engine/encoded_media.h"
 #include "engine/media/media_prompt.h"
 #include "gguf/gguf.h"
 #include "media/image.h"
@@ -18,22 +20,45 @@
 
 namespace cactus {
 
-// One image's part of a prompt: marker token ids and image rows (ids < 0) with their embeddings.
-struct Engine::EncodedImage {
-    std::string digest;  // SHA-256 of the encoded bytes, hex
-    uint64_t key = 0;    // the digest's first 64 bits
-    MediaPrompt layout;  // tokens [n]; embd [n, n_embd]
-};
-
 namespace {
 
-// The key of row `row` of an image: never 0 (the key of text tokens).
-uint64_t row_key(uint64_t image_key, size_t row) {
-    const uint64_t k = image_key ^ ((uint64_t(row) + 1) * 0x9E3779B97F4A7C15ull);
+// The key of row `row` of an image or clip: never 0 (the key of text tokens).
+uint64_t row_key(uint64_t media_key, size_t row) {
+    const uint64_t k = media_key ^ ((uint64_t(row) + 1) * 0x9E3779B97F4A7C15ull);
     return k == 0 ? 1 : k;
 }
 
 }  // namespace
+
+uint64_t digest_key(const std::string& digest) { return std::stoull(digest.substr(digest.size() - 16), nullptr, 16); }
+
+std::shared_ptr<const EncodedMedia> find_encoded(const std::string& digest,
+                                                 const std::vector<std::shared_ptr<const EncodedMedia>>& fresh,
+                                                 const std::vector<std::shared_ptr<const EncodedMedia>>& previous) {
+    for (const auto* list : {&fresh, &previous})
+        for (const auto& e : *list)
+            if (e->digest == digest) return e;
+    return nullptr;
+}
+
+void append_encoded(const EncodedMedia& e, MediaPrompt* rows, std::vector<uint64_t>* keys) {
+    const size_t n_embd = rows->n_embd;
+    size_t row = 0;
+    for (size_t t = 0; t < e.layout.tokens.size();) {
+        const int32_t id = e.layout.tokens[t];
+        if (id >= 0) {
+            rows->push_token(id);
+            keys->push_back(0);
+            ++t;
+            continue;
+        }
+        const auto span = e.layout.span_of(t);  // a run of rows copied as one (bidirectional spans stay whole)
+        const size_t count = span.second - span.first;
+        rows->push_rows(e.layout.embd.data() + t * n_embd, count, e.layout.group[t] >= 0);
+        for (size_t r = 0; r < count; ++r) keys->push_back(row_key(e.key, row++));
+        t += count;
+    }
+}
 
 std::vector<std::string> split_at_markers(const std::string& text) {
     std::vector<std::string> pieces;
@@ -47,17 +72,46 @@ std::vector<std::string> split_at_markers(const std::string& text) {
     return pieces;
 }
 
-std::vector<std::string> message_images(const nlohmann::ordered_json& messages) {
+MediaSplit split_at_media_markers(const std::string& text) {
+    MediaSplit split;
+    const size_t image_len = std::strlen(kImageMarker), audio_len = std::strlen(kAudioMarker);
+    size_t from = 0;
+    for (;;) {
+        const size_t image_at = text.find(kImageMarker, from), audio_at = text.find(kAudioMarker, from);
+        const size_t at = std::min(image_at, audio_at);
+        if (at == std::string::npos) break;
+        split.pieces.push_back(text.substr(from, at - from));
+        const bool image = at == image_at;
+        split.markers.push_back(image ? MediaSplit::Kind::image : MediaSplit::Kind::audio);
+        from = at + (image ? image_len : audio_len);
+    }
+    split.pieces.push_back(text.substr(from));
+    return split;
+}
+
+namespace {
+
+std::vector<std::string> message_paths(const nlohmann::ordered_json& messages, const char* key) {
     std::vector<std::string> paths;
     for (const auto& m : messages) {
-        if (!m.is_object() || !m.contains("images")) continue;
-        if (!m["images"].is_array()) fail("'images' must be an array of paths");
-        for (const auto& p : m["images"]) {
-            if (!p.is_string()) fail("'images' must be an array of paths");
+        if (!m.is_object() || !m.contains(key)) continue;
+        if (!m[key].is_array()) fail("'%s' must be an array of paths", key);
+        for (const auto& p : m[key]) {
+            if (!p.is_string()) fail("'%s' must be an array of paths", key);
             paths.push_back(p.get<std::string>());
         }
     }
     return paths;
+}
+
+}  // namespace
+
+std::vector<std::string> message_images(const nlohmann::ordered_json& messages) {
+    return message_paths(messages, "images");
+}
+
+std::vector<std::string> message_audio(const nlohmann::ordered_json& messages) {
+    return message_paths(messages, "audio");
 }
 
 std::vector<ImageInput> Engine::read_images(const std::vector<std::string>& paths) const {
@@ -72,8 +126,17 @@ std::vector<ImageInput> Engine::read_images(const std::vector<std::string>& path
     return images;
 }
 
-void Engine::load_vision(const std::string& mmproj_path, int n_threads) {
+void Engine::load_mmproj(const std::string& mmproj_path, int n_threads) {
     mmproj_file_ = GgufFile::open(mmproj_path);
+    // An mmproj holds a vision tower, an audio tower or both (clip.has_*_encoder, as the converter writes).
+    const bool vision = mmproj_file_->get_bool("clip.has_vision_encoder", false);
+    const bool audio = mmproj_file_->get_bool("clip.has_audio_encoder", false);
+    if (vision) load_vision(mmproj_path, n_threads);
+    if (audio) load_audio(mmproj_path, n_threads);
+    if (!vision && !audio) fail("mmproj '%s' holds neither a vision nor an audio tower", mmproj_path.c_str());
+}
+
+void Engine::load_vision(const std::string& mmproj_path, int n_threads) {
     BackendOptions options;  // the encoder runs on the CPU (its ops are CPU-only so far)
     options.n_threads = n_threads;
     vision_ = std::make_unique<VisionEncoder>(*mmproj_file_, options);
@@ -110,67 +173,56 @@ size_t Engine::media_span_rows() const {
     return vision_->tokens(square);
 }
 
-Engine::Prompt Engine::media_prompt(const std::string& prompt_text, const std::vector<ImageInput>& images) {
-    const std::vector<std::string> pieces = split_at_markers(prompt_text);
-    if (pieces.size() != images.size() + 1)
-        fail("the prompt holds %zu image markers (%s) for %zu images", pieces.size() - 1, kImageMarker, images.size());
+std::shared_ptr<const EncodedMedia> Engine::encode_image(
+    const ImageInput& input, const MarkerVocab& vocab, const std::vector<std::shared_ptr<const EncodedMedia>>& fresh) {
+    if (!vision_) fail("this model has no vision projector (mmproj): it takes no images");
+    Sha256 sha;
+    sha.update(input.bytes.data(), input.bytes.size());
+    const std::string digest = "image:" + sha.hex_digest();
+    if (auto found = find_encoded(digest, fresh, encoded_)) return found;
+    auto e = std::make_shared<EncodedMedia>();
+    e->digest = digest;
+    e->key = digest_key(digest);
+    e->layout.n_embd = model_->info().n_embd;
+    append_image(&e->layout, decode_image(input.bytes.data(), input.bytes.size(), input.name), *vision_, vocab);
+    return e;
+}
+
+Engine::Prompt Engine::media_prompt(const std::string& prompt_text, const std::vector<ImageInput>& images,
+                                    const std::vector<AudioInput>& audio) {
+    const MediaSplit split = split_at_media_markers(prompt_text);
+    const size_t n_images = size_t(std::count(split.markers.begin(), split.markers.end(), MediaSplit::Kind::image));
+    const size_t n_audio = split.markers.size() - n_images;
+    if (n_images != images.size())
+        fail("the prompt holds %zu image markers (%s) for %zu images", n_images, kImageMarker, images.size());
+    if (n_audio != audio.size())
+        fail("the prompt holds %zu audio markers (%s) for %zu audio clips", n_audio, kAudioMarker, audio.size());
     Prompt p;
-    if (images.empty()) {
+    if (split.markers.empty()) {
         p.ids = tokenize_prompt(prompt_text);
         return p;
     }
-    if (!vision_) fail("this model has no vision projector (mmproj): it takes no images");
-    // Encode each image once per call; images of the previous call are kept encoded.
-    std::vector<std::shared_ptr<const EncodedImage>> encoded;
+    // Encode each input once per call; those of the previous call are kept encoded.
+    std::vector<std::shared_ptr<const EncodedMedia>> encoded;
     const MarkerVocab vocab(*tokenizer_);
-    for (const ImageInput& input : images) {
-        Sha256 sha;
-        sha.update(input.bytes.data(), input.bytes.size());
-        const std::string digest = sha.hex_digest();
-        std::shared_ptr<const EncodedImage> found;
-        for (const auto* list : {&encoded, &encoded_})
-            for (const auto& e : *list)
-                if (!found && e->digest == digest) found = e;
-        if (!found) {
-            auto e = std::make_shared<EncodedImage>();
-            e->digest = digest;
-            e->key = std::stoull(digest.substr(0, 16), nullptr, 16);
-            e->layout.n_embd = model_->info().n_embd;
-            append_image(&e->layout, decode_image(input.bytes.data(), input.bytes.size(), input.name), *vision_, vocab);
-            found = e;
-        }
-        encoded.push_back(found);
-    }
+    size_t next_image = 0, next_audio = 0;
+    for (MediaSplit::Kind kind : split.markers)
+        encoded.push_back(kind == MediaSplit::Kind::image ? encode_image(images[next_image++], vocab, encoded)
+                                                          : encode_audio(audio[next_audio++], vocab, encoded));
     encoded_ = encoded;
-    // Text pieces tokenized apart (BOS rules on the first only), image layouts between them.
+    // Text pieces tokenized apart (BOS rules on the first only), media layouts between them.
     auto rows = std::make_shared<MediaPrompt>();
     rows->n_embd = model_->info().n_embd;
-    for (size_t i = 0; i < pieces.size(); ++i) {
+    for (size_t i = 0; i < split.pieces.size(); ++i) {
         const std::vector<int32_t> ids =
-            i == 0 ? tokenize_prompt(pieces[i])
-                   : tokenizer_->encode(pieces[i], /*add_special=*/false, /*parse_special=*/true);
+            i == 0 ? tokenize_prompt(split.pieces[i])
+                   : tokenizer_->encode(split.pieces[i], /*add_special=*/false, /*parse_special=*/true);
         for (int32_t id : ids) {
             rows->push_token(id);
             p.keys.push_back(0);
         }
-        if (i == images.size()) break;
-        const EncodedImage& e = *encoded[i];
-        const size_t n_embd = rows->n_embd;
-        size_t row = 0;
-        for (size_t t = 0; t < e.layout.tokens.size();) {
-            const int32_t id = e.layout.tokens[t];
-            if (id >= 0) {
-                rows->push_token(id);
-                p.keys.push_back(0);
-                ++t;
-                continue;
-            }
-            const auto span = e.layout.span_of(t);  // a run of rows copied as one (bidirectional spans stay whole)
-            const size_t count = span.second - span.first;
-            rows->push_rows(e.layout.embd.data() + t * n_embd, count, e.layout.group[t] >= 0);
-            for (size_t r = 0; r < count; ++r) p.keys.push_back(row_key(e.key, row++));
-            t += count;
-        }
+        if (i == encoded.size()) break;
+        append_encoded(*encoded[i], rows.get(), &p.keys);
     }
     p.ids = rows->tokens;
     p.rows = rows;
@@ -188,7 +240,7 @@ void Engine::forward_rows(const MediaPrompt& rows, const uint64_t* keys, size_t 
 
 namespace {
 
-// Counts the time spent decoding and encoding images into the call's time to first token.
+// Counts the time spent decoding and encoding images and audio into the call's time to first token.
 void add_image_time(CompletionMetrics* m, std::chrono::steady_clock::time_point start,
                     std::chrono::steady_clock::time_point encoded) {
     const double ms = std::chrono::duration<double, std::milli>(encoded - start).count();
@@ -202,17 +254,28 @@ void add_image_time(CompletionMetrics* m, std::chrono::steady_clock::time_point 
 
 CompletionResult Engine::complete_with_images(const std::string& prompt_text, const std::vector<ImageInput>& images,
                                               const GenerationOptions& options, const TokenCallback& on_token) {
+    return complete_with_media(prompt_text, images, {}, options, on_token);
+}
+
+CompletionMetrics Engine::prefill_with_images(const std::string& prompt_text, const std::vector<ImageInput>& images) {
+    return prefill_with_media(prompt_text, images, {});
+}
+
+CompletionResult Engine::complete_with_media(const std::string& prompt_text, const std::vector<ImageInput>& images,
+                                             const std::vector<AudioInput>& audio, const GenerationOptions& options,
+                                             const TokenCallback& on_token) {
     const auto start = std::chrono::steady_clock::now();
-    const Prompt prompt = media_prompt(prompt_text, images);
+    const Prompt prompt = media_prompt(prompt_text, images, audio);
     const auto encoded = std::chrono::steady_clock::now();
     CompletionResult result = complete_prompt(prompt, options, on_token);
     add_image_time(&result.metrics, start, encoded);
     return result;
 }
 
-CompletionMetrics Engine::prefill_with_images(const std::string& prompt_text, const std::vector<ImageInput>& images) {
+CompletionMetrics Engine::prefill_with_media(const std::string& prompt_text, const std::vector<ImageInput>& images,
+                                             const std::vector<AudioInput>& audio) {
     const auto start = std::chrono::steady_clock::now();
-    const Prompt prompt = media_prompt(prompt_text, images);
+    const Prompt prompt = media_prompt(prompt_text, images, audio);
     const auto encoded = std::chrono::steady_clock::now();
     CompletionMetrics m = prefill_prompt(prompt);
     add_image_time(&m, start, encoded);

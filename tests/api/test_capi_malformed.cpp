@@ -59,6 +59,10 @@ std::vector<BadRequest> corpus() {
         {"image path not string", R"([{"role":"user","content":"x","images":[7]}])", "", "", "images"},
         {"image on a text model", R"([{"role":"user","content":"x","images":["/tmp/a.png"]}])", "", "",
          "no vision projector"},
+        {"audio not array", R"([{"role":"user","content":"x","audio":"a.wav"}])", "", "", "audio"},
+        {"audio path not string", R"([{"role":"user","content":"x","audio":[7]}])", "", "", "audio"},
+        {"audio on a text model", R"([{"role":"user","content":"x","audio":["/tmp/a.wav"]}])", "", "",
+         "no audio encoder"},
         {"image_url remote",
          R"([{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/a.png"}}]}])", "", "",
          "only local paths"},
@@ -148,6 +152,12 @@ TEST(CApiMalformed, NullArgumentsAreErrors) {
     EXPECT_EQ(cactus_complete(model, kUser.c_str(), nullptr, 100, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
     EXPECT_EQ(cactus_complete(model, kUser.c_str(), buffer, 0, nullptr, nullptr, nullptr, nullptr, nullptr, 0), -1);
     EXPECT_EQ(cactus_render_prompt(model, kUser.c_str(), nullptr, nullptr, nullptr, 10), -1);
+    const uint8_t pcm[4] = {0, 0, 0, 0};  // a text model keeps refusing pcm_buffer
+    EXPECT_EQ(cactus_complete(model, kUser.c_str(), buffer, sizeof buffer, nullptr, nullptr, nullptr, nullptr, pcm, 4),
+              -1);
+    EXPECT_NE(std::string(cactus_get_last_error()).find("this model has no audio encoder"), std::string::npos);
+    EXPECT_EQ(cactus_prefill(model, kUser.c_str(), buffer, sizeof buffer, nullptr, nullptr, nullptr, 4), -1);
+    EXPECT_NE(std::string(cactus_get_last_error()).find("no audio encoder"), std::string::npos);
     size_t n = 0;
     EXPECT_EQ(cactus_tokenize(model, nullptr, nullptr, 0, &n), -1);
     EXPECT_EQ(cactus_tokenize(model, "x", nullptr, 0, nullptr), -1);

@@ -1,6 +1,9 @@
-// libFuzzer target over cactus_complete's JSON inputs (messages, options, tools) on a real model.
-// The input is split at 0xFF bytes into messages_json, options_json and tools_json. Options that
-// parse are clamped to a couple of tokens so each run stays short; everything else is passed as is.
+// libFuzzer target over cactus_complete's inputs (messages, options, tools, pcm_buffer) on a real model.
+// The input is split at 0xFF bytes into messages_json, options_json and tools_json; the bytes after a
+// third 0xFF (if any) are the pcm_buffer, as they are (odd counts too). Options that parse are
+// clamped to a couple of tokens so each run stays short; everything else is passed as is.
+// $CACTUS_FUZZ_MODEL may name a model folder with an audio tower (Gemma 4 + mmproj) so that the
+// pcm_buffer and "audio" paths reach the audio encoder; on a text model they end in its error.
 // Invariant checked: no crash, no sanitizer report, a response that is valid JSON, and the handle
 // still completes a normal request at the end of every run.
 #include <cstdint>
@@ -42,10 +45,17 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<std::string> parts(3);
+    std::vector<uint8_t> pcm;
+    bool has_pcm = false;
     size_t part = 0;
     for (size_t i = 0; i < size; ++i) {
-        if (data[i] == 0xFF && part < 2) {
-            ++part;
+        if (has_pcm) {
+            pcm.push_back(data[i]);
+            continue;
+        }
+        if (data[i] == 0xFF) {
+            has_pcm = part == 2;
+            part += part < 2 ? 1 : 0;
             continue;
         }
         if (data[i] != 0) parts[part].push_back(static_cast<char>(data[i]));
@@ -55,7 +65,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     static char prompt[1 << 16];
     cactus_render_prompt(g_model, parts[0].c_str(), options.c_str(), parts[2].c_str(), prompt, sizeof prompt);
     int rc = cactus_complete(g_model, parts[0].c_str(), buffer, sizeof buffer, options.c_str(), parts[2].c_str(),
-                             nullptr, nullptr, nullptr, 0);
+                             nullptr, nullptr, has_pcm ? pcm.data() : nullptr, pcm.size());
     if (rc != CACTUS_BUFFER_TOO_SMALL) {
         auto response = nlohmann::json::parse(buffer, nullptr, false);
         if (response.is_discarded()) std::abort();  // every response must be valid JSON

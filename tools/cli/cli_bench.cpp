@@ -566,8 +566,8 @@ void register_bench(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::Range(size_t{1}, kMaxBeamSize));
     bench->add_option("--mmproj", args->mmproj,
-                      "Vision projector .gguf: measure image encode ms (decode + preprocess + encoder + projector), "
-                      "tokens per image, image prefill and TTFT instead");
+                      "Projector .gguf: measure image and audio encode ms (the towers it holds), tokens per image "
+                      "and per 10 s clip, their prefill and TTFT instead");
     bench->add_option("--image", args->image,
                       "Image for --mmproj (default: a generated 640x480 image; with --image alone the mmproj is "
                       "$CACTUS_MMPROJ or the one beside the model, else the vision test is skipped)");

@@ -9,8 +9,8 @@
 //   prefill: from an empty cache, kImageMarker + a short text; the image's rows are already encoded
 //            (the engine keeps the last call's images), so this is the prefill of its rows alone.
 //   ttft:    encode + prefill of the same repetition.
-#include <algorithm>
-#include <chrono>
+// The audio tower's numbers follow (cli_bench_audio.cpp); an mmproj without a vision or an audio
+// tower gets that section marked skipped.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/backend.h"
+#include "cli_bench_media.h"
 #include "cli_common.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -33,29 +34,7 @@ namespace cactus::cli {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using Json = nlohmann::ordered_json;
-
-double ms_since(Clock::time_point start) {
-    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-struct Stats {
-    double median = 0.0, min = 0.0, max = 0.0;
-};
-
-Stats stats_of(std::vector<double> v) {
-    Stats s;
-    if (v.empty()) return s;
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    s.median = n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    s.min = v.front();
-    s.max = v.back();
-    return s;
-}
-
-Json stats_json(const Stats& s) { return Json{{"median", s.median}, {"min", s.min}, {"max", s.max}}; }
 
 void put_le(std::vector<uint8_t>* out, uint32_t v, int bytes) {
     for (int i = 0; i < bytes; ++i) out->push_back(uint8_t(v >> (8 * i)));
@@ -91,7 +70,7 @@ std::vector<uint8_t> generated_bmp(uint32_t width, uint32_t height) {
 
 struct VisionResult {
     int threads = 0;
-    Stats encode_ms, prefill_ms, ttft_ms;
+    BenchStats encode_ms, prefill_ms, ttft_ms;
     size_t image_tokens = 0;   // rows of image embeddings per image
     size_t layout_tokens = 0;  // the image's whole layout: rows plus marker tokens
     size_t prompt_tokens = 0;  // the prefill test's prompt
@@ -100,12 +79,12 @@ struct VisionResult {
 // Seconds of one encode: the bytes decoded, then the family's layout built (tiles, encoder, projector).
 double time_encode(const ImageInput& image, VisionEncoder& encoder, const MarkerVocab& vocab, size_t n_embd,
                    MediaPrompt* layout) {
-    const Clock::time_point start = Clock::now();
+    const BenchClock::time_point start = BenchClock::now();
     const Image img = decode_image(image.bytes.data(), image.bytes.size(), image.name);
     *layout = MediaPrompt();
     layout->n_embd = n_embd;
     append_image(layout, img, encoder, vocab);
-    return ms_since(start);
+    return bench_ms_since(start);
 }
 
 VisionResult bench_vision_threads(const std::string& model_path, const std::string& mmproj_path,
@@ -141,9 +120,9 @@ VisionResult bench_vision_threads(const std::string& model_path, const std::stri
     }
     for (int32_t id : layout.tokens) r.image_tokens += id < 0 ? 1 : 0;
     r.layout_tokens = layout.tokens.size();
-    r.encode_ms = stats_of(encode);
-    r.prefill_ms = stats_of(prefill);
-    r.ttft_ms = stats_of(ttft);
+    r.encode_ms = bench_stats(encode);
+    r.prefill_ms = bench_stats(prefill);
+    r.ttft_ms = bench_stats(ttft);
     return r;
 }
 
@@ -151,12 +130,12 @@ Json result_json(const VisionResult& r) {
     return Json{{"threads", r.threads},
                 {"image_tokens", r.image_tokens},
                 {"layout_tokens", r.layout_tokens},
-                {"encode_ms", stats_json(r.encode_ms)},
+                {"encode_ms", bench_stats_json(r.encode_ms)},
                 {"prefill",
                  {{"prompt_tokens", r.prompt_tokens},
-                  {"ms", stats_json(r.prefill_ms)},
+                  {"ms", bench_stats_json(r.prefill_ms)},
                   {"tokens_per_second", r.prefill_ms.median > 0 ? 1e3 * r.prompt_tokens / r.prefill_ms.median : 0.0}}},
-                {"ttft_ms", stats_json(r.ttft_ms)}};
+                {"ttft_ms", bench_stats_json(r.ttft_ms)}};
 }
 
 void print_results(const std::string& model, const std::string& mmproj, const std::string& image_name,
@@ -190,6 +169,23 @@ int run_vision_bench(const std::string& model, const std::string& mmproj, const 
             std::printf("vision bench skipped: %s\n", why);
         return 0;
     }
+    std::vector<int> counts;
+    for (int t : threads.empty() ? std::vector<int>{0} : threads)
+        counts.push_back(t > 0 ? t : ThreadPool::default_threads());
+    if (!mmproj_path_has_vision(mmproj_path)) {
+        const char* why = "the mmproj has no vision tower";
+        if (!json) std::printf("vision bench skipped: %s\n", why);
+        const Json audio = run_audio_bench(model_path, mmproj_path, counts, reps, json);
+        if (json)
+            std::printf("%s\n", Json{{"engine", "cactus"},
+                                     {"model", model_path},
+                                     {"mmproj", mmproj_path},
+                                     {"vision", {{"skipped", why}}},
+                                     {"audio", audio}}
+                                    .dump(2)
+                                    .c_str());
+        return 0;
+    }
     ImageInput image;
     if (image_path.empty()) {
         image.name = "<generated 640x480 BMP>";
@@ -199,15 +195,13 @@ int run_vision_bench(const std::string& model, const std::string& mmproj, const 
         image.bytes = read_image_file(image_path);
     }
     std::vector<VisionResult> results;
-    std::vector<int> counts = threads;
-    if (counts.empty()) counts.push_back(0);
-    for (int t : counts) {
-        const int n = t > 0 ? t : ThreadPool::default_threads();
+    for (int n : counts) {
         if (!json) std::fprintf(stderr, "bench: vision, %d thread(s)...\n", n);
         results.push_back(bench_vision_threads(model_path, mmproj_path, image, n, reps));
     }
     if (!json) {
         print_results(model_path, mmproj_path, image.name, results, reps);
+        run_audio_bench(model_path, mmproj_path, counts, reps, json);
         return 0;
     }
     Json out = Json::array();
@@ -219,7 +213,8 @@ int run_vision_bench(const std::string& model, const std::string& mmproj, const 
                    {"image_bytes", image.bytes.size()},
                    {"reps", reps},
                    {"warmup", 1},
-                   {"vision", {{"results", out}}}};
+                   {"vision", {{"results", out}}},
+                   {"audio", run_audio_bench(model_path, mmproj_path, counts, reps, json)}};
     std::printf("%s\n", doc.dump(2).c_str());
     return 0;
 }

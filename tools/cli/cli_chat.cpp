@@ -18,12 +18,13 @@ struct ChatArgs {
     SpecArgs spec;
     std::string system = "You are a helpful assistant.";
     std::vector<std::string> images;  // for the first message
+    std::vector<std::string> audio;   // for the first message
     bool show_metrics = false;
 };
 
 void print_help() {
     std::fprintf(stderr,
-                 "Type a message and press Enter. Commands: /image PATH (attach to the next message), "
+                 "Type a message and press Enter. Commands: /image PATH, /audio WAV (attach to the next message), "
                  "/reset (new conversation), /exit.\n");
 }
 
@@ -38,7 +39,8 @@ int chat_command(const ChatArgs& args) {
     std::unique_ptr<Engine> engine = load_engine(args.model, spec);
     GenerationOptions options = generation_options(args.sampling);
     nlohmann::ordered_json messages = initial_messages(args.system);
-    std::vector<std::string> pending = args.images;  // images for the next message
+    std::vector<std::string> pending = args.images;       // images for the next message
+    std::vector<std::string> pending_audio = args.audio;  // clips for the next message
     print_help();
     std::string line;
     for (;;) {
@@ -57,8 +59,14 @@ int chat_command(const ChatArgs& args) {
             std::fprintf(stderr, "(%zu image(s) for the next message)\n", pending.size());
             continue;
         }
+        if (line.rfind("/audio ", 0) == 0) {
+            pending_audio.push_back(line.substr(7));
+            std::fprintf(stderr, "(%zu audio clip(s) for the next message)\n", pending_audio.size());
+            continue;
+        }
         nlohmann::ordered_json user = {{"role", "user"}, {"content", line}};
         if (!pending.empty()) user["images"] = pending;
+        if (!pending_audio.empty()) user["audio"] = pending_audio;
         messages.push_back(user);
         try {
             std::string prompt = engine->render_chat(messages, nlohmann::ordered_json(), true);
@@ -68,13 +76,15 @@ int chat_command(const ChatArgs& args) {
                     std::fflush(stdout);
                 });
             pending.clear();
+            pending_audio.clear();
             std::fputc('\n', stdout);
             std::fflush(stdout);
             messages.push_back({{"role", "assistant"}, {"content", r.text}});
             if (args.show_metrics) print_metrics(r.metrics, spec.type != SpecType::off);
         } catch (const Error& e) {
             messages.erase(messages.end() - 1);
-            pending.clear();  // a bad image is not retried with the next message
+            pending.clear();  // a bad image or clip is not retried with the next message
+            pending_audio.clear();
             std::fprintf(stderr, "error: %s\n", e.what());
         }
     }
@@ -92,6 +102,8 @@ void register_chat(CLI::App& app) {
     chat->add_option("--system", args->system, "The system message (\"\" = none: the template's default)")
         ->capture_default_str();
     chat->add_option("--image", args->images, "An image for the first message (repeatable; needs the mmproj)");
+    chat->add_option("--audio", args->audio,
+                     "A WAV clip for the first message (repeatable; needs an mmproj with an audio tower)");
     chat->add_flag("--metrics", args->show_metrics, "Print speed after each reply");
     chat->callback([args]() { throw CLI::RuntimeError(chat_command(*args)); });
 }

@@ -14,8 +14,9 @@ void add_model_args(CLI::App& app, ModelArgs& args) {
     app.add_option("-c,--ctx-size", args.ctx_size, "Context length in tokens (0 = model default, at most 8192)");
     app.add_flag("--mlock", args.lock_weights, "Lock the weights in memory (or copy them to RAM)");
     app.add_option("--device", args.device, "cpu, cuda or cuda:N (default: $CACTUS_DEVICE, else cpu)");
-    app.add_option("--mmproj", args.mmproj,
-                   "Vision projector .gguf for images (default: $CACTUS_MMPROJ, else the one in the model's folder)");
+    app.add_option(
+        "--mmproj", args.mmproj,
+        "Projector .gguf for images and/or audio (default: $CACTUS_MMPROJ, else the one in the model's folder)");
 }
 
 void add_sampling_args(CLI::App& app, SamplingArgs& args) {
@@ -81,9 +82,9 @@ std::unique_ptr<Engine> load_engine(const ModelArgs& args, const SpecOptions& sp
 
 CompletionResult complete_messages(Engine& engine, const std::string& prompt, const nlohmann::ordered_json& messages,
                                    const GenerationOptions& options, const TokenCallback& on_token) {
-    const std::vector<std::string> paths = message_images(messages);
-    if (paths.empty()) return engine.complete(prompt, options, on_token);
-    return engine.complete_with_images(prompt, engine.read_images(paths), options, on_token);
+    const std::vector<std::string> images = message_images(messages), audio = message_audio(messages);
+    if (images.empty() && audio.empty()) return engine.complete(prompt, options, on_token);
+    return engine.complete_with_media(prompt, engine.read_images(images), engine.read_audio(audio), options, on_token);
 }
 
 GenerationOptions generation_options(const SamplingArgs& args) {

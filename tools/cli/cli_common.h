@@ -53,8 +53,8 @@ void add_sampling_args(CLI::App& app, SamplingArgs& args);
 
 std::unique_ptr<Engine> load_engine(const ModelArgs& args, const SpecOptions& spec = SpecOptions());
 GenerationOptions generation_options(const SamplingArgs& args);
-// A completion of a rendered prompt, with the images of `messages` (their "images" paths) when
-// there are any.
+// A completion of a rendered prompt, with the images and audio of `messages` (their "images" and
+// "audio" paths) when there are any.
 CompletionResult complete_messages(Engine& engine, const std::string& prompt, const nlohmann::ordered_json& messages,
                                    const GenerationOptions& options, const TokenCallback& on_token);
 // "ttft 12.3 ms | prefill 20 tok @ 1234.5 tok/s | decode 31 tok @ 88.1 tok/s" to stderr; with

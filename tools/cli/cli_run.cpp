@@ -1,4 +1,4 @@
-// cactus run [MODEL] -p PROMPT [--image PATH]...: one completion, streamed to stdout; metrics to stderr.
+// cactus run [MODEL] -p PROMPT [--image PATH]... [--audio WAV]...: one completion, streamed to stdout; metrics to stderr.
 #include <cstdio>
 #include <memory>
 
@@ -14,6 +14,7 @@ struct RunArgs {
     SpecArgs spec;
     std::string prompt;
     std::vector<std::string> images;
+    std::vector<std::string> audio;
     std::string system = "You are a helpful assistant.";
     bool template_system = false;
     bool raw = false;
@@ -25,6 +26,7 @@ int run_command(const RunArgs& args) {
     std::string prompt = args.prompt;
     nlohmann::ordered_json user = {{"role", "user"}, {"content", args.prompt}};
     if (!args.images.empty()) user["images"] = args.images;
+    if (!args.audio.empty()) user["audio"] = args.audio;
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
     if (!args.raw) {
         if (!args.template_system && !args.system.empty())
@@ -32,7 +34,9 @@ int run_command(const RunArgs& args) {
         messages.push_back(user);
         prompt = engine->render_chat(messages, nlohmann::ordered_json(), /*add_generation_prompt=*/true);
     } else {
-        messages.push_back(user);  // raw: the prompt's own image markers, else one per image before it
+        messages.push_back(user);  // raw: the prompt's own markers, else one per image and clip before it
+        if (!args.audio.empty() && prompt.find(kAudioMarker) == std::string::npos)
+            for (size_t i = 0; i < args.audio.size(); ++i) prompt = kAudioMarker + prompt;
         if (!args.images.empty() && prompt.find(kImageMarker) == std::string::npos)
             for (size_t i = 0; i < args.images.size(); ++i) prompt = kImageMarker + prompt;
     }
@@ -56,6 +60,8 @@ void register_run(CLI::App& app) {
     add_spec_args(*run, args->spec);
     run->add_option("-p,--prompt", args->prompt, "The prompt (the user message)")->required();
     run->add_option("--image", args->images, "An image for the prompt (repeatable; needs the model's mmproj)");
+    run->add_option("--audio", args->audio,
+                    "A WAV clip for the prompt, at most 30 s (repeatable; needs an mmproj with an audio tower)");
     run->add_option("--system", args->system, "The system message")->capture_default_str();
     run->add_flag("--template-system", args->template_system,
                   "Send no system message (the chat template's own default applies, if it has one)");

@@ -20,7 +20,7 @@
 #include "openai_api.h"
 #include "params.h"
 #include "tokenizer/tokenizer.h"
-#include "vision.h"
+#include "media.h"
 
 namespace cactus::server {
 
@@ -745,7 +745,10 @@ void handle_props(Server& server, httplib::Response& res) {
               {"total_slots", server.scheduler().n_slots()},
               {"model_alias", model_names(config).front()},
               {"model_path", config.model_path},
-              {"modalities", {{"vision", server.vision() != nullptr}, {"video", false}, {"audio", false}}},
+              {"modalities",
+               {{"vision", server.media() != nullptr && server.media()->has_vision()},
+                {"video", false},
+                {"audio", server.media() != nullptr && server.media()->has_audio()}}},
               {"media_marker", kImageMarker},
               {"endpoint_slots", config.slots_endpoint},
               {"endpoint_props", config.props_writable},
@@ -881,7 +884,7 @@ json models_json(Server& server) {
     const std::string name = model_names(server.config()).front();
     json data = json::array({model_info(server)});
     if (!server.config().embedding_model_path.empty()) data.push_back(embedding_model_info(server));
-    json capabilities = server.vision() ? json::array({"completion", "multimodal"}) : json::array({"completion"});
+    json capabilities = server.media() ? json::array({"completion", "multimodal"}) : json::array({"completion"});
     json models = json::array({json{{"name", name},
                                     {"model", name},
                                     {"modified_at", ""},

@@ -16,7 +16,7 @@
 #include "tokenizer/tokenizer.h"
 #include "core/format.h"
 #include "reply.h"
-#include "vision.h"
+#include "media.h"
 
 namespace cactus::server {
 
@@ -445,9 +445,9 @@ HandoffPlan handoff_plan(Server& server, const json& body, const char* endpoint,
 
 // The prompt's ids with the images' rows (ids < 0) in p->media; 400 on an image the decoder or the
 // projector refuses, or a prompt longer than a slot.
-void image_prompt(Server& server, const std::string& prompt, const std::vector<ImageInput>& images, GenParams* p) {
+void media_prompt(Server& server, const std::string& prompt, const RequestMedia& media, GenParams* p) {
     try {
-        p->media = server.vision()->prompt(server.backend().engine(), prompt, images);
+        p->media = server.media()->prompt(server.backend().engine(), prompt, media);
     } catch (const std::exception& e) {
         throw HttpError{400, e.what(), "messages"};
     }
@@ -519,12 +519,16 @@ size_t read_choices(const json& body) {
 
 ChatRequest read_chat_request(Server& server, const json& body) {
     ChatRequest r;
-    std::vector<ImageInput>& images = r.images;  // with a vision projector: the messages' images, in order
+    RequestMedia& media = r.media;  // the messages' images and clips, in order
     json messages;
-    if (server.vision() != nullptr && field(body, "messages") != nullptr) {
+    if (field(body, "messages") != nullptr) {
         json raw = body;
-        images = take_images(&raw["messages"], "messages");
-        messages = read_messages(raw, "messages", nullptr);
+        ServerMedia* towers = server.media();
+        MediaRefusals refuse;
+        if (towers == nullptr || !towers->has_vision()) refuse.images = kNoVisionProjector;
+        if (towers == nullptr || !towers->has_audio()) refuse.audio = kNoAudioTower;
+        media = take_media(&raw["messages"], "messages", refuse);
+        messages = read_messages(raw, "messages", refuse.images);
     } else {
         messages = read_messages(body, "messages", kNoVisionProjector);
     }
@@ -570,10 +574,10 @@ ChatRequest read_chat_request(Server& server, const json& body) {
     } catch (const std::exception& e) {
         throw HttpError{400, std::string("cannot render the chat template: ") + e.what(), "messages"};
     }
-    if (images.empty())
+    if (media.images.empty() && media.audio.empty())
         p.prompt = tokenize_for_slot(server, r.prompt, "messages");
     else
-        image_prompt(server, r.prompt, images, &p);
+        media_prompt(server, r.prompt, media, &p);
     read_openai_sampling(server, body, p, /*choices_handled=*/true);
     r.n_choices = read_choices(body);
     p.top_logprobs = want_logprobs ? top : -1;

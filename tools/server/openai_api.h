@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "completion.h"
+#include "media.h"
 #include "server.h"
 
 namespace cactus::server {
@@ -19,7 +20,7 @@ size_t read_choices(const json& body);
 // The hand-off settings of a request; *forced when the request asks for the hand-off outright.
 HandoffPlan handoff_plan(Server& server, const json& body, const char* endpoint, bool* forced);
 
-// A chat request read and prepared: the rendered prompt, its ids (and image rows) and the sampling,
+// A chat request read and prepared: the rendered prompt, its ids (and image and audio rows) and the sampling,
 // length, constraint and deadline settings in params, the tools shown to the model. The chat
 // endpoints of other protocols (/v1/responses, /v1/messages) translate their request into a chat
 // body and share this.
@@ -27,7 +28,7 @@ struct ChatRequest {
     GenParams params;
     std::string prompt;  // the rendered chat (the reply parser reads where it ends)
     json tools = json::array();
-    std::vector<ImageInput> images;
+    RequestMedia media;  // the messages' images and audio clips, in order
     bool stream = false;
     bool include_usage = false;
     size_t n_choices = 1;                   // `n`: choice i samples with params' seed + i

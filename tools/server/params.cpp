@@ -89,6 +89,9 @@ const char* const kNoImagesOllama =
 const char* const kNoVisionProjector =
     "this request holds images but the server has no vision projector: start 'cactus serve' with --mmproj "
     "MMPROJ.gguf (or a model folder holding it)";
+const char* const kNoAudioTower =
+    "this request holds audio (input_audio parts or 'audio' paths) but the server has no audio tower: start "
+    "'cactus serve' with --mmproj MMPROJ.gguf holding one (Gemma 4's)";
 
 json read_messages(const json& body, const char* key, const char* image_refusal) {
     const json* v = field(body, key);

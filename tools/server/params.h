@@ -23,6 +23,7 @@ std::vector<std::string> read_stop(const json& body, const char* key, size_t max
 // images are a 400 with `image_refusal` as the message unless it is nullptr.
 extern const char* const kNoImagesOllama;
 extern const char* const kNoVisionProjector;
+extern const char* const kNoAudioTower;
 json read_messages(const json& body, const char* key, const char* image_refusal);
 json read_tools(const json& body, const char* key);
 

@@ -245,7 +245,8 @@ int Scheduler::pick_slot(const GenParams& params) const {
         const std::vector<int32_t>& cached = backend_.cached_tokens(s->id);
         size_t common = 0;
         const size_t limit = std::min(cached.size(), prompt.size());
-        while (common < limit && cached[common] == prompt[common] && prompt[common] >= 0) ++common;  // < 0: image rows
+        // Rows match by their id (digest-derived: media.h); kAnonymousRow (a bidirectional span) never does.
+        while (common < limit && cached[common] == prompt[common] && prompt[common] != kAnonymousRow) ++common;
         // The longest shared prefix wins; among equals, the slot unused for longest, so the caches
         // of recent conversations stay for their next turn.
         const bool better = best < 0 || common > best_common ||

@@ -373,7 +373,7 @@ void add_llama_server_flags(CLI::App* cmd, ServeArgs& a) {
     cmd->add_flag("--slots", a.slots, "Serve GET /slots (the default)");
     cmd->add_flag("--no-slots", a.no_slots, "Do not serve GET /slots");
     cmd->add_flag("--props", c.props_writable, "POST /props may change the request defaults");
-    cmd->add_flag("--no-mmproj", a.no_mmproj, "No vision projector unless --mmproj names one");
+    cmd->add_flag("--no-mmproj", a.no_mmproj, "No projector (images, audio) unless --mmproj names one");
     cmd->add_flag("--mmproj-auto", a.mmproj_auto, "Find the model's vision projector (the default)");
     add_spec_flags(cmd, a);
 }
@@ -419,8 +419,8 @@ void register_serve(CLI::App& app) {
         ->envname("CACTUS_API_KEY");
     cmd->add_option("-a,--alias", c.alias, "Model name shown to clients");
     cmd->add_option("--mmproj", c.mmproj_path,
-                    "Vision projector .gguf: take images in chat requests (default: $CACTUS_MMPROJ, else the one in "
-                    "the model's folder)");
+                    "Projector .gguf: take images and/or audio in chat requests, as its towers allow (default: "
+                    "$CACTUS_MMPROJ, else the one in the model's folder)");
     cmd->add_flag("--metrics", c.metrics, "Serve /metrics (on by default)");
     cmd->add_flag("--no-metrics", args->no_metrics, "Do not serve /metrics");
     cmd->add_option("--cors", c.cors_origins,

@@ -19,7 +19,7 @@
 #include "core/error.h"
 #include "core/format.h"
 #include "embed_service.h"
-#include "vision.h"
+#include "media.h"
 
 namespace cactus::server {
 
@@ -172,7 +172,7 @@ Server::Server(ServerConfig config, BackendLoader load) : config_(std::move(conf
     install_routes();
 }
 
-// Everything that reads the model: the slots, the vision projector, the embedding service.
+// Everything that reads the model: the slots, the mmproj's towers, the embedding service.
 void Server::load_model() {
     if (load_) {
         backend_ = load_();
@@ -190,7 +190,7 @@ void Server::load_model() {
         scheduler_ = std::make_unique<Scheduler>(*backend_, so, metrics_, std::move(drafter));
     }
     if (!config_.mmproj_path.empty() && backend_)
-        vision_ = std::make_unique<ServerVision>(config_.mmproj_path, backend_->engine(), config_.threads);
+        media_ = std::make_unique<ServerMedia>(config_.mmproj_path, backend_->engine(), config_.threads);
     make_embeddings();
 }
 

@@ -71,7 +71,7 @@ struct ServerConfig {
     size_t step_tokens = 0;                   // -b: tokens per step over all slots; 0 = max(512, prefill_chunk)
     std::string ssl_cert_file, ssl_key_file;  // both set: HTTPS
     HandoffConfig handoff;
-    std::string mmproj_path;  // vision projector .gguf; empty = text only (image requests are 400s)
+    std::string mmproj_path;  // projector .gguf (vision and/or audio); empty = text only (media requests are 400s)
     // Embeddings (embed_service.h): the --embedding-model file, else the served model's own.
     std::string embedding_model_path;  // resolved .gguf; empty = model_path, loaded on first use
     std::string embedding_alias;       // model name in embedding responses
@@ -85,7 +85,7 @@ struct ServerConfig {
     SpecOptions spec;
 };
 
-class ServerVision;  // vision.h
+class ServerMedia;   // media.h
 class EmbedService;  // embed_service.h
 
 // Raised by request parsing: becomes an OpenAI-style error with this status.
@@ -137,7 +137,7 @@ public:
     Scheduler& scheduler() { return *scheduler_; }
     Metrics& metrics() { return metrics_; }
     HandoffClient* handoff() { return handoff_.get(); }
-    ServerVision* vision() { return vision_.get(); }  // nullptr without --mmproj
+    ServerMedia* media() { return media_.get(); }  // nullptr without --mmproj
     EmbedService& embeddings() { return *embeddings_; }
     bool draining() const { return draining_.load(); }
     bool ready() const { return ready_.load(); }
@@ -160,7 +160,7 @@ private:
     Metrics metrics_;
     std::unique_ptr<Scheduler> scheduler_;
     std::unique_ptr<HandoffClient> handoff_;
-    std::unique_ptr<ServerVision> vision_;
+    std::unique_ptr<ServerMedia> media_;
     std::unique_ptr<EmbedService> embeddings_;
     std::unique_ptr<httplib::Server> http_;
     std::atomic<bool> ready_{false};  // the model is loaded: routes past the loading answer run

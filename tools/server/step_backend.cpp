@@ -88,8 +88,8 @@ public:
         const std::vector<int32_t>& cached = cached_[s];
         size_t common = 0;
         const size_t limit = std::min(cached.size(), prompt.size());
-        // Image rows (< 0) end the shared prefix: their ids do not tell images apart.
-        while (common < limit && cached[common] == prompt[common] && prompt[common] >= 0) ++common;
+        // Rows match by their id (digest-derived: media.h); kAnonymousRow (a bidirectional span) never does.
+        while (common < limit && cached[common] == prompt[common] && prompt[common] != kAnonymousRow) ++common;
         if (common == prompt.size()) --common;  // the last prompt token is recomputed for its logits
         const size_t kept = model_->truncate(common, seq);
         cached_[s].resize(kept);

@@ -18,6 +18,10 @@
 
 namespace cactus::server {
 
+// The prompt id of rows that never match a cached row (bidirectional spans: recomputed whole);
+// other rows carry ids derived from their input's digest (media.h).
+constexpr int32_t kAnonymousRow = -1;
+
 struct SeqStep {
     int seq = 0;
     std::vector<int32_t> tokens;     // [n] appended at the sequence's next positions; < 0: row i of embd
