@@ -209,7 +209,7 @@ void AudioEncoder::reserve(size_t n_frames) {
     Acts& A = *acts_;
     if (n_frames <= A.frames) return;
     A = Acts();
-    const size_t t1 = halve(n_frames), t2 = halve(t1);
+    const size_t t2 = halve(halve(n_frames));
     const size_t f1 = halve(hp_.n_mels), f2 = halve(f1);
     const size_t d = hp_.n_embd;
     auto alloc = [&](size_t width, size_t rows) {
@@ -218,9 +218,12 @@ void AudioEncoder::reserve(size_t n_frames) {
     };
     A.frames = n_frames;
     A.mel = alloc(hp_.n_mels, n_frames);
-    A.c0 = alloc(hp_.c0, t1 * f1);
-    A.c0t = alloc(t1 * f1, hp_.c0);
-    A.c1 = alloc(hp_.c1, t2 * f2);
+    // The SSCP runs kSscpChunk tokens at a time (plus one halo row per convolution): its feature maps
+    // and the second convolution's im2col stay a few MB at any length instead of ~200 MB for 30 s.
+    const size_t chunk_t1 = 2 * kSscpChunk + 2;
+    A.c0 = alloc(hp_.c0, (chunk_t1 + 1) * f1);
+    A.c0t = alloc(chunk_t1 * f1, hp_.c0);
+    A.c1 = alloc(hp_.c1, (kSscpChunk + 1) * f2);
     for (Tensor* t : {&A.x, &A.h, &A.tmp, &A.q, &A.k, &A.v, &A.a}) *t = alloc(d, t2);
     A.ff = alloc(4 * d, t2);
     A.out = alloc(hp_.out_dim, t2);
@@ -295,26 +298,56 @@ void AudioEncoder::light_conv(const Layer& L, size_t n) {
     nn_.residual(x, h);
 }
 
-// Gemma4AudioSubSampleConvProjection: mel [frames, n_mels] -> x [t2, n_embd].
-void AudioEncoder::sscp(size_t n_frames) {
+namespace {
+
+// One stride-2, 3x3, pad-1 convolution over output rows [a, b) of an image of `height` rows: the
+// input rows it reads start at 2a - 1. For a > 0 the op is given rows [2a - 2, min(height, 2b)) and
+// its first output row (which would read the op's zero padding instead of row 2a - 3) is dropped.
+struct ConvRows {
+    size_t first = 0;  // first input row given to the op
+    size_t rows = 0;   // input rows given
+    size_t drop = 0;   // output rows to drop (0 or 1)
+};
+
+ConvRows conv_rows(size_t a, size_t b, size_t height) {
+    ConvRows r;
+    r.first = a > 0 ? 2 * a - 2 : 0;
+    r.rows = std::min(height, 2 * b) - r.first;
+    r.drop = a > 0 ? 1 : 0;
+    return r;
+}
+
+}  // namespace
+
+// Gemma4AudioSubSampleConvProjection for tokens [a, b): mel [frames, n_mels] -> x rows [a, b).
+void AudioEncoder::sscp_chunk(size_t n_frames, size_t a, size_t b) {
     Backend& be = *backend_;
     const Acts& A = *acts_;
-    const size_t t1 = halve(n_frames), t2 = halve(t1), f1 = halve(hp_.n_mels), f2 = halve(f1);
-    const Tensor mel = A.mel.rows_view(0, n_frames).reshaped(n_frames * hp_.n_mels, 1);  // one input plane
-    const Tensor c0 = A.c0.rows_view(0, t1 * f1);
-    const Tensor c1 = A.c1.rows_view(0, t2 * f2);
-    Conv2d conv{3, 3, 2, 1, n_frames, hp_.n_mels};
-    be.conv2d(c0, mel, conv0_w_, Tensor(), conv);  // [t1 * f1, c0]: (time, frequency) pixels
-    nn_.layer_norm(c0, c0, conv0_norm_, Tensor(), hp_.eps);
-    be.clamp(c0, c0, 0.0f, INFINITY);                                                            // ReLU
-    const Tensor planes = make_tensor(A.c0t.buffer, A.c0t.offset, DType::F32, t1 * f1, hp_.c0);  // [c0, t1 * f1]
-    be.transpose(planes, c0);
-    conv = Conv2d{3, 3, 2, 1, t1, f1};
-    be.conv2d(c1, planes, conv1_w_, Tensor(), conv);  // [t2 * f2, c1]
-    nn_.layer_norm(c1, c1, conv1_norm_, Tensor(), hp_.eps);
-    be.clamp(c1, c1, 0.0f, INFINITY);
-    // (frequency, channel) of each time step, channel fastest: [t2, f2 * c1].
-    nn_.encoder_linear(A.x.rows_view(0, t2), input_proj_, c1.reshaped(f2 * hp_.c1, t2));
+    const size_t t1 = halve(n_frames), f1 = halve(hp_.n_mels), f2 = halve(f1);
+    const ConvRows r1 = conv_rows(a, b, t1);                                // rows of the first map conv1 reads
+    const ConvRows r0 = conv_rows(r1.first, r1.first + r1.rows, n_frames);  // mel rows conv0 reads
+    const size_t out0 = halve(r0.rows);  // conv0 output rows (r0.drop of them dropped)
+    const Tensor mel = A.mel.rows_view(r0.first, r0.rows).reshaped(r0.rows * hp_.n_mels, 1);  // one input plane
+    const Tensor c0 = A.c0.rows_view(0, out0 * f1);
+    be.conv2d(c0, mel, conv0_w_, Tensor(), Conv2d{3, 3, 2, 1, r0.rows, hp_.n_mels});  // (time, frequency) pixels
+    const Tensor kept = c0.rows_view(r0.drop * f1, r1.rows * f1);                     // [r1.rows * f1, c0]
+    nn_.layer_norm(kept, kept, conv0_norm_, Tensor(), hp_.eps);
+    be.clamp(kept, kept, 0.0f, INFINITY);  // ReLU
+    const Tensor planes = make_tensor(A.c0t.buffer, A.c0t.offset, DType::F32, r1.rows * f1, hp_.c0);
+    be.transpose(planes, kept);  // [c0, r1.rows * f1]
+    const size_t out1 = halve(r1.rows);
+    const Tensor c1 = A.c1.rows_view(0, out1 * f2);
+    be.conv2d(c1, planes, conv1_w_, Tensor(), Conv2d{3, 3, 2, 1, r1.rows, f1});  // [out1 * f2, c1]
+    const Tensor tokens = c1.rows_view(r1.drop * f2, (b - a) * f2);
+    nn_.layer_norm(tokens, tokens, conv1_norm_, Tensor(), hp_.eps);
+    be.clamp(tokens, tokens, 0.0f, INFINITY);
+    // (frequency, channel) of each time step, channel fastest: [b - a, f2 * c1].
+    nn_.encoder_linear(A.x.rows_view(a, b - a), input_proj_, tokens.reshaped(f2 * hp_.c1, b - a));
+}
+
+void AudioEncoder::sscp(size_t n_frames) {
+    const size_t n = halve(halve(n_frames));
+    for (size_t a = 0; a < n; a += kSscpChunk) sscp_chunk(n_frames, a, std::min(n, a + kSscpChunk));
 }
 
 void AudioEncoder::encode_features(const float* mel, size_t n_frames, std::vector<float>* out,

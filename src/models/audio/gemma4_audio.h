@@ -42,6 +42,8 @@ public:
     // 13 - 1 positions back, the chunk's own causal span); llama.cpp and transformers hard-code it too.
     static constexpr size_t kAttentionWindow = 12;
     static constexpr float kSoftcap = 50.0f;
+    // Tokens per SSCP chunk (the convolutions run over time in pieces: bounded feature maps).
+    static constexpr size_t kSscpChunk = 32;
 
     // `mmproj` must outlive the encoder. Throws cactus::Error naming the key or tensor.
     AudioEncoder(const GgufFile& mmproj, const BackendOptions& options);
@@ -69,6 +71,7 @@ private:
     Tensor relative_keys(const Tensor& w_rel);
     void reserve(size_t n_frames);
     void sscp(size_t n_frames);
+    void sscp_chunk(size_t n_frames, size_t a, size_t b);
     void linear(const Tensor& y, const Clipped& l, const Tensor& x);
     void ffn(const Ffn& f, size_t n);
     void attention(const Layer& L, size_t n);
