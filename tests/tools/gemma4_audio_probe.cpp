@@ -8,12 +8,17 @@
 //                              --eoa ID [--threads N]
 //       The ids BEFORE (comma-separated), append_gemma4_audio with the marker ids given, the ids AFTER,
 //       prefilled (F32 KV cache); writes the last row's logits to OUT.f32; prints {"tokens", "prefill_ms"}.
+//   gemma4_audio_probe media-prefill TEXT.gguf MMPROJ.gguf IMAGE IN.f32 OUT.f32 --before IDS --boi ID --eoi ID
+//                                    --middle IDS --boa ID --eoa ID --after IDS [--max-tokens 280] [--threads N]
+//       A prompt with both towers of one mmproj, in the order given: BEFORE, append_gemma4_image (at
+//       --max-tokens soft tokens), MIDDLE, append_gemma4_audio, AFTER; prefilled and written as prefill.
 // Errors -> {"error": "message"} on stdout and exit status 1.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <exception>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -23,9 +28,11 @@
 #include "engine/media/audio_prompt.h"
 #include "engine/media/media_prompt.h"
 #include "gguf/gguf.h"
+#include "media/image.h"
 #include "models/audio/gemma4_audio.h"
 #include "models/audio/gemma4_features.h"
 #include "models/model.h"
+#include "models/vision/vision_encoder.h"
 
 using nlohmann::json;
 
@@ -102,32 +109,73 @@ int encode(int argc, char** argv) {
     return 0;
 }
 
-int prefill(int argc, char** argv) {
-    if (argc < 6) cactus::fail("usage: gemma4_audio_probe prefill TEXT MMPROJ IN.f32 OUT.f32 --before IDS ...");
+struct TextSide {
     cactus::BackendOptions options;
-    cactus::ModelOptions mo;
-    options.n_threads = mo.n_threads = std::stoi(flag(argc, argv, 6, "--threads", "0"));
-    const auto text = cactus::GgufFile::open(argv[2]);
-    const auto mmproj = cactus::GgufFile::open(argv[3]);
-    mo.n_ctx = 4096;
-    mo.kv.type = static_cast<int>(cactus::KvType::F32);  // the oracle's precision: no f16 rounding of K and V
-    auto model = cactus::Model::load(*text, mo);
-    cactus::AudioEncoder enc(*mmproj, options);
-    const std::vector<float> samples = read_floats(argv[4]);
+    std::unique_ptr<cactus::Model> model;
     cactus::MediaPrompt prompt;
-    prompt.n_embd = model->info().n_embd;
-    for (int32_t id : parse_ids(flag(argc, argv, 6, "--before", ""))) prompt.push_token(id);
-    cactus::append_gemma4_audio(&prompt, samples.data(), samples.size(), enc,
-                                parse_ids(flag(argc, argv, 6, "--boa", "")),
-                                parse_ids(flag(argc, argv, 6, "--eoa", "")));
-    for (int32_t id : parse_ids(flag(argc, argv, 6, "--after", ""))) prompt.push_token(id);
+};
+
+// The text model (F32 KV cache: the oracle's precision, no f16 rounding of K and V) and an empty prompt.
+TextSide load_text(const cactus::GgufFile& text, int n_threads) {
+    TextSide side;
+    cactus::ModelOptions mo;
+    side.options.n_threads = mo.n_threads = n_threads;
+    mo.n_ctx = 4096;
+    mo.kv.type = static_cast<int>(cactus::KvType::F32);
+    side.model = cactus::Model::load(text, mo);
+    side.prompt.n_embd = side.model->info().n_embd;
+    return side;
+}
+
+void push_ids(cactus::MediaPrompt* prompt, const std::string& ids) {
+    for (int32_t id : parse_ids(ids)) prompt->push_token(id);
+}
+
+// Prefills the whole prompt, writes the last row's logits, prints {"tokens", "prefill_ms"}.
+int prefill_and_report(TextSide& side, const std::string& out_path) {
     std::vector<float> logits;
     const auto start = std::chrono::steady_clock::now();
-    cactus::prefill_media(*model, prompt, 0, prompt.tokens.size(), 0, 0, &logits);
+    cactus::prefill_media(*side.model, side.prompt, 0, side.prompt.tokens.size(), 0, 0, &logits);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    write_floats(argv[5], logits);
-    std::printf("%s\n", json{{"tokens", prompt.tokens}, {"prefill_ms", ms}}.dump().c_str());
+    write_floats(out_path, logits);
+    std::printf("%s\n", json{{"tokens", side.prompt.tokens}, {"prefill_ms", ms}}.dump().c_str());
     return 0;
+}
+
+int prefill(int argc, char** argv) {
+    if (argc < 6) cactus::fail("usage: gemma4_audio_probe prefill TEXT MMPROJ IN.f32 OUT.f32 --before IDS ...");
+    const auto text = cactus::GgufFile::open(argv[2]);
+    const auto mmproj = cactus::GgufFile::open(argv[3]);
+    TextSide side = load_text(*text, std::stoi(flag(argc, argv, 6, "--threads", "0")));
+    cactus::AudioEncoder enc(*mmproj, side.options);
+    const std::vector<float> samples = read_floats(argv[4]);
+    push_ids(&side.prompt, flag(argc, argv, 6, "--before", ""));
+    cactus::append_gemma4_audio(&side.prompt, samples.data(), samples.size(), enc,
+                                parse_ids(flag(argc, argv, 6, "--boa", "")),
+                                parse_ids(flag(argc, argv, 6, "--eoa", "")));
+    push_ids(&side.prompt, flag(argc, argv, 6, "--after", ""));
+    return prefill_and_report(side, argv[5]);
+}
+
+int media_prefill(int argc, char** argv) {
+    if (argc < 7) {
+        cactus::fail("usage: gemma4_audio_probe media-prefill TEXT MMPROJ IMAGE IN.f32 OUT.f32 --before IDS ...");
+    }
+    const auto flag_of = [&](const char* name, const char* fallback) { return flag(argc, argv, 7, name, fallback); };
+    const auto text = cactus::GgufFile::open(argv[2]);
+    const auto mmproj = cactus::GgufFile::open(argv[3]);
+    TextSide side = load_text(*text, std::stoi(flag_of("--threads", "0")));
+    cactus::VisionEncoder vision(*mmproj, side.options);
+    cactus::AudioEncoder audio(*mmproj, side.options);
+    const std::vector<float> samples = read_floats(argv[5]);
+    push_ids(&side.prompt, flag_of("--before", ""));
+    cactus::append_gemma4_image(&side.prompt, cactus::load_image(argv[4]), vision, parse_ids(flag_of("--boi", "")),
+                                parse_ids(flag_of("--eoi", "")), std::stoul(flag_of("--max-tokens", "280")));
+    push_ids(&side.prompt, flag_of("--middle", ""));
+    cactus::append_gemma4_audio(&side.prompt, samples.data(), samples.size(), audio, parse_ids(flag_of("--boa", "")),
+                                parse_ids(flag_of("--eoa", "")));
+    push_ids(&side.prompt, flag_of("--after", ""));
+    return prefill_and_report(side, argv[6]);
 }
 
 }  // namespace
@@ -137,7 +185,8 @@ int main(int argc, char** argv) {
         const std::string mode = argc > 1 ? argv[1] : "";
         if (mode == "encode") return encode(argc, argv);
         if (mode == "prefill") return prefill(argc, argv);
-        cactus::fail("usage: gemma4_audio_probe encode|prefill ...");
+        if (mode == "media-prefill") return media_prefill(argc, argv);
+        cactus::fail("usage: gemma4_audio_probe encode|prefill|media-prefill ...");
     } catch (const std::exception& e) {
         std::printf("%s\n", json{{"error", e.what()}}.dump().c_str());
         return 1;
