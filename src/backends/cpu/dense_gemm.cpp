@@ -170,7 +170,7 @@ void column_chunk(const DenseJob& g, const DenseB& b, float* scratch, size_t p0,
 // panels pass by, and B is the larger operand: A is then read once per chunk, B once in all.
 constexpr size_t kColumnMaxRows = 1024;
 
-bool column_split(size_t m, size_t n, size_t k) { return m <= kColumnMaxRows && n >= m; }
+bool column_split(size_t m, size_t n) { return m <= kColumnMaxRows && n >= m; }
 
 void dense_gemm_columns(const DenseJob& g, const DenseB& b, std::vector<float>& packed, ThreadPool& pool) {
     const size_t n_panels = (g.n + kDensePanel - 1) / kDensePanel;
@@ -222,7 +222,7 @@ void dense_gemm(float* c, size_t ldc, const float* a, size_t lda, const DenseB& 
         fail("dense_gemm: strides lda %zu ldc %zu b %zu too small for [%zu, %zu] x [%zu, %zu]^T", lda, ldc, b.stride, m,
              k, n, k);
     }
-    if (column_split(m, n, k)) {
+    if (column_split(m, n)) {
         dense_gemm_columns(DenseJob{c, ldc, a, lda, nullptr, m, n, k, &kernels}, b, packed, pool);
         return;
     }
