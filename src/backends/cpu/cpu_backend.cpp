@@ -224,12 +224,18 @@ void CpuBackend::do_add(const Tensor& y, const Tensor& a, const Tensor& b) {
     check_host(b, "add", "b");
     const size_t width = a.width();
     float* out = y.as<float>();
-    if (out != a.as<float>()) std::memcpy(out, a.as<float>(), a.bytes());
-    if (b.rows() == a.rows()) {
-        add_scaled(out, b.as<float>(), 1.0f, a.elements());
-        return;
-    }
-    for (size_t r = 0; r < a.rows(); ++r) add_scaled(out + r * width, b.as<float>(), 1.0f, width);
+    const float* in = a.as<float>();
+    const float* other = b.as<float>();
+    const bool same_rows = b.rows() == a.rows();
+    for_rows(a.rows(), [&](size_t begin, size_t end) {
+        float* o = out + begin * width;
+        if (o != in + begin * width) std::memcpy(o, in + begin * width, (end - begin) * width * sizeof(float));
+        if (same_rows) {
+            add_scaled(o, other + begin * width, 1.0f, (end - begin) * width);
+            return;
+        }
+        for (size_t r = begin; r < end; ++r) add_scaled(out + r * width, other, 1.0f, width);
+    });
 }
 
 void CpuBackend::do_scale(const Tensor& y, const Tensor& x, float s) {
@@ -237,7 +243,10 @@ void CpuBackend::do_scale(const Tensor& y, const Tensor& x, float s) {
     check_host(x, "scale", "x");
     float* out = y.as<float>();
     const float* in = x.as<float>();
-    for (size_t i = 0; i < x.elements(); ++i) out[i] = in[i] * s;
+    const size_t width = x.width();
+    for_rows(x.rows(), [&](size_t begin, size_t end) {
+        for (size_t i = begin * width; i < end * width; ++i) out[i] = in[i] * s;
+    });
 }
 
 void CpuBackend::do_softcap(const Tensor& y, const Tensor& x, float cap) {

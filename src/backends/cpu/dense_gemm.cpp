@@ -34,13 +34,13 @@ float b_at(const DenseB& b, size_t j, size_t kk) {
 // [k][16] order in one sequential pass. Scattering each widened row straight into the panel touches
 // every cache line of it 16 times, and a whole-row scratch doubles the memory traffic: the packing is a
 // pass over every weight per product (tests/models/audio/gemma4_audio_bench.py).
-void pack_half_rows(float* out, const DenseB& b, size_t j0, size_t width, size_t k) {
+void pack_half_rows(float* out, const DenseB& b, size_t j0, size_t width, size_t k_begin, size_t k) {
     constexpr size_t kPackBlock = 256;
     float block[kDensePanel * kPackBlock];  // [width][kl]
     for (size_t k0 = 0; k0 < k; k0 += kPackBlock) {
         const size_t kl = std::min(kPackBlock, k - k0);
         for (size_t j = 0; j < width; ++j) {
-            dequantize_row_cpu(DType::F16, block + j * kl, b.half + (j0 + j) * b.stride + k0, kl);
+            dequantize_row_cpu(DType::F16, block + j * kl, b.half + (j0 + j) * b.stride + k_begin + k0, kl);
         }
         for (size_t kk = 0; kk < kl; ++kk) {
             float* dst = out + (k0 + kk) * kDensePanel;
@@ -53,24 +53,28 @@ void pack_half_rows(float* out, const DenseB& b, size_t j0, size_t width, size_t
     }
 }
 
-// packed [n_panels][k][16]: panel p holds columns 16p .. 16p + 15 of C, zero past n.
-void pack_panels(float* packed, const DenseB& b, size_t n, size_t k, size_t p) {
-    float* out = packed + p * k * kDensePanel;  // [k][16]
+// Values k0 .. k0 + kl - 1 of panel p into out [kl][16]: columns 16p .. 16p + 15 of C, zero past n.
+void pack_panel_slice(float* out, const DenseB& b, size_t n, size_t p, size_t k0, size_t kl) {
     const size_t j0 = p * kDensePanel;
     const size_t width = std::min(kDensePanel, n - j0);
     if (b.half != nullptr && !b.k_major) {
-        pack_half_rows(out, b, j0, width, k);
+        pack_half_rows(out, b, j0, width, k0, kl);
     } else {
-        for (size_t kk = 0; kk < k; ++kk) {
+        for (size_t kk = 0; kk < kl; ++kk) {
             float* dst = out + kk * kDensePanel;
             if (b.k_major && b.half == nullptr) {
-                std::copy_n(b.b + kk * b.stride + j0, width, dst);
+                std::copy_n(b.b + (k0 + kk) * b.stride + j0, width, dst);
             } else {
-                for (size_t j = 0; j < width; ++j) dst[j] = b_at(b, j0 + j, kk);
+                for (size_t j = 0; j < width; ++j) dst[j] = b_at(b, j0 + j, k0 + kk);
             }
         }
     }
-    for (size_t kk = 0; kk < k; ++kk) std::fill(out + kk * kDensePanel + width, out + (kk + 1) * kDensePanel, 0.0f);
+    for (size_t kk = 0; kk < kl; ++kk) std::fill(out + kk * kDensePanel + width, out + (kk + 1) * kDensePanel, 0.0f);
+}
+
+// packed [n_panels][k][16]: panel p holds columns 16p .. 16p + 15 of C, zero past n.
+void pack_panels(float* packed, const DenseB& b, size_t n, size_t k, size_t p) {
+    pack_panel_slice(packed + p * k * kDensePanel, b, n, p, 0, k);
 }
 
 // The product's operands and how its loops are cut.
@@ -86,16 +90,18 @@ struct DenseJob {
 
 // Rows [i0, i0 + rows) of C against panels [p0, p1), k in [k0, k0 + kl); the last panel goes
 // through a 16-wide tile when n is not a multiple of 16.
-void row_block(const DenseJob& g, size_t i0, size_t rows, size_t p0, size_t p1, size_t k0, size_t kl) {
+// `panels` points at panel p0's values from k0 on, `stride` floats between consecutive panels.
+void row_block(const DenseJob& g, const float* panels, size_t stride, size_t i0, size_t rows, size_t p0, size_t p1,
+               size_t k0, size_t kl) {
     float edge[kDenseMaxRows * kDensePanel];
     const bool accumulate = k0 > 0;
     const float* a = g.a + i0 * g.lda + k0;
     for (size_t p = p0; p < p1; ++p) {
-        const float* panel = g.packed + (p * g.k + k0) * kDensePanel;
+        const float* panel = panels + (p - p0) * stride;
         const size_t j0 = p * kDensePanel;
         float* c = g.c + i0 * g.ldc + j0;
         if (g.kernels->panel_rows2 && p + 1 < p1 && j0 + 2 * kDensePanel <= g.n) {
-            g.kernels->panel_rows2(c, g.ldc, a, g.lda, panel, panel + g.k * kDensePanel, kl, rows, accumulate);
+            g.kernels->panel_rows2(c, g.ldc, a, g.lda, panel, panel + stride, kl, rows, accumulate);
             ++p;
             continue;
         }
@@ -134,11 +140,50 @@ void row_chunk(const DenseJob& g, size_t b0, size_t b1) {
             const size_t p1 = std::min(n_panels, p0 + group);
             for (size_t blk = b0; blk < b1; ++blk) {
                 const size_t i0 = blk * kDenseMaxRows;
-                row_block(g, i0, std::min(kDenseMaxRows, g.m - i0), p0, p1, k0, kl);
+                row_block(g, g.packed + (p0 * g.k + k0) * kDensePanel, g.k * kDensePanel, i0,
+                          std::min(kDenseMaxRows, g.m - i0), p0, p1, k0, kl);
             }
         }
         k0 += kl;
     } while (k0 < g.k);
+}
+
+// Panels [p0, p1) against every row of A, k blocks outermost as in row_chunk (same chains, same bits),
+// each block of the panels packed into `scratch` [p1 - p0][kDenseKBlock][16] just before its use: B
+// is read once per product and the packed floats stay in L2, where row chunks would each stream the
+// whole packed B from memory (a [4096, 1024] F16 weight packs to 16 MB).
+void column_chunk(const DenseJob& g, const DenseB& b, float* scratch, size_t p0, size_t p1) {
+    const size_t n_blocks = (g.m + kDenseMaxRows - 1) / kDenseMaxRows;
+    size_t k0 = 0;
+    do {
+        const size_t kl = std::min(kDenseKBlock, g.k - k0);
+        for (size_t p = p0; p < p1; ++p) pack_panel_slice(scratch + (p - p0) * kl * kDensePanel, b, g.n, p, k0, kl);
+        for (size_t blk = 0; blk < n_blocks; ++blk) {
+            const size_t i0 = blk * kDenseMaxRows;
+            row_block(g, scratch, kl * kDensePanel, i0, std::min(kDenseMaxRows, g.m - i0), p0, p1, k0, kl);
+        }
+        k0 += kl;
+    } while (k0 < g.k);
+}
+
+// Column chunks pay when A's k block (m rows x kDenseKBlock floats) stays in L2 while a chunk's
+// panels pass by, and B is the larger operand: A is then read once per chunk, B once in all.
+constexpr size_t kColumnMaxRows = 1024;
+
+bool column_split(size_t m, size_t n) { return m <= kColumnMaxRows && n >= m; }
+
+void dense_gemm_columns(const DenseJob& g, const DenseB& b, std::vector<float>& packed, ThreadPool& pool) {
+    const size_t n_panels = (g.n + kDensePanel - 1) / kDensePanel;
+    const size_t group = kPanelGroupBytes / (kDenseKBlock * kDensePanel * 4);  // panels per chunk (at most)
+    const size_t threads = static_cast<size_t>(std::max(pool.size(), 1));
+    size_t n_chunks = (n_panels + group - 1) / group;
+    n_chunks = std::min(n_panels, (n_chunks + threads - 1) / threads * threads);
+    const size_t chunk_floats = ((n_panels + n_chunks - 1) / n_chunks) * kDenseKBlock * kDensePanel;
+    packed.resize(n_chunks * chunk_floats);
+    pool.run_chunks(n_chunks, [&](size_t chunk) {
+        column_chunk(g, b, packed.data() + chunk * chunk_floats, chunk * n_panels / n_chunks,
+                     (chunk + 1) * n_panels / n_chunks);
+    });
 }
 
 }  // namespace
@@ -176,6 +221,10 @@ void dense_gemm(float* c, size_t ldc, const float* a, size_t lda, const DenseB& 
     if (ldc < n || (lda < k && m > 1) || (b.stride < (b.k_major ? n : k) && k > 0)) {
         fail("dense_gemm: strides lda %zu ldc %zu b %zu too small for [%zu, %zu] x [%zu, %zu]^T", lda, ldc, b.stride, m,
              k, n, k);
+    }
+    if (column_split(m, n)) {
+        dense_gemm_columns(DenseJob{c, ldc, a, lda, nullptr, m, n, k, &kernels}, b, packed, pool);
+        return;
     }
     const size_t n_panels = (n + kDensePanel - 1) / kDensePanel;
     packed.resize(n_panels * std::max<size_t>(k, 1) * kDensePanel);

@@ -6,9 +6,11 @@
 // so every tier gives the same bits (tests/ops/dense_gemm_test.cpp). This is not the order of the
 // weight matmuls (cactus::matmul), whose tiles equal the one-token vec_dot.
 //
-// B is packed once per call into panels of 16 columns ([k][16] each, zero-padded past n); the
-// tier's micro-kernel multiplies up to 6 rows of A by one panel in registers (AVX2: 12 ymm
-// accumulators, one broadcast of A per row and k, two panel loads per k). Long k is cut into
+// B is packed into panels of 16 columns ([k][16] each, zero-padded past n): once per call for many
+// rows, or, for up to 1024 rows and n >= m, one k block of a chunk of panels at a time, just before
+// the chunk's rows use it (B read once, the packed block in L2). The tier's micro-kernel multiplies
+// up to 6 rows of A by one panel in registers (AVX2: 12 ymm accumulators, one broadcast of A per row
+// and k, two panel loads per k). Long k is cut into
 // blocks of kDenseKBlock that stay in L1 (a block's chains resume from C: same order, same bits).
 //
 // B may be IEEE half (the encoders' F16 weights as B rows: y = x W^T for hundreds of tokens); it is

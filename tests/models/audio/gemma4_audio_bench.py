@@ -7,7 +7,9 @@ projection 128 so libmtmd can pair it with the tiny text model, which leaves out
         [--seconds 10,30] [--threads 1,2] [--rounds 3]
 
 Each (length, threads) runs both engines alternately for `rounds` rounds (2 encodes each after one warm-up
-encode), and reports the minimum wall and CPU milliseconds of each engine and the speed-up (libmtmd / ours)."""
+encode), and reports the minimum and the median over rounds of the wall and CPU milliseconds of each engine and the
+speed-ups (libmtmd / ours) of both. GEMMA4_AUDIO_PROBE names another probe binary (an older build, for before/after
+runs)."""
 import argparse
 import json
 import os
@@ -24,7 +26,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 sys.path.insert(0, os.path.join(REPO, "tests", "models"))
 BUILD_DIR = os.environ.get("CACTUS_BUILD_DIR", os.path.join(REPO, "build"))
-PROBE = os.path.join(BUILD_DIR, "bin", "gemma4_audio_probe")
+PROBE = os.environ.get("GEMMA4_AUDIO_PROBE", os.path.join(BUILD_DIR, "bin", "gemma4_audio_probe"))
 
 
 def clip(seconds):
@@ -86,14 +88,18 @@ def main():
                     b.append(theirs(text, mmproj, samples, threads))
                 ow, oc = min(x[0] for x in a), min(x[1] for x in a)
                 tw, tc = min(x[0] for x in b), min(x[1] for x in b)
+                mow, mtw = np.median([x[0] for x in a]), np.median([x[0] for x in b])
                 rows.append(dict(seconds=seconds, threads=threads, ours_ms=round(ow), ours_cpu_ms=round(oc),
-                                 mtmd_ms=round(tw), mtmd_cpu_ms=round(tc), speedup=round(tw / ow, 2)))
+                                 mtmd_ms=round(tw), mtmd_cpu_ms=round(tc), speedup=round(tw / ow, 2),
+                                 ours_median_ms=round(mow), mtmd_median_ms=round(mtw),
+                                 median_speedup=round(mtw / mow, 2)))
                 print(json.dumps(rows[-1]), flush=True)
-        print("| audio | threads | cactus ms (cpu) | libmtmd ms (cpu) | speed-up |")
-        print("|---|---|---|---|---|")
+        print("| audio | threads | cactus ms (cpu) | libmtmd ms (cpu) | speed-up | medians: cactus, libmtmd, speed-up |")
+        print("|---|---|---|---|---|---|")
         for r in rows:
             print(f"| {r['seconds']:g} s | {r['threads']} | {r['ours_ms']} ({r['ours_cpu_ms']}) | "
-                  f"{r['mtmd_ms']} ({r['mtmd_cpu_ms']}) | {r['speedup']:.2f}x |")
+                  f"{r['mtmd_ms']} ({r['mtmd_cpu_ms']}) | {r['speedup']:.2f}x | {r['ours_median_ms']}, "
+                  f"{r['mtmd_median_ms']}, {r['median_speedup']:.2f}x |")
 
 
 if __name__ == "__main__":
