@@ -281,3 +281,12 @@ def prompts(seed=SEED, config=CONFIG):
         rng = np.random.default_rng([seed, 1000 + k])
         out.append([config["bos_token_id"]] + [int(t) for t in rng.integers(4, config["vocab_size"], n - 1)])
     return out
+
+
+def kl(ref_logits, logits):
+    """KL(softmax(ref_logits) || softmax(logits)) of one position's logits [n_vocab], in nats."""
+    p = np.exp(ref_logits - ref_logits.max())
+    p /= p.sum()
+    lq = logits - logits.max()
+    lq -= np.log(np.exp(lq).sum())
+    return float((p * (np.log(p) - lq)).sum())

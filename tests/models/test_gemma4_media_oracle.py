@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.join(HERE, "vision"))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 import gemma4_audio_clips as clips  # noqa: E402
 import gemma4_vision_fixture as fx  # noqa: E402
+import gemma4_tiny  # noqa: E402
 
 BUILD_DIR = os.environ.get("CACTUS_BUILD_DIR", os.path.join(REPO, "build"))
 PROBE = os.path.join(BUILD_DIR, "bin", "gemma4_audio_probe")
@@ -36,14 +37,6 @@ BOI, IMAGE, EOI, BOA, AUDIO, EOA = fx.BOI, fx.IMAGE_TOKEN, fx.EOI, 303, 304, 305
 
 pytestmark = pytest.mark.skipif(not os.path.exists(PROBE), reason="bin/gemma4_audio_probe not built")
 gguf = pytest.importorskip("gguf")
-
-
-def kl(ref_logits, logits):
-    p = np.exp(ref_logits - ref_logits.max())
-    p /= p.sum()
-    lq = logits - logits.max()
-    lq -= np.log(np.exp(lq).sum())
-    return float((p * (np.log(p) - lq)).sum())
 
 
 def spans(ids):
@@ -61,7 +54,6 @@ def golden():
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory, golden):
-    import gemma4_tiny
     import make_gemma4_mmproj
     import vision_images
 
@@ -102,7 +94,7 @@ def test_layout_equals_the_processor(golden, ours):
 def test_first_token_matches_transformers(golden, ours):
     ref = golden["logits"].astype(np.float64)
     logits = ours[1]
-    d = kl(ref, logits)
+    d = gemma4_tiny.kl(ref, logits)
     assert d <= 1e-4, f"KL(transformers || ours) = {d:.2e}"
     assert int(np.argmax(logits)) == int(np.argmax(ref))
     # KL alone is lenient here (the random model puts p 0.975 on one token): the logits themselves too.

@@ -27,6 +27,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 sys.path.insert(0, os.path.join(REPO, "tests", "models"))
 import gemma4_audio_clips as clips  # noqa: E402
+import gemma4_tiny  # noqa: E402
 
 BUILD_DIR = os.environ.get("CACTUS_BUILD_DIR", os.path.join(REPO, "build"))
 PROBE = os.path.join(BUILD_DIR, "bin", "gemma4_audio_probe")
@@ -51,7 +52,6 @@ def golden():
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory, golden):
-    import gemma4_tiny
     import make_gemma4_mmproj
 
     folder = tmp_path_factory.mktemp("gemma4a")
@@ -100,14 +100,6 @@ def test_encoder_matches_transformers(encoded, golden, k):
         assert rel <= 1e-4, f"clip {k} {name}: max |diff| / max |ref| = {rel:.2e}"
 
 
-def kl(ref_logits, logits):
-    p = np.exp(ref_logits - ref_logits.max())
-    p /= p.sum()
-    lq = logits - logits.max()
-    lq -= np.log(np.exp(lq).sum())
-    return float((p * (np.log(p) - lq)).sum())
-
-
 @pytest.mark.parametrize("k", range(len(clips.LENGTHS)))
 def test_first_token_matches_transformers(files, golden, tmp_path, k):
     prompt = [int(t) for t in golden[f"prompt_{k}"]]
@@ -120,7 +112,7 @@ def test_first_token_matches_transformers(files, golden, tmp_path, k):
     assert info["tokens"] == prompt[:4] + [-1] * n_rows + prompt[-3:]
     logits = np.fromfile(out, np.float32).astype(np.float64)
     ref = golden[f"logits_{k}"].astype(np.float64)
-    d = kl(ref, logits)
+    d = gemma4_tiny.kl(ref, logits)
     assert d <= 1e-4, f"KL(transformers || ours) = {d:.2e}"
     assert int(np.argmax(logits)) == int(np.argmax(ref))
 

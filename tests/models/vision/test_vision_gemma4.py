@@ -27,6 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import gemma4_vision_fixture as fx  # noqa: E402
 import vision_images  # noqa: E402
+import gemma4_tiny  # noqa: E402
 
 REPO = fx.REPO
 BUILD_DIR = os.environ.get("CACTUS_BUILD_DIR", os.path.join(REPO, "build"))
@@ -52,7 +53,6 @@ def golden():
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory, golden):
-    import gemma4_tiny
 
     folder = tmp_path_factory.mktemp("gemma4v")
     mmproj, text = str(folder / "mmproj-tiny.gguf"), str(folder / "text-tiny.gguf")
@@ -97,15 +97,6 @@ def test_encoder_matches_transformers(encoded, golden, k):
     assert rel <= 1e-4, f"image {k}: max |diff| / max |ref| = {rel:.2e}"
 
 
-def kl(ref_logits, logits):
-    p = np.exp(ref_logits - ref_logits.max())
-    p /= p.sum()
-    lq = logits - logits.max()
-    lq -= np.log(np.exp(lq).sum())
-    lp = np.log(p)
-    return float((p * (lp - lq)).sum())
-
-
 def test_first_token_matches_transformers(files, golden, tmp_path):
     k = fx.LOGITS_IMAGE
     out = str(tmp_path / "logits.f32")
@@ -115,7 +106,7 @@ def test_first_token_matches_transformers(files, golden, tmp_path):
     n_rows = golden[f"image{k}_embd"].shape[0]
     assert info["tokens"] == fx.BEFORE + [fx.BOI] + [-1] * n_rows + [fx.EOI] + fx.AFTER
     logits = np.fromfile(out, np.float32)
-    d = kl(golden["logits"].astype(np.float64), logits.astype(np.float64))
+    d = gemma4_tiny.kl(golden["logits"].astype(np.float64), logits.astype(np.float64))
     assert d <= 1e-4, f"KL(transformers || ours) = {d:.2e}"
     worst = float(np.abs(logits - golden["logits"]).max())  # about 1e-5 with the F32 cache
     assert worst <= 1e-3 * float(np.abs(golden["logits"]).max()), f"logits differ by up to {worst:.2e}"
