@@ -12,29 +12,22 @@
 
 namespace cactus {
 
-// A clipped linear (Gemma4ClippableLinear): clamp the input, W x, clamp the output; the bounds are
-// the checkpoint's scalars.
-struct AudioEncoder::Clipped {
-    Tensor w;  // [n_out, n_in]
-    float in_lo = -INFINITY, in_hi = INFINITY, out_lo = -INFINITY, out_hi = INFINITY;
-};
-
 struct AudioEncoder::Ffn {
-    Tensor pre, post;  // [n_embd]
-    Clipped up;        // [4 n_embd, n_embd]
-    Clipped down;      // [n_embd, 4 n_embd]
+    Tensor pre, post;    // [n_embd]
+    ClippedLinear up;    // [4 n_embd, n_embd]
+    ClippedLinear down;  // [n_embd, 4 n_embd]
 };
 
 struct AudioEncoder::Layer {
     Ffn ff1, ff2;
     Tensor attn_pre, attn_post;  // [n_embd]
-    Clipped q, k, v, o;          // [n_embd, n_embd]
+    ClippedLinear q, k, v, o;    // [n_embd, n_embd]
     Tensor rel;                  // [window, n_embd]: relative_k_proj of the sinusoid of distance 0..window-1
     Tensor q_scale;              // [head_dim]: softplus(per_dim_scale) * head_dim^-0.5 / ln 2
     Tensor conv_pre, conv_norm;  // [n_embd]
-    Clipped glu_a, glu_b;        // rows [0, n) and [n, 2n) of linear_start [2 n_embd, n_embd]
+    ClippedLinear glu_a, glu_b;  // rows [0, n) and [n, 2n) of linear_start [2 n_embd, n_embd]
     Tensor dw;                   // [n_embd, kernel] causal depthwise taps
-    Clipped conv_out;            // [n_embd, n_embd]
+    ClippedLinear conv_out;      // [n_embd, n_embd]
     Tensor out_norm;             // [n_embd]
 };
 
@@ -118,19 +111,8 @@ Tensor AudioEncoder::upload_vector(const std::vector<float>& host) {
     return t;
 }
 
-AudioEncoder::Clipped AudioEncoder::clipped(const std::string& name, size_t n_in, size_t n_out) {
-    Clipped c;
-    c.w = weights_->matrix(name + ".weight", n_in, n_out);
-    auto bound = [&](const char* what, float fallback) {
-        const std::string key = name + "." + what;
-        return weights_->has(key) ? weights_->host_vector(key, 1)[0] : fallback;
-    };
-    c.in_lo = bound("input_min", -INFINITY);
-    c.in_hi = bound("input_max", INFINITY);
-    c.out_lo = bound("output_min", -INFINITY);
-    c.out_hi = bound("output_max", INFINITY);
-    if (!(c.in_lo <= c.in_hi) || !(c.out_lo <= c.out_hi)) fail("load mmproj: %s has empty clip bounds", name.c_str());
-    return c;
+ClippedLinear AudioEncoder::clipped(const std::string& name, size_t n_in, size_t n_out) {
+    return load_clipped_linear(*weights_, name, n_in, n_out);
 }
 
 // transformers' Gemma4AudioRelPositionalEncoding at distances 0..window-1 (sin half, then cos half,
@@ -193,7 +175,7 @@ void AudioEncoder::load_weights() {
         L.q_scale = upload_vector(scale);
         L.conv_pre = w.vector(blk(il, "conv_norm.weight"), d);
         L.conv_norm = w.vector(blk(il, "norm_conv.weight"), d);
-        const Clipped start = clipped(blk(il, "conv_pw1"), d, 2 * d);
+        const ClippedLinear start = clipped(blk(il, "conv_pw1"), d, 2 * d);
         L.glu_a = start;
         L.glu_a.w = start.w.rows_view(0, d);
         L.glu_b = start;
@@ -230,18 +212,11 @@ void AudioEncoder::reserve(size_t n_frames) {
     A.proj = alloc(hp_.proj_dim, t2);
 }
 
-void AudioEncoder::linear(const Tensor& y, const Clipped& l, const Tensor& x) {
-    Backend& be = *backend_;
-    const Acts& A = *acts_;
-    if (x.width() == A.tmp.width()) {
-        const Tensor in = A.tmp.rows_view(0, x.rows());
-        be.clamp(in, x, l.in_lo, l.in_hi);
-        nn_.encoder_linear(y, l.w, in);
-    } else {  // the FFN's down projection reads [n, 4 n_embd]: clamp in place (it is the FFN's own buffer)
-        be.clamp(x, x, l.in_lo, l.in_hi);
-        nn_.encoder_linear(y, l.w, x);
-    }
-    be.clamp(y, y, l.out_lo, l.out_hi);
+void AudioEncoder::linear(const Tensor& y, const ClippedLinear& l, const Tensor& x) {
+    const Tensor& tmp = acts_->tmp;
+    // The FFN's down projection reads [n, 4 n_embd]: it clamps in place (the FFN's own buffer).
+    const Tensor xc = x.width() == tmp.width() ? tmp.rows_view(0, x.rows()) : x;
+    clipped_linear(*backend_, nn_, y, l, x, xc);
 }
 
 // Gemma4AudioFeedForward: x += 0.5 * post_norm(down(silu(up(pre_norm(x))))). The 1e10 gradient

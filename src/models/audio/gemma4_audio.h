@@ -16,6 +16,7 @@
 
 #include "backends/backend.h"
 #include "models/blocks.h"
+#include "models/clipped_linear.h"
 
 namespace cactus {
 
@@ -61,18 +62,17 @@ public:
                          std::vector<float>* tower = nullptr);
 
 private:
-    struct Clipped;
     struct Ffn;
     struct Layer;
     struct Acts;
     void load_weights();
-    Clipped clipped(const std::string& name, size_t n_in, size_t n_out);
+    ClippedLinear clipped(const std::string& name, size_t n_in, size_t n_out);
     Tensor upload_vector(const std::vector<float>& host);
     Tensor relative_keys(const Tensor& w_rel);
     void reserve(size_t n_frames);
     void sscp(size_t n_frames);
     void sscp_chunk(size_t n_frames, size_t a, size_t b);
-    void linear(const Tensor& y, const Clipped& l, const Tensor& x);
+    void linear(const Tensor& y, const ClippedLinear& l, const Tensor& x);
     void ffn(const Ffn& f, size_t n);
     void attention(const Layer& L, size_t n);
     void light_conv(const Layer& L, size_t n);

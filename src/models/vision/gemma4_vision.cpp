@@ -65,13 +65,13 @@ Gemma4Vision::Gemma4Vision(const GgufFile& mmproj, Backend& backend, WeightLoade
         L.ffn_post_norm = w_.vector(vt(il, "ffn_post_norm.weight"), d);
         L.q_norm = w_.vector(vt(il, "attn_q_norm.weight"), head_dim_);
         L.k_norm = w_.vector(vt(il, "attn_k_norm.weight"), head_dim_);
-        L.q = load_linear(vt(il, "attn_q"), d, d);
-        L.k = load_linear(vt(il, "attn_k"), d, d);
-        L.v = load_linear(vt(il, "attn_v"), d, d);
-        L.o = load_linear(vt(il, "attn_out"), d, d);
-        L.gate = load_linear(vt(il, "ffn_gate"), d, n_ff_);
-        L.up = load_linear(vt(il, "ffn_up"), d, n_ff_);
-        L.down = load_linear(vt(il, "ffn_down"), n_ff_, d);
+        L.q = load_clipped_linear(w_, vt(il, "attn_q"), d, d);
+        L.k = load_clipped_linear(w_, vt(il, "attn_k"), d, d);
+        L.v = load_clipped_linear(w_, vt(il, "attn_v"), d, d);
+        L.o = load_clipped_linear(w_, vt(il, "attn_out"), d, d);
+        L.gate = load_clipped_linear(w_, vt(il, "ffn_gate"), d, n_ff_);
+        L.up = load_clipped_linear(w_, vt(il, "ffn_up"), d, n_ff_);
+        L.down = load_clipped_linear(w_, vt(il, "ffn_down"), n_ff_, d);
         layers_.push_back(L);
     }
     if (w_.has("v.std_bias") || w_.has("v.std_scale"))
@@ -80,23 +80,6 @@ Gemma4Vision::Gemma4Vision(const GgufFile& mmproj, Backend& backend, WeightLoade
 }
 
 Gemma4Vision::~Gemma4Vision() = default;
-
-// The weight plus its clip scalars; a linear stored without them (a checkpoint without clipped
-// linears) clamps to +-infinity, i.e. not at all.
-Gemma4Vision::Linear Gemma4Vision::load_linear(const std::string& name, size_t n_in, size_t n_out) {
-    Linear lin;
-    lin.w = w_.matrix(name + ".weight", n_in, n_out);
-    auto scalar = [&](const char* suffix, float none) {
-        const std::string s = name + suffix;
-        return w_.has(s) ? w_.host_vector(s, 1)[0] : none;
-    };
-    lin.clip = {scalar(".input_min", -INFINITY), scalar(".input_max", INFINITY), scalar(".output_min", -INFINITY),
-                scalar(".output_max", INFINITY)};
-    if (!(lin.clip.in_min <= lin.clip.in_max) || !(lin.clip.out_min <= lin.clip.out_max))
-        fail("load mmproj: %s clamps to [%g, %g] then [%g, %g]", name.c_str(), lin.clip.in_min, lin.clip.in_max,
-             lin.clip.out_min, lin.clip.out_max);
-    return lin;
-}
 
 void Gemma4Vision::check_input(const EncoderInput& in) const {
     const size_t unit = patch_ * kPool;
@@ -110,12 +93,8 @@ void Gemma4Vision::check_input(const EncoderInput& in) const {
              kMaxPatches, n_pos_);
 }
 
-void Gemma4Vision::clipped_linear(const Tensor& y, const Linear& lin, const Tensor& x, const Tensor& xc) {
-    const Clip& c = lin.clip;
-    const bool clamp_in = std::isfinite(c.in_min) || std::isfinite(c.in_max);
-    if (clamp_in) be_.clamp(xc, x, c.in_min, c.in_max);
-    nn_.encoder_linear(y, lin.w, clamp_in ? xc : x);
-    if (std::isfinite(c.out_min) || std::isfinite(c.out_max)) be_.clamp(y, y, c.out_min, c.out_max);
+void Gemma4Vision::clipped_linear(const Tensor& y, const ClippedLinear& l, const Tensor& x, const Tensor& xc) {
+    cactus::clipped_linear(be_, nn_, y, l, x, xc);
 }
 
 void Gemma4Vision::embed_patches(const EncoderInput& in, const Activations& a) {

@@ -18,6 +18,7 @@
 
 #include "backends/backend.h"
 #include "models/blocks.h"
+#include "models/clipped_linear.h"
 
 namespace cactus {
 
@@ -39,26 +40,18 @@ public:
     void encode(const EncoderInput& in, std::vector<float>* out);
 
 private:
-    struct Clip {
-        float in_min, in_max, out_min, out_max;
-    };
-    struct Linear {
-        Tensor w;
-        Clip clip;
-    };
     struct Layer {
         Tensor ln1, attn_post_norm, ln2, ffn_post_norm;  // [n_embd]
         Tensor q_norm, k_norm;                           // [head_dim]
-        Linear q, k, v, o, gate, up, down;
+        ClippedLinear q, k, v, o, gate, up, down;
     };
     struct Activations;
-    Linear load_linear(const std::string& name, size_t n_in, size_t n_out);
     void check_input(const EncoderInput& in) const;
     void embed_patches(const EncoderInput& in, const Activations& a);
     void attention(const Layer& L, const Activations& a);
     void feed_forward(const Layer& L, const Activations& a);
     // y = clamp(clamp(x, in) W^T, out); xc: scratch [n, n_in].
-    void clipped_linear(const Tensor& y, const Linear& lin, const Tensor& x, const Tensor& xc);
+    void clipped_linear(const Tensor& y, const ClippedLinear& l, const Tensor& x, const Tensor& xc);
     void project(const Tensor& x, size_t gw, size_t gh, std::vector<float>* out);
 
     const GgufFile& file_;
