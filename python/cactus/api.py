@@ -51,37 +51,51 @@ def _response_buffer_size(options_bytes):
 
 
 @contextlib.contextmanager
-def _image_files(messages):
-    """Messages whose "images" may hold paths (str or os.PathLike) or encoded image bytes (PNG, JPEG,
-    BMP, GIF): bytes are written to temporary files (removed afterwards), so the C API sees paths."""
-    if not isinstance(messages, list) or not any(isinstance(m, dict) and m.get("images") for m in messages):
+def _entries_as_files(messages, key, prefix, suffix, data_of):
+    """Messages whose `key` lists may hold paths or data in memory: data_of(entry) gives the bytes of an
+    entry that is not an os.PathLike (None: the entry stays as it is); those bytes are written to
+    temporary files (removed afterwards), so the C API sees paths."""
+    if not isinstance(messages, list) or not any(isinstance(m, dict) and m.get(key) for m in messages):
         yield messages
         return
     written = []
     try:
         out = []
         for m in messages:
-            if not isinstance(m, dict) or not m.get("images"):
+            if not isinstance(m, dict) or not m.get(key):
                 out.append(m)
                 continue
             paths = []
-            for image in m["images"]:
-                if isinstance(image, (bytes, bytearray, memoryview)):
-                    fd, path = tempfile.mkstemp(prefix="cactus-image-")
-                    written.append(path)
-                    with os.fdopen(fd, "wb") as f:
-                        f.write(bytes(image))
-                    paths.append(path)
-                elif isinstance(image, os.PathLike):
-                    paths.append(os.fspath(image))
-                else:
-                    paths.append(image)  # str (anything else: the engine names the bad value)
-            out.append(dict(m, images=paths))
+            for entry in m[key]:
+                if isinstance(entry, os.PathLike):
+                    paths.append(os.fspath(entry))
+                    continue
+                data = data_of(entry)
+                if data is None:
+                    paths.append(entry)
+                    continue
+                fd, path = tempfile.mkstemp(prefix=prefix, suffix=suffix)
+                written.append(path)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                paths.append(path)
+            out.append(dict(m, **{key: paths}))
         yield out
     finally:
         for path in written:
             with contextlib.suppress(OSError):
                 os.remove(path)
+
+
+def _image_data(image):
+    # str: a path (anything else: the engine names the bad value)
+    return bytes(image) if isinstance(image, (bytes, bytearray, memoryview)) else None
+
+
+def _image_files(messages):
+    """Messages whose "images" may hold paths (str or os.PathLike) or encoded image bytes (PNG, JPEG,
+    BMP, GIF): bytes are written to temporary files (removed afterwards), so the C API sees paths."""
+    return _entries_as_files(messages, "images", "cactus-image-", "", _image_data)
 
 
 def _wav_bytes(samples):
@@ -97,38 +111,17 @@ def _wav_bytes(samples):
     return buffer.getvalue()
 
 
-@contextlib.contextmanager
+def _audio_data(clip):
+    if isinstance(clip, str):
+        return None
+    return bytes(clip) if isinstance(clip, (bytes, bytearray, memoryview)) else _wav_bytes(clip)
+
+
 def _audio_files(messages):
     """Messages whose "audio" may hold paths (str or os.PathLike), encoded WAV bytes or float samples
     at 16 kHz (a sequence or numpy array): bytes and samples are written to temporary WAV files
     (removed afterwards), so the C API sees paths."""
-    if not isinstance(messages, list) or not any(isinstance(m, dict) and m.get("audio") for m in messages):
-        yield messages
-        return
-    written = []
-    try:
-        out = []
-        for m in messages:
-            if not isinstance(m, dict) or not m.get("audio"):
-                out.append(m)
-                continue
-            paths = []
-            for clip in m["audio"]:
-                if isinstance(clip, (str, os.PathLike)):
-                    paths.append(os.fspath(clip))
-                    continue
-                data = bytes(clip) if isinstance(clip, (bytes, bytearray, memoryview)) else _wav_bytes(clip)
-                fd, path = tempfile.mkstemp(prefix="cactus-audio-", suffix=".wav")
-                written.append(path)
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                paths.append(path)
-            out.append(dict(m, audio=paths))
-        yield out
-    finally:
-        for path in written:
-            with contextlib.suppress(OSError):
-                os.remove(path)
+    return _entries_as_files(messages, "audio", "cactus-audio-", ".wav", _audio_data)
 
 
 @contextlib.contextmanager
