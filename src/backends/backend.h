@@ -122,6 +122,15 @@ struct SharedInputProduct {
     const Tensor* w;
 };
 
+// What a device backend enqueued since it was made (all zero on the CPU, which runs ops in place).
+struct BackendCounters {
+    uint64_t kernels = 0;         // kernel launches, counting those inside replayed graphs
+    uint64_t copies = 0;          // host <-> device and device copies, likewise
+    uint64_t steps = 0;           // runs of work between two synchronisations
+    uint64_t graph_replays = 0;   // steps that ran as one captured graph
+    uint64_t graph_captures = 0;  // graphs captured (a step shape seen for the first time twice in a row)
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -152,6 +161,7 @@ public:
     virtual std::unique_ptr<KvStorage> make_kv_storage(const std::vector<KvLayerLayout>& layers, KvType type) = 0;
     // Waits for every op enqueued so far; throws cactus::Error after `deadline` or on a device error.
     virtual void synchronize(std::chrono::milliseconds deadline) = 0;
+    virtual BackendCounters counters() const { return {}; }
 
     // ---- ops (checked here, then do_<op>) ------------------------------------------------------
     // y [n, width] = table[ids[i]] * scale; ids: [n] I32 (checked < table rows).

@@ -70,6 +70,7 @@ public:
     size_t reserve(size_t wanted, int seq) override;
     size_t kv_bytes() const override;
     size_t kv_compactions() const override;
+    BackendCounters backend_counters() const override { return backend_->counters(); }
     void record_intermediates(const std::vector<std::string>& names) override { taps_.select(names); }
     Intermediates take_intermediates() override { return taps_.take(); }
     const KvCache& kv_cache(int seq = 0) const { return *kv_.at(static_cast<size_t>(seq)); }

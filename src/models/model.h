@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "kv/kv_options.h"
 #include "models/intermediates.h"
 
@@ -111,6 +112,8 @@ public:
     // Bytes held by the KV caches (all sequences and layers, as laid out), compactions so far.
     virtual size_t kv_bytes() const = 0;
     virtual size_t kv_compactions() const = 0;
+    // What the model's backend enqueued so far (kernels, copies, step graphs; zeros on the CPU).
+    virtual BackendCounters backend_counters() const = 0;
 
     // Named intermediates (models/intermediates.h), for oracle comparisons: while names are
     // selected, every step keeps all of its rows and appends the named tensors' rows; an empty

@@ -186,6 +186,10 @@ struct ThreadResult {
     double load_ms = 0.0;
     size_t kv_bytes = 0;
     size_t rss_loaded = 0;  // resident bytes with the model loaded, after its runs
+    // Device backends, over the timed tgN steps: kernels and copies per token, steps that replayed
+    // a captured graph, graphs captured (a capture after the warm-up means a step shape changed).
+    double kernels_per_token = 0.0, copies_per_token = 0.0;
+    uint64_t decode_steps = 0, graph_replays = 0, graph_captures = 0;
 };
 
 struct Workload {
@@ -257,9 +261,17 @@ ThreadResult bench_model(const BenchArgs& args, Model& model, int threads, const
     time_prefill(model, w, logits);
     time_decode(model, w, logits);
     std::vector<double> pp, tg, ttft;
+    BackendCounters decode_counters;
     for (int rep = 0; rep < args.reps; ++rep) {
         double pp_s = time_prefill(model, w, logits);
+        const BackendCounters before = model.backend_counters();
         double tg_s = time_decode(model, w, logits);
+        const BackendCounters after = model.backend_counters();
+        decode_counters.kernels += after.kernels - before.kernels;
+        decode_counters.copies += after.copies - before.copies;
+        decode_counters.steps += after.steps - before.steps;
+        decode_counters.graph_replays += after.graph_replays - before.graph_replays;
+        decode_counters.graph_captures += after.graph_captures - before.graph_captures;
         pp.push_back(per_second(static_cast<double>(w.prompt.size()), pp_s));
         ttft.push_back(1e3 * pp_s);
         tg.push_back(per_second(static_cast<double>(w.decode_tokens.size() * args.sequences), tg_s));
@@ -268,6 +280,16 @@ ThreadResult bench_model(const BenchArgs& args, Model& model, int threads, const
     r.decode_tps = summarize(tg);
     r.ttft_ms = summarize(ttft);
     r.kv_bytes = model.kv_bytes();
+    // The decode prompt's prefill is inside time_decode too: count per timed token all the same
+    // (its few steps are the difference between steps and tokens).
+    const double tokens = static_cast<double>(w.decode_tokens.size()) * args.reps;
+    if (tokens > 0) {
+        r.kernels_per_token = static_cast<double>(decode_counters.kernels) / tokens;
+        r.copies_per_token = static_cast<double>(decode_counters.copies) / tokens;
+    }
+    r.decode_steps = decode_counters.steps;
+    r.graph_replays = decode_counters.graph_replays;
+    r.graph_captures = decode_counters.graph_captures;
     return r;
 }
 
@@ -301,7 +323,14 @@ Json thread_result_json(const ThreadResult& r, const BenchArgs& args) {
         {"kv_bytes", r.kv_bytes},
         {"prefill",
          {{"test", "pp" + std::to_string(args.n_prompt)}, {"tokens_per_second", summary_json(r.prefill_tps)}}},
-        {"decode", {{"test", "tg" + std::to_string(args.n_gen)}, {"tokens_per_second", summary_json(r.decode_tps)}}},
+        {"decode",
+         {{"test", "tg" + std::to_string(args.n_gen)},
+          {"tokens_per_second", summary_json(r.decode_tps)},
+          {"kernels_per_token", r.kernels_per_token},
+          {"copies_per_token", r.copies_per_token},
+          {"steps", r.decode_steps},
+          {"graph_replays", r.graph_replays},
+          {"graph_captures", r.graph_captures}}},
         {"ttft_ms", summary_json(r.ttft_ms)}};
 }
 
@@ -373,6 +402,15 @@ void print_report(const ModelReport& m, const BenchArgs& args) {
         std::printf(
             "\n%d thread(s): decode streams the weights at %.1f GB/s (compare: cactus bench --membw)", r.threads,
             r.decode_tps.median / static_cast<double>(args.sequences) * static_cast<double>(m.weight_bytes) / 1e9);
+    }
+    for (const ThreadResult& r : m.results) {
+        if (args.n_gen == 0 || r.decode_steps == 0) break;  // the CPU counts nothing
+        std::printf(
+            "\n%s: %.1f kernel launches and %.1f copies per decoded token; %llu of %llu decode steps replayed a "
+            "CUDA graph, %llu graph(s) captured while timed",
+            m.device.c_str(), r.kernels_per_token, r.copies_per_token,
+            static_cast<unsigned long long>(r.graph_replays), static_cast<unsigned long long>(r.decode_steps),
+            static_cast<unsigned long long>(r.graph_captures));
     }
     if (args.n_gen > 0) std::printf("\n");
     size_t kv = m.results.empty() ? 0 : m.results.back().kv_bytes;

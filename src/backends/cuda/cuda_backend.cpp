@@ -25,9 +25,16 @@ public:
     CudaBuffer(std::shared_ptr<CudaContext> ctx, void* ptr, size_t bytes)
         : ctx_(std::move(ctx)), ptr_(ptr), size_(bytes) {}
     ~CudaBuffer() override {
-        // Stream-ordered: never waits. A broken handle leaks (the GPU may still be using it).
+        // Stream-ordered: never waits. A broken handle leaks (the GPU may still be using it). Work the
+        // step recorder still holds back is launched first: the free must not overtake it.
         if (ptr_ && ctx_->broken.empty()) {
             cudaSetDevice(ctx_->device);
+            try {
+                if (ctx_->steps) ctx_->steps->flush();
+            } catch (const std::exception& e) {
+                ctx_->broken = std::string("free: ") + e.what();
+                return;
+            }
             cudaFreeAsync(ptr_, ctx_->stream);
         }
     }
@@ -44,8 +51,14 @@ private:
 }  // namespace
 
 CudaContext::~CudaContext() {
-    // cudaStreamDestroy returns at once even with work in flight; a broken stream is left alone.
-    if (stream && broken.empty()) cudaStreamDestroy(stream);
+    // cudaStreamDestroy returns at once even with work in flight; a broken stream is left alone, and
+    // so are its graphs (one may still be running).
+    if (!broken.empty()) {
+        steps.release();
+        return;
+    }
+    steps.reset();
+    if (stream) cudaStreamDestroy(stream);
 }
 
 CudaBackend::CudaBackend(int device, std::chrono::milliseconds timeout)
@@ -64,13 +77,22 @@ CudaBackend::CudaBackend(int device, std::chrono::milliseconds timeout)
     device_name_ = prop.name;
     check(cudaStreamCreateWithFlags(&ctx_->stream, cudaStreamNonBlocking), "init", "cudaStreamCreate");
     check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "init", "cudaEventCreate");
+    const char* graphs = std::getenv("CACTUS_CUDA_GRAPHS");
+    ctx_->steps = std::make_unique<cuda::StepRecorder>(ctx_->stream, !(graphs && std::strcmp(graphs, "0") == 0));
     cudaMemPool_t pool = nullptr;
     check(cudaDeviceGetDefaultMemPool(&pool, device), "init", "cudaDeviceGetDefaultMemPool");
     uint64_t keep = ~0ull;  // keep freed memory in the pool: no trimming at synchronisation points
     check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "init", "cudaMemPoolSetAttribute");
-    check(cudaMallocHost(reinterpret_cast<void**>(&pinned_), kStaging + kAlign), "init", "cudaMallocHost");
+    check(cudaMallocHost(reinterpret_cast<void**>(&pinned_), kStaging + kAlign + kSideStaging), "init",
+          "cudaMallocHost");
     status_host_ = reinterpret_cast<uint32_t*>(pinned_ + kStaging);
     *status_host_ = 0;
+    fault_spin_ = status_host_ + 1;  // in the same pinned page, read by the device through its mapping
+    *fault_spin_ = 0;
+    void* spin_dev = nullptr;
+    check(cudaHostGetDevicePointer(&spin_dev, fault_spin_, 0), "init", "cudaHostGetDevicePointer");
+    fault_spin_dev_ = static_cast<const uint32_t*>(spin_dev);
+    side_pinned_ = pinned_ + kStaging + kAlign;
     check(cudaMallocAsync(reinterpret_cast<void**>(&twin_), kStaging + kAlign, ctx_->stream), "init",
           "cudaMallocAsync (staging)");
     status_dev_ = reinterpret_cast<uint32_t*>(twin_ + kStaging);
@@ -78,6 +100,8 @@ CudaBackend::CudaBackend(int device, std::chrono::milliseconds timeout)
     synchronize(timeout_);
     const char* spin = std::getenv("CACTUS_CUDA_FAULT_SPIN_MS");
     if (spin && *spin) fault_spin_ms_ = static_cast<uint32_t>(std::strtoul(spin, nullptr, 10));
+    const char* spin_at = std::getenv("CACTUS_CUDA_FAULT_SPIN_AT");
+    if (spin_at && *spin_at) fault_spin_at_ = static_cast<uint32_t>(std::strtoul(spin_at, nullptr, 10));
 }
 
 CudaBackend::~CudaBackend() {
@@ -90,6 +114,7 @@ CudaBackend::~CudaBackend() {
     }
     weights_.clear();
     scratch_.reset();
+    mirrors_.clear();
     if (!ctx_->broken.empty()) return;
     cudaSetDevice(ctx_->device);
     cudaFreeAsync(twin_, ctx_->stream);
@@ -98,7 +123,32 @@ CudaBackend::~CudaBackend() {
     cudaFreeHost(pinned_);
 }
 
-std::string CudaBackend::describe() const { return ctx_->name + " (" + device_name_ + ")"; }
+std::string CudaBackend::describe() const {
+    const cuda::StepRecorder& steps = *ctx_->steps;
+    const std::string graphs = steps.enabled() ? "step graphs on"
+                               : steps.disabled_reason().empty() ? "step graphs off (CACTUS_CUDA_GRAPHS=0)"
+                                                                 : steps.disabled_reason();
+    return ctx_->name + " (" + device_name_ + ", " + graphs + ")";
+}
+
+BackendCounters CudaBackend::counters() const {
+    const cuda::StepCounters& c = ctx_->steps->counters();
+    BackendCounters out;
+    out.kernels = c.kernels;
+    out.copies = c.copies;
+    out.steps = c.segments;
+    out.graph_replays = c.graph_replays;
+    out.graph_captures = c.graph_captures;
+    return out;
+}
+
+void CudaBackend::enqueue_copy(const char* op, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    try {
+        ctx_->steps->copy(dst, src, bytes, kind);
+    } catch (const std::exception& e) {
+        broke(op, e.what());
+    }
+}
 
 void CudaBackend::usable(const char* op) const {
     if (!ctx_->broken.empty()) {
@@ -126,6 +176,11 @@ void CudaBackend::check(cudaError_t e, const char* op, const char* what) {
 void CudaBackend::synchronize(std::chrono::milliseconds deadline) {
     usable("synchronize");
     const auto start = std::chrono::steady_clock::now();
+    try {
+        ctx_->steps->finish();
+    } catch (const std::exception& e) {
+        broke("synchronize", e.what());
+    }
     check(cudaMemcpyAsync(status_host_, status_dev_, sizeof(uint32_t), cudaMemcpyDeviceToHost, ctx_->stream),
           "synchronize", "cudaMemcpyAsync (status)");
     check(cudaEventRecord(done_, ctx_->stream), "synchronize", "cudaEventRecord");
@@ -145,6 +200,7 @@ void CudaBackend::synchronize(std::chrono::milliseconds deadline) {
         }
     }
     staged_ = 0;
+    side_staged_ = 0;
     const uint32_t status = *status_host_;
     if (status != 0) {
         *status_host_ = 0;
@@ -174,8 +230,7 @@ size_t CudaBackend::stage(size_t bytes) {
 const void* CudaBackend::stage_upload(const void* src, size_t bytes) {
     const size_t offset = stage(bytes);
     std::memcpy(pinned_ + offset, src, bytes);
-    check(cudaMemcpyAsync(twin_ + offset, pinned_ + offset, bytes, cudaMemcpyHostToDevice, ctx_->stream), "upload",
-          "cudaMemcpyAsync (staging)");
+    enqueue_copy("upload", twin_ + offset, pinned_ + offset, bytes, cudaMemcpyHostToDevice);
     return twin_ + offset;
 }
 
@@ -186,9 +241,7 @@ void CudaBackend::upload_raw(void* dst, const void* src, size_t bytes) {
         const size_t n = std::min(bytes - done, kStaging);
         const size_t offset = stage(n);
         std::memcpy(pinned_ + offset, from + done, n);
-        check(
-            cudaMemcpyAsync(static_cast<char*>(dst) + done, pinned_ + offset, n, cudaMemcpyHostToDevice, ctx_->stream),
-            "upload", "cudaMemcpyAsync (host to device)");
+        enqueue_copy("upload", static_cast<char*>(dst) + done, pinned_ + offset, n, cudaMemcpyHostToDevice);
         done += n;
     }
 }
@@ -196,17 +249,14 @@ void CudaBackend::upload_raw(void* dst, const void* src, size_t bytes) {
 void CudaBackend::download_raw(void* dst, const void* src, size_t bytes) {
     usable("download");
     if (fault_spin_ms_ > 0) {
-        const uint32_t ms = fault_spin_ms_;
-        fault_spin_ms_ = 0;
-        launch("download", [&](cudaStream_t s) { cuda::spin(s, ms); });
+        if (++downloads_ >= fault_spin_at_) *fault_spin_ = fault_spin_ms_;  // before the spin can run
+        launch("download", [&](cudaStream_t s) { cuda::spin(s, fault_spin_dev_); });
     }
     char* to = static_cast<char*>(dst);
     for (size_t done = 0; done < bytes;) {
         const size_t n = std::min(bytes - done, kStaging);
         const size_t offset = stage(n);
-        check(cudaMemcpyAsync(pinned_ + offset, static_cast<const char*>(src) + done, n, cudaMemcpyDeviceToHost,
-                              ctx_->stream),
-              "download", "cudaMemcpyAsync (device to host)");
+        enqueue_copy("download", pinned_ + offset, static_cast<const char*>(src) + done, n, cudaMemcpyDeviceToHost);
         synchronize(timeout_);
         std::memcpy(to + done, pinned_ + offset, n);
         done += n;

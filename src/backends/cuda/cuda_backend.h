@@ -8,6 +8,11 @@
 // cache rows, per-token descriptors) are written to the staging area and copied to the twin at the
 // same offset; both are recycled after each completed synchronize().
 //
+// Steps as CUDA graphs: every enqueue goes through the context's StepRecorder (cuda_step_graph.h);
+// a step repeated with the same launches replays as one graph. Per-step inputs therefore sit at
+// fixed device addresses: staged data at the same staging offsets each step, and the row positions
+// of each KV cache in a device mirror updated outside the graph (position_rows()).
+//
 // Bounded waits: the host never calls a blocking CUDA wait. synchronize() records an event and
 // polls it until the deadline; on a timeout or any CUDA error the backend is marked broken, the
 // call throws cactus::Error naming what failed, every later call throws, and destruction leaks the
@@ -22,6 +27,7 @@
 
 #include "backends/backend.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/cuda_step_graph.h"
 
 namespace cactus {
 
@@ -31,6 +37,7 @@ struct CudaContext {
     cudaStream_t stream = nullptr;
     std::string name;    // "cuda:N"
     std::string broken;  // why the handle refuses work; empty while usable
+    std::unique_ptr<cuda::StepRecorder> steps;
     ~CudaContext();
 };
 
@@ -49,6 +56,7 @@ public:
     Tensor place_weight(const void* host, DType type, size_t width, size_t n_rows) override;
     std::unique_ptr<KvStorage> make_kv_storage(const std::vector<KvLayerLayout>& layers, KvType type) override;
     void synchronize(std::chrono::milliseconds deadline) override;
+    BackendCounters counters() const override;
 
 protected:
     void do_get_rows(const Tensor& y, const Tensor& table, const Tensor& ids, float scale) override;
@@ -82,11 +90,14 @@ private:
     // Marks the handle broken and throws: "cuda:N <op>: <what> failed: <error>".
     [[noreturn]] void broke(const char* op, const std::string& what);
     void check(cudaError_t e, const char* op, const char* what);
+    // One device copy through the step recorder; an error breaks the handle.
+    void enqueue_copy(const char* op, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
     // Runs a launcher; a launch error breaks the handle.
     template <class Fn>
     void launch(const char* op, const Fn& fn) {
         usable(op);
         try {
+            cuda::RecorderScope scope(ctx_->steps.get());
             fn(ctx_->stream);
         } catch (const std::exception& e) {
             broke(op, e.what());
@@ -97,6 +108,10 @@ private:
     // Copies host bytes into the device twin and returns the device address.
     const void* stage_upload(const void* src, size_t bytes);
     float* scratch(size_t floats);
+    // The device copy of a KV cache's row positions [capacity] (keyed by the host array), with rows
+    // [lo, hi) brought up to date by copies enqueued outside the step graph: the graph reads the
+    // positions, it never carries them.
+    const int32_t* position_rows(const int32_t* host, size_t capacity, size_t lo, size_t hi);
     // The device copy of a RoPE's frequency factors (uploaded on first use; the model keeps the
     // host array for its lifetime, so its address identifies it).
     const float* rope_factors(const RopeParams& params);
@@ -113,9 +128,27 @@ private:
     uint32_t* status_dev_ = nullptr;   // kernels' bad-input bits
     uint32_t* status_host_ = nullptr;  // pinned copy, read after each synchronize
     std::unique_ptr<Buffer> scratch_;
-    // Test-only fault hook: environment CACTUS_CUDA_FAULT_SPIN_MS=N makes the first download enqueue
-    // a kernel that spins for N ms of GPU time (tests/backends: the deadline must fire).
+    // Test-only fault hook: environment CACTUS_CUDA_FAULT_SPIN_MS=N makes every download enqueue a
+    // kernel that spins for the milliseconds in fault_spin_ (mapped pinned memory): 0 until download
+    // number CACTUS_CUDA_FAULT_SPIN_AT (default 1), N from then on, so the spin can fire inside a
+    // replayed graph (tests/backends: the deadline must fire).
     uint32_t fault_spin_ms_ = 0;
+    uint32_t fault_spin_at_ = 1;
+    uint32_t downloads_ = 0;
+    uint32_t* fault_spin_ = nullptr;  // host view; the kernel reads fault_spin_dev_
+    const uint32_t* fault_spin_dev_ = nullptr;
+    static constexpr size_t kSideStaging = 4u << 20;  // pinned staging of the position mirrors' copies
+    static constexpr size_t kMaxMirrors = 64;         // position mirrors kept (one per KV cache in use)
+    struct PositionMirror {
+        std::unique_ptr<Buffer> rows;  // [capacity] int32 on the device
+        std::vector<int32_t> shadow;   // what the device holds
+        size_t capacity = 0;
+        uint64_t last_used = 0;
+    };
+    std::map<const int32_t*, PositionMirror> mirrors_;
+    uint64_t mirror_tick_ = 0;
+    char* side_pinned_ = nullptr;  // staging of the mirror copies [kSideStaging], apart from the step's
+    size_t side_staged_ = 0;
     std::vector<std::unique_ptr<Buffer>> weights_;
     std::map<const float*, std::unique_ptr<Buffer>> rope_factors_;
 };

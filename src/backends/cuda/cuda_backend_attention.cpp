@@ -5,6 +5,9 @@
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
+
+#include <climits>
+
 #include "core/error.h"
 #include "kv/kv_cache.h"  // kv_quantize_i8
 #include "ops/quant.h"
@@ -200,7 +203,7 @@ void CudaBackend::do_attention_kv(const Tensor& out, const KvBatch& batch, const
     const KvView& first = batch.view[0];
     const KvLayerLayout& layout = first.layout;
     // The row positions each cache's queries need, once per cache (its positions array): [lo, hi)
-    // over its tokens.
+    // over its tokens, brought up to date in the cache's device mirror.
     struct Span {
         const int32_t* positions;
         size_t lo, hi;
@@ -217,22 +220,10 @@ void CudaBackend::do_attention_kv(const Tensor& out, const KvBatch& batch, const
         spans[s].hi = std::max(spans[s].hi, view.rows.end);
         span_of[t] = s;
     }
-    // One staging reservation for the positions and the descriptors (a second could sync and reuse it).
-    const auto al = [](size_t n) { return (n + 255) / 256 * 256; };
-    size_t total = al(batch.n * sizeof(cuda::KvAttnDesc));
-    for (const Span& s : spans) total += al(std::max<size_t>(s.hi - s.lo, 1) * sizeof(int32_t));
+    for (Span& s : spans) s.dev = position_rows(s.positions, layout.capacity, s.lo, s.hi);
     usable("attention_kv");
-    const size_t base = stage(total);
-    char* host = pinned_ + base;
-    const char* dev = twin_ + base;
-    size_t at = al(batch.n * sizeof(cuda::KvAttnDesc));
-    for (Span& s : spans) {
-        const size_t n = std::max<size_t>(s.hi - s.lo, 1);
-        std::memcpy(host + at, s.positions + s.lo, (s.hi - s.lo) * sizeof(int32_t));
-        s.dev = reinterpret_cast<const int32_t*>(dev + at);
-        at += al(n * sizeof(int32_t));
-    }
-    auto* desc = reinterpret_cast<cuda::KvAttnDesc*>(host);
+    const size_t base = stage(batch.n * sizeof(cuda::KvAttnDesc));
+    auto* desc = reinterpret_cast<cuda::KvAttnDesc*>(pinned_ + base);
     for (size_t t = 0; t < batch.n; ++t) {
         const KvView& view = batch.view[t];
         const Span& s = spans[span_of[t]];
@@ -242,16 +233,15 @@ void CudaBackend::do_attention_kv(const Tensor& out, const KvBatch& batch, const
         desc[t].v = rows.v;
         desc[t].ks = rows.ks;
         desc[t].vs = rows.vs;
-        desc[t].row_pos = s.dev + (view.rows.begin - s.lo);
+        desc[t].row_pos = s.dev + view.rows.begin;
         desc[t].n_rows = static_cast<int32_t>(view.rows.end - view.rows.begin);
         desc[t].q_pos = view.mask.q_pos;
         desc[t].window = view.mask.window;
         desc[t].sinks = view.mask.sinks;
         desc[t].ahead = view.mask.ahead;
     }
-    check(cudaMemcpyAsync(twin_ + base, host, total, cudaMemcpyHostToDevice, ctx_->stream), "attention_kv",
-          "cudaMemcpyAsync (staging)");
-    const auto* d = reinterpret_cast<const cuda::KvAttnDesc*>(dev);
+    enqueue_copy("attention_kv", twin_ + base, desc, batch.n * sizeof(cuda::KvAttnDesc), cudaMemcpyHostToDevice);
+    const auto* d = reinterpret_cast<const cuda::KvAttnDesc*>(twin_ + base);
     cuda::KvAttnShape shape;
     shape.n_head = n_head;
     shape.n_head_kv = layout.n_head_kv;
@@ -282,6 +272,52 @@ void CudaBackend::do_attention_dense(const Tensor& out, const Tensor& q, const T
         cuda::attention_dense(st, out.as<float>(), q.as<float>(), k.as<float>(), v.as<float>(), md, n_q, n_kv, s.n_head,
                               s.n_head_kv, s.head_dim, s.head_dim_v, s.scale, s.causal);
     });
+}
+
+const int32_t* CudaBackend::position_rows(const int32_t* host, size_t capacity, size_t lo, size_t hi) {
+    auto it = mirrors_.find(host);
+    if (it != mirrors_.end() && it->second.capacity != capacity) {
+        mirrors_.erase(it);
+        it = mirrors_.end();
+    }
+    if (it == mirrors_.end()) {
+        if (mirrors_.size() >= kMaxMirrors) {
+            mirrors_.erase(std::min_element(mirrors_.begin(), mirrors_.end(), [](const auto& a, const auto& b) {
+                return a.second.last_used < b.second.last_used;
+            }));
+        }
+        PositionMirror m;
+        m.rows = alloc(std::max<size_t>(capacity, 1) * sizeof(int32_t));
+        m.shadow.assign(capacity, INT32_MIN);  // unknown: no row holds this position
+        m.capacity = capacity;
+        it = mirrors_.emplace(host, std::move(m)).first;
+    }
+    PositionMirror& m = it->second;
+    m.last_used = ++mirror_tick_;
+    CACTUS_ASSERT(lo <= hi && hi <= capacity);
+    size_t first = lo;
+    while (first < hi && host[first] == m.shadow[first]) ++first;
+    size_t last = hi;
+    while (last > first && host[last - 1] == m.shadow[last - 1]) --last;
+    auto* dev = static_cast<int32_t*>(m.rows->base());
+    // The changed rows [first, last) go up through the side staging, straight onto the stream: before
+    // the step's graph when it replays, in order when the step runs eagerly.
+    for (size_t at = first; at < last;) {
+        const size_t room = (kSideStaging - side_staged_) / sizeof(int32_t);
+        if (room == 0) {
+            synchronize(timeout_);
+            continue;
+        }
+        const size_t n = std::min(last - at, room);
+        int32_t* staged = reinterpret_cast<int32_t*>(side_pinned_ + side_staged_);
+        std::memcpy(staged, host + at, n * sizeof(int32_t));
+        check(cudaMemcpyAsync(dev + at, staged, n * sizeof(int32_t), cudaMemcpyHostToDevice, ctx_->stream),
+              "attention_kv", "cudaMemcpyAsync (positions)");
+        side_staged_ += (n * sizeof(int32_t) + 255) / 256 * 256;
+        std::copy(host + at, host + at + n, m.shadow.begin() + static_cast<std::ptrdiff_t>(at));
+        at += n;
+    }
+    return dev;
 }
 
 // ---- convolutions -----------------------------------------------------------------------------------

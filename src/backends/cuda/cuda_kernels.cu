@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/cuda_launch.cuh"
 #include "backends/cuda/cuda_quant.cuh"
 #include "core/error.h"
 
@@ -289,10 +290,10 @@ void launch_matmul(cudaStream_t s, float* y, const uint8_t* w, size_t row_bytes,
                    size_t n_out) {
     const dim3 grid(static_cast<unsigned>((n_out + kWarps - 1) / kWarps), static_cast<unsigned>((n + NT - 1) / NT));
     if constexpr (is_plain<T>()) {
-        matmul_plain_kernel<T, NT><<<grid, kWarps * 32, 0, s>>>(y, w, row_bytes, x, static_cast<int>(n),
+        run_kernel(s, matmul_plain_kernel<T, NT>, dim3(grid), dim3(kWarps * 32), 0, y, w, row_bytes, x, static_cast<int>(n),
                                                                 static_cast<int>(n_in), static_cast<int>(n_out));
     } else {
-        matmul_quant_kernel<T, NT><<<grid, kWarps * 32, 0, s>>>(y, w, row_bytes, x, static_cast<int>(n),
+        run_kernel(s, matmul_quant_kernel<T, NT>, dim3(grid), dim3(kWarps * 32), 0, y, w, row_bytes, x, static_cast<int>(n),
                                                                 static_cast<int>(n_in), static_cast<int>(n_out));
     }
 }
@@ -382,7 +383,9 @@ __global__ void rope_kernel(float* x, const int32_t* pos, size_t n_head, size_t 
     }
 }
 
-__global__ void spin_kernel(uint64_t ns) {
+// Spins for *ms milliseconds of GPU time (0: returns at once); ms is mapped host memory.
+__global__ void spin_kernel(const volatile uint32_t* ms) {
+    const uint64_t ns = static_cast<uint64_t>(*ms) * 1000000ull;
     uint64_t start = 0;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
     for (;;) {
@@ -402,7 +405,7 @@ void get_rows(cudaStream_t s, float* y, const void* table, DType type, size_t ro
               const int32_t* ids, size_t n, size_t width, float scale, uint32_t* status) {
     if (n == 0) return;
     const bool ok = dispatch(type, [&](auto tag) {
-        get_rows_kernel<decltype(tag)::value><<<static_cast<unsigned>(n), 128, 0, s>>>(
+        run_kernel(s, get_rows_kernel<decltype(tag)::value>, dim3(static_cast<unsigned>(n)), dim3(128), 0, 
             y, static_cast<const uint8_t*>(table), row_bytes, table_rows, ids, width, scale, status);
     });
     if (!ok) fail("cuda get_rows: type %s is not supported", dtype_name(type));
@@ -427,58 +430,58 @@ void matmul(cudaStream_t s, float* y, const void* w, DType type, size_t row_byte
 
 void rms_norm(cudaStream_t s, float* y, const float* x, const float* w, size_t n, size_t width, float eps) {
     if (n == 0) return;
-    rms_norm_kernel<<<static_cast<unsigned>(n), 256, 0, s>>>(y, x, w, width, eps);
+    run_kernel(s, rms_norm_kernel, dim3(static_cast<unsigned>(n)), dim3(256), 0, y, x, w, width, eps);
     check_launch("rms_norm");
 }
 
 void layer_norm(cudaStream_t s, float* y, const float* x, const float* w, const float* b, size_t n, size_t width,
                 float eps) {
     if (n == 0) return;
-    layer_norm_kernel<<<static_cast<unsigned>(n), 256, 0, s>>>(y, x, w, b, width, eps);
+    run_kernel(s, layer_norm_kernel, dim3(static_cast<unsigned>(n)), dim3(256), 0, y, x, w, b, width, eps);
     check_launch("layer_norm");
 }
 
 void add(cudaStream_t s, float* y, const float* a, const float* b, size_t n, size_t width, size_t b_rows) {
     const size_t count = n * width;
     if (count == 0) return;
-    add_kernel<<<blocks_for(count, 256), 256, 0, s>>>(y, a, b, count, width, b_rows == 1 && n != 1);
+    run_kernel(s, add_kernel, dim3(blocks_for(count, 256)), dim3(256), 0, y, a, b, count, width, b_rows == 1 && n != 1);
     check_launch("add");
 }
 
 void scale(cudaStream_t s, float* y, const float* x, float v, size_t count) {
     if (count == 0) return;
-    scale_kernel<<<blocks_for(count, 256), 256, 0, s>>>(y, x, v, count);
+    run_kernel(s, scale_kernel, dim3(blocks_for(count, 256)), dim3(256), 0, y, x, v, count);
     check_launch("scale");
 }
 
 void softcap(cudaStream_t s, float* y, const float* x, float cap, size_t count) {
     if (count == 0) return;
-    softcap_kernel<<<blocks_for(count, 256), 256, 0, s>>>(y, x, cap, count);
+    run_kernel(s, softcap_kernel, dim3(blocks_for(count, 256)), dim3(256), 0, y, x, cap, count);
     check_launch("softcap");
 }
 
 void gelu(cudaStream_t s, float* y, const float* x, int kind, size_t count) {
     if (count == 0) return;
-    gelu_kernel<<<blocks_for(count, 256), 256, 0, s>>>(y, x, kind, count);
+    run_kernel(s, gelu_kernel, dim3(blocks_for(count, 256)), dim3(256), 0, y, x, kind, count);
     check_launch("gelu");
 }
 
 void glu(cudaStream_t s, float* y, const float* gate, const float* up, int kind, size_t count) {
     if (count == 0) return;
-    glu_kernel<<<blocks_for(count, 256), 256, 0, s>>>(y, gate, up, kind, count);
+    run_kernel(s, glu_kernel, dim3(blocks_for(count, 256)), dim3(256), 0, y, gate, up, kind, count);
     check_launch("glu");
 }
 
 void rope(cudaStream_t s, float* x, const int32_t* pos, size_t n, size_t n_head, size_t head_dim, size_t n_rot,
           bool neox, float freq_base, float freq_scale, const float* factors) {
     if (n == 0 || n_rot == 0) return;
-    rope_kernel<<<static_cast<unsigned>(n * n_head), 64, 0, s>>>(x, pos, n_head, head_dim, n_rot, neox, freq_base,
+    run_kernel(s, rope_kernel, dim3(static_cast<unsigned>(n * n_head)), dim3(64), 0, x, pos, n_head, head_dim, n_rot, neox, freq_base,
                                                                  freq_scale, factors);
     check_launch("rope");
 }
 
-void spin(cudaStream_t s, uint32_t ms) {
-    spin_kernel<<<1, 1, 0, s>>>(static_cast<uint64_t>(ms) * 1000000ull);
+void spin(cudaStream_t s, const uint32_t* ms) {
+    run_kernel(s, spin_kernel, dim3(1), dim3(1), 0, ms);
     check_launch("spin");
 }
 

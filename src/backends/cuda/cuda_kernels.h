@@ -38,8 +38,9 @@ void glu(cudaStream_t s, float* y, const float* gate, const float* up, int kind,
 // [n_rot / 2] (device) divide each pair's angle, nullptr = none.
 void rope(cudaStream_t s, float* x, const int32_t* pos, size_t n, size_t n_head, size_t head_dim, size_t n_rot,
           bool neox, float freq_base, float freq_scale, const float* factors);
-// Spins until `ms` milliseconds of GPU time have passed (test-only fault hook).
-void spin(cudaStream_t s, uint32_t ms);
+// Spins for the milliseconds in *ms (mapped host memory, read when the kernel runs) of GPU time
+// (test-only fault hook).
+void spin(cudaStream_t s, const uint32_t* ms);
 
 // ---- KV cache and attention (cuda_attention.cu) ----------------------------------------------------
 
