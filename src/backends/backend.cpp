@@ -100,6 +100,10 @@ const char* op_name(Op op) {
             return "depthwise_conv";
         case Op::ATTENTION_LOCAL:
             return "attention_local";
+        case Op::MATMUL_ACCUMULATE:
+            return "matmul_accumulate";
+        case Op::GATED_MATMUL:
+            return "gated_matmul";
     }
     return "unknown op";
 }
@@ -234,8 +238,37 @@ void Backend::matmuls(const SharedInputProduct* products, size_t n_products, con
         if (products[i].y == nullptr || products[i].w == nullptr) fail("matmuls: product %zu has no y or W", i);
         check_product(*products[i].y, *products[i].w, x, "matmuls");
         require_support(Op::MATMULS, products[i].w->type);
+        const Tensor* b = products[i].bias;
+        if (b != nullptr) {
+            check_rows(*b, "matmuls", "bias");
+            if (b->rows() != 1 || b->width() != products[i].y->width())
+                fail("matmuls: bias %zu of [%zu, %zu] does not fit y [%zu, %zu]", i, b->rows(), b->width(),
+                     products[i].y->rows(), products[i].y->width());
+        }
     }
     do_matmuls(products, n_products, x);
+    if (matmuls_add_bias()) return;
+    for (size_t i = 0; i < n_products; ++i) {
+        if (products[i].bias != nullptr) do_add(*products[i].y, *products[i].y, *products[i].bias);
+    }
+}
+
+void Backend::matmul_accumulate(const Tensor& x, const Tensor& w, const Tensor& in, const Tensor& tmp) {
+    check_product(x, w, in, "matmul_accumulate");
+    check_rows(tmp, "matmul_accumulate", "tmp");
+    check_same_shape(tmp, x, "matmul_accumulate");
+    require_support(Op::MATMUL_ACCUMULATE, w.type);
+    do_matmul_accumulate(x, w, in, tmp);
+}
+
+void Backend::gated_matmul(const Tensor& gate, const Tensor& up, const Tensor& w_gate, const Tensor& w_up,
+                           const Tensor& in, Activation act) {
+    check_product(gate, w_gate, in, "gated_matmul");
+    check_product(up, w_up, in, "gated_matmul");
+    check_same_shape(gate, up, "gated_matmul");
+    require_support(Op::GATED_MATMUL, w_gate.type);
+    require_support(Op::GATED_MATMUL, w_up.type);
+    do_gated_matmul(gate, up, w_gate, w_up, in, act);
 }
 
 void Backend::matmul_encoder(const Tensor& y, const Tensor& w, const Tensor& x) {
@@ -478,6 +511,18 @@ void Backend::attention_local(const Tensor& out, const Tensor& q, const Tensor& 
 
 void Backend::do_matmuls(const SharedInputProduct* products, size_t n_products, const Tensor& x) {
     for (size_t i = 0; i < n_products; ++i) do_matmul(*products[i].y, *products[i].w, x);
+}
+
+void Backend::do_matmul_accumulate(const Tensor& x, const Tensor& w, const Tensor& in, const Tensor& tmp) {
+    do_matmul(tmp, w, in);
+    do_add(x, x, tmp);
+}
+
+void Backend::do_gated_matmul(const Tensor& gate, const Tensor& up, const Tensor& w_gate, const Tensor& w_up,
+                              const Tensor& in, Activation act) {
+    const SharedInputProduct products[] = {{&gate, &w_gate}, {&up, &w_up}};
+    do_matmuls(products, 2, in);
+    do_glu(gate, gate, up, act);
 }
 
 void Backend::do_short_conv(const Tensor& y, const Tensor& bx, const Tensor& bcx, const Tensor& w, const Tensor& state,

@@ -73,12 +73,14 @@ enum class Op : uint8_t {
     TRANSPOSE,
     DEPTHWISE_CONV,
     ATTENTION_LOCAL,
+    MATMUL_ACCUMULATE,
+    GATED_MATMUL,
 };
-constexpr size_t kOpCount = static_cast<size_t>(Op::ATTENTION_LOCAL) + 1;
+constexpr size_t kOpCount = static_cast<size_t>(Op::GATED_MATMUL) + 1;
 // "get_rows", "matmul", ...: the method's name.
 const char* op_name(Op op);
 // Which operand's type supports(op, type) is asked about: get_rows the table; matmul, matmuls,
-// matmul_encoder, conv1d, conv2d the weight W; kv_store, attention_kv the KV rows (F16, I8 or F32:
+// matmul_encoder, matmul_accumulate, gated_matmul, conv1d, conv2d the weight W; kv_store, attention_kv the KV rows (F16, I8 or F32:
 // kv_dtype); every other op has only F32 operands and is asked with F32.
 DType kv_dtype(KvType type);
 
@@ -116,10 +118,11 @@ struct Conv2d {
     size_t width = 0;
 };
 
-// One product of Backend::matmuls: y = x W^T.
+// One product of Backend::matmuls: y = x W^T (+ bias [n_out] when bias is not null).
 struct SharedInputProduct {
     const Tensor* y;
     const Tensor* w;
+    const Tensor* bias = nullptr;
 };
 
 // What a device backend enqueued since it was made (all zero on the CPU, which runs ops in place).
@@ -174,8 +177,16 @@ public:
     void matmul(const Tensor& y, const Tensor& w, const Tensor& x);
     // y_i [n, n_out_i] = x W_i^T for products that read the same x [n, n_in] (q, k and v; gate and
     // up): a back end may run them as one job (the CPU quantizes x once, and its threads wait once
-    // instead of once per product). Each y_i equals matmul's bit for bit. Default: matmul each.
+    // instead of once per product). Each y_i equals matmul's bit for bit (then + bias_i [1, n_out_i]
+    // as add would). Default: matmul each.
     void matmuls(const SharedInputProduct* products, size_t n_products, const Tensor& x);
+    // x [n, n_out] += in [n, n_in] W^T: the residual add folded into the product (x is not in).
+    // tmp [n, n_out] is scratch a back end without the fused kernel uses (matmul into it, then add).
+    void matmul_accumulate(const Tensor& x, const Tensor& w, const Tensor& in, const Tensor& tmp);
+    // gate [n, n_ff] = act(in W_gate^T) * (in W_up^T) (glu of the two products; in is neither
+    // output). up [n, n_ff] is scratch for a back end without the fused kernel (matmuls, then glu).
+    void gated_matmul(const Tensor& gate, const Tensor& up, const Tensor& w_gate, const Tensor& w_up, const Tensor& in,
+                      Activation act);
     // The same product for encoders (hundreds of rows, results never recomputed by a decode step):
     // a back end may sum in another order than matmul's (which equals its one-token product bit for
     // bit) when that is faster. Default: matmul.
@@ -234,6 +245,13 @@ protected:
                                float eps) = 0;
     virtual void do_matmul(const Tensor& y, const Tensor& w, const Tensor& x) = 0;
     virtual void do_matmuls(const SharedInputProduct* products, size_t n_products, const Tensor& x);
+    // Whether do_matmuls adds the products' biases itself; otherwise matmuls adds them after it.
+    virtual bool matmuls_add_bias() const { return false; }
+    // Defaults: the unfused sequence (do_matmul + do_add; do_matmuls + do_glu) through the scratch
+    // tensors, so a backend without a fused kernel computes exactly what the separate ops compute.
+    virtual void do_matmul_accumulate(const Tensor& x, const Tensor& w, const Tensor& in, const Tensor& tmp);
+    virtual void do_gated_matmul(const Tensor& gate, const Tensor& up, const Tensor& w_gate, const Tensor& w_up,
+                                 const Tensor& in, Activation act);
     virtual void do_matmul_encoder(const Tensor& y, const Tensor& w, const Tensor& x) { do_matmul(y, w, x); }
     virtual void do_add(const Tensor& y, const Tensor& a, const Tensor& b) = 0;
     virtual void do_scale(const Tensor& y, const Tensor& x, float s) = 0;

@@ -43,11 +43,8 @@ public:
         SharedInputProduct products[kMaxLinears];
         CACTUS_ASSERT(outs.size() <= kMaxLinears);
         size_t n = 0;
-        for (const Linear& o : outs) products[n++] = SharedInputProduct{&o.y, &o.w};
+        for (const Linear& o : outs) products[n++] = SharedInputProduct{&o.y, &o.w, o.bias.empty() ? nullptr : &o.bias};
         be_.matmuls(products, n, x);
-        for (const Linear& o : outs) {
-            if (!o.bias.empty()) be_.add(o.y, o.y, o.bias);
-        }
     }
     // linear for encoders (hundreds of image patches or audio frames, computed once): the back end
     // may sum in its faster encoder order (Backend::matmul_encoder); no decode step recomputes these.

@@ -316,22 +316,21 @@ struct ModelReport {
 };
 
 Json thread_result_json(const ThreadResult& r, const BenchArgs& args) {
-    return Json{
-        {"threads", r.threads},
-        {"load_ms", r.load_ms},
-        {"rss_loaded_bytes", r.rss_loaded},
-        {"kv_bytes", r.kv_bytes},
-        {"prefill",
-         {{"test", "pp" + std::to_string(args.n_prompt)}, {"tokens_per_second", summary_json(r.prefill_tps)}}},
-        {"decode",
-         {{"test", "tg" + std::to_string(args.n_gen)},
-          {"tokens_per_second", summary_json(r.decode_tps)},
-          {"kernels_per_token", r.kernels_per_token},
-          {"copies_per_token", r.copies_per_token},
-          {"steps", r.decode_steps},
-          {"graph_replays", r.graph_replays},
-          {"graph_captures", r.graph_captures}}},
-        {"ttft_ms", summary_json(r.ttft_ms)}};
+    return Json{{"threads", r.threads},
+                {"load_ms", r.load_ms},
+                {"rss_loaded_bytes", r.rss_loaded},
+                {"kv_bytes", r.kv_bytes},
+                {"prefill",
+                 {{"test", "pp" + std::to_string(args.n_prompt)}, {"tokens_per_second", summary_json(r.prefill_tps)}}},
+                {"decode",
+                 {{"test", "tg" + std::to_string(args.n_gen)},
+                  {"tokens_per_second", summary_json(r.decode_tps)},
+                  {"kernels_per_token", r.kernels_per_token},
+                  {"copies_per_token", r.copies_per_token},
+                  {"steps", r.decode_steps},
+                  {"graph_replays", r.graph_replays},
+                  {"graph_captures", r.graph_captures}}},
+                {"ttft_ms", summary_json(r.ttft_ms)}};
 }
 
 Json report_json(const ModelReport& m, const BenchArgs& args) {
@@ -408,9 +407,8 @@ void print_report(const ModelReport& m, const BenchArgs& args) {
         std::printf(
             "\n%s: %.1f kernel launches and %.1f copies per decoded token; %llu of %llu decode steps replayed a "
             "CUDA graph, %llu graph(s) captured while timed",
-            m.device.c_str(), r.kernels_per_token, r.copies_per_token,
-            static_cast<unsigned long long>(r.graph_replays), static_cast<unsigned long long>(r.decode_steps),
-            static_cast<unsigned long long>(r.graph_captures));
+            m.device.c_str(), r.kernels_per_token, r.copies_per_token, static_cast<unsigned long long>(r.graph_replays),
+            static_cast<unsigned long long>(r.decode_steps), static_cast<unsigned long long>(r.graph_captures));
     }
     if (args.n_gen > 0) std::printf("\n");
     size_t kv = m.results.empty() ? 0 : m.results.back().kv_bytes;

@@ -124,6 +124,8 @@ bool CpuBackend::supports(Op op, DType type) const {
         case Op::MATMUL:
         case Op::MATMULS:
         case Op::MATMUL_ENCODER:
+        case Op::MATMUL_ACCUMULATE:
+        case Op::GATED_MATMUL:
             return cpu_reads(cpu_kernels(), type) || cpu_repacks_into(cpu_kernels(), type);
         case Op::CONV1D:
         case Op::CONV2D:

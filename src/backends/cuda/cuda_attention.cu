@@ -314,8 +314,8 @@ unsigned blocks_for(size_t count) {
 void kv_store(cudaStream_t s, const KvStoreDesc* desc, const float* k, const float* v, size_t n, size_t k_width,
               size_t v_width, size_t n_head_kv, KvType type) {
     if (n == 0) return;
-    run_kernel(s, kv_store_kernel, dim3(static_cast<unsigned>(n)), dim3(128), 0, 
-        desc, k, v, static_cast<int>(k_width), static_cast<int>(v_width), static_cast<int>(n_head_kv), type);
+    run_kernel(s, kv_store_kernel, dim3(static_cast<unsigned>(n)), dim3(128), 0, desc, k, v, static_cast<int>(k_width),
+               static_cast<int>(v_width), static_cast<int>(n_head_kv), type);
     check_launch("kv_store");
 }
 
@@ -347,9 +347,9 @@ void attention_dense(cudaStream_t s, float* out, const float* q, const float* k,
     if (dk > 512 || dv > static_cast<size_t>(kThreads * kMaxAcc)) {
         fail("cuda attention_dense: head dims %zu/%zu exceed 512", dk, dv);
     }
-    run_kernel(s, attention_dense_kernel, dim3(static_cast<unsigned>(n_q * n_head)), dim3(kThreads), 0, 
-        out, q, k, v, mask, static_cast<int>(n_q), static_cast<int>(n_kv), static_cast<int>(n_head),
-        static_cast<int>(n_head_kv), static_cast<int>(dk), static_cast<int>(dv), scale, causal);
+    run_kernel(s, attention_dense_kernel, dim3(static_cast<unsigned>(n_q * n_head)), dim3(kThreads), 0, out, q, k, v,
+               mask, static_cast<int>(n_q), static_cast<int>(n_kv), static_cast<int>(n_head),
+               static_cast<int>(n_head_kv), static_cast<int>(dk), static_cast<int>(dv), scale, causal);
     check_launch("attention_dense");
 }
 
@@ -359,15 +359,15 @@ void copy(cudaStream_t s, void* dst, const void* src, size_t n) {
 
 void im2col_1d(cudaStream_t s, float* col, const float* x, size_t n_t, size_t n_in, size_t n_t_out, size_t kernel,
                size_t stride, size_t pad) {
-    run_kernel(s, im2col_1d_kernel, dim3(blocks_for(n_t_out * n_in * kernel)), dim3(256), 0, col, x, n_t, n_in, n_t_out, kernel, stride,
-                                                                         pad);
+    run_kernel(s, im2col_1d_kernel, dim3(blocks_for(n_t_out * n_in * kernel)), dim3(256), 0, col, x, n_t, n_in, n_t_out,
+               kernel, stride, pad);
     check_launch("im2col_1d");
 }
 
 void im2col_2d(cudaStream_t s, float* col, const float* x, size_t n_in, size_t height, size_t width, size_t h_out,
                size_t w_out, size_t kh, size_t kw, size_t stride, size_t pad) {
-    run_kernel(s, im2col_2d_kernel, dim3(blocks_for(h_out * w_out * n_in * kh * kw)), dim3(256), 0, col, x, n_in, height, width, h_out,
-                                                                                w_out, kh, kw, stride, pad);
+    run_kernel(s, im2col_2d_kernel, dim3(blocks_for(h_out * w_out * n_in * kh * kw)), dim3(256), 0, col, x, n_in,
+               height, width, h_out, w_out, kh, kw, stride, pad);
     check_launch("im2col_2d");
 }
 

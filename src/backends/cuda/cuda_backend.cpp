@@ -125,7 +125,7 @@ CudaBackend::~CudaBackend() {
 
 std::string CudaBackend::describe() const {
     const cuda::StepRecorder& steps = *ctx_->steps;
-    const std::string graphs = steps.enabled() ? "step graphs on"
+    const std::string graphs = steps.enabled()                   ? "step graphs on"
                                : steps.disabled_reason().empty() ? "step graphs off (CACTUS_CUDA_GRAPHS=0)"
                                                                  : steps.disabled_reason();
     return ctx_->name + " (" + device_name_ + ", " + graphs + ")";

@@ -32,6 +32,8 @@ bool cuda_supports(Op op, DType type) {
         case Op::MATMUL:
         case Op::MATMULS:
         case Op::MATMUL_ENCODER:
+        case Op::MATMUL_ACCUMULATE:
+        case Op::GATED_MATMUL:
         case Op::CONV1D:
         case Op::CONV2D:
             return cuda_weight_type(type);

@@ -290,11 +290,11 @@ void launch_matmul(cudaStream_t s, float* y, const uint8_t* w, size_t row_bytes,
                    size_t n_out) {
     const dim3 grid(static_cast<unsigned>((n_out + kWarps - 1) / kWarps), static_cast<unsigned>((n + NT - 1) / NT));
     if constexpr (is_plain<T>()) {
-        run_kernel(s, matmul_plain_kernel<T, NT>, dim3(grid), dim3(kWarps * 32), 0, y, w, row_bytes, x, static_cast<int>(n),
-                                                                static_cast<int>(n_in), static_cast<int>(n_out));
+        run_kernel(s, matmul_plain_kernel<T, NT>, dim3(grid), dim3(kWarps * 32), 0, y, w, row_bytes, x,
+                   static_cast<int>(n), static_cast<int>(n_in), static_cast<int>(n_out));
     } else {
-        run_kernel(s, matmul_quant_kernel<T, NT>, dim3(grid), dim3(kWarps * 32), 0, y, w, row_bytes, x, static_cast<int>(n),
-                                                                static_cast<int>(n_in), static_cast<int>(n_out));
+        run_kernel(s, matmul_quant_kernel<T, NT>, dim3(grid), dim3(kWarps * 32), 0, y, w, row_bytes, x,
+                   static_cast<int>(n), static_cast<int>(n_in), static_cast<int>(n_out));
     }
 }
 
@@ -405,8 +405,8 @@ void get_rows(cudaStream_t s, float* y, const void* table, DType type, size_t ro
               const int32_t* ids, size_t n, size_t width, float scale, uint32_t* status) {
     if (n == 0) return;
     const bool ok = dispatch(type, [&](auto tag) {
-        run_kernel(s, get_rows_kernel<decltype(tag)::value>, dim3(static_cast<unsigned>(n)), dim3(128), 0, 
-            y, static_cast<const uint8_t*>(table), row_bytes, table_rows, ids, width, scale, status);
+        run_kernel(s, get_rows_kernel<decltype(tag)::value>, dim3(static_cast<unsigned>(n)), dim3(128), 0, y,
+                   static_cast<const uint8_t*>(table), row_bytes, table_rows, ids, width, scale, status);
     });
     if (!ok) fail("cuda get_rows: type %s is not supported", dtype_name(type));
     check_launch("get_rows");
@@ -475,8 +475,8 @@ void glu(cudaStream_t s, float* y, const float* gate, const float* up, int kind,
 void rope(cudaStream_t s, float* x, const int32_t* pos, size_t n, size_t n_head, size_t head_dim, size_t n_rot,
           bool neox, float freq_base, float freq_scale, const float* factors) {
     if (n == 0 || n_rot == 0) return;
-    run_kernel(s, rope_kernel, dim3(static_cast<unsigned>(n * n_head)), dim3(64), 0, x, pos, n_head, head_dim, n_rot, neox, freq_base,
-                                                                 freq_scale, factors);
+    run_kernel(s, rope_kernel, dim3(static_cast<unsigned>(n * n_head)), dim3(64), 0, x, pos, n_head, head_dim, n_rot,
+               neox, freq_base, freq_scale, factors);
     check_launch("rope");
 }
 

@@ -180,9 +180,7 @@ void StepRecorder::flush() {
     launch_from(launched_);
 }
 
-bool StepRecorder::same(const Segment& a, const Segment& b) {
-    return a.offset == b.offset && a.bytes == b.bytes;
-}
+bool StepRecorder::same(const Segment& a, const Segment& b) { return a.offset == b.offset && a.bytes == b.bytes; }
 
 void StepRecorder::finish() {
     if (current_.nodes() == 0) return;
@@ -247,7 +245,8 @@ void StepRecorder::capture(const Segment& s) {
             failed = e.what();
         }
         const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
-        if (failed.empty() && end != cudaSuccess) failed = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(end);
+        if (failed.empty() && end != cudaSuccess)
+            failed = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(end);
     }
     if (failed.empty() && cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) failed = "cudaGraphInstantiate";
     if (graph) cudaGraphDestroy(graph);

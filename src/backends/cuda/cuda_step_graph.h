@@ -74,7 +74,7 @@ private:
     bool holding_ = false;  // the segment's nodes so far are held back (candidates left)
     size_t launched_ = 0;   // nodes of current_ already enqueued
     Segment current_;
-    Segment previous_;      // the last segment run eagerly (capture when the next one equals it)
+    Segment previous_;  // the last segment run eagerly (capture when the next one equals it)
     std::vector<std::unique_ptr<Segment>> graphs_;
     std::vector<Segment*> candidates_;
     std::vector<uint8_t> scratch_;
