@@ -142,6 +142,14 @@ BackendCounters CudaBackend::counters() const {
     return out;
 }
 
+void CudaBackend::stage_copy(const char* op, size_t offset, size_t bytes) {
+    try {
+        ctx_->steps->stage_copy(twin_ + offset, pinned_ + offset, bytes);
+    } catch (const std::exception& e) {
+        broke(op, e.what());
+    }
+}
+
 void CudaBackend::enqueue_copy(const char* op, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
     try {
         ctx_->steps->copy(dst, src, bytes, kind);
@@ -230,7 +238,7 @@ size_t CudaBackend::stage(size_t bytes) {
 const void* CudaBackend::stage_upload(const void* src, size_t bytes) {
     const size_t offset = stage(bytes);
     std::memcpy(pinned_ + offset, src, bytes);
-    enqueue_copy("upload", twin_ + offset, pinned_ + offset, bytes, cudaMemcpyHostToDevice);
+    stage_copy("upload", offset, bytes);
     return twin_ + offset;
 }
 

@@ -90,6 +90,8 @@ private:
     // Marks the handle broken and throws: "cuda:N <op>: <what> failed: <error>".
     [[noreturn]] void broke(const char* op, const std::string& what);
     void check(cudaError_t e, const char* op, const char* what);
+    // Staging bytes [offset, offset + bytes) to the device twin (StepRecorder::stage_copy).
+    void stage_copy(const char* op, size_t offset, size_t bytes);
     // One device copy through the step recorder; an error breaks the handle.
     void enqueue_copy(const char* op, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
     // Runs a launcher; a launch error breaks the handle.

@@ -240,7 +240,7 @@ void CudaBackend::do_attention_kv(const Tensor& out, const KvBatch& batch, const
         desc[t].sinks = view.mask.sinks;
         desc[t].ahead = view.mask.ahead;
     }
-    enqueue_copy("attention_kv", twin_ + base, desc, batch.n * sizeof(cuda::KvAttnDesc), cudaMemcpyHostToDevice);
+    stage_copy("attention_kv", base, batch.n * sizeof(cuda::KvAttnDesc));
     const auto* d = reinterpret_cast<const cuda::KvAttnDesc*>(twin_ + base);
     cuda::KvAttnShape shape;
     shape.n_head = n_head;

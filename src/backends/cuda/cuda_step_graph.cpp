@@ -112,6 +112,30 @@ void StepRecorder::copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind
     append(reinterpret_cast<const uint8_t*>(&node), sizeof(node), false);
 }
 
+void StepRecorder::stage_copy(void* dst, const void* src, size_t bytes) {
+    const char* from = static_cast<const char*>(src);
+    if (!holding_) {
+        throw_if(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (staging)");
+        ++counters_.copies;
+        return;
+    }
+    if (staged_src_ == nullptr || from < staged_src_) {
+        staged_dst_ = static_cast<char*>(dst);
+        if (staged_src_ == nullptr) staged_end_ = from + bytes;
+        staged_src_ = from;
+    }
+    staged_end_ = std::max(staged_end_, from + bytes);
+}
+
+void StepRecorder::launch_staged() {
+    if (staged_src_ == nullptr) return;
+    const size_t bytes = static_cast<size_t>(staged_end_ - staged_src_);
+    const char* src = staged_src_;
+    staged_src_ = staged_end_ = nullptr;
+    throw_if(cudaMemcpyAsync(staged_dst_, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (staging)");
+    ++counters_.copies;
+}
+
 void StepRecorder::append(const uint8_t* node, size_t n, bool is_kernel) {
     const size_t i = current_.nodes();
     if (i == 0 && enabled_ && !graphs_.empty()) {
@@ -163,6 +187,7 @@ void StepRecorder::launch_node(const uint8_t* node, const uint8_t* end) const {
 }
 
 void StepRecorder::launch_from(size_t first) {
+    launch_staged();
     for (size_t i = first; i < current_.nodes(); ++i) {
         const uint8_t* node = current_.bytes.data() + current_.offset[i];
         launch_node(node, current_.bytes.data() + current_.offset[i + 1]);
@@ -201,6 +226,7 @@ void StepRecorder::finish() {
         }
     } reset{*this};
     if (match) {
+        launch_staged();
         throw_if(cudaGraphLaunch(match->exec, stream_), "cudaGraphLaunch");
         match->last_used = ++tick_;
         ++counters_.graph_replays;
@@ -209,6 +235,7 @@ void StepRecorder::finish() {
         return;
     }
     flush();
+    launch_staged();  // a held segment of staging copies only
     if (!enabled_ || current_.nodes() < kMinNodes) return;
     if (same(current_, previous_)) {
         capture(current_);

@@ -40,6 +40,11 @@ public:
 
     void kernel(const KernelCall& call);
     void copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
+    // A host-to-device copy of per-step inputs from the pinned staging area into its device twin
+    // (dst - src the same for every call). Never a graph node: while the segment is held back these
+    // copies merge into one, enqueued just before the graph or the eager prefix (each twin offset is
+    // written once per segment, so running them early is safe); otherwise they go out at once.
+    void stage_copy(void* dst, const void* src, size_t bytes);
     // Launches whatever of the segment is still held back (before a stream-ordered alloc or free,
     // which must not overtake work recorded earlier).
     void flush();
@@ -64,7 +69,8 @@ private:
     };
     void append(const uint8_t* node, size_t n, bool is_kernel);
     void launch_node(const uint8_t* node, const uint8_t* end) const;
-    void launch_from(size_t first);  // launches current_ nodes [first, end)
+    void launch_from(size_t first);  // launches the held staging copy, then current_ nodes [first, end)
+    void launch_staged();
     void capture(const Segment& s);
     static bool same(const Segment& a, const Segment& b);
     void evict_if_full();
@@ -78,6 +84,9 @@ private:
     std::vector<std::unique_ptr<Segment>> graphs_;
     std::vector<Segment*> candidates_;
     std::vector<uint8_t> scratch_;
+    char* staged_dst_ = nullptr;  // the held staging copy: [staged_src_, staged_end_) to staged_dst_
+    const char* staged_src_ = nullptr;
+    const char* staged_end_ = nullptr;
     uint64_t tick_ = 0;
     StepCounters counters_;
     std::string disabled_;
