@@ -77,6 +77,8 @@ CudaBackend::CudaBackend(int device, std::chrono::milliseconds timeout)
     device_name_ = prop.name;
     check(cudaStreamCreateWithFlags(&ctx_->stream, cudaStreamNonBlocking), "init", "cudaStreamCreate");
     check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "init", "cudaEventCreate");
+    const char* pdl = std::getenv("CACTUS_CUDA_PDL");
+    cuda::set_programmatic_launch(pdl && std::strcmp(pdl, "1") == 0);
     const char* graphs = std::getenv("CACTUS_CUDA_GRAPHS");
     ctx_->steps = std::make_unique<cuda::StepRecorder>(ctx_->stream, !(graphs && std::strcmp(graphs, "0") == 0));
     cudaMemPool_t pool = nullptr;
@@ -128,7 +130,8 @@ std::string CudaBackend::describe() const {
     const std::string graphs = steps.enabled()                   ? "step graphs on"
                                : steps.disabled_reason().empty() ? "step graphs off (CACTUS_CUDA_GRAPHS=0)"
                                                                  : steps.disabled_reason();
-    return ctx_->name + " (" + device_name_ + ", " + graphs + ")";
+    return ctx_->name + " (" + device_name_ + ", " + graphs +
+           (cuda::programmatic_launch() ? ", programmatic launch" : "") + ")";
 }
 
 BackendCounters CudaBackend::counters() const {

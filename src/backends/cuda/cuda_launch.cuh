@@ -11,6 +11,15 @@
 namespace cactus {
 namespace cuda {
 
+// First statement of every kernel: waits until the grid launched before it on the stream has
+// finished and its writes are visible (a no-op without programmatic launch), then lets the next
+// grid be scheduled. Waiting before any load keeps every read-after-write and write-after-read
+// order of the plain stream.
+__device__ __forceinline__ void pdl_start() {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
 namespace detail {
 
 template <class Tuple, size_t... I>

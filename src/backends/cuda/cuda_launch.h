@@ -24,6 +24,13 @@ struct KernelCall {
 
 class StepRecorder;
 
+// Programmatic dependent launch (Hopper): kernels are launched with programmatic stream
+// serialization, so the next kernel's blocks are scheduled while the current one runs and wait in
+// pdl_start() (cuda_launch.cuh) for it to finish. Every kernel calls pdl_start() before touching
+// memory. Off: environment CACTUS_CUDA_PDL=0 (read by the backend at construction).
+void set_programmatic_launch(bool on);
+bool programmatic_launch();
+
 // Enqueues on `s` (or hands to the recorder active on this thread).
 void enqueue_kernel(cudaStream_t s, const KernelCall& call);
 void enqueue_copy(cudaStream_t s, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);

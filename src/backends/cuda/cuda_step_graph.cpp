@@ -19,6 +19,7 @@ constexpr uint8_t kKernelTag = 1;
 constexpr uint8_t kCopyTag = 2;
 
 thread_local StepRecorder* t_active = nullptr;
+bool g_programmatic = false;
 
 size_t pad8(size_t n) { return (n + 7) & ~size_t(7); }
 
@@ -46,14 +47,32 @@ void throw_if(cudaError_t e, const char* what) {
     fail("cuda %s failed: %s", what, cudaGetErrorString(e));
 }
 
+cudaError_t launch_kernel(const void* func, dim3 grid, dim3 block, void** args, size_t shared, cudaStream_t s) {
+    if (!g_programmatic) return cudaLaunchKernel(func, grid, block, args, shared, s);
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = shared;
+    config.stream = s;
+    cudaLaunchAttribute attribute[1] = {};
+    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+    return cudaLaunchKernelExC(&config, func, args);
+}
+
 }  // namespace
+
+void set_programmatic_launch(bool on) { g_programmatic = on; }
+bool programmatic_launch() { return g_programmatic; }
 
 void enqueue_kernel(cudaStream_t s, const KernelCall& call) {
     if (t_active) {
         t_active->kernel(call);
         return;
     }
-    throw_if(cudaLaunchKernel(call.func, call.grid, call.block, call.args, call.shared, s), "kernel launch");
+    throw_if(launch_kernel(call.func, call.grid, call.block, call.args, call.shared, s), "kernel launch");
 }
 
 void enqueue_copy(cudaStream_t s, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
@@ -183,7 +202,7 @@ void StepRecorder::launch_node(const uint8_t* node, const uint8_t* end) const {
     CACTUS_ASSERT(at == end);
     const dim3 grid(head.dims[0], head.dims[1], head.dims[2]);
     const dim3 block(head.dims[3], head.dims[4], head.dims[5]);
-    throw_if(cudaLaunchKernel(head.func, grid, block, args, head.shared, stream_), "kernel launch");
+    throw_if(launch_kernel(head.func, grid, block, args, head.shared, stream_), "kernel launch");
 }
 
 void StepRecorder::launch_from(size_t first) {
