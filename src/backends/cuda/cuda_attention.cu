@@ -65,6 +65,7 @@ __device__ void store_int8_row(int8_t* dst, float* scales, const float* src, int
 
 __global__ void kv_store_kernel(const KvStoreDesc* desc, const float* k, const float* v, int k_width, int v_width,
                                 int n_head_kv, KvType type) {
+    pdl_start();
     const int t = blockIdx.x;
     const KvStoreDesc d = desc[t];
     const float* kr = k + static_cast<size_t>(t) * k_width;
@@ -243,6 +244,7 @@ __device__ void attend(float* out, const float* q, int dk, int dv, float scale, 
 template <KvType TYPE>
 __global__ void __launch_bounds__(kThreads)
     attention_kv_kernel(float* out, const float* q, const KvAttnDesc* desc, KvAttnShape sh) {
+    pdl_start();
     const int t = blockIdx.x / static_cast<int>(sh.n_head);
     const int h = blockIdx.x % static_cast<int>(sh.n_head);
     const int group = static_cast<int>(sh.n_head / sh.n_head_kv);
@@ -257,6 +259,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     attention_dense_kernel(float* out, const float* q, const float* k, const float* v, const float* mask, int n_q,
                            int n_kv, int n_head, int n_head_kv, int dk, int dv, float scale, bool causal) {
+    pdl_start();
     const int i = blockIdx.x / n_head;
     const int h = blockIdx.x % n_head;
     const int kvh = h / (n_head / n_head_kv);
@@ -276,6 +279,7 @@ __global__ void __launch_bounds__(kThreads)
 
 __global__ void im2col_1d_kernel(float* col, const float* x, size_t n_t, size_t n_in, size_t n_t_out, size_t kernel,
                                  size_t stride, size_t pad) {
+    pdl_start();
     const size_t k_width = n_in * kernel;
     const size_t count = n_t_out * k_width;
     for (size_t e = blockIdx.x * blockDim.x + threadIdx.x; e < count; e += gridDim.x * blockDim.x) {
@@ -289,6 +293,7 @@ __global__ void im2col_1d_kernel(float* col, const float* x, size_t n_t, size_t 
 
 __global__ void im2col_2d_kernel(float* col, const float* x, size_t n_in, size_t height, size_t width, size_t h_out,
                                  size_t w_out, size_t kh, size_t kw, size_t stride, size_t pad) {
+    pdl_start();
     const size_t k_width = n_in * kh * kw;
     const size_t count = h_out * w_out * k_width;
     for (size_t e = blockIdx.x * blockDim.x + threadIdx.x; e < count; e += gridDim.x * blockDim.x) {
