@@ -24,7 +24,7 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 constexpr int kThreads = kWarpsPerBlock * 32;
 constexpr size_t kSharedDefault = 48u << 10;  // dynamic shared memory without the opt-in
-constexpr int kMaxRowsPerWarp = 4;
+constexpr int kMaxRowsPerWarp = 4;            // row iterations per block
 constexpr uint32_t kNibbles = 0x0F0F0F0Fu;
 
 // The launch's products, by value (fixed per shape: a replayed step graph sees the same bytes).
@@ -35,7 +35,8 @@ struct GemvArgs {
     int n_rows = 0;  // rows the warps walk (GATED: the gate's rows, each with its up row)
     int n = 0;       // tokens
     int n_in = 0;
-    int rows_per_warp = 1;
+    int rows_per_block = kWarpsPerBlock;
+    int warps_per_row = 1;  // a power of two <= kWarpsPerBlock
     int epilogue = 0;
     int act = 0;
 };
@@ -383,34 +384,64 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-// acc[t] += this lane's share of row . x_t for the tokens t < n (the warp sums the shares).
+// acc[t] += this lane's share of row . x_t for the tokens t < n. The row's items (block parts)
+// are split over the `split` warps of the row (this one is `slice`), 32 consecutive items per warp
+// in turn, and each lane loads kUnroll items before it multiplies any (loads in flight are what a
+// decode product is bound by); a lane adds its items in ascending order.
 template <DType T, int NT>
 __device__ __forceinline__ void row_dot(float* acc, const uint8_t* row, const int* xq, const float* xd, const float* xs,
-                                        int n, int n_in, int lane) {
+                                        int n, int n_in, int lane, int slice, int split) {
     using G = Gemv<T>;
+    constexpr int kUnroll = NT == 1 ? 4 : 2;
     const int items = n_in / G::kQK * G::kParts;
     const int words = n_in / 4;
     const int scales = n_in / 32;
-    for (int i = lane; i < items; i += 32) {
-        const int b = i / G::kParts;
-        G g;
-        g.load(row + static_cast<size_t>(b) * G::kBytes, i % G::kParts);
+    const int stride = 32 * split;
+    for (int i0 = slice * 32 + lane; i0 < items; i0 += stride * kUnroll) {
+        G g[kUnroll];
 #pragma unroll
-        for (int t = 0; t < NT; ++t) {
-            if (t < n) {
-                const int di = t * scales + b * (G::kQK / 32);
-                const float sx = G::kQK == 32 ? xs[di] : 0.0f;
-                acc[t] += g.dot(xq + t * words + b * (G::kQK / 4), xd[di], sx);
+        for (int u = 0; u < kUnroll; ++u) {
+            const int i = i0 + u * stride;
+            if (i < items) g[u].load(row + static_cast<size_t>(i / G::kParts) * G::kBytes, i % G::kParts);
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int i = i0 + u * stride;
+            if (i >= items) break;
+            const int b = i / G::kParts;
+#pragma unroll
+            for (int t = 0; t < NT; ++t) {
+                if (t < n) {
+                    const int di = t * scales + b * (G::kQK / 32);
+                    const float sx = G::kQK == 32 ? xs[di] : 0.0f;
+                    acc[t] += g[u].dot(xq + t * words + b * (G::kQK / 4), xd[di], sx);
+                }
             }
         }
     }
 }
 
-// Each block rounds x into shared memory, then each warp computes rows_per_warp rows (rows ascend
-// with blockIdx.x: block b owns rows [b * 8 * rows_per_warp, (b + 1) * 8 * rows_per_warp)).
+// Row r's value of token t: the epilogue of the launch.
+__device__ __forceinline__ void store_row(const GemvArgs& a, const GemvProduct& p, int row, int t, float d, float up) {
+    float* out = p.y + static_cast<size_t>(t) * p.n_out + row;
+    if (a.epilogue == static_cast<int>(GemvEpilogue::GATED)) {
+        *out = activate(d, a.act) * up;
+    } else if (a.epilogue == static_cast<int>(GemvEpilogue::ACCUMULATE)) {
+        *out = *out + d;
+    } else {
+        *out = p.bias != nullptr ? d + p.bias[row] : d;
+    }
+}
+
+// Each block rounds x into shared memory, then computes rows_per_block rows, kWarpsPerBlock /
+// warps_per_row at a time (block b owns rows [b * rows_per_block, (b + 1) * rows_per_block)). With
+// warps_per_row > 1 the warps of a row add their sums through shared memory in slice order, so a
+// row's value depends only on n_in and the type (warps_per_row's inputs), never on the launch.
+// Every warp runs every iteration (barriers); warps past the last row compute nothing.
 template <DType T, int NT>
-__global__ void __launch_bounds__(kThreads) gemv_kernel(const float* __restrict__ x, GemvArgs a) {
+__global__ void __launch_bounds__(kThreads, 4) gemv_kernel(const float* __restrict__ x, GemvArgs a) {
     extern __shared__ int shared_words[];
+    __shared__ float partial[kWarpsPerBlock][2 * NT];  // [warp][gate sums, up sums]
     const int n = a.n;
     const int n_in = a.n_in;
     int* xq = shared_words;                                     // [n, n_in / 4]
@@ -420,43 +451,59 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const float* __restrict_
     __syncthreads();
     const int warp = static_cast<int>(threadIdx.x) >> 5;
     const int lane = static_cast<int>(threadIdx.x) & 31;
-    for (int k = 0; k < a.rows_per_warp; ++k) {
-        const int r = (static_cast<int>(blockIdx.x) * a.rows_per_warp + k) * kWarpsPerBlock + warp;
-        if (r >= a.n_rows) return;  // warp-uniform; later k only go further
+    const int split = a.warps_per_row;
+    const int slots = kWarpsPerBlock / split;  // rows per iteration
+    const int slot = warp / split;
+    const int slice = warp % split;
+    const bool gated = a.epilogue == static_cast<int>(GemvEpilogue::GATED);
+    const int first = static_cast<int>(blockIdx.x) * a.rows_per_block;
+    for (int base = first; base < first + a.rows_per_block && base < a.n_rows; base += slots) {  // block-uniform
+        const int r = base + slot;
+        const bool live = r < a.n_rows && r < first + a.rows_per_block;
         int pi = 0;
-        while (pi + 1 < a.n_products && r >= a.row_start[pi + 1]) ++pi;
+        while (live && pi + 1 < a.n_products && r >= a.row_start[pi + 1]) ++pi;
         const GemvProduct& p = a.p[pi];
         const int row = r - a.row_start[pi];
-        float acc[NT];
+        float acc[NT], up[NT];
 #pragma unroll
-        for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-        row_dot<T, NT>(acc, static_cast<const uint8_t*>(p.w) + static_cast<size_t>(row) * p.row_bytes, xq, xd, xs, n,
-                       n_in, lane);
-        float up[NT];
-        if (a.epilogue == static_cast<int>(GemvEpilogue::GATED)) {
-#pragma unroll
-            for (int t = 0; t < NT; ++t) up[t] = 0.0f;
-            row_dot<T, NT>(up, static_cast<const uint8_t*>(a.p[1].w) + static_cast<size_t>(row) * a.p[1].row_bytes, xq,
-                           xd, xs, n, n_in, lane);
+        for (int t = 0; t < NT; ++t) acc[t] = up[t] = 0.0f;
+        if (live) {
+            row_dot<T, NT>(acc, static_cast<const uint8_t*>(p.w) + static_cast<size_t>(row) * p.row_bytes, xq, xd, xs,
+                           n, n_in, lane, slice, split);
+            if (gated) {
+                row_dot<T, NT>(up, static_cast<const uint8_t*>(a.p[1].w) + static_cast<size_t>(row) * a.p[1].row_bytes,
+                               xq, xd, xs, n, n_in, lane, slice, split);
+            }
         }
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
             acc[t] = warp_sum(acc[t]);
-            if (a.epilogue == static_cast<int>(GemvEpilogue::GATED)) up[t] = warp_sum(up[t]);
+            if (gated) up[t] = warp_sum(up[t]);
         }
-        if (lane != 0) continue;
-        const size_t n_out = p.n_out;
+        if (split > 1) {      // block-uniform: every thread reaches both barriers
+            __syncthreads();  // the previous iteration's readers are done with partial[]
+            if (lane == 0) {
+#pragma unroll
+                for (int t = 0; t < NT; ++t) {
+                    partial[warp][t] = acc[t];
+                    partial[warp][NT + t] = up[t];
+                }
+            }
+            __syncthreads();
+            if (slice == 0) {
+#pragma unroll
+                for (int t = 0; t < NT; ++t) {
+                    for (int s = 1; s < split; ++s) {
+                        acc[t] += partial[warp + s][t];
+                        up[t] += partial[warp + s][NT + t];
+                    }
+                }
+            }
+        }
+        if (!live || slice != 0 || lane != 0) continue;
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
-            if (t >= n) break;
-            float* out = p.y + static_cast<size_t>(t) * n_out + row;
-            if (a.epilogue == static_cast<int>(GemvEpilogue::GATED)) {
-                *out = activate(acc[t], a.act) * up[t];
-            } else if (a.epilogue == static_cast<int>(GemvEpilogue::ACCUMULATE)) {
-                *out = *out + acc[t];
-            } else {
-                *out = p.bias != nullptr ? acc[t] + p.bias[row] : acc[t];
-            }
+            if (t < n) store_row(a, p, row, t, acc[t], up[t]);
         }
     }
 }
@@ -499,13 +546,25 @@ bool dispatch_gemv(DType type, F&& f) {
     }
 }
 
-// Rows per warp: enough blocks for ~4 per SM, then more rows per block (x is rounded once per
-// block, so fewer, fuller blocks re-read it less).
-int rows_per_warp(int n_rows) {
+// Warps per row: the fewest (a power of two) that leave each lane at most 4 items of the row, so
+// long rows (down projections: n_in 8192 and more, few rows) still keep enough loads in flight.
+// A function of the type and n_in only: a row's summation order is the same in every launch.
+template <DType T>
+int warps_per_row(int n_in) {
+    const int items = n_in / Gemv<T>::kQK * Gemv<T>::kParts;
+    int split = 1;
+    while (split < kWarpsPerBlock && items > 32 * 4 * split) split *= 2;
+    return split;
+}
+
+// Rows per block: enough blocks for ~4 per SM, then up to kMaxRowsPerWarp iterations per block
+// (x is rounded once per block, so fewer, fuller blocks round it less often).
+int rows_per_block(int n_rows, int split) {
     int device = 0, sms = 132;
     if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    const int per_warp = n_rows / (kWarpsPerBlock * 4 * (sms > 0 ? sms : 132));
-    return per_warp < 1 ? 1 : (per_warp > kMaxRowsPerWarp ? kMaxRowsPerWarp : per_warp);
+    const int slots = kWarpsPerBlock / split;
+    const int iters = n_rows / (slots * 4 * (sms > 0 ? sms : 132));
+    return slots * (iters < 1 ? 1 : (iters > kMaxRowsPerWarp ? kMaxRowsPerWarp : iters));
 }
 
 // Whether `shared` bytes of dynamic shared memory can be had by `kernel` (opting in above 48 KiB).
@@ -556,7 +615,6 @@ bool gemv(cudaStream_t s, const GemvProduct* products, size_t n_products, DType 
     for (size_t i = n_products; i < kGemvMaxProducts; ++i) a.row_start[i + 1] = static_cast<int>(rows);
     if (rows > (1u << 30) || n_in > (1u << 24)) return false;
     a.n_rows = static_cast<int>(rows);
-    a.rows_per_warp = rows_per_warp(a.n_rows);
     const size_t shared = n * n_in + n * (n_in / 32) * 2 * sizeof(float);
     bool ok = false;
     const bool known = dispatch_gemv(type, [&](auto tag) {
@@ -564,8 +622,9 @@ bool gemv(cudaStream_t s, const GemvProduct* products, size_t n_products, DType 
         if (n_in == 0 || n_in % block_elements<T>() != 0) return;
         void (*kernel)(const float*, GemvArgs) = n == 1 ? gemv_kernel<T, 1> : gemv_kernel<T, kGemvMaxTokens>;
         if (!shared_fits(reinterpret_cast<const void*>(kernel), shared)) return;
-        const int per_block = kWarpsPerBlock * a.rows_per_warp;
-        const unsigned blocks = static_cast<unsigned>((rows + per_block - 1) / per_block);
+        a.warps_per_row = warps_per_row<T>(a.n_in);
+        a.rows_per_block = rows_per_block(a.n_rows, a.warps_per_row);
+        const unsigned blocks = static_cast<unsigned>((rows + a.rows_per_block - 1) / a.rows_per_block);
         run_kernel(s, kernel, dim3(blocks), dim3(kThreads), shared, x, a);
         ok = true;
     });
