@@ -299,6 +299,19 @@ TEST_F(CudaGemv, GatedMatmulEveryActivationMatchesCpu) {
     compare_gated(*cpu_, *gpu_, DType::Q4_K, DType::Q6_K, 256, 33, Activation::SILU, seed + 10);
 }
 
+// Long rows (n_in 8960: a row split over 8 warps, n = 8 needs the shared-memory opt-in) and many
+// rows (several row iterations per block, a partial last block), through every epilogue.
+TEST_F(CudaGemv, LongRowsAndManyRowsMatchCpu) {
+    compare_matmul(*cpu_, *gpu_, DType::Q8_0, 8960, 33, 1001);
+    compare_matmul(*cpu_, *gpu_, DType::Q4_K, 8960, 33, 1002);
+    compare_matmul(*cpu_, *gpu_, DType::Q6_K, 8960, 7, 1003);
+    compare_matmul(*cpu_, *gpu_, DType::Q4_0, 256, 8963, 1004);
+    compare_matmul(*cpu_, *gpu_, DType::Q8_0, 2304, 3001, 1005);
+    compare_accumulate(*cpu_, *gpu_, DType::Q5_0, 8960, 33, 1006);
+    compare_gated(*cpu_, *gpu_, DType::Q4_K, DType::Q4_K, 8960, 33, Activation::SILU, 1007);
+    compare_gated(*cpu_, *gpu_, DType::Q4_0, DType::Q4_0, 256, 8963, Activation::GELU_TANH, 1008);
+}
+
 // CACTUS_CUDA_FUSED=0: the old matmul kernel and the base class's unfused sequences, same results.
 TEST_F(CudaGemv, FusedOffFallsBackAndStillMatchesCpu) {
     setenv("CACTUS_CUDA_FUSED", "0", 1);
