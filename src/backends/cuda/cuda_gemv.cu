@@ -39,7 +39,10 @@ struct GemvArgs {
     int warps_per_row = 1;  // a power of two <= kWarpsPerBlock
     int epilogue = 0;
     int act = 0;
+    int unused = 0;  // no padding: the step recorder compares the argument's bytes between steps
 };
+static_assert(sizeof(GemvArgs) == sizeof(GemvProduct) * kGemvMaxProducts + sizeof(int) * (kGemvMaxProducts + 10),
+              "GemvArgs has padding");
 
 // ---- word loads ---------------------------------------------------------------------------------
 
