@@ -23,7 +23,8 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 constexpr int kThreads = kWarpsPerBlock * 32;
-constexpr size_t kSharedDefault = 48u << 10;  // dynamic shared memory without the opt-in
+constexpr size_t kSharedDefault = 48u << 10;  // shared memory of a block without the opt-in
+constexpr size_t kStaticShared = 1u << 10;    // gemv_kernel's own (partial[]), at most this
 constexpr int kMaxRowsPerWarp = 4;            // row iterations per block
 constexpr uint32_t kNibbles = 0x0F0F0F0Fu;
 
@@ -445,6 +446,7 @@ template <DType T, int NT>
 __global__ void __launch_bounds__(kThreads, 4) gemv_kernel(const float* __restrict__ x, GemvArgs a) {
     extern __shared__ int shared_words[];
     __shared__ float partial[kWarpsPerBlock][2 * NT];  // [warp][gate sums, up sums]
+    static_assert(sizeof(partial) <= kStaticShared, "kStaticShared");
     const int n = a.n;
     const int n_in = a.n_in;
     int* xq = shared_words;                                     // [n, n_in / 4]
@@ -570,16 +572,17 @@ int rows_per_block(int n_rows, int split) {
     return slots * (iters < 1 ? 1 : (iters > kMaxRowsPerWarp ? kMaxRowsPerWarp : iters));
 }
 
-// Whether `shared` bytes of dynamic shared memory can be had by `kernel` (opting in above 48 KiB).
+// Whether `shared` bytes of dynamic shared memory can be had by `kernel` (opting in above 48 KiB,
+// less the kernel's own).
 bool shared_fits(const void* kernel, size_t shared) {
-    if (shared <= kSharedDefault) return true;
+    if (shared + kStaticShared <= kSharedDefault) return true;
     int device = 0, optin = 0;
     if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess ||
-        shared > static_cast<size_t>(optin)) {
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
         cudaGetLastError();
         return false;
     }
+    if (shared + kStaticShared > static_cast<size_t>(optin)) return false;
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)) !=
         cudaSuccess) {
         cudaGetLastError();
