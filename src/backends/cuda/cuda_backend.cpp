@@ -100,6 +100,8 @@ CudaBackend::CudaBackend(int device, std::chrono::milliseconds timeout)
     status_dev_ = reinterpret_cast<uint32_t*>(twin_ + kStaging);
     check(cudaMemsetAsync(status_dev_, 0, sizeof(uint32_t), ctx_->stream), "init", "cudaMemsetAsync");
     synchronize(timeout_);
+    const char* fused = std::getenv("CACTUS_CUDA_FUSED");
+    fused_ = !(fused && std::strcmp(fused, "0") == 0);
     const char* spin = std::getenv("CACTUS_CUDA_FAULT_SPIN_MS");
     if (spin && *spin) fault_spin_ms_ = static_cast<uint32_t>(std::strtoul(spin, nullptr, 10));
     const char* spin_at = std::getenv("CACTUS_CUDA_FAULT_SPIN_AT");
@@ -131,7 +133,8 @@ std::string CudaBackend::describe() const {
                                : steps.disabled_reason().empty() ? "step graphs off (CACTUS_CUDA_GRAPHS=0)"
                                                                  : steps.disabled_reason();
     return ctx_->name + " (" + device_name_ + ", " + graphs +
-           (cuda::programmatic_launch() ? ", programmatic launch" : "") + ")";
+           (cuda::programmatic_launch() ? ", programmatic launch" : "") +
+           (fused_ ? "" : ", fused products off (CACTUS_CUDA_FUSED=0)") + ")";
 }
 
 BackendCounters CudaBackend::counters() const {
@@ -362,6 +365,8 @@ void CudaBackend::do_matmul(const Tensor& y, const Tensor& w, const Tensor& x) {
     check_f32(y, "matmul", "y");
     check_f32(x, "matmul", "x");
     check_dev(w, "matmul", "the weight");
+    const cuda::GemvProduct product{w.data(), w.row_bytes(), y.as<float>(), nullptr, w.rows()};
+    if (try_gemv("matmul", &product, 1, w.type, x, cuda::GemvEpilogue::STORE, 0)) return;
     const float* xd = x.as<float>();
     const bool quantized = dtype_traits(w.type).block_size > 1;
     if (quantized && reinterpret_cast<uintptr_t>(xd) % 16 != 0) {  // the block kernels read x as float4
@@ -372,6 +377,77 @@ void CudaBackend::do_matmul(const Tensor& y, const Tensor& w, const Tensor& x) {
     launch("matmul", [&](cudaStream_t s) {
         cuda::matmul(s, y.as<float>(), w.data(), w.type, w.row_bytes(), xd, x.rows(), x.width(), w.rows());
     });
+}
+
+bool CudaBackend::try_gemv(const char* op, const cuda::GemvProduct* products, size_t n_products, DType type,
+                           const Tensor& x, cuda::GemvEpilogue epilogue, int act) {
+    if (!fused_ || x.rows() > cuda::kGemvMaxTokens || !cuda::gemv_supported(type)) return false;
+    bool ran = false;
+    launch(op, [&](cudaStream_t s) {
+        ran = cuda::gemv(s, products, n_products, type, x.as<float>(), x.rows(), x.width(), epilogue, act);
+    });
+    return ran;
+}
+
+void CudaBackend::do_matmuls(const SharedInputProduct* products, size_t n_products, const Tensor& x) {
+    if (!fused_) {
+        Backend::do_matmuls(products, n_products, x);  // Backend::matmuls adds the biases
+        return;
+    }
+    // Runs of one weight type (q, k, v of one file usually share it) go as one launch each.
+    for (size_t first = 0; first < n_products;) {
+        size_t end = first + 1;
+        while (end < n_products && end - first < cuda::kGemvMaxProducts &&
+               products[end].w->type == products[first].w->type) {
+            ++end;
+        }
+        matmuls_group(products + first, end - first, x);
+        first = end;
+    }
+}
+
+void CudaBackend::matmuls_group(const SharedInputProduct* products, size_t n_products, const Tensor& x) {
+    check_f32(x, "matmuls", "x");
+    cuda::GemvProduct p[cuda::kGemvMaxProducts];
+    for (size_t i = 0; i < n_products; ++i) {
+        const SharedInputProduct& sp = products[i];
+        check_f32(*sp.y, "matmuls", "y");
+        check_dev(*sp.w, "matmuls", "the weight");
+        if (sp.bias) check_f32(*sp.bias, "matmuls", "the bias");
+        p[i] = cuda::GemvProduct{sp.w->data(), sp.w->row_bytes(), sp.y->as<float>(),
+                                 sp.bias ? sp.bias->as<float>() : nullptr, sp.w->rows()};
+    }
+    if (try_gemv("matmuls", p, n_products, products[0].w->type, x, cuda::GemvEpilogue::STORE, 0)) return;
+    for (size_t i = 0; i < n_products; ++i) {  // matmuls_add_bias(): the biases are ours to add
+        do_matmul(*products[i].y, *products[i].w, x);
+        if (products[i].bias) do_add(*products[i].y, *products[i].y, *products[i].bias);
+    }
+}
+
+void CudaBackend::do_matmul_accumulate(const Tensor& x, const Tensor& w, const Tensor& in, const Tensor& tmp) {
+    check_f32(x, "matmul_accumulate", "x");
+    check_f32(in, "matmul_accumulate", "in");
+    check_dev(w, "matmul_accumulate", "the weight");
+    const cuda::GemvProduct product{w.data(), w.row_bytes(), x.as<float>(), nullptr, w.rows()};
+    if (try_gemv("matmul_accumulate", &product, 1, w.type, in, cuda::GemvEpilogue::ACCUMULATE, 0)) return;
+    Backend::do_matmul_accumulate(x, w, in, tmp);
+}
+
+void CudaBackend::do_gated_matmul(const Tensor& gate, const Tensor& up, const Tensor& w_gate, const Tensor& w_up,
+                                  const Tensor& in, Activation act) {
+    check_f32(gate, "gated_matmul", "gate");
+    check_f32(in, "gated_matmul", "in");
+    check_dev(w_gate, "gated_matmul", "the gate weight");
+    check_dev(w_up, "gated_matmul", "the up weight");
+    if (w_gate.type == w_up.type) {
+        // up is not written: each warp computes a gate row and its up row and stores act(g) * u.
+        const cuda::GemvProduct products[2] = {
+            {w_gate.data(), w_gate.row_bytes(), gate.as<float>(), nullptr, w_gate.rows()},
+            {w_up.data(), w_up.row_bytes(), up.as<float>(), nullptr, w_up.rows()}};
+        if (try_gemv("gated_matmul", products, 2, w_gate.type, in, cuda::GemvEpilogue::GATED, static_cast<int>(act)))
+            return;
+    }
+    Backend::do_gated_matmul(gate, up, w_gate, w_up, in, act);
 }
 
 void CudaBackend::do_add(const Tensor& y, const Tensor& a, const Tensor& b) {

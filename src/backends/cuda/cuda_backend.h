@@ -63,6 +63,13 @@ protected:
     void do_rms_norm(const Tensor& y, const Tensor& x, const Tensor& weight, float eps) override;
     void do_layer_norm(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) override;
     void do_matmul(const Tensor& y, const Tensor& w, const Tensor& x) override;
+    // Decode batches (n <= cuda::kGemvMaxTokens) of the integer-dot types run as one fused launch
+    // (cuda_gemv.cu): q/k/v or gate/up with their biases, the residual add, the gated product.
+    void do_matmuls(const SharedInputProduct* products, size_t n_products, const Tensor& x) override;
+    bool matmuls_add_bias() const override { return fused_; }
+    void do_matmul_accumulate(const Tensor& x, const Tensor& w, const Tensor& in, const Tensor& tmp) override;
+    void do_gated_matmul(const Tensor& gate, const Tensor& up, const Tensor& w_gate, const Tensor& w_up,
+                         const Tensor& in, Activation act) override;
     void do_add(const Tensor& y, const Tensor& a, const Tensor& b) override;
     void do_scale(const Tensor& y, const Tensor& x, float s) override;
     void do_softcap(const Tensor& y, const Tensor& x, float cap) override;
@@ -119,6 +126,12 @@ private:
     const float* rope_factors(const RopeParams& params);
     void check_dev(const Tensor& t, const char* op, const char* what) const;
     void check_f32(const Tensor& t, const char* op, const char* what) const;
+    // Runs products reading x through cuda::gemv; false (nothing enqueued) when that path does not
+    // take them (fused products off, n > kGemvMaxTokens, another weight type, shapes).
+    bool try_gemv(const char* op, const cuda::GemvProduct* products, size_t n_products, DType type, const Tensor& x,
+                  cuda::GemvEpilogue epilogue, int act);
+    // Products of one weight type (at most kGemvMaxProducts) of matmuls: one launch, or matmul each.
+    void matmuls_group(const SharedInputProduct* products, size_t n_products, const Tensor& x);
 
     std::shared_ptr<CudaContext> ctx_;
     std::chrono::milliseconds timeout_;
@@ -130,6 +143,9 @@ private:
     uint32_t* status_dev_ = nullptr;   // kernels' bad-input bits
     uint32_t* status_host_ = nullptr;  // pinned copy, read after each synchronize
     std::unique_ptr<Buffer> scratch_;
+    // Fused decode products (cuda_gemv.cu); environment CACTUS_CUDA_FUSED=0 turns them off (matmul's
+    // kernel and the unfused sequences of the base class), read once here, for A/B runs.
+    bool fused_ = true;
     // Test-only fault hook: environment CACTUS_CUDA_FAULT_SPIN_MS=N makes every download enqueue a
     // kernel that spins for the milliseconds in fault_spin_ (mapped pinned memory): 0 until download
     // number CACTUS_CUDA_FAULT_SPIN_AT (default 1), N from then on, so the spin can fire inside a

@@ -4,6 +4,7 @@
 
 #include <type_traits>
 
+#include "backends/cuda/cuda_activation.cuh"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_launch.cuh"
 #include "backends/cuda/cuda_quant.cuh"
@@ -339,13 +340,6 @@ __global__ void softcap_kernel(float* y, const float* x, float cap, size_t count
     for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
         y[i] = cap * tanhf(x[i] / cap);
     }
-}
-
-__device__ __forceinline__ float activate(float x, int kind) {
-    if (kind == 0) return x / (1.0f + expf(-x));
-    if (kind == 1) return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-    if (kind == 3) return 1.0f / (1.0f + expf(-x));  // Activation::SIGMOID (glu only)
-    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
 }
 
 __global__ void gelu_kernel(float* y, const float* x, int kind, size_t count) {

@@ -42,6 +42,36 @@ void rope(cudaStream_t s, float* x, const int32_t* pos, size_t n, size_t n_head,
 // (test-only fault hook).
 void spin(cudaStream_t s, const uint32_t* ms);
 
+// ---- decode products: integer dot products over q8 activations (cuda_gemv.cu) -------------------
+
+constexpr size_t kGemvMaxTokens = 8;    // larger batches (prefill) take matmul
+constexpr size_t kGemvMaxProducts = 4;  // products of one launch (q, k, v; gate, up)
+
+// What a launch does with row r's dot product d of token t.
+enum class GemvEpilogue : int {
+    STORE = 0,       // y[t, r] = d (+ bias[r] when the product has one)
+    ACCUMULATE = 1,  // y[t, r] = y[t, r] + d (the residual add; y is not an input of the product)
+    GATED = 2,       // products 0 (gate) and 1 (up): y0[t, r] = act(d_gate) * d_up; y1 is not written
+};
+// One product y [n, n_out] = x W^T, W [n_out, n_in] in rows of row_bytes; bias [n_out] or null.
+struct GemvProduct {
+    const void* w = nullptr;
+    size_t row_bytes = 0;
+    float* y = nullptr;
+    const float* bias = nullptr;
+    size_t n_out = 0;
+};
+// Weight types with an integer-dot decode path (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K).
+bool gemv_supported(DType type);
+// Runs up to kGemvMaxProducts products of one weight type that read the same x [n, n_in] (n <=
+// kGemvMaxTokens) as one launch: x is rounded once per block into shared memory exactly as the
+// CPU's vec_dot_type rounds it, the weights meet it through __dp4a, and each product's value per
+// block combines as the CPU's vec_dot does. act: the activation of GATED (activate()'s kinds).
+// Returns false, enqueuing nothing, when this path does not take the shapes (type, n, pointer
+// alignment, shared memory): the caller then uses matmul and the unfused ops.
+bool gemv(cudaStream_t s, const GemvProduct* products, size_t n_products, DType type, const float* x, size_t n,
+          size_t n_in, GemvEpilogue epilogue, int act);
+
 // ---- KV cache and attention (cuda_attention.cu) ----------------------------------------------------
 
 // Where batch token t's key / value row goes (f16 or f32 rows; int8 rows and the head scales).
