@@ -301,7 +301,7 @@ __device__ __forceinline__ float f16_round(float v) { return __half2float(__floa
 // (Q8_K): a warp per 256-block, its d = 1 / iscale at xd[8 * (block)]. Every thread of the block
 // runs the same iterations (the shuffles need whole warps); groups past the end quantize zeros.
 template <DType T>
-__device__ void quantize_x(int* xq, float* xd, float* xs, const float* __restrict__ x, int n, int n_in) {
+__device__ void quantize_x(int* xq, float* xd, float* xs, const float* x, int n, int n_in) {
     if constexpr (Gemv<T>::kQK == 32) {
         const int total = n * (n_in / 4);  // words, a multiple of 8
         for (int base = 0; base < total; base += kThreads) {
@@ -443,7 +443,8 @@ __device__ __forceinline__ void store_row(const GemvArgs& a, const GemvProduct& 
 // row's value depends only on n_in and the type (warps_per_row's inputs), never on the launch.
 // Every warp runs every iteration (barriers); warps past the last row compute nothing.
 template <DType T, int NT>
-__global__ void __launch_bounds__(kThreads, 4) gemv_kernel(const float* __restrict__ x, GemvArgs a) {
+__global__ void __launch_bounds__(kThreads, 4) gemv_kernel(const float* x, GemvArgs a) {
+    pdl_start();
     extern __shared__ int shared_words[];
     __shared__ float partial[kWarpsPerBlock][2 * NT];  // [warp][gate sums, up sums]
     static_assert(sizeof(partial) <= kStaticShared, "kStaticShared");

@@ -99,6 +99,7 @@ void check_launch(const char* what) {
 template <DType T>
 __global__ void get_rows_kernel(float* y, const uint8_t* table, size_t row_bytes, size_t table_rows, const int32_t* ids,
                                 size_t width, float scale, uint32_t* status) {
+    pdl_start();
     const size_t t = blockIdx.x;
     const int32_t id = ids[t];
     float* out = y + t * width;
@@ -201,6 +202,7 @@ __device__ __forceinline__ float block_min(const uint8_t* row, int c) {
 template <DType T, int NT>
 __global__ void __launch_bounds__(kWarps * 32)
     matmul_quant_kernel(float* y, const uint8_t* w, size_t row_bytes, const float* x, int n, int n_in, int n_out) {
+    pdl_start();
     const int warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31;
     const int r = blockIdx.x * kWarps + warp;
@@ -262,6 +264,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 template <DType T, int NT>
 __global__ void __launch_bounds__(kWarps * 32)
     matmul_plain_kernel(float* y, const uint8_t* w, size_t row_bytes, const float* x, int n, int n_in, int n_out) {
+    pdl_start();
     const int warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31;
     const int r = blockIdx.x * kWarps + warp;
@@ -302,6 +305,7 @@ void launch_matmul(cudaStream_t s, float* y, const uint8_t* w, size_t row_bytes,
 // ---- norms and element-wise ops ---------------------------------------------------------------------
 
 __global__ void rms_norm_kernel(float* y, const float* x, const float* w, size_t width, float eps) {
+    pdl_start();
     const float* in = x + blockIdx.x * width;
     float* out = y + blockIdx.x * width;
     float ss = 0.0f;
@@ -312,6 +316,7 @@ __global__ void rms_norm_kernel(float* y, const float* x, const float* w, size_t
 }
 
 __global__ void layer_norm_kernel(float* y, const float* x, const float* w, const float* b, size_t width, float eps) {
+    pdl_start();
     const float* in = x + blockIdx.x * width;
     float* out = y + blockIdx.x * width;
     float sum = 0.0f;
@@ -327,28 +332,33 @@ __global__ void layer_norm_kernel(float* y, const float* x, const float* w, cons
 }
 
 __global__ void add_kernel(float* y, const float* a, const float* b, size_t count, size_t width, bool broadcast) {
+    pdl_start();
     for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
         y[i] = a[i] + b[broadcast ? i % width : i];
     }
 }
 
 __global__ void scale_kernel(float* y, const float* x, float v, size_t count) {
+    pdl_start();
     for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) y[i] = x[i] * v;
 }
 
 __global__ void softcap_kernel(float* y, const float* x, float cap, size_t count) {
+    pdl_start();
     for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
         y[i] = cap * tanhf(x[i] / cap);
     }
 }
 
 __global__ void gelu_kernel(float* y, const float* x, int kind, size_t count) {
+    pdl_start();
     for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
         y[i] = activate(x[i], kind);
     }
 }
 
 __global__ void glu_kernel(float* y, const float* gate, const float* up, int kind, size_t count) {
+    pdl_start();
     for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
         y[i] = activate(gate[i], kind) * up[i];
     }
@@ -357,6 +367,7 @@ __global__ void glu_kernel(float* y, const float* gate, const float* up, int kin
 // One block per (token, head); angles in double as rope_cos_sin computes them.
 __global__ void rope_kernel(float* x, const int32_t* pos, size_t n_head, size_t head_dim, size_t n_rot, bool neox,
                             float freq_base, float freq_scale, const float* factors) {
+    pdl_start();
     const size_t t = blockIdx.x / n_head;
     const size_t h = blockIdx.x % n_head;
     float* head = x + (t * n_head + h) * head_dim;
@@ -379,6 +390,7 @@ __global__ void rope_kernel(float* x, const int32_t* pos, size_t n_head, size_t 
 
 // Spins for *ms milliseconds of GPU time (0: returns at once); ms is mapped host memory.
 __global__ void spin_kernel(const volatile uint32_t* ms) {
+    pdl_start();
     const uint64_t ns = static_cast<uint64_t>(*ms) * 1000000ull;
     uint64_t start = 0;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
