@@ -1,7 +1,9 @@
 // Backend::top_k on every device against top_k_row_ref (ops/ops_ref.h): ids and values exactly
 // (the order is total: logit, then lower id), the row maximum exactly, the normalizer within 1e-5
 // relative (summation order differs between devices). Rows of odd sizes up to a 262144 vocabulary
-// (Gemma 3), with ties straddling rank k, -inf, NaN and signed zeros.
+// (Gemma 3), with ties straddling rank k, -inf, NaN and signed zeros. Then the sampler on the op's
+// output (Sampler::sample_from_top, declining to sample() on the logits as the engine does) draws
+// sample()'s tokens.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +18,8 @@
 #include "backends/backend.h"
 #include "core/error.h"
 #include "ops/ops_ref.h"
+#include "ops/top_candidates.h"
+#include "sampling/sampler.h"
 
 namespace cactus {
 namespace {
@@ -152,6 +156,64 @@ TEST_P(BackendTopK, RejectsBadK) {
     testing::Held idw = hold(*be_, DType::I32, 257, 1);
     testing::Held vw = hold(*be_, DType::F32, 257, 1);
     EXPECT_THROW(be_->top_k(idw.t, vw.t, stats.t, xw.t, 257), Error);  // k > 256
+}
+
+// The op's results of row 0 as the engine receives them (f32 normalizer).
+TopCandidates device_candidates(Backend& be, const std::vector<float>& row, size_t k) {
+    testing::Held x = hold_f32(be, row, row.size());
+    testing::Held ids = hold(be, DType::I32, k, 1);
+    testing::Held vals = hold(be, DType::F32, k, 1);
+    testing::Held stats = hold(be, DType::F32, 2, 1);
+    be.top_k(ids.t, vals.t, stats.t, x.t, k);
+    TopCandidates c;
+    c.ids.resize(k);
+    c.logits.resize(k);
+    float s[2];
+    be.download(c.ids.data(), ids.t, k * sizeof(int32_t));
+    be.download(c.logits.data(), vals.t, k * sizeof(float));
+    be.download(s, stats.t, sizeof(s));
+    c.max_logit = s[0];
+    c.sum_exp = s[1];
+    c.n_vocab = row.size();
+    return c;
+}
+
+TEST_P(BackendTopK, SamplingFromTheOpDrawsSampleTokens) {
+    struct Setting {
+        float temperature;
+        int top_k;
+        float top_p;
+        float min_p;
+    };
+    const Setting settings[] = {{0.0f, 0, 1.0f, 0.0f}, {0.8f, 40, 1.0f, 0.0f}, {0.8f, 0, 0.9f, 0.0f},
+                                {1.0f, 0, 1.0f, 0.1f}, {0.7f, 40, 0.95f, 0.05f}};
+    for (size_t n_vocab : {size_t(5000), size_t(262144)}) {
+        for (const Setting& st : settings) {
+            SamplingParams p;
+            p.temperature = st.temperature;
+            p.top_k = st.top_k;
+            p.top_p = st.top_p;
+            p.min_p = st.min_p;
+            p.seed = 42;
+            Sampler full(p), top(p);
+            const size_t k = top.top_candidates_wanted();
+            ASSERT_GT(k, 0u);
+            size_t answered = 0;
+            for (uint32_t step = 0; step < 12; ++step) {
+                std::vector<float> row = make_row(n_vocab, step % 3 == 2 ? 1 : 0, step * 977u + uint32_t(n_vocab));
+                for (float& v : row) v *= step % 2 == 0 ? 1.0f : 3.0f;  // flatter and peakier rows
+                std::vector<float> a = row, b = row;
+                const int32_t want = full.sample(a);
+                int32_t got = -1;
+                const bool from_top = top.sample_from_top(device_candidates(*be_, row, k), &got);
+                if (!from_top) got = top.sample(b);
+                answered += from_top ? 1 : 0;
+                ASSERT_EQ(got, want) << "n_vocab " << n_vocab << " temperature " << st.temperature << " step " << step;
+                EXPECT_NEAR(top.last_probability(), full.last_probability(), 1e-5 * full.last_probability());
+            }
+            if (st.top_p == 1.0f && st.min_p == 0.0f) EXPECT_EQ(answered, 12u) << "n_vocab " << n_vocab;
+        }
+    }
 }
 
 std::vector<std::string> devices_under_test() {
