@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(kTopKThreads)
     // Radix select: after each level the k-th largest key is known to start with `prefix` (bits
     // under `mask`); `need` is its rank among the keys that do.
     uint32_t prefix = 0, mask = 0, need = static_cast<uint32_t>(k), equal = 0;
-    float local_sum = 0.0f;  // level 0: this thread's part of sum exp(x - max)
+    double local_sum = 0.0;  // level 0: this thread's part of sum exp(x - max)
     for (int level = 0; level < 4; ++level) {
         const int shift = 24 - 8 * level;
         if (t < 256) sh.hist[t] = 0u;
@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(kTopKThreads)
             if (i < n_vocab) {
                 const float x = row[i];
                 const uint32_t key = order_key(x);
-                if (level == 0 && !isnan(x)) local_sum += expf(x - max_value);
+                if (level == 0 && !isnan(x)) local_sum += static_cast<double>(expf(x - max_value));
                 match = (key & mask) == prefix;
                 digit = (key >> shift) & 0xffu;
             }
@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(kTopKThreads)
         mask |= 0xffu << shift;
         if (equal == need) break;  // every key of the class is a winner: no finer digit needed
     }
-    const double sum = block_sum_f64(static_cast<double>(local_sum), sh);
+    const double sum = block_sum_f64(local_sum, sh);
 
     // Gather: keys above the class, and the whole class when it fits; otherwise (equal full keys
     // straddling rank k) the class's lowest ids below, in id order.
