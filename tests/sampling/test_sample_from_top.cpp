@@ -5,6 +5,7 @@
 // candidates must suffice for most steps of the settings they are meant for.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -23,7 +24,7 @@ std::vector<float> random_row(std::mt19937& rng, size_t n_vocab, float scale, bo
     std::normal_distribution<float> normal(0.0f, scale);
     std::vector<float> row(n_vocab);
     for (float& x : row) x = ties ? std::round(normal(rng) * 2.0f) / 2.0f : normal(rng);
-    for (size_t i = 0; i < n_vocab; i += 97) row[i] = -INFINITY;
+    for (size_t i = 1; i < n_vocab; i += 97) row[i] = -INFINITY;
     return row;
 }
 
