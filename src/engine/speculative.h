@@ -192,7 +192,7 @@ private:
     TopCandidates top_;          // the next token's candidates (plain, sample_on_device) when have_top_
     bool have_top_ = false;
     size_t top_k_ = 0;
-    std::vector<float> rows_;    // [1 + drafts, n_vocab] the verification step's logits
+    std::vector<float> rows_;  // [1 + drafts, n_vocab] the verification step's logits
     std::vector<int32_t> drafts_;
     size_t n_vocab_ = 0;
     size_t judged_ = 0;          // drafts judged so far

@@ -245,8 +245,7 @@ void DecoderModel::decode_top(const Batch& b, size_t k, std::vector<TopCandidate
 
 void DecoderModel::last_logits(std::vector<float>* logits) {
     if (logits_rows_ == 0)
-        fail("Model::last_logits: the last step was not a decode_top() step of 1 to %zu marked tokens",
-             n_logit_rows_);
+        fail("Model::last_logits: the last step was not a decode_top() step of 1 to %zu marked tokens", n_logit_rows_);
     logits->resize(logits_rows_ * hp_.n_vocab);
     backend_->download(logits->data(), logits_.rows_view(0, logits_rows_), logits->size() * sizeof(float));
 }
@@ -437,8 +436,8 @@ void DecoderModel::top_head(size_t k, std::vector<TopCandidates>* out) {
         const size_t m = std::min(n_logit_rows_, out_rows_.size() - done);
         const Tensor logits = head_rows(done, m);  // [m, n_vocab]
         const size_t n_ids = m * k;
-        const Tensor ids = make_tensor(top_buffer_.get(), 0, DType::I32, k, m);                           // [m, k]
-        const Tensor vals = make_tensor(top_buffer_.get(), n_ids * sizeof(float), DType::F32, k, m);      // [m, k]
+        const Tensor ids = make_tensor(top_buffer_.get(), 0, DType::I32, k, m);                            // [m, k]
+        const Tensor vals = make_tensor(top_buffer_.get(), n_ids * sizeof(float), DType::F32, k, m);       // [m, k]
         const Tensor stats = make_tensor(top_buffer_.get(), 2 * n_ids * sizeof(float), DType::F32, 2, m);  // [m, 2]
         backend_->top_k(ids, vals, stats, logits, k);
         top_host_.resize(2 * n_ids + 2 * m);

@@ -166,7 +166,7 @@ private:
     std::unique_ptr<Buffer> top_buffer_;
     std::vector<float> top_host_;  // [2 m k + 2 m] its host copy
     size_t logits_rows_ = 0;       // rows of logits_ holding the last step's logits for last_logits (0: none)
-    bool head_hidden_ = false;  // decode_hidden(): the head returns the normed rows, not logits
+    bool head_hidden_ = false;     // decode_hidden(): the head returns the normed rows, not logits
     Taps taps_;
     // Per-step host scratch (reserved once).
     std::vector<KvCache*> step_cache_;

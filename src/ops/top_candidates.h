@@ -9,7 +9,7 @@
 namespace cactus {
 
 struct TopCandidates {
-    std::vector<int32_t> ids;  // [k] ids of the k largest logits, descending; equal logits lower id first
+    std::vector<int32_t> ids;   // [k] ids of the k largest logits, descending; equal logits lower id first
     std::vector<float> logits;  // [k] their logits
     float max_logit = 0.0f;     // the row's maximum as argmax finds it (NaN when logits[0] is NaN)
     double sum_exp = 0.0;       // sum over the row of exp(logit - max_logit); NaN when max_logit is not finite

@@ -110,8 +110,8 @@ TEST_P(BackendTopK, MatchesReferenceOnOddRows) {
         for (size_t k : {size_t(1), size_t(5), size_t(40), size_t(256)}) {
             if (k > n_vocab) continue;
             for (int shape = 0; shape < 6; ++shape) {
-                const std::string what = "n_vocab " + std::to_string(n_vocab) + " k " + std::to_string(k) +
-                                         " shape " + std::to_string(shape);
+                const std::string what = "n_vocab " + std::to_string(n_vocab) + " k " + std::to_string(k) + " shape " +
+                                         std::to_string(shape);
                 expect_top_k(*be_, make_row(n_vocab, shape, static_cast<uint32_t>(n_vocab * 31 + k * 7 + shape)),
                              n_vocab, k, what);
                 if (HasFatalFailure()) return;
@@ -185,8 +185,11 @@ TEST_P(BackendTopK, SamplingFromTheOpDrawsSampleTokens) {
         float top_p;
         float min_p;
     };
-    const Setting settings[] = {{0.0f, 0, 1.0f, 0.0f}, {0.8f, 40, 1.0f, 0.0f}, {0.8f, 0, 0.9f, 0.0f},
-                                {1.0f, 0, 1.0f, 0.1f}, {0.7f, 40, 0.95f, 0.05f}};
+    const Setting settings[] = {{0.0f, 0, 1.0f, 0.0f},
+                                {0.8f, 40, 1.0f, 0.0f},
+                                {0.8f, 0, 0.9f, 0.0f},
+                                {1.0f, 0, 1.0f, 0.1f},
+                                {0.7f, 40, 0.95f, 0.05f}};
     for (size_t n_vocab : {size_t(5000), size_t(262144)}) {
         for (const Setting& st : settings) {
             SamplingParams p;

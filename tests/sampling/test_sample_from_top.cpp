@@ -114,7 +114,8 @@ TEST(SampleFromTop, TopPAndMinPDrawWhatSampleDraws) {
 TEST(SampleFromTop, CombinationsAndOrdersDrawWhatSampleDraws) {
     size_t answered = 0;
     for (uint64_t seed = 1; seed <= 6; ++seed) {
-        answered += compare(params(0.7f, 40, 0.95f, 0.05f, seed), 3000, 40, 0, uint32_t(seed), "default chain").from_top;
+        answered +=
+            compare(params(0.7f, 40, 0.95f, 0.05f, seed), 3000, 40, 0, uint32_t(seed), "default chain").from_top;
         answered += compare(params(0.7f, 40, 0.9f, 0.0f, seed), 3000, 40, 256, uint32_t(seed + 1), "k 256").from_top;
         SamplingParams first = params(1.3f, 20, 0.9f, 0.1f, seed);
         first.order = {SamplerStep::temperature, SamplerStep::top_k, SamplerStep::top_p, SamplerStep::min_p};

@@ -301,8 +301,8 @@ ThreadResult bench_model(const BenchArgs& args, Model& model, int threads, const
     r.decode_steps = decode_counters.steps;
     r.graph_replays = decode_counters.graph_replays;
     r.graph_captures = decode_counters.graph_captures;
-    r.greedy_on_device = !w.decode_tokens.empty() && model.device_sampling() &&
-                         bench_model_options(args, threads).device != "cpu";
+    r.greedy_on_device =
+        !w.decode_tokens.empty() && model.device_sampling() && bench_model_options(args, threads).device != "cpu";
     if (r.greedy_on_device) {
         time_decode(model, w, logits, true);
         std::vector<double> tg_greedy;

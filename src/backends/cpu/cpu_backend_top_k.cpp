@@ -9,8 +9,7 @@
 
 namespace cactus {
 
-void CpuBackend::do_top_k(const Tensor& ids, const Tensor& vals, const Tensor& stats, const Tensor& logits,
-                          size_t k) {
+void CpuBackend::do_top_k(const Tensor& ids, const Tensor& vals, const Tensor& stats, const Tensor& logits, size_t k) {
     const size_t n_vocab = logits.width();
     for (size_t r = 0; r < logits.rows(); ++r) {
         const float* row = logits.as<float>() + r * n_vocab;  // [n_vocab]

@@ -392,8 +392,7 @@ void CudaBackend::do_softcap(const Tensor& y, const Tensor& x, float cap) {
     launch("softcap", [&](cudaStream_t s) { cuda::softcap(s, y.as<float>(), x.as<float>(), cap, x.elements()); });
 }
 
-void CudaBackend::do_top_k(const Tensor& ids, const Tensor& vals, const Tensor& stats, const Tensor& logits,
-                           size_t k) {
+void CudaBackend::do_top_k(const Tensor& ids, const Tensor& vals, const Tensor& stats, const Tensor& logits, size_t k) {
     check_dev(ids, "top_k", "ids");
     check_f32(vals, "top_k", "vals");
     check_f32(stats, "top_k", "stats");

@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(kTopKThreads)
     __syncthreads();
     if (!whole_class) {
         const uint32_t first = static_cast<uint32_t>(k) - need;  // == sh.count
-        uint32_t taken = 0;                                       // class members seen, in id order
+        uint32_t taken = 0;                                      // class members seen, in id order
         for (int j = 0; j < n_iter && taken < need; ++j) {
             const int i = j * kTopKThreads + t;
             const bool tie = i < n_vocab && order_key(row[i]) == prefix;
