@@ -214,7 +214,9 @@ TEST_P(BackendTopK, SamplingFromTheOpDrawsSampleTokens) {
                 ASSERT_EQ(got, want) << "n_vocab " << n_vocab << " temperature " << st.temperature << " step " << step;
                 EXPECT_NEAR(top.last_probability(), full.last_probability(), 1e-5 * full.last_probability());
             }
-            if (st.top_p == 1.0f && st.min_p == 0.0f) EXPECT_EQ(answered, 12u) << "n_vocab " << n_vocab;
+            if (st.top_p == 1.0f && st.min_p == 0.0f) {
+                EXPECT_EQ(answered, 12u) << "n_vocab " << n_vocab;
+            }
         }
     }
 }
