@@ -2,7 +2,8 @@
 // per logit row. The row (up to 262144 floats, 1 MiB) is read a few times from L2: once for its
 // maximum, then a radix select over 32-bit order keys, 8 bits a level from the top, finds the k-th
 // largest key (the first level also sums the exponentials); a last read gathers the k winners into
-// shared memory, where each finds its rank by comparing with the others.
+// shared memory, where each finds its rank by comparing with the others. k = 1 (greedy) needs only
+// the maximum's lowest id: one read after the maximum's.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -115,6 +116,14 @@ __device__ __forceinline__ void gather(TopKShared& sh, uint32_t key, int32_t id,
     sh.cand_val[at] = val;
 }
 
+// stats [2] of the block's row: the maximum as argmax sees it (row[0] when that is NaN, else the
+// first candidate's logit) and the sum, NaN when the maximum is not finite.
+__device__ void write_stats(float* stats, const float* row, float top_logit, double sum) {
+    const float top = isnan(row[0]) ? row[0] : top_logit;
+    stats[2 * blockIdx.x] = top;
+    stats[2 * blockIdx.x + 1] = isfinite(top) ? static_cast<float>(sum) : __uint_as_float(0x7fc00000u);
+}
+
 // ids [n, k], vals [n, k], stats [n, 2], logits [n, n_vocab]; grid n blocks of kTopKThreads.
 __global__ void __launch_bounds__(kTopKThreads)
     top_k_kernel(int32_t* ids, float* vals, float* stats, const float* logits, int n_vocab, int k) {
@@ -126,7 +135,26 @@ __global__ void __launch_bounds__(kTopKThreads)
 
     uint32_t local_max = 0;
     for (int i = t; i < n_vocab; i += kTopKThreads) local_max = max(local_max, order_key(row[i]));
-    const float max_value = key_value(block_max_u32(local_max, sh));
+    const uint32_t max_key = block_max_u32(local_max, sh);
+    const float max_value = key_value(max_key);
+
+    if (k == 1) {  // greedy: the lowest id holding the largest key, and the sum, in one more read
+        double local_sum = 0.0;
+        uint32_t first = 0xffffffffu;
+        for (int i = t; i < n_vocab; i += kTopKThreads) {
+            const float x = row[i];
+            if (!isnan(x)) local_sum += static_cast<double>(expf(x - max_value));
+            if (order_key(x) == max_key) first = min(first, static_cast<uint32_t>(i));
+        }
+        const double sum = block_sum_f64(local_sum, sh);
+        first = ~block_max_u32(~first, sh);  // the smallest id: the largest complement
+        if (t == 0) {
+            ids[blockIdx.x] = static_cast<int32_t>(first);
+            vals[blockIdx.x] = row[first];
+            write_stats(stats, row, row[first], sum);
+        }
+        return;
+    }
 
     // Radix select: after each level the k-th largest key is known to start with `prefix` (bits
     // under `mask`); `need` is its rank among the keys that do.
@@ -214,12 +242,7 @@ __global__ void __launch_bounds__(kTopKThreads)
         const size_t out = static_cast<size_t>(blockIdx.x) * static_cast<size_t>(k) + static_cast<size_t>(rank);
         ids[out] = id;
         vals[out] = sh.cand_val[t];
-        if (rank == 0) {
-            const float first_logit = row[0];
-            const float top = isnan(first_logit) ? first_logit : sh.cand_val[t];
-            stats[2 * blockIdx.x] = top;
-            stats[2 * blockIdx.x + 1] = isfinite(top) ? static_cast<float>(sum) : __uint_as_float(0x7fc00000u);
-        }
+        if (rank == 0) write_stats(stats, row, sh.cand_val[t], sum);
     }
 }
 
