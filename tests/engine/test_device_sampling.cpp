@@ -1,5 +1,6 @@
 // Sampling on the device (Model::decode_top, Sampler::sample_from_top) on a real model, on every
-// device of available_devices(): a step's candidates and kept logits equal decode()'s logits, and
+// device of available_devices(): a step's candidates are the top_k of its kept logits, which are
+// decode()'s, and
 // replies with the device path forced on and off (CACTUS_DEVICE_SAMPLING, read per reply) are the
 // same tokens, greedy and sampled.
 #include <gtest/gtest.h>
@@ -47,10 +48,18 @@ TEST_P(DeviceSampling, DecodeTopMatchesDecodeLogits) {
         TopCandidates c;
         top->forward_top(token, 40, &c);
         top->last_logits(&kept);
-        ASSERT_EQ(kept, logits) << "step " << step;  // the same kernels: the same logits
+        // Two models of one device: the same kernels (equal on the CPU; a device's sums may differ in order).
+        ASSERT_EQ(kept.size(), logits.size());
+        float worst = 0.0f, scale = 1.0f;
+        for (size_t i = 0; i < kept.size(); ++i) {
+            worst = std::max(worst, std::fabs(kept[i] - logits[i]));
+            scale = std::max(scale, std::fabs(logits[i]));
+        }
+        EXPECT_LE(worst, 1e-4f * scale) << "step " << step;
+        if (GetParam() == "cpu") EXPECT_EQ(kept, logits) << "step " << step;
         std::vector<int32_t> ids(40);
         std::vector<float> vals(40), stats(2);
-        top_k_row_ref(ids.data(), vals.data(), stats.data(), logits.data(), n_vocab, 40);
+        top_k_row_ref(ids.data(), vals.data(), stats.data(), kept.data(), n_vocab, 40);
         EXPECT_EQ(c.ids, ids) << "step " << step;
         EXPECT_EQ(c.logits, vals) << "step " << step;
         EXPECT_EQ(c.max_logit, stats[0]);
