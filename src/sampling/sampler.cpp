@@ -77,6 +77,9 @@ uint64_t seed_from(const SamplingParams& p) {
 // drawn in practice, and sorting all of a 50k-256k vocabulary cost ~15 ms per token.
 constexpr float kTailLogits = 27.6f;
 
+// The lowest logit chain_candidates keeps (one function: sample_from_top must draw the same line).
+float tail_floor(float max_logit, float temperature) { return max_logit - std::max(1.0f, temperature) * kTailLogits; }
+
 void sort_descending(std::vector<TokenCandidate>& c) {
     std::sort(c.begin(), c.end(), [](const TokenCandidate& a, const TokenCandidate& b) {
         return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
@@ -248,7 +251,7 @@ void Sampler::adjust(std::vector<float>& logits) const {
 }
 
 float Sampler::chain_candidates(const std::vector<float>& logits, float max_logit) {
-    const float floor = max_logit - std::max(1.0f, params_.temperature) * kTailLogits;
+    const float floor = tail_floor(max_logit, params_.temperature);
     candidates_.resize(logits.size());
     size_t kept = 0;
     for (size_t i = 0; i < logits.size(); ++i) {  // branch-free compaction
@@ -392,7 +395,7 @@ size_t nucleus_end(const TopCandidates& top, float top_p) {
 bool Sampler::chain_from_top(const TopCandidates& top, float* draw_temperature) {
     const size_t k = top.ids.size();
     const float max_logit = top.max_logit;
-    const float floor = max_logit - std::max(1.0f, params_.temperature) * kTailLogits;  // chain_candidates'
+    const float floor = tail_floor(max_logit, params_.temperature);
     const std::vector<SamplerStep>& order = chain_order(params_);
     const size_t last_truncation = last_truncation_of(order);
     *draw_temperature = 1.0f;
