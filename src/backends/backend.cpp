@@ -104,6 +104,8 @@ const char* op_name(Op op) {
             return "matmul_accumulate";
         case Op::GATED_MATMUL:
             return "gated_matmul";
+        case Op::TOP_K:
+            return "top_k";
     }
     return "unknown op";
 }
@@ -457,6 +459,21 @@ void Backend::set_rows(const Tensor& table, const Tensor& x, const Tensor& ids) 
     do_set_rows(table, x, ids);
 }
 
+void Backend::top_k(const Tensor& ids, const Tensor& vals, const Tensor& stats, const Tensor& logits, size_t k) {
+    check_rows(logits, "top_k", "logits");
+    check_rows(vals, "top_k", "vals");
+    check_rows(stats, "top_k", "stats");
+    const size_t n = logits.rows();
+    if (k < 1 || k > kTopKMax || k > logits.width())
+        fail("top_k: k = %zu must be in [1, %zu] and at most n_vocab = %zu", k, kTopKMax, logits.width());
+    check_ids(ids, n * k, "top_k", "ids");
+    if (!ids.contiguous_rows() || vals.rows() != n || vals.width() != k || stats.rows() != n || stats.width() != 2)
+        fail("top_k: ids [%zu] I32, vals [%zu, %zu] and stats [%zu, %zu] do not fit logits [%zu, %zu] and k = %zu",
+             ids.elements(), vals.rows(), vals.width(), stats.rows(), stats.width(), n, logits.width(), k);
+    require_support(Op::TOP_K, DType::F32);
+    do_top_k(ids, vals, stats, logits, k);
+}
+
 void Backend::clamp(const Tensor& y, const Tensor& x, float lo, float hi) {
     check_rows(y, "clamp", "y");
     check_rows(x, "clamp", "x");
@@ -553,6 +570,19 @@ void Backend::do_set_rows(const Tensor& table, const Tensor& x, const Tensor& id
         upload(table.rows_view(static_cast<size_t>(h_ids[i]), 1), h_x.data() + i * x.width(),
                x.width() * sizeof(float));
     }
+}
+
+void Backend::do_top_k(const Tensor& ids, const Tensor& vals, const Tensor& stats, const Tensor& logits, size_t k) {
+    const std::vector<float> h = download_f32(*this, logits);
+    const size_t n = logits.rows(), n_vocab = logits.width();
+    std::vector<int32_t> h_ids(n * k);
+    std::vector<float> h_vals(n * k), h_stats(n * 2);
+    for (size_t r = 0; r < n; ++r)
+        top_k_row_ref(h_ids.data() + r * k, h_vals.data() + r * k, h_stats.data() + r * 2, h.data() + r * n_vocab,
+                      n_vocab, k);
+    upload(ids, h_ids.data(), h_ids.size() * sizeof(int32_t));
+    upload(vals, h_vals.data(), h_vals.size() * sizeof(float));
+    upload(stats, h_stats.data(), h_stats.size() * sizeof(float));
 }
 
 void Backend::do_clamp(const Tensor& y, const Tensor& x, float lo, float hi) {

@@ -75,8 +75,9 @@ enum class Op : uint8_t {
     ATTENTION_LOCAL,
     MATMUL_ACCUMULATE,
     GATED_MATMUL,
+    TOP_K,
 };
-constexpr size_t kOpCount = static_cast<size_t>(Op::GATED_MATMUL) + 1;
+constexpr size_t kOpCount = static_cast<size_t>(Op::TOP_K) + 1;
 // "get_rows", "matmul", ...: the method's name.
 const char* op_name(Op op);
 // Which operand's type supports(op, type) is asked about: get_rows the table; matmul, matmuls,
@@ -237,6 +238,13 @@ public:
     void attention_local(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& rel,
                          const Tensor& q_scale, const LocalAttention& a);
 
+    // ---- sampling on the device (reference: top_k_row_ref in ops/ops_ref.h) -------------------
+    // For each row of logits [n, n_vocab]: ids [n, k] I32 and vals [n, k] F32 its k largest logits
+    // in descending order, equal logits by lower id first (k = 1 is the host sampler's argmax; NaN
+    // ranks below -inf, -0 equals +0); stats [n, 2] F32 the row's maximum and sum_i exp(logit_i -
+    // maximum) (the softmax normalizer at temperature 1). 1 <= k <= min(256, n_vocab).
+    void top_k(const Tensor& ids, const Tensor& vals, const Tensor& stats, const Tensor& logits, size_t k);
+
 protected:
     // The backends' ops: arguments already checked by the public method of the same name.
     virtual void do_get_rows(const Tensor& y, const Tensor& table, const Tensor& ids, float scale) = 0;
@@ -275,6 +283,7 @@ protected:
     virtual void do_depthwise_conv(const Tensor& y, const Tensor& x, const Tensor& w);
     virtual void do_attention_local(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& rel, const Tensor& q_scale, const LocalAttention& a);
+    virtual void do_top_k(const Tensor& ids, const Tensor& vals, const Tensor& stats, const Tensor& logits, size_t k);
 
 private:
     // Throws "<backend> <op>: <type> is not supported" unless supports(op, type).

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 
 #include "backends/backend.h"
 #include "chat/builtin_templates.h"
@@ -139,6 +141,18 @@ bool template_renders_parts(const ChatTemplate& tmpl) {
     } catch (const std::exception&) {
         return false;
     }
+}
+
+// Whether plain decoding samples from candidates computed on the device (Model::decode_top): by
+// default where the model runs on a device (the CPU's logits are already on the host). The
+// environment's CACTUS_DEVICE_SAMPLING=1 forces it on (also on the CPU: the tests compare both
+// paths there), =0 off.
+bool device_sampling_wanted(const std::string& device) {
+    const char* v = std::getenv("CACTUS_DEVICE_SAMPLING");
+    if (v == nullptr || *v == '\0') return device != "cpu";
+    if (std::strcmp(v, "1") == 0) return true;
+    if (std::strcmp(v, "0") == 0) return false;
+    fail("CACTUS_DEVICE_SAMPLING: unknown value '%s' (0 or 1)", v);
 }
 
 }  // namespace
@@ -436,6 +450,10 @@ CompletionResult Engine::complete_prompt(const Prompt& prompt, const GenerationO
     std::unique_ptr<SpecTarget> target = session_target();
     TokenSource source(*target, spec, sampler, spec != nullptr ? prompt.ids : std::vector<int32_t>(),
                        std::move(logits));
+    // Bans (ignore_eos) change the normalizer on every step: those replies keep the host logits.
+    if (constraint == nullptr && !options.ignore_eos && model_->device_sampling() &&
+        device_sampling_wanted(model_options_.device))
+        source.sample_on_device(std::min(sampler.top_candidates_wanted(), model_->info().n_vocab));
 
     for (size_t step = 0; step < options.max_tokens; ++step) {
         if (stopped()) {

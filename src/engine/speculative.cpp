@@ -336,6 +336,13 @@ TokenSource::TokenSource(SpecTarget& target, SpecDecoder* spec, Sampler& sampler
 
 int32_t TokenSource::next() {
     in_cache_ = false;
+    if (drafter_ < 0 && have_top_) {
+        have_top_ = false;
+        int32_t token = -1;
+        if (sampler_.sample_from_top(top_, &token)) return token;
+        target_.last_logits(&logits_);
+        return sampler_.sample(logits_);
+    }
     if (drafter_ < 0) return sampler_.sample(logits_);
     const float* row = rows_.data() + judged_ * n_vocab_;
     logits_.assign(row, row + n_vocab_);
@@ -376,6 +383,10 @@ void TokenSource::advance(int32_t token) {
         const size_t max = std::min(
             {spec_->options().draft_max, fits - 1, target_.max_step() > 1 ? target_.max_step() - 1 : size_t(0)});
         if (max > 0) drafter = spec_->propose(history_, max, &drafts_);
+    }
+    if (drafter < 0 && top_k_ > 0 && target_.append_top(token, top_k_, &top_)) {
+        have_top_ = true;
+        return;
     }
     if (drafter < 0) {
         target_.append_scored(&token, 1, &logits_);

@@ -16,7 +16,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/error.h"
 #include "engine/spec_options.h"
+#include "ops/top_candidates.h"
 
 namespace cactus {
 
@@ -95,6 +97,11 @@ public:
     // the step, so no compaction falls inside it and dropping its rejected rows stays exact.
     virtual size_t reserve(size_t wanted) = 0;
     virtual size_t max_step() const = 0;  // most tokens one step takes
+    // A plain step of one token whose logits stay on the device: the next token's k largest logits
+    // and normalizer (Model::forward_top); false when the model cannot (nothing appended then).
+    virtual bool append_top(int32_t id, size_t k, TopCandidates* out) { return false; }
+    // The logits of the last append_top() step ([n_vocab]).
+    virtual void last_logits(std::vector<float>* logits) { fail("SpecTarget: no device logits to fetch"); }
 };
 
 // Counters of one reply (CompletionMetrics takes them).
@@ -168,6 +175,10 @@ public:
     // cache holds the prompt and the reply (without its last token, as plain decoding leaves it).
     void finish(size_t prompt_tokens, size_t emitted);
     const SpecCounters& counters() const { return counters_; }
+    // Plain decoding samples from k candidates computed on the device (Sampler::sample_from_top)
+    // and fetches a step's logits only when they cannot give sample()'s token; 0 = off. Ignored
+    // with a drafter.
+    void sample_on_device(size_t k) { top_k_ = spec_ == nullptr ? k : 0; }
 
 private:
     using Clock = std::chrono::steady_clock;
@@ -178,7 +189,10 @@ private:
     Sampler& sampler_;
     std::vector<int32_t> history_;
     std::vector<float> logits_;  // [n_vocab] next-token logits (plain), or scratch of a row
-    std::vector<float> rows_;    // [1 + drafts, n_vocab] the verification step's logits
+    TopCandidates top_;          // the next token's candidates (plain, sample_on_device) when have_top_
+    bool have_top_ = false;
+    size_t top_k_ = 0;
+    std::vector<float> rows_;  // [1 + drafts, n_vocab] the verification step's logits
     std::vector<int32_t> drafts_;
     size_t n_vocab_ = 0;
     size_t judged_ = 0;          // drafts judged so far

@@ -1,6 +1,7 @@
 #include "models/decoder.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "core/error.h"
@@ -228,6 +229,29 @@ void DecoderModel::check_batch(const Batch& b) const {
 }
 
 void DecoderModel::decode(const Batch& b, std::vector<float>* logits) {
+    run_step(b, logits != nullptr);
+    if (!logits) return;
+    logits->assign(out_rows_.size() * (head_hidden_ ? hp_.n_embd : hp_.n_vocab), 0.0f);
+    if (!out_rows_.empty()) output_head(logits);
+}
+
+void DecoderModel::decode_top(const Batch& b, size_t k, std::vector<TopCandidates>* out) {
+    if (k < 1 || k > kTopKMax || k > hp_.n_vocab)
+        fail("Model::decode_top: k = %zu must be in [1, %zu] and at most n_vocab = %zu", k, kTopKMax, hp_.n_vocab);
+    run_step(b, true);
+    out->clear();
+    if (!out_rows_.empty()) top_head(k, out);
+}
+
+void DecoderModel::last_logits(std::vector<float>* logits) {
+    if (logits_rows_ == 0)
+        fail("Model::last_logits: the last step was not a decode_top() step of 1 to %zu marked tokens", n_logit_rows_);
+    logits->resize(logits_rows_ * hp_.n_vocab);
+    backend_->download(logits->data(), logits_.rows_view(0, logits_rows_), logits->size() * sizeof(float));
+}
+
+void DecoderModel::run_step(const Batch& b, bool outputs) {
+    logits_rows_ = 0;
     check_batch(b);
     // Room and positions are checked for every sequence before any cache changes.
     std::vector<size_t> count(info_.n_seq, 0);
@@ -266,7 +290,7 @@ void DecoderModel::decode(const Batch& b, std::vector<float>* logits) {
     step.kv = KvTokens{b.n, step_cache_.data(), step_token_.data(), b.group ? span_ends(b) : nullptr};
     step.tokens = ids_.rows_view(0, b.n);
     output_rows(b);
-    if (!logits) out_rows_.clear();
+    if (!outputs) out_rows_.clear();
     embed(b, act(b.n).x);
     tap("embd", -1, act(b.n).x);
     upload_positions(step);
@@ -276,8 +300,6 @@ void DecoderModel::decode(const Batch& b, std::vector<float>* logits) {
         tap("layer_out", static_cast<int>(il), act(step.n).x);
         if (il == last_state_writer_ && il + 1 < layers_.size() && !recording()) narrow_to_outputs(step);
     }
-    if (logits) logits->assign(out_rows_.size() * (head_hidden_ ? hp_.n_embd : hp_.n_vocab), 0.0f);
-    if (logits && !out_rows_.empty()) output_head(logits);
 }
 
 void DecoderModel::decode_hidden(const Batch& batch, std::vector<float>* hidden) {
@@ -382,26 +404,58 @@ void DecoderModel::narrow_to_outputs(Step& step) {
     narrowed_rows(step, source_rows_);
 }
 
+Tensor DecoderModel::head_rows(size_t done, size_t m) {
+    const Activations a = act(static_cast<size_t>(out_rows_.back()) + 1);
+    const Tensor ids = ids_.rows_view(0, m);
+    const Tensor gathered = full_.cur.rows_view(0, m);  // [m, n_embd]
+    const Tensor out = logits_.rows_view(0, m);         // [m, n_vocab]
+    backend_->upload(ids, out_rows_.data() + done, m * sizeof(int32_t));
+    backend_->get_rows(gathered, a.x, ids, 1.0f);
+    nn_.rms_norm(gathered, gathered, output_norm_, hp_.rms_eps);
+    tap("result_norm", -1, gathered);
+    if (head_hidden_) return gathered;
+    nn_.linear(out, output_, gathered);
+    if (hp_.final_logit_softcap > 0.0f) backend_->softcap(out, out, hp_.final_logit_softcap);
+    tap("logits", -1, out);
+    return out;
+}
+
 void DecoderModel::output_head(std::vector<float>* logits) {
-    const Activations a = act(out_rows_.empty() ? 0 : static_cast<size_t>(out_rows_.back()) + 1);
+    const size_t width = head_hidden_ ? hp_.n_embd : hp_.n_vocab;
     for (size_t done = 0; done < out_rows_.size(); done += n_logit_rows_) {
         const size_t m = std::min(n_logit_rows_, out_rows_.size() - done);
-        const Tensor ids = ids_.rows_view(0, m);
-        const Tensor gathered = full_.cur.rows_view(0, m);  // [m, n_embd]
-        const Tensor out = logits_.rows_view(0, m);         // [m, n_vocab]
-        backend_->upload(ids, out_rows_.data() + done, m * sizeof(int32_t));
-        backend_->get_rows(gathered, a.x, ids, 1.0f);
-        nn_.rms_norm(gathered, gathered, output_norm_, hp_.rms_eps);
-        tap("result_norm", -1, gathered);
-        if (head_hidden_) {
-            backend_->download(logits->data() + done * hp_.n_embd, gathered, m * hp_.n_embd * sizeof(float));
-            continue;
-        }
-        nn_.linear(out, output_, gathered);
-        if (hp_.final_logit_softcap > 0.0f) backend_->softcap(out, out, hp_.final_logit_softcap);
-        tap("logits", -1, out);
-        backend_->download(logits->data() + done * hp_.n_vocab, out, m * hp_.n_vocab * sizeof(float));
+        const Tensor rows = head_rows(done, m);  // [m, width]
+        backend_->download(logits->data() + done * width, rows, m * width * sizeof(float));
     }
+}
+
+void DecoderModel::top_head(size_t k, std::vector<TopCandidates>* out) {
+    if (!top_buffer_) top_buffer_ = backend_->alloc(n_logit_rows_ * (2 * kTopKMax + 2) * sizeof(float));
+    out->resize(out_rows_.size());
+    for (size_t done = 0; done < out_rows_.size(); done += n_logit_rows_) {
+        const size_t m = std::min(n_logit_rows_, out_rows_.size() - done);
+        const Tensor logits = head_rows(done, m);  // [m, n_vocab]
+        const size_t n_ids = m * k;
+        const Tensor ids = make_tensor(top_buffer_.get(), 0, DType::I32, k, m);                            // [m, k]
+        const Tensor vals = make_tensor(top_buffer_.get(), n_ids * sizeof(float), DType::F32, k, m);       // [m, k]
+        const Tensor stats = make_tensor(top_buffer_.get(), 2 * n_ids * sizeof(float), DType::F32, 2, m);  // [m, 2]
+        backend_->top_k(ids, vals, stats, logits, k);
+        top_host_.resize(2 * n_ids + 2 * m);
+        const Tensor packed = make_tensor(top_buffer_.get(), 0, DType::F32, top_host_.size(), 1);
+        backend_->download(top_host_.data(), packed, top_host_.size() * sizeof(float));
+        for (size_t r = 0; r < m; ++r) {
+            TopCandidates& c = (*out)[done + r];
+            c.ids.resize(k);
+            c.logits.resize(k);
+            std::memcpy(c.ids.data(), top_host_.data() + r * k, k * sizeof(int32_t));
+            std::memcpy(c.logits.data(), top_host_.data() + n_ids + r * k, k * sizeof(float));
+            c.max_logit = top_host_[2 * n_ids + 2 * r];
+            c.sum_exp = static_cast<double>(top_host_[2 * n_ids + 2 * r + 1]);
+            c.n_vocab = hp_.n_vocab;
+        }
+    }
+    // The logits of a single head pass are still in logits_.
+    logits_rows_ = out_rows_.size() <= n_logit_rows_ ? out_rows_.size() : 0;
 }
 
 }  // namespace cactus

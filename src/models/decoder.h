@@ -63,6 +63,9 @@ public:
     const ModelInfo& info() const override { return info_; }
     void decode(const Batch& batch, std::vector<float>* logits) override;
     void decode_hidden(const Batch& batch, std::vector<float>* hidden) override;
+    void decode_top(const Batch& batch, size_t k, std::vector<TopCandidates>* out) override;
+    void last_logits(std::vector<float>* logits) override;
+    bool device_sampling() const override { return true; }
     size_t n_batch() const override { return n_batch_; }
     size_t n_past(int seq) const override;
     size_t truncate(size_t n, int seq) override;
@@ -127,7 +130,13 @@ private:
     void upload_positions(Step& step);
     void output_rows(const Batch& batch);
     void narrow_to_outputs(Step& step);
+    // decode() up to the output head; without outputs the marked rows are dropped.
+    void run_step(const Batch& batch, bool outputs);
+    // Rows [done, done + m) of out_rows_ through the final norm and, unless head_hidden_, the output
+    // head and softcap into logits_: returns the rows ([m, n_embd] or [m, n_vocab]).
+    Tensor head_rows(size_t done, size_t m);
     void output_head(std::vector<float>* logits);
+    void top_head(size_t k, std::vector<TopCandidates>* out);
 
     ModelInfo info_;
     size_t n_batch_ = 0;
@@ -152,7 +161,12 @@ private:
     Tensor pos_full_;                           // [n_batch] I32
     Tensor logits_;                             // [n_logit_rows, n_vocab]
     size_t n_logit_rows_ = 0;
-    bool head_hidden_ = false;  // decode_hidden(): the head returns the normed rows, not logits
+    // decode_top's results, one download a head pass: ids [m, k] I32, vals [m, k] F32 and stats
+    // [m, 2] F32 packed from offset 0 (allocated once for n_logit_rows and kTopKMax: fixed addresses).
+    std::unique_ptr<Buffer> top_buffer_;
+    std::vector<float> top_host_;  // [2 m k + 2 m] its host copy
+    size_t logits_rows_ = 0;       // rows of logits_ holding the last step's logits for last_logits (0: none)
+    bool head_hidden_ = false;     // decode_hidden(): the head returns the normed rows, not logits
     Taps taps_;
     // Per-step host scratch (reserved once).
     std::vector<KvCache*> step_cache_;

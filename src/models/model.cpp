@@ -6,6 +6,14 @@
 
 namespace cactus {
 
+void Model::decode_top(const Batch&, size_t, std::vector<TopCandidates>*) {
+    fail("Model::decode_top: %s has no device sampling", info().architecture.c_str());
+}
+
+void Model::last_logits(std::vector<float>*) {
+    fail("Model::last_logits: %s has no device sampling", info().architecture.c_str());
+}
+
 void Model::forward(const int32_t* tokens, size_t n, std::vector<float>* logits, std::vector<float>* all_logits,
                     int seq) {
     if (n == 0) fail("Model::forward: no tokens");
@@ -42,6 +50,25 @@ void Model::forward(const int32_t* tokens, size_t n, std::vector<float>* logits,
         done += chunk;
     }
     if (logits) std::copy(step_logits.end() - static_cast<std::ptrdiff_t>(n_vocab), step_logits.end(), logits->begin());
+}
+
+void Model::forward_top(int32_t token, size_t k, TopCandidates* out, int seq) {
+    if (context_room(seq) < 1)
+        fail("Model::forward: 1 token after %zu exceeds the context of %zu tokens (kv_compress is off)", n_past(seq),
+             info().n_ctx);
+    if (token < 0 || static_cast<size_t>(token) >= info().n_vocab)
+        fail("Model::forward: token id %d is outside the vocabulary of %zu", token, info().n_vocab);
+    reserve(1, seq);  // the cache may compact here
+    const uint8_t mark = 1;
+    Batch batch;
+    batch.n = 1;
+    batch.tokens = &token;
+    batch.seq = &seq;
+    batch.logits = &mark;
+    std::vector<TopCandidates> tops;
+    decode_top(batch, k, &tops);
+    CACTUS_ASSERT(tops.size() == 1);
+    *out = std::move(tops[0]);
 }
 
 }  // namespace cactus

@@ -14,6 +14,7 @@
 #include "backends/backend.h"
 #include "kv/kv_options.h"
 #include "models/intermediates.h"
+#include "ops/top_candidates.h"
 
 namespace cactus {
 
@@ -85,6 +86,18 @@ public:
     virtual void decode(const Batch& batch, std::vector<float>* logits) = 0;
     // Most tokens one decode() step takes.
     virtual size_t n_batch() const = 0;
+    // decode(), but for each marked token its k largest logits with the row's maximum and
+    // normalizer (Backend::top_k, after the final softcap) in *out, in batch order, instead of the
+    // logits: a few bytes come back instead of n_vocab floats. The logits stay on the device until
+    // the next step; last_logits() fetches them. 1 <= k <= kTopKMax. Only where
+    // device_sampling() (the default throws).
+    virtual void decode_top(const Batch& batch, size_t k, std::vector<TopCandidates>* out);
+    // The logits of the marked tokens of the last decode_top() step ([n_marked, n_vocab]); throws
+    // when another step ran since, or when that step marked more tokens than one head pass holds.
+    virtual void last_logits(std::vector<float>* logits);
+    virtual bool device_sampling() const { return false; }
+    // forward() of one token with decode_top(): its next token's top-k candidates in *out.
+    void forward_top(int32_t token, size_t k, TopCandidates* out, int seq = 0);
     // decode(), but writing the final hidden states of the marked tokens (after the output norm:
     // the rows the output head reads) to *hidden ([n_marked, n_embd], in batch order) instead of
     // their logits. Embeddings pool these rows (engine/embedding.h).

@@ -1,5 +1,6 @@
 #include "ops/ops_ref.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ops/quant.h"
@@ -238,6 +239,27 @@ void short_conv_ref(float* y, float* bx, const float* bcx, const float* w, const
             y[i * e + c] = c_row[c] * sum;
         }
     }
+}
+
+void top_k_row_ref(int32_t* ids, float* vals, float* stats, const float* logits, size_t n_vocab, size_t k) {
+    CACTUS_ASSERT(k >= 1 && k <= n_vocab);
+    std::vector<int32_t> order(n_vocab);
+    for (size_t i = 0; i < n_vocab; ++i) order[i] = static_cast<int32_t>(i);
+    const auto larger = [&](int32_t a, int32_t b) {
+        const uint32_t ka = top_k_order_key(logits[a]), kb = top_k_order_key(logits[b]);
+        return ka > kb || (ka == kb && a < b);
+    };
+    std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(k), order.end(), larger);
+    for (size_t j = 0; j < k; ++j) {
+        ids[j] = order[j];
+        vals[j] = logits[order[j]];
+    }
+    const float max = std::isnan(logits[0]) ? logits[0] : vals[0];
+    double sum = 0.0;
+    for (size_t i = 0; i < n_vocab; ++i)
+        if (!std::isnan(logits[i])) sum += std::exp(static_cast<double>(logits[i]) - static_cast<double>(max));
+    stats[0] = max;
+    stats[1] = std::isfinite(max) ? static_cast<float>(sum) : NAN;
 }
 
 }  // namespace cactus

@@ -4,6 +4,7 @@
 // (src/backends/cpu/ops_cpu.h) are tested against them on random inputs of odd sizes.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace cactus {
 
@@ -101,5 +102,24 @@ void short_conv_ref(float* y, float* bx, const float* bcx, const float* w, const
 // IEEE binary16 conversions (round to nearest even), the reference for the cache's storage.
 float half_to_float_ref(uint16_t h);
 uint16_t float_to_half_ref(float f);
+
+// The largest k a top_k op returns (Backend::top_k).
+constexpr size_t kTopKMax = 256;
+
+// The order of top_k as an unsigned key: larger key = larger logit; -0 and +0 share one key and
+// NaN has the smallest (0), below -inf. Equal keys rank by lower id first.
+inline uint32_t top_k_order_key(float x) {
+    if (x != x) return 0u;
+    if (x == 0.0f) x = 0.0f;  // -0 -> +0: the host sampler's comparisons do not tell them apart
+    uint32_t u;
+    std::memcpy(&u, &x, sizeof(u));
+    return (u & 0x80000000u) != 0 ? ~u : (u | 0x80000000u);
+}
+
+// One row of Backend::top_k: ids [k] and vals [k] the k largest of logits [n_vocab] (by
+// top_k_order_key, then lower id), stats [2]: the maximum as the host sampler's argmax sees it
+// (logits[0] when that is NaN, else vals[0]) and sum_i exp(logits[i] - maximum) in double, NaN
+// terms left out; NaN when the maximum is not finite. 1 <= k <= n_vocab.
+void top_k_row_ref(int32_t* ids, float* vals, float* stats, const float* logits, size_t n_vocab, size_t k);
 
 }  // namespace cactus

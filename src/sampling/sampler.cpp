@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "ops/exp_sum.h"
+#include "ops/ops_ref.h"
 #include "sampling/grammar.h"
 
 namespace cactus {
@@ -38,6 +39,34 @@ const std::vector<SamplerStep>& default_order() {
 
 bool truncates(SamplerStep s) { return s == SamplerStep::top_k || s == SamplerStep::top_p || s == SamplerStep::min_p; }
 
+const std::vector<SamplerStep>& chain_order(const SamplingParams& p) {
+    return p.order.empty() ? default_order() : p.order;
+}
+
+// One past the chain's last truncating step (0: none): temperature from there on is the draw's.
+size_t last_truncation_of(const std::vector<SamplerStep>& order) {
+    size_t last = 0;
+    for (size_t i = 0; i < order.size(); ++i)
+        if (truncates(order[i])) last = i + 1;
+    return last;
+}
+
+bool runs(const SamplingParams& p, SamplerStep step) {
+    const std::vector<SamplerStep>& order = chain_order(p);
+    return std::find(order.begin(), order.end(), step) != order.end();
+}
+
+bool penalizes(const SamplingParams& p) {
+    return runs(p, SamplerStep::penalties) &&
+           (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f);
+}
+
+// How far a device's softmax normalizer may be from the sampler's own sum over the same row (f32
+// exponentials in another order, the terms below the tail floor that chain_candidates leaves out:
+// each < e^-27.6, ~3e-7 of the sum at 262144 logits): a wide margin, so a nucleus that ends this
+// close to top_p is left to sample().
+constexpr double kNormalizerSlack = 1e-4;
+
 uint64_t seed_from(const SamplingParams& p) {
     if (p.seed != 0) return p.seed;
     return static_cast<uint64_t>(std::chrono::high_resolution_clock::now().time_since_epoch().count());
@@ -47,6 +76,9 @@ uint64_t seed_from(const SamplingParams& p) {
 // at temperature 1 and at the sampling temperature, are left out before sorting: they cannot be
 // drawn in practice, and sorting all of a 50k-256k vocabulary cost ~15 ms per token.
 constexpr float kTailLogits = 27.6f;
+
+// The lowest logit chain_candidates keeps (one function: sample_from_top must draw the same line).
+float tail_floor(float max_logit, float temperature) { return max_logit - std::max(1.0f, temperature) * kTailLogits; }
 
 void sort_descending(std::vector<TokenCandidate>& c) {
     std::sort(c.begin(), c.end(), [](const TokenCandidate& a, const TokenCandidate& b) {
@@ -154,35 +186,35 @@ void Sampler::apply_penalties(std::vector<float>& logits) const {
     }
 }
 
-float Sampler::run_chain() {
-    const std::vector<SamplerStep>& order = params_.order.empty() ? default_order() : params_.order;
-    // Temperature after the last truncation is left to the draw (the same numbers as scaling first).
-    size_t last_truncation = 0;
-    for (size_t i = 0; i < order.size(); ++i)
-        if (truncates(order[i])) last_truncation = i + 1;
-    float draw_temperature = 1.0f;
-    for (size_t i = 0; i < order.size(); ++i) {
-        switch (order[i]) {
-            case SamplerStep::penalties:
-                break;  // applied to the whole vocabulary before the candidates were taken
-            case SamplerStep::top_k:
-                if (params_.top_k > 0) keep_top_k(candidates_, params_.top_k);
-                break;
-            case SamplerStep::top_p:
-                keep_top_p(candidates_, params_.top_p);
-                break;
-            case SamplerStep::min_p:
-                keep_min_p(candidates_, params_.min_p);
-                break;
-            case SamplerStep::temperature:
-                if (i >= last_truncation) {
-                    draw_temperature = params_.temperature;
-                } else {
-                    for (TokenCandidate& t : candidates_) t.logit /= params_.temperature;
-                }
-                break;
-        }
+void Sampler::run_step(SamplerStep step, size_t i, size_t last_truncation, float* draw_temperature) {
+    switch (step) {
+        case SamplerStep::penalties:
+            break;  // applied to the whole vocabulary before the candidates were taken
+        case SamplerStep::top_k:
+            if (params_.top_k > 0) keep_top_k(candidates_, params_.top_k);
+            break;
+        case SamplerStep::top_p:
+            keep_top_p(candidates_, params_.top_p);
+            break;
+        case SamplerStep::min_p:
+            keep_min_p(candidates_, params_.min_p);
+            break;
+        case SamplerStep::temperature:
+            if (i >= last_truncation) {
+                *draw_temperature = params_.temperature;
+            } else {
+                for (TokenCandidate& t : candidates_) t.logit /= params_.temperature;
+            }
+            break;
     }
+}
+
+float Sampler::run_chain() {
+    const std::vector<SamplerStep>& order = chain_order(params_);
+    // Temperature after the last truncation is left to the draw (the same numbers as scaling first).
+    const size_t last_truncation = last_truncation_of(order);
+    float draw_temperature = 1.0f;
+    for (size_t i = 0; i < order.size(); ++i) run_step(order[i], i, last_truncation, &draw_temperature);
     return draw_temperature;
 }
 
@@ -212,15 +244,14 @@ double TokenDistribution::probability(int32_t id) const {
 
 void Sampler::adjust(std::vector<float>& logits) const {
     apply_logit_bias(logits);
-    const std::vector<SamplerStep>& order = params_.order.empty() ? default_order() : params_.order;
-    if (std::find(order.begin(), order.end(), SamplerStep::penalties) != order.end()) apply_penalties(logits);
+    if (runs(params_, SamplerStep::penalties)) apply_penalties(logits);
     if (banned_ != nullptr)
         for (int32_t id : *banned_)
             if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[static_cast<size_t>(id)] = -INFINITY;
 }
 
 float Sampler::chain_candidates(const std::vector<float>& logits, float max_logit) {
-    const float floor = max_logit - std::max(1.0f, params_.temperature) * kTailLogits;
+    const float floor = tail_floor(max_logit, params_.temperature);
     candidates_.resize(logits.size());
     size_t kept = 0;
     for (size_t i = 0; i < logits.size(); ++i) {  // branch-free compaction
@@ -318,6 +349,146 @@ int32_t Sampler::draw_from(const TokenDistribution& d) {
         if (target < cumulative) return d.ids[i];
     }
     return d.ids.back();  // target rounded up to total
+}
+
+size_t Sampler::top_candidates_wanted() const {
+    const SamplingParams& p = params_;
+    if (constraint_ != nullptr || !p.logit_bias.empty() || penalizes(p)) return 0;
+    if (p.temperature == 0.0f) return 1;
+    if (p.top_k > 0 && runs(p, SamplerStep::top_k))
+        return static_cast<size_t>(p.top_k) <= kTopKMax ? static_cast<size_t>(p.top_k) : 0;
+    if ((p.top_p < 1.0f && runs(p, SamplerStep::top_p)) || (p.min_p > 0.0f && runs(p, SamplerStep::min_p)))
+        return kNucleusCandidates;
+    return 0;  // the draw needs every logit
+}
+
+namespace {
+
+// candidates_ = the first n of the list (sorted as keep_top_k and keep_top_p leave them).
+void take_prefix(const TopCandidates& top, size_t n, std::vector<TokenCandidate>* c) {
+    c->clear();
+    for (size_t j = 0; j < n; ++j) c->push_back({top.ids[j], top.logits[j]});
+}
+
+void sort_by_id(std::vector<TokenCandidate>* c) {
+    std::sort(c->begin(), c->end(), [](const TokenCandidate& a, const TokenCandidate& b) { return a.id < b.id; });
+}
+
+// How many of the list keep_top_p keeps over the whole row's candidates, or 0 when the normalizer's
+// slack leaves it open or the nucleus reaches past the list. keep_top_p's cumulative sum is
+// mass_j / total with the same terms; only total differs (kNormalizerSlack).
+size_t nucleus_end(const TopCandidates& top, float top_p) {
+    const double p = static_cast<double>(top_p);
+    const double low_total = top.sum_exp * (1.0 - kNormalizerSlack);
+    const double high_total = top.sum_exp * (1.0 + kNormalizerSlack);
+    double mass = 0.0;
+    for (size_t j = 0; j < top.ids.size(); ++j) {
+        mass += static_cast<double>(exp_nonpositive(top.logits[j] - top.max_logit));
+        if (mass / low_total < p) continue;  // below p whatever the exact total
+        return mass / high_total >= p ? j + 1 : 0;
+    }
+    return 0;
+}
+
+}  // namespace
+
+bool Sampler::chain_from_top(const TopCandidates& top, float* draw_temperature) {
+    const size_t k = top.ids.size();
+    const float max_logit = top.max_logit;
+    const float floor = tail_floor(max_logit, params_.temperature);
+    const std::vector<SamplerStep>& order = chain_order(params_);
+    const size_t last_truncation = last_truncation_of(order);
+    *draw_temperature = 1.0f;
+    // The list holds every candidate chain_candidates() takes when it is the whole row or ends below
+    // the floor: they are known exactly (in id order, as it takes them) and the chain runs as is.
+    if (k == top.n_vocab || !(top.logits[k - 1] >= floor)) {
+        candidates_.clear();
+        for (size_t j = 0; j < k; ++j)
+            if (top.logits[j] >= floor) candidates_.push_back({top.ids[j], top.logits[j]});
+        sort_by_id(&candidates_);
+        for (size_t i = 0; i < order.size(); ++i) run_step(order[i], i, last_truncation, draw_temperature);
+        return true;
+    }
+    // Otherwise the candidates are every logit >= floor, the list their largest (all >= floor),
+    // until a truncation provably keeps only listed ones; from then on the chain runs as is.
+    bool known = false;
+    bool tempered = false;  // a temperature step before the last truncation divided the logits
+    const float t = params_.temperature;
+    const auto temper = [&](float x) { return tempered ? x / t : x; };
+    for (size_t i = 0; i < order.size(); ++i) {
+        if (known) {
+            run_step(order[i], i, last_truncation, draw_temperature);
+            continue;
+        }
+        switch (order[i]) {
+            case SamplerStep::penalties:
+                break;
+            case SamplerStep::top_k:
+                if (params_.top_k <= 0) break;
+                // Tempered logits may tie where the logits did not (then lower id first): unknowable.
+                if (tempered || static_cast<size_t>(params_.top_k) > k) return false;
+                take_prefix(top, static_cast<size_t>(params_.top_k), &candidates_);
+                known = true;
+                break;
+            case SamplerStep::top_p: {
+                if (params_.top_p >= 1.0f) break;
+                const size_t n = tempered ? 0 : nucleus_end(top, params_.top_p);  // tempered: no normalizer
+                if (n == 0) return false;
+                take_prefix(top, n, &candidates_);
+                known = true;
+                break;
+            }
+            case SamplerStep::min_p: {
+                if (params_.min_p <= 0.0f) break;
+                // keep_min_p over all candidates in id order: those >= threshold, if none is unlisted.
+                const float threshold = temper(max_logit) + std::log(params_.min_p);
+                if (!(temper(top.logits[k - 1]) < threshold)) return false;
+                candidates_.clear();
+                for (size_t j = 0; j < k; ++j) {
+                    const float v = temper(top.logits[j]);
+                    if (v >= threshold) candidates_.push_back({top.ids[j], v});
+                }
+                sort_by_id(&candidates_);
+                known = true;
+                break;
+            }
+            case SamplerStep::temperature:
+                if (i >= last_truncation) {
+                    *draw_temperature = t;
+                } else if (tempered) {
+                    return false;
+                } else {
+                    tempered = true;
+                }
+                break;
+        }
+    }
+    return known;  // no truncation kept listed ones only: the draw needs every logit
+}
+
+bool Sampler::sample_from_top(const TopCandidates& top, int32_t* token) {
+    const size_t k = top.ids.size();
+    if (k == 0 || top.logits.size() != k || top.n_vocab < k || top_candidates_wanted() == 0) return false;
+    if (banned_ != nullptr && !banned_->empty()) return false;
+    // The first candidate is argmax's pick unless the row has no finite maximum (a NaN first logit
+    // shows as a NaN maximum: argmax stays on it, which the list ranks last).
+    const float max_logit = top.max_logit;
+    if (!std::isfinite(max_logit) || !(top.logits[0] == max_logit) || !std::isfinite(top.sum_exp) ||
+        !(top.sum_exp > 0.0))
+        return false;
+    int32_t chosen = top.ids[0];
+    if (params_.temperature != 0.0f) {
+        float draw_temperature = 1.0f;
+        if (!chain_from_top(top, &draw_temperature)) return false;  // before the draw: the generator is untouched
+        chosen = draw(candidates_, draw_temperature);
+    }
+    float chosen_logit = top.logits[0];
+    for (size_t j = 0; j < k; ++j)
+        if (top.ids[j] == chosen) chosen_logit = top.logits[j];
+    last_probability_ =
+        static_cast<float>(static_cast<double>(exp_nonpositive(chosen_logit - max_logit)) / top.sum_exp);
+    *token = chosen;
+    return true;
 }
 
 }  // namespace cactus

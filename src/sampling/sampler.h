@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "ops/top_candidates.h"
+
 namespace cactus {
 
 // The steps of the chain. Penalties always act on the whole vocabulary before truncation (their
@@ -64,6 +66,20 @@ public:
 
     // Picks the next token from logits ([n_vocab]); `logits` is used as scratch.
     int32_t sample(std::vector<float>& logits);
+    // sample() from the k largest logits of the row and its normalizer (Backend::top_k), for a
+    // step whose logits stayed on the device. Returns false, without touching the generator, when
+    // the candidates cannot tell sample()'s draw for certain: a grammar, logit biases, penalties,
+    // bans, no truncation at a non-zero temperature, a nucleus (top_p, min_p) that may reach past
+    // the k-th candidate, or a row without a finite maximum; the caller then fetches the logits
+    // and calls sample(). Otherwise *token is sample()'s token on the same row and generator state,
+    // and last_probability() is sample()'s, up to the rounding of the normalizer (exact with
+    // top_candidates_of()'s double sum; the devices' top_k returns it in f32).
+    bool sample_from_top(const TopCandidates& top, int32_t* token);
+    // How many candidates sample_from_top needs to have a chance: 1 for greedy, top_k (up to
+    // kTopKMax), kNucleusCandidates for top_p / min_p without top_k; 0 when it never can (see
+    // above; bans are set per step and are checked there).
+    size_t top_candidates_wanted() const;
+    static constexpr size_t kNucleusCandidates = 64;
     // The distribution sample() would draw from for these logits (the same bias, penalties, bans and
     // chain), without drawing; `logits` is used as scratch. Speculative decoding judges drafted
     // tokens with it. Not with a grammar (a constraint set is an error: its mask advances per token).
@@ -88,6 +104,12 @@ private:
     // Truncation and temperature in the chain's order over candidates_; returns the temperature
     // the draw still applies (1 when the chain already tempered the logits).
     float run_chain();
+    // Step i of the chain's order over candidates_ (run_chain's body; sample_from_top continues
+    // with it once the candidates are known exactly).
+    void run_step(SamplerStep step, size_t i, size_t last_truncation, float* draw_temperature);
+    // sample_from_top's chain: candidates_ as chain_candidates() and the steps would leave them,
+    // built from the top candidates; false when they cannot be known.
+    bool chain_from_top(const TopCandidates& top, float* draw_temperature);
     // Bias, penalties and bans applied to logits (sample() and distribution() share them).
     void adjust(std::vector<float>& logits) const;
     // The candidates left after the floor and the chain, for a non-zero temperature; returns the

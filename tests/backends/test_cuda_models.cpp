@@ -274,9 +274,7 @@ void expect_graphs_equal_eager(const std::vector<uint8_t>& bytes, const KvReques
     EXPECT_EQ(eager->backend_counters().graph_replays, 0u) << "CACTUS_CUDA_GRAPHS=0 still replayed";
 }
 
-TEST(CudaGraphs, LlamaReplayEqualsEager) {
-    expect_graphs_equal_eager(random_model(kLlama, 11), KvRequest(), 512, 300);
-}
+TEST(CudaGraphs, LlamaReplayEqualsEager) { expect_graphs_equal_eager(random_model(kLlama, 11), KvRequest(), 512, 300); }
 
 TEST(CudaGraphs, Gemma3RingsInt8CompactionReplayEqualsEager) {
     KvRequest kv;

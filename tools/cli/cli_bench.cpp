@@ -8,7 +8,9 @@
 //        first when the model wants one); tok/s = N / time; TTFT = that call's time (the first
 //        token's logits are ready when it returns).
 //   tgN: after a short untimed prompt, N forward calls of one token each (pseudo-random ids);
-//        tok/s = N / time of the N calls.
+//        tok/s = N / time of the N calls. Each call downloads the logits (as llama-bench's do).
+//   tgN (greedy on device): the same calls returning the argmax computed on the device instead
+//        (Model::decode_top, k = 1), as a greedy reply decodes; device backends only.
 //   One warm-up run of each, then `reps` timed repetitions; median, min, max and stddev.
 // Weights are copied into anonymous memory and locked there unless --no-mlock: mapped weights can
 // be paged out mid-run by the machine's reclaimer (docs/ARCHITECTURE.md, "Invariants": memory).
@@ -190,6 +192,10 @@ struct ThreadResult {
     // a captured graph, graphs captured (a capture after the warm-up means a step shape changed).
     double kernels_per_token = 0.0, copies_per_token = 0.0;
     uint64_t decode_steps = 0, graph_replays = 0, graph_captures = 0;
+    // tgN again, the next token picked greedily on the device (Model::decode_top, k = 1): a few
+    // bytes come back per token instead of the logits. Device backends only.
+    bool greedy_on_device = false;
+    Summary greedy_device_tps;
 };
 
 struct Workload {
@@ -219,8 +225,9 @@ double time_prefill(Model& model, const Workload& w, std::vector<float>& logits)
 }
 
 // Seconds of the N decode steps of one tgN run (0 when n_gen is 0). With several sequences each
-// step is one batch holding the next token of every sequence (aggregate throughput).
-double time_decode(Model& model, const Workload& w, std::vector<float>& logits) {
+// step is one batch holding the next token of every sequence (aggregate throughput). With
+// greedy_on_device, each step returns its argmax (decode_top, k = 1) instead of the logits.
+double time_decode(Model& model, const Workload& w, std::vector<float>& logits, bool greedy_on_device = false) {
     const size_t n_seq = model.info().n_seq;
     for (size_t s = 0; s < n_seq; ++s) {
         model.reset(static_cast<int>(s));
@@ -235,10 +242,14 @@ double time_decode(Model& model, const Workload& w, std::vector<float>& logits) 
     batch.n = n_seq;
     batch.tokens = tokens.data();
     batch.seq = seq.data();
+    std::vector<TopCandidates> top;
     Clock::time_point start = Clock::now();
     for (int32_t id : w.decode_tokens) {
         std::fill(tokens.begin(), tokens.end(), id);
-        model.decode(batch, &logits);
+        if (greedy_on_device)
+            model.decode_top(batch, 1, &top);
+        else
+            model.decode(batch, &logits);
     }
     return seconds_between(start, Clock::now());
 }
@@ -290,6 +301,17 @@ ThreadResult bench_model(const BenchArgs& args, Model& model, int threads, const
     r.decode_steps = decode_counters.steps;
     r.graph_replays = decode_counters.graph_replays;
     r.graph_captures = decode_counters.graph_captures;
+    r.greedy_on_device =
+        !w.decode_tokens.empty() && model.device_sampling() && bench_model_options(args, threads).device != "cpu";
+    if (r.greedy_on_device) {
+        time_decode(model, w, logits, true);
+        std::vector<double> tg_greedy;
+        for (int rep = 0; rep < args.reps; ++rep) {
+            const double s = time_decode(model, w, logits, true);
+            tg_greedy.push_back(per_second(static_cast<double>(w.decode_tokens.size() * args.sequences), s));
+        }
+        r.greedy_device_tps = summarize(tg_greedy);
+    }
     return r;
 }
 
@@ -329,7 +351,9 @@ Json thread_result_json(const ThreadResult& r, const BenchArgs& args) {
                   {"copies_per_token", r.copies_per_token},
                   {"steps", r.decode_steps},
                   {"graph_replays", r.graph_replays},
-                  {"graph_captures", r.graph_captures}}},
+                  {"graph_captures", r.graph_captures},
+                  {"greedy_on_device_tokens_per_second",
+                   r.greedy_on_device ? summary_json(r.greedy_device_tps) : Json(nullptr)}}},
                 {"ttft_ms", summary_json(r.ttft_ms)}};
 }
 
@@ -395,6 +419,7 @@ void print_report(const ModelReport& m, const BenchArgs& args) {
         const std::string tg =
             "tg" + std::to_string(args.n_gen) + (args.sequences > 1 ? "x" + std::to_string(args.sequences) : "");
         if (args.n_gen > 0) print_row(r.threads, tg, r.decode_tps, nullptr);
+        if (r.greedy_on_device) print_row(r.threads, tg + " (greedy on device)", r.greedy_device_tps, nullptr);
     }
     for (const ThreadResult& r : m.results) {
         if (args.n_gen == 0) break;

@@ -72,6 +72,7 @@ protected:
     void do_depthwise_conv(const Tensor& y, const Tensor& x, const Tensor& w) override;
     void do_attention_local(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& rel,
                             const Tensor& q_scale, const LocalAttention& a) override;
+    void do_top_k(const Tensor& ids, const Tensor& vals, const Tensor& stats, const Tensor& logits, size_t k) override;
 
 public:
     // attention_dense through the GEMM kernels, head by head (cpu_backend_audio.cpp); attention_dense

@@ -471,6 +471,17 @@ void CudaBackend::do_softcap(const Tensor& y, const Tensor& x, float cap) {
     launch("softcap", [&](cudaStream_t s) { cuda::softcap(s, y.as<float>(), x.as<float>(), cap, x.elements()); });
 }
 
+void CudaBackend::do_top_k(const Tensor& ids, const Tensor& vals, const Tensor& stats, const Tensor& logits, size_t k) {
+    check_dev(ids, "top_k", "ids");
+    check_f32(vals, "top_k", "vals");
+    check_f32(stats, "top_k", "stats");
+    check_f32(logits, "top_k", "logits");
+    launch("top_k", [&](cudaStream_t s) {
+        cuda::top_k(s, ids.as<int32_t>(), vals.as<float>(), stats.as<float>(), logits.as<float>(), logits.rows(),
+                    logits.width(), k);
+    });
+}
+
 void CudaBackend::do_gelu(const Tensor& y, const Tensor& x, Activation kind) {
     check_f32(y, "gelu", "y");
     check_f32(x, "gelu", "x");

@@ -82,6 +82,7 @@ protected:
                             const DenseAttention& shape) override;
     void do_conv1d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv1d& c) override;
     void do_conv2d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2d& c) override;
+    void do_top_k(const Tensor& ids, const Tensor& vals, const Tensor& stats, const Tensor& logits, size_t k) override;
 
 public:
     // Raw device copies for the KV storage (dst / src are device addresses of this backend).

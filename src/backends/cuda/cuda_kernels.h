@@ -126,6 +126,9 @@ void im2col_1d(cudaStream_t s, float* col, const float* x, size_t n_t, size_t n_
                size_t stride, size_t pad);
 void im2col_2d(cudaStream_t s, float* col, const float* x, size_t n_in, size_t height, size_t width, size_t h_out,
                size_t w_out, size_t kh, size_t kw, size_t stride, size_t pad);
+// Backend::top_k (cuda_topk.cu): ids [n, k], vals [n, k], stats [n, 2] of logits [n, n_vocab], k <= 256.
+void top_k(cudaStream_t s, int32_t* ids, float* vals, float* stats, const float* logits, size_t n, size_t n_vocab,
+           size_t k);
 
 }  // namespace cuda
 }  // namespace cactus
