@@ -127,6 +127,7 @@ __device__ void write_stats(float* stats, const float* row, float top_logit, dou
 // ids [n, k], vals [n, k], stats [n, 2], logits [n, n_vocab]; grid n blocks of kTopKThreads.
 __global__ void __launch_bounds__(kTopKThreads)
     top_k_kernel(int32_t* ids, float* vals, float* stats, const float* logits, int n_vocab, int k) {
+    pdl_start();
     __shared__ TopKShared sh;
     const float* row = logits + static_cast<size_t>(blockIdx.x) * static_cast<size_t>(n_vocab);
     const int t = static_cast<int>(threadIdx.x);
