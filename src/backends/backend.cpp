@@ -165,6 +165,24 @@ void check_product(const Tensor& y, const Tensor& w, const Tensor& x, const char
     }
 }
 
+// Two activations (contiguous rows) that must not share bytes: a fused op reads one while it
+// writes the other, in an order its kernel chooses.
+void check_disjoint(const Tensor& a, const Tensor& b, const char* op, const char* what_a, const char* what_b) {
+    const bool overlap = a.buffer == b.buffer && a.offset < b.offset + b.bytes() && b.offset < a.offset + a.bytes();
+    if (overlap) {
+        fail("%s: %s and %s overlap (bytes from %zu and %zu of one buffer)", op, what_a, what_b, a.offset, b.offset);
+    }
+}
+
+// A scratch or second output of `out`'s shape.
+void check_shape_of(const Tensor& t, const Tensor& out, const char* op, const char* what, const char* out_name) {
+    check_rows(t, op, what);
+    if (t.width() != out.width() || t.rows() != out.rows()) {
+        fail("%s: %s [%zu, %zu] must have %s's shape [%zu, %zu]", op, what, t.rows(), t.width(), out_name, out.rows(),
+             out.width());
+    }
+}
+
 // The views of a batch of n tokens: one layer layout, one KV type, rows inside the storage.
 const KvView* check_kv_batch(const KvBatch& batch, size_t n, const char* op) {
     if (batch.n != n) fail("%s: the batch has %zu tokens and the tensors %zu rows", op, batch.n, n);
@@ -243,9 +261,10 @@ void Backend::matmuls(const SharedInputProduct* products, size_t n_products, con
         const Tensor* b = products[i].bias;
         if (b != nullptr) {
             check_rows(*b, "matmuls", "bias");
-            if (b->rows() != 1 || b->width() != products[i].y->width())
-                fail("matmuls: bias %zu of [%zu, %zu] does not fit y [%zu, %zu]", i, b->rows(), b->width(),
-                     products[i].y->rows(), products[i].y->width());
+            if (b->rows() != 1 || b->width() != products[i].y->width()) {
+                fail("matmuls: bias %zu [%zu, %zu] must be one row of y %zu's width %zu", i, b->rows(), b->width(), i,
+                     products[i].y->width());
+            }
         }
     }
     do_matmuls(products, n_products, x);
@@ -256,18 +275,25 @@ void Backend::matmuls(const SharedInputProduct* products, size_t n_products, con
 }
 
 void Backend::matmul_accumulate(const Tensor& x, const Tensor& w, const Tensor& in, const Tensor& tmp) {
-    check_product(x, w, in, "matmul_accumulate");
-    check_rows(tmp, "matmul_accumulate", "tmp");
-    check_same_shape(tmp, x, "matmul_accumulate");
+    const char* op = "matmul_accumulate";
+    check_product(x, w, in, op);
+    check_shape_of(tmp, x, op, "tmp", "x");
+    check_disjoint(x, in, op, "x", "in");
+    check_disjoint(tmp, x, op, "tmp", "x");
+    check_disjoint(tmp, in, op, "tmp", "in");
     require_support(Op::MATMUL_ACCUMULATE, w.type);
     do_matmul_accumulate(x, w, in, tmp);
 }
 
 void Backend::gated_matmul(const Tensor& gate, const Tensor& up, const Tensor& w_gate, const Tensor& w_up,
                            const Tensor& in, Activation act) {
-    check_product(gate, w_gate, in, "gated_matmul");
-    check_product(up, w_up, in, "gated_matmul");
-    check_same_shape(gate, up, "gated_matmul");
+    const char* op = "gated_matmul";
+    check_product(gate, w_gate, in, op);
+    check_shape_of(up, gate, op, "up", "gate");
+    check_product(up, w_up, in, op);
+    check_disjoint(gate, up, op, "gate", "up");
+    check_disjoint(gate, in, op, "gate", "in");
+    check_disjoint(up, in, op, "up", "in");
     require_support(Op::GATED_MATMUL, w_gate.type);
     require_support(Op::GATED_MATMUL, w_up.type);
     do_gated_matmul(gate, up, w_gate, w_up, in, act);

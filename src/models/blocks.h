@@ -68,13 +68,23 @@ public:
     void attend(const Tensor& out, const KvBatch& kv, const Tensor& q, size_t n_head, float scale) const {
         be_.attention_kv(out, kv, q, n_head, scale);
     }
+    // x [n, n_out] += in [n, n_in] W^T: linear then residual in one backend op; tmp [n, n_out] is
+    // scratch (a backend without the fused kernel computes the linear into it).
+    void linear_residual(const Tensor& x, const Tensor& w, const Tensor& in, const Tensor& tmp) const {
+        be_.matmul_accumulate(x, w, in, tmp);
+    }
     // Gated feed-forward: y [n, n_embd] = down(act(gate x) * up x); gate_buf, up_buf: [n, n_ff].
     void ffn(const Tensor& y, const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down, Activation act,
              const Tensor& gate_buf, const Tensor& up_buf) const {
-        const SharedInputProduct gate_up[] = {{&gate_buf, &gate}, {&up_buf, &up}};
-        be_.matmuls(gate_up, 2, x);
-        be_.glu(gate_buf, gate_buf, up_buf, act);
+        be_.gated_matmul(gate_buf, up_buf, gate, up, x, act);
         be_.matmul(y, down, gate_buf);
+    }
+    // residual += ffn(x) with the down projection added into the stream (linear_residual); tmp
+    // [n, n_embd] is scratch.
+    void ffn_residual(const Tensor& residual, const Tensor& x, const Tensor& gate, const Tensor& up, const Tensor& down,
+                      Activation act, const Tensor& gate_buf, const Tensor& up_buf, const Tensor& tmp) const {
+        be_.gated_matmul(gate_buf, up_buf, gate, up, x, act);
+        be_.matmul_accumulate(residual, down, gate_buf, tmp);
     }
     // x += y (the residual stream).
     void residual(const Tensor& x, const Tensor& y) const { be_.add(x, x, y); }

@@ -97,12 +97,16 @@ protected:
     // against the memory budget with the caches and activations.
     void init(const Tensor& output, const Tensor& output_norm, size_t extra_bytes = 0);
 
-    // The shared blocks. a.cur holds the block's input (normed) and a.tmp receives its output.
-    void attention_block(const Step& step, size_t il, const Activations& a);
-    void ffn_block(size_t il, const Activations& a);
-    // x += post_norm(attention(norm(x))) and x += post_norm(ffn(norm(x))) (post-norms per spec).
+    // The shared attention block up to its output projection: a.cur holds its input (normed); it
+    // returns the heads' output, a view of a.attn [n, n_head * head_dim_v].
+    Tensor attention_block(const Step& step, size_t il, const Activations& a);
+    // x += post_norm(W_o attention(norm(x))) and x += post_norm(ffn(norm(x))) (post-norms per spec).
+    // Without a post-norm the output projection adds into x itself (Backend::matmul_accumulate,
+    // one fused kernel on a GPU) unless intermediates are recorded: attn_out / ffn_out need the
+    // block's output on its own. The CPU computes the same bits either way.
     void attention_sublayer(const Step& step, size_t il);
     void ffn_sublayer(const Step& step, size_t il);
+    bool folds_residual(const Tensor& post_norm) const;
     void transformer_layer(const Step& step, size_t il) {
         attention_sublayer(step, il);
         ffn_sublayer(step, il);

@@ -12,7 +12,7 @@ Tensor narrowed(const Tensor& t, size_t width) { return make_tensor(t.buffer, t.
 
 }  // namespace
 
-void DecoderModel::attention_block(const Step& step, size_t il, const Activations& a) {
+Tensor DecoderModel::attention_block(const Step& step, size_t il, const Activations& a) {
     const AttentionSpec& s = layers_[il].attn;
     const AttentionWeights& w = attention_[il];
     const float eps = hp_.rms_eps;
@@ -45,30 +45,38 @@ void DecoderModel::attention_block(const Step& step, size_t il, const Activation
         if (s.rope.n_rot > 0) nn_.rope(q, s.n_head, pos, s.rope);
         nn_.attend(out, kv_batch(step.kv, kv_layer_[il], kv_views_), q, s.n_head, s.scale);
     }
-    nn_.linear(a.tmp, w.wo, out);  // [n, n_embd]
-    if (!w.post_norm.empty()) nn_.rms_norm(a.tmp, a.tmp, w.post_norm, eps);
+    return out;
 }
 
-void DecoderModel::ffn_block(size_t il, const Activations& a) {
-    const FfnSpec& s = layers_[il].ffn;
-    const FfnWeights& w = ffn_[il];
-    // gate, up: [n, n_ff]
-    nn_.ffn(a.tmp, a.cur, w.gate, w.up, w.down, s.act, narrowed(a.gate, s.n_ff), narrowed(a.up, s.n_ff));
-    if (!w.post_norm.empty()) nn_.rms_norm(a.tmp, a.tmp, w.post_norm, hp_.rms_eps);
-}
+bool DecoderModel::folds_residual(const Tensor& post_norm) const { return post_norm.empty() && !recording(); }
 
 void DecoderModel::attention_sublayer(const Step& step, size_t il) {
     const Activations a = act(step.n);
-    nn_.rms_norm(a.cur, a.x, attention_[il].norm, hp_.rms_eps);  // [n, n_embd]
-    attention_block(step, il, a);
+    const AttentionWeights& w = attention_[il];
+    nn_.rms_norm(a.cur, a.x, w.norm, hp_.rms_eps);    // [n, n_embd]
+    const Tensor out = attention_block(step, il, a);  // [n, n_head * head_dim_v]
+    if (folds_residual(w.post_norm)) {
+        nn_.linear_residual(a.x, w.wo, out, a.tmp);
+        return;
+    }
+    nn_.linear(a.tmp, w.wo, out);  // [n, n_embd]
+    if (!w.post_norm.empty()) nn_.rms_norm(a.tmp, a.tmp, w.post_norm, hp_.rms_eps);
     tap("attn_out", static_cast<int>(il), a.tmp);
     nn_.residual(a.x, a.tmp);
 }
 
 void DecoderModel::ffn_sublayer(const Step& step, size_t il) {
     const Activations a = act(step.n);
-    nn_.rms_norm(a.cur, a.x, ffn_[il].norm, hp_.rms_eps);
-    ffn_block(il, a);
+    const FfnSpec& s = layers_[il].ffn;
+    const FfnWeights& w = ffn_[il];
+    nn_.rms_norm(a.cur, a.x, w.norm, hp_.rms_eps);
+    const Tensor gate = narrowed(a.gate, s.n_ff), up = narrowed(a.up, s.n_ff);  // [n, n_ff]
+    if (folds_residual(w.post_norm)) {
+        nn_.ffn_residual(a.x, a.cur, w.gate, w.up, w.down, s.act, gate, up, a.tmp);
+        return;
+    }
+    nn_.ffn(a.tmp, a.cur, w.gate, w.up, w.down, s.act, gate, up);
+    if (!w.post_norm.empty()) nn_.rms_norm(a.tmp, a.tmp, w.post_norm, hp_.rms_eps);
     tap("ffn_out", static_cast<int>(il), a.tmp);
     nn_.residual(a.x, a.tmp);
 }

@@ -22,6 +22,7 @@
 #include "backends/backend.h"
 #include "core/error.h"
 #include "kv/kv_cache.h"
+#include "ops/conformer_ref.h"
 #include "ops/ops_ref.h"
 #include "ops/quant.h"
 
@@ -687,6 +688,242 @@ TEST_P(BackendOps, MatmulEveryWeightTypeAgainstTheCpuDotReference) {
             }
         }
     }
+}
+
+// y [n, n_out] = x W^T as the CPU defines it (vec_dot_ref over x rounded to vec_dot_type) and the
+// bound of a backend's product per element: 2e-5 of sum |w x| + 1e-5, as the matmul test above.
+void dot_reference(DType type, const std::vector<uint8_t>& wq, const std::vector<float>& wf, size_t n_in, size_t n_out,
+                   const std::vector<float>& x, size_t n, std::vector<float>* y, std::vector<double>* bound) {
+    const size_t rb = dtype_row_bytes(type, n_in);
+    const DType dot_type = vec_dot_type(type);
+    std::vector<uint8_t> xq(dtype_row_bytes(dot_type, n_in));
+    y->assign(n * n_out, 0.0f);
+    bound->assign(n * n_out, 0.0);
+    for (size_t t = 0; t < n; ++t) {
+        quantize_row_ref(dot_type, xq.data(), &x[t * n_in], n_in);
+        for (size_t o = 0; o < n_out; ++o) {
+            (*y)[t * n_out + o] = vec_dot_ref(type, wq.data() + o * rb, xq.data(), n_in);
+            double mag = 0.0;
+            for (size_t i = 0; i < n_in; ++i) mag += std::fabs(wf[o * n_in + i] * x[t * n_in + i]);
+            (*bound)[t * n_out + o] = 2e-5 * mag + 1e-5;
+        }
+    }
+}
+
+void expect_within(const std::vector<float>& got, const std::vector<float>& want, const std::vector<double>& bound,
+                   const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_LE(std::fabs(static_cast<double>(got[i]) - want[i]), bound[i])
+            << what << ": element " << i << " is " << got[i] << ", expected " << want[i];
+    }
+}
+
+// A fused op against the separate ops it replaces, on the same backend. The CPU runs the separate
+// ops (Backend's defaults), so bit for bit; a device with a fused kernel sums in its own order.
+void expect_as_unfused(bool bit_exact, const std::vector<float>& fused, const std::vector<float>& unfused,
+                       const std::vector<double>& bound, const std::string& what) {
+    ASSERT_EQ(fused.size(), unfused.size()) << what;
+    if (bit_exact) {
+        EXPECT_EQ(std::memcmp(fused.data(), unfused.data(), fused.size() * sizeof(float)), 0)
+            << what << ": the fused op differs from the separate ops";
+    } else {
+        expect_within(fused, unfused, bound, what + " (fused vs separate ops)");
+    }
+}
+
+TEST_P(BackendOps, MatmulAccumulateEqualsMatmulThenAdd) {
+    Backend* be = be_.get();
+    const bool bit_exact = GetParam() == "cpu";
+    for (DType type : kWeightTypes) {
+        const size_t n_in = width_for(type, 77), n_out = 67;
+        std::vector<uint8_t> wq;
+        std::vector<float> wf;
+        quantized_rows(type, n_in, n_out, 31 + static_cast<uint32_t>(type), &wq, &wf);
+        const testing::Held w = hold(*be, type, n_in, n_out, wq.data());
+        for (size_t n : {size_t(1), size_t(5), size_t(13)}) {
+            const std::string what = std::string(dtype_name(type)) + " n=" + std::to_string(n);
+            const std::vector<float> in = testing::random_floats(n * n_in, 41 + static_cast<uint32_t>(n), -2.0f, 2.0f);
+            const std::vector<float> x0 = testing::random_floats(n * n_out, 51 + static_cast<uint32_t>(n), -3.0f, 3.0f);
+            const testing::Held ind = hold_f32(*be, in, n_in), xd = hold_f32(*be, x0, n_out),
+                                tmp = hold(*be, DType::F32, n_out, n);
+            be->matmul_accumulate(xd.t, w.t, ind.t, tmp.t);  // [n, n_out] x0 + in W^T
+            const std::vector<float> fused = download_f32(*be, xd.t);
+            const testing::Held xs = hold_f32(*be, x0, n_out), ys = hold(*be, DType::F32, n_out, n);
+            be->matmul(ys.t, w.t, ind.t);
+            be->add(xs.t, xs.t, ys.t);
+            const std::vector<float> unfused = download_f32(*be, xs.t);
+            std::vector<float> want;
+            std::vector<double> bound;
+            dot_reference(type, wq, wf, n_in, n_out, in, n, &want, &bound);
+            for (size_t i = 0; i < want.size(); ++i) want[i] += x0[i];  // one more rounding: < 1e-5
+            expect_within(fused, want, bound, what);
+            expect_as_unfused(bit_exact, fused, unfused, bound, what);
+        }
+    }
+}
+
+float glu_ref(Activation act, float gate, float up) {
+    float out = 0.0f;
+    switch (act) {
+        case Activation::SILU:
+            swiglu_ref(&out, &gate, &up, 1);
+            break;
+        case Activation::GELU_TANH:
+            geglu_ref(&out, &gate, &up, 1);
+            break;
+        case Activation::GELU_ERF:
+            out = 0.5f * gate * (1.0f + std::erf(gate / std::sqrt(2.0f))) * up;
+            break;
+        case Activation::SIGMOID:
+            sigmoid_glu_ref(&out, &gate, &up, 1);
+            break;
+    }
+    return out;
+}
+
+TEST_P(BackendOps, GatedMatmulEqualsMatmulsThenGlu) {
+    Backend* be = be_.get();
+    const bool bit_exact = GetParam() == "cpu";
+    const char* act_names[] = {"silu", "gelu tanh", "gelu erf", "sigmoid"};
+    // Each weight type for both products, and two mixes (a K-quant file's gate and up may differ).
+    std::vector<std::pair<DType, DType>> pairs;
+    for (DType type : kWeightTypes) pairs.emplace_back(type, type);
+    pairs.emplace_back(DType::Q4_K, DType::Q6_K);
+    pairs.emplace_back(DType::Q8_0, DType::Q4_0);
+    for (const auto& [gate_type, up_type] : pairs) {
+        const size_t n_in = width_for(gate_type, 77), n_ff = 53;
+        std::vector<uint8_t> gq, uq;
+        std::vector<float> gf, uf;
+        quantized_rows(gate_type, n_in, n_ff, 61 + static_cast<uint32_t>(gate_type), &gq, &gf);
+        quantized_rows(up_type, n_in, n_ff, 71 + static_cast<uint32_t>(up_type), &uq, &uf);
+        const testing::Held wg = hold(*be, gate_type, n_in, n_ff, gq.data()),
+                            wu = hold(*be, up_type, n_in, n_ff, uq.data());
+        for (size_t n : {size_t(1), size_t(6)}) {
+            const std::vector<float> in = testing::random_floats(n * n_in, 81 + static_cast<uint32_t>(n), -2.0f, 2.0f);
+            std::vector<float> g_ref, u_ref;
+            std::vector<double> g_bound, u_bound;
+            dot_reference(gate_type, gq, gf, n_in, n_ff, in, n, &g_ref, &g_bound);
+            dot_reference(up_type, uq, uf, n_in, n_ff, in, n, &u_ref, &u_bound);
+            const testing::Held ind = hold_f32(*be, in, n_in);
+            for (Activation act :
+                 {Activation::SILU, Activation::GELU_TANH, Activation::GELU_ERF, Activation::SIGMOID}) {
+                const std::string what = std::string(dtype_name(gate_type)) + "/" + dtype_name(up_type) + " " +
+                                         act_names[static_cast<int>(act)] + " n=" + std::to_string(n);
+                const testing::Held gd = hold(*be, DType::F32, n_ff, n), ud = hold(*be, DType::F32, n_ff, n);
+                be->gated_matmul(gd.t, ud.t, wg.t, wu.t, ind.t, act);  // [n, n_ff] act(in Wg^T) * in Wu^T
+                const std::vector<float> fused = download_f32(*be, gd.t);
+                const testing::Held gs = hold(*be, DType::F32, n_ff, n), us = hold(*be, DType::F32, n_ff, n);
+                const SharedInputProduct products[] = {{&gs.t, &wg.t}, {&us.t, &wu.t}};
+                be->matmuls(products, 2, ind.t);
+                be->glu(gs.t, gs.t, us.t, act);
+                const std::vector<float> unfused = download_f32(*be, gs.t);
+                // Bound: the activations' slopes are below 1.2, so a product's bound carries over
+                // scaled by the other factor; plus 1e-5 relative for the activation itself.
+                std::vector<float> want(n * n_ff);
+                std::vector<double> bound(n * n_ff);
+                for (size_t i = 0; i < want.size(); ++i) {
+                    want[i] = glu_ref(act, g_ref[i], u_ref[i]);
+                    const double act_g = std::fabs(glu_ref(act, g_ref[i], 1.0f));
+                    bound[i] = 1.2 * g_bound[i] * (std::fabs(u_ref[i]) + u_bound[i]) + act_g * u_bound[i] +
+                               1e-5 * std::fabs(want[i]) + 1e-6;
+                }
+                expect_within(fused, want, bound, what);
+                expect_as_unfused(bit_exact, fused, unfused, bound, what);
+            }
+        }
+    }
+}
+
+TEST_P(BackendOps, MatmulsAddEachProductsBias) {
+    Backend* be = be_.get();
+    const bool bit_exact = GetParam() == "cpu";
+    struct Product {
+        DType type;
+        size_t n_out;
+        bool bias;
+    };
+    const Product specs[] = {{DType::F16, 67, true}, {DType::Q4_K, 29, false}, {DType::Q8_0, 45, true}};
+    const size_t n_in = 256 * 3;  // whole blocks of every type
+    for (size_t n : {size_t(1), size_t(7)}) {
+        const std::vector<float> in = testing::random_floats(n * n_in, 91 + static_cast<uint32_t>(n), -2.0f, 2.0f);
+        const testing::Held ind = hold_f32(*be, in, n_in);
+        std::vector<testing::Held> weights, biases, fused_y, separate_y;
+        std::vector<std::vector<float>> want(3), bias_values(3);
+        std::vector<std::vector<double>> bound(3);
+        for (size_t p = 0; p < 3; ++p) {
+            const Product& s = specs[p];
+            std::vector<uint8_t> wq;
+            std::vector<float> wf;
+            quantized_rows(s.type, n_in, s.n_out, 101 + static_cast<uint32_t>(p), &wq, &wf);
+            weights.push_back(hold(*be, s.type, n_in, s.n_out, wq.data()));
+            bias_values[p] = testing::random_floats(s.n_out, 111 + static_cast<uint32_t>(p), -4.0f, 4.0f);
+            biases.push_back(hold_f32(*be, bias_values[p], s.n_out));
+            fused_y.push_back(hold(*be, DType::F32, s.n_out, n));
+            separate_y.push_back(hold(*be, DType::F32, s.n_out, n));
+            dot_reference(s.type, wq, wf, n_in, s.n_out, in, n, &want[p], &bound[p]);
+            for (size_t i = 0; s.bias && i < want[p].size(); ++i) want[p][i] += bias_values[p][i % s.n_out];
+        }
+        SharedInputProduct products[3];
+        for (size_t p = 0; p < 3; ++p)
+            products[p] = {&fused_y[p].t, &weights[p].t, specs[p].bias ? &biases[p].t : nullptr};
+        be->matmuls(products, 3, ind.t);
+        for (size_t p = 0; p < 3; ++p) {
+            be->matmul(separate_y[p].t, weights[p].t, ind.t);
+            if (specs[p].bias) be->add(separate_y[p].t, separate_y[p].t, biases[p].t);
+        }
+        for (size_t p = 0; p < 3; ++p) {
+            const std::string what = "product " + std::to_string(p) + " (" + dtype_name(specs[p].type) +
+                                     (specs[p].bias ? ", bias" : "") + ") n=" + std::to_string(n);
+            const std::vector<float> fused = download_f32(*be, fused_y[p].t);
+            expect_within(fused, want[p], bound[p], what);
+            expect_as_unfused(bit_exact, fused, download_f32(*be, separate_y[p].t), bound[p], what);
+        }
+    }
+}
+
+// The fused products check their scratch and outputs too: a wrong shape or overlapping operands
+// (a fused kernel reads one while it writes the other) are errors naming the op and the operand.
+TEST_P(BackendOps, FusedProductArgumentsAreErrors) {
+    Backend& be = *be_;
+    const Tensor w8 = f32(random_floats(4 * 8, 1), 8);  // [4, 8]
+    const Tensor w4 = f32(random_floats(4 * 4, 2), 4);  // [4, 4]
+    const Tensor w5 = f32(random_floats(5 * 8, 3), 8);  // [5, 8]
+    const Tensor x = zeros(4, 2), in = zeros(8, 2), tmp = zeros(4, 2);
+    expect_error_naming([&] { be.matmul_accumulate(zeros(5, 2), w8, in, tmp); }, "matmul_accumulate");
+    expect_error_naming([&] { be.matmul_accumulate(x, w8, zeros(7, 2), tmp); }, "matmul_accumulate");
+    expect_error_naming([&] { be.matmul_accumulate(x, w8, in, zeros(4, 3)); }, "matmul_accumulate: tmp");
+    expect_error_naming([&] { be.matmul_accumulate(x, w8, in, zeros(5, 2)); }, "matmul_accumulate: tmp");
+    expect_error_naming([&] { be.matmul_accumulate(x, w8, in, Tensor()); }, "matmul_accumulate: tmp");
+    expect_error_naming([&] { be.matmul_accumulate(x, w4, x, tmp); }, "matmul_accumulate: x and in overlap");
+    expect_error_naming([&] { be.matmul_accumulate(x, w8, in, x); }, "matmul_accumulate: tmp and x overlap");
+    const Tensor gate = zeros(4, 2), up = zeros(4, 2);
+    for (Activation act : {Activation::SILU, Activation::SIGMOID}) {
+        expect_error_naming([&] { be.gated_matmul(gate, zeros(4, 3), w8, w8, in, act); }, "gated_matmul: up");
+        expect_error_naming([&] { be.gated_matmul(gate, zeros(5, 2), w8, w5, in, act); }, "gated_matmul: up");
+        expect_error_naming([&] { be.gated_matmul(gate, up, w8, w5, in, act); }, "gated_matmul");
+        expect_error_naming([&] { be.gated_matmul(gate, up, w5, w8, in, act); }, "gated_matmul");
+        expect_error_naming([&] { be.gated_matmul(gate, up, w8, w8, zeros(7, 2), act); }, "gated_matmul");
+        expect_error_naming([&] { be.gated_matmul(gate, gate, w8, w8, in, act); }, "gated_matmul: gate and up overlap");
+        expect_error_naming([&] { be.gated_matmul(gate, up, w4, w4, gate, act); }, "gated_matmul: gate and in overlap");
+    }
+    const Tensor y = zeros(4, 2), bias_wide = zeros(5, 1), bias_rows = zeros(4, 2);
+    const SharedInputProduct wide[] = {{&y, &w8, &bias_wide}};
+    expect_error_naming([&] { be.matmuls(wide, 1, in); }, "matmuls: bias 0");
+    const SharedInputProduct two_rows[] = {{&y, &w8}, {&y, &w8, &bias_rows}};
+    expect_error_naming([&] { be.matmuls(two_rows, 2, in); }, "matmuls: bias 1");
+    // An I32 "weight" is refused by both fused products before any kernel.
+    const std::vector<int32_t> bytes(4 * 8, 1);
+    buffers_.push_back(be.alloc(bytes.size() * sizeof(int32_t)));
+    const Tensor wi = make_tensor(buffers_.back().get(), 0, DType::I32, 8, 4);
+    be.upload(wi, bytes.data(), bytes.size() * sizeof(int32_t));
+    expect_error_naming([&] { be.matmul_accumulate(x, wi, in, tmp); }, "not supported");
+    expect_error_naming([&] { be.gated_matmul(gate, up, wi, w8, in, Activation::SILU); }, "not supported");
+    expect_error_naming([&] { be.gated_matmul(gate, up, w8, wi, in, Activation::SILU); }, "not supported");
+    // Right shapes: accepted.
+    be.matmul_accumulate(x, w8, in, tmp);
+    be.gated_matmul(gate, up, w8, w8, in, Activation::GELU_ERF);
+    be.synchronize(std::chrono::milliseconds(30000));
 }
 
 TEST_P(BackendOps, GetRowsEveryTypeWithScale) {
