@@ -91,8 +91,11 @@ CudaBackend::CudaBackend(int device, std::chrono::milliseconds timeout)
     *status_host_ = 0;
     fault_spin_ = status_host_ + 1;  // in the same pinned page, read by the device through its mapping
     *fault_spin_ = 0;
-    void* spin_dev = nullptr;
-    check(cudaHostGetDevicePointer(&spin_dev, fault_spin_, 0), "init", "cudaHostGetDevicePointer");
+    void* spin_dev = nullptr;  // with unified addressing the host address itself works as well
+    if (cudaHostGetDevicePointer(&spin_dev, fault_spin_, 0) != cudaSuccess) {
+        cudaGetLastError();
+        spin_dev = fault_spin_;
+    }
     fault_spin_dev_ = static_cast<const uint32_t*>(spin_dev);
     side_pinned_ = pinned_ + kStaging + kAlign;
     check(cudaMallocAsync(reinterpret_cast<void**>(&twin_), kStaging + kAlign, ctx_->stream), "init",
