@@ -53,8 +53,10 @@ TEST(CudaFault, SpinInsideAReplayedGraphTimesOutAndDestroyReturns) {
     // and capture, 3-4 replay the graph, and in step 5 the replayed graph spins 4 s against 1 s.
     setenv("CACTUS_CUDA_FAULT_SPIN_MS", "4000", 1);
     setenv("CACTUS_CUDA_FAULT_SPIN_AT", "5", 1);
+    setenv("CACTUS_CUDA_GRAPHS", "1", 1);
     std::string why;
     std::unique_ptr<Backend> be = testing::try_cuda(&why, 1000);
+    unsetenv("CACTUS_CUDA_GRAPHS");
     unsetenv("CACTUS_CUDA_FAULT_SPIN_MS");
     unsetenv("CACTUS_CUDA_FAULT_SPIN_AT");
     if (!be) GTEST_SKIP() << "GPU test skipped: " << why;

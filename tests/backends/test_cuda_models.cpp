@@ -235,7 +235,7 @@ TEST(CudaModels, RandomGemma3Int8KvWithCompactionMatchesCpu) {
 std::unique_ptr<Model> load_gpu(const GgufFile& file, const ModelOptions& base, bool graphs) {
     ModelOptions o = base;
     o.device = "cuda";
-    if (!graphs) setenv("CACTUS_CUDA_GRAPHS", "0", 1);
+    setenv("CACTUS_CUDA_GRAPHS", graphs ? "1" : "0", 1);
     std::unique_ptr<Model> m = Model::load(file, o);
     unsetenv("CACTUS_CUDA_GRAPHS");
     return m;

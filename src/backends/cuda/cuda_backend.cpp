@@ -80,7 +80,9 @@ CudaBackend::CudaBackend(int device, std::chrono::milliseconds timeout)
     const char* pdl = std::getenv("CACTUS_CUDA_PDL");
     cuda::set_programmatic_launch(pdl && std::strcmp(pdl, "1") == 0);
     const char* graphs = std::getenv("CACTUS_CUDA_GRAPHS");
-    ctx_->steps = std::make_unique<cuda::StepRecorder>(ctx_->stream, !(graphs && std::strcmp(graphs, "0") == 0));
+    // Step graphs and the fused decode products are opt-in (=1) until the device suite has passed
+    // with them on a GPU (docs/CUDA.md, "Status").
+    ctx_->steps = std::make_unique<cuda::StepRecorder>(ctx_->stream, graphs && std::strcmp(graphs, "1") == 0);
     cudaMemPool_t pool = nullptr;
     check(cudaDeviceGetDefaultMemPool(&pool, device), "init", "cudaDeviceGetDefaultMemPool");
     uint64_t keep = ~0ull;  // keep freed memory in the pool: no trimming at synchronisation points
@@ -104,7 +106,7 @@ CudaBackend::CudaBackend(int device, std::chrono::milliseconds timeout)
     check(cudaMemsetAsync(status_dev_, 0, sizeof(uint32_t), ctx_->stream), "init", "cudaMemsetAsync");
     synchronize(timeout_);
     const char* fused = std::getenv("CACTUS_CUDA_FUSED");
-    fused_ = !(fused && std::strcmp(fused, "0") == 0);
+    fused_ = fused && std::strcmp(fused, "1") == 0;
     const char* spin = std::getenv("CACTUS_CUDA_FAULT_SPIN_MS");
     if (spin && *spin) fault_spin_ms_ = static_cast<uint32_t>(std::strtoul(spin, nullptr, 10));
     const char* spin_at = std::getenv("CACTUS_CUDA_FAULT_SPIN_AT");
@@ -132,12 +134,13 @@ CudaBackend::~CudaBackend() {
 
 std::string CudaBackend::describe() const {
     const cuda::StepRecorder& steps = *ctx_->steps;
-    const std::string graphs = steps.enabled()                   ? "step graphs on"
-                               : steps.disabled_reason().empty() ? "step graphs off (CACTUS_CUDA_GRAPHS=0)"
-                                                                 : steps.disabled_reason();
+    const std::string graphs = steps.enabled() ? "step graphs on"
+                               : steps.disabled_reason().empty()
+                                   ? "step graphs off (CACTUS_CUDA_GRAPHS=1 turns them on)"
+                                   : steps.disabled_reason();
     return ctx_->name + " (" + device_name_ + ", " + graphs +
            (cuda::programmatic_launch() ? ", programmatic launch" : "") +
-           (fused_ ? "" : ", fused products off (CACTUS_CUDA_FUSED=0)") + ")";
+           (fused_ ? "" : ", fused products off (CACTUS_CUDA_FUSED=1 turns them on)") + ")";
 }
 
 BackendCounters CudaBackend::counters() const {
