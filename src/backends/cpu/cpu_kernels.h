@@ -66,6 +66,14 @@ using PanelGemmFn = void (*)(float* y, size_t y_stride, const uint8_t* panel, co
 using PanelDecodeFn = void (*)(float* y /* [kPanelRows] */, const void* w, size_t w_row_bytes, const void* x,
                                const PanelActBlock* act, size_t n);
 
+// Several tokens (verification steps of speculative decoding, decode steps of several sequences)
+// over kPanelRows rows read straight from the weight rows, each block of weights unpacked once for
+// all the tokens rather than once per token:
+//   y[t * y_stride + r] = vec_dot(row r, token t) bit for bit, r < kPanelRows, t < n_tokens (any)
+// x: token rows of x_row_bytes in vec_dot_type. Reads nothing past row 15's n elements.
+using PanelDecodeTokensFn = void (*)(float* y, size_t y_stride, const void* w, size_t w_row_bytes, const void* x,
+                                     size_t x_row_bytes, size_t n_tokens, size_t n);
+
 // Load-time repacking of a weight that is only multiplied by (CpuBackend::pack_for_products):
 // dst <- n_rows rows of n elements from src (row stride src_row_bytes), n_rows a multiple of
 // kPanelRows, in the table's own layout (repack_type) whose panels and panel_decode it has.
@@ -89,6 +97,9 @@ struct CpuKernels {
     // 32-element formats, faster there for one token: bench/compare_llama.py).
     PanelDecodeFn panel_decode[kDTypeSlots] = {};
     PanelActFn decode_act[kDTypeSlots] = {};
+    // The same for several tokens at once, for the types whose per-token unpacking dominates a step
+    // (null: panel_decode token by token).
+    PanelDecodeTokensFn panel_decode_tokens[kDTypeSlots] = {};
     // Indexed by the file's weight DType (x86: Q4_0 -> Q4_0_X8; AVX2 also Q4_K -> Q4_K_X8, Q6_K -> Q6_K_X8); null: kept.
     RepackFn repack[kDTypeSlots] = {};
     DType repack_type[kDTypeSlots] = {};

@@ -26,6 +26,10 @@ constexpr size_t kWidenMaxIn = 1024;
 // 2 threads of the AVX-512 Xeon, tests/tools/spec_cost_probe.cpp: smollm2 1.9x a one-token step
 // against 3.0x through panels, qwen2.5-coder-0.5b 2.5x against 3.0x, -1.5b 1.8x against 2.7x).
 constexpr size_t kDecodeMaxTokens = 3;
+// Types with panel_decode_tokens (each weight block unpacked once for all the tokens) stay on that
+// path up to this many tokens: a verification step of speculative decoding (up to 16 drafts and the
+// last token) reads the weights once.
+constexpr size_t kDecodeTokensMaxTokens = 17;
 // Row ranges per thread of a matmul of more tokens than that: claimed as threads come free, so a
 // slowed thread (a busy host, a smaller core) does not hold the others up. Zen 5 VM, qwen2.5-coder
 // pp512 at 2 threads, AVX2 table: one range 96-100 tok/s, 8 ranges 104-106 (docs/PERFORMANCE.md).
@@ -53,9 +57,10 @@ struct MatmulArgs {
     GemmTileFn f32_tile;
     PackPanelFn pack_panel;  // null: no row panels for this type
     PanelGemmFn panel_gemm;
-    PanelActFn act_fn;         // what computed act (null: none)
-    const PanelActBlock* act;  // [n_tokens, n_in / 32] (panels and panel_decode only)
-    PanelDecodeFn decode;      // one token, full panels of rows; null: vec_dot
+    PanelActFn act_fn;                  // what computed act (null: none)
+    const PanelActBlock* act;           // [n_tokens, n_in / 32] (panels and panel_decode only)
+    PanelDecodeFn decode;               // one token, full panels of rows; null: vec_dot
+    PanelDecodeTokensFn decode_tokens;  // 2+ tokens at once, full panels of rows; null: decode per token
 };
 
 // Row-at-a-time fallback: each tile of rows stays hot in L1 while every token passes over it.
@@ -79,6 +84,10 @@ void matmul_rows_decode(const MatmulArgs& a, size_t row_begin, size_t row_end) {
     size_t o = row_begin;
     for (; o + kPanelRows <= row_end; o += kPanelRows) {
         const uint8_t* rows = a.w + o * a.w_row_bytes;
+        if (a.decode_tokens != nullptr && a.n_tokens >= 2) {
+            a.decode_tokens(a.y + o, a.n_out, rows, a.w_row_bytes, a.xq, a.xq_row_bytes, a.n_tokens, a.n_in);
+            continue;
+        }
         for (size_t t = 0; t < a.n_tokens; ++t) {
             const PanelActBlock* act = a.act == nullptr ? nullptr : a.act + t * act_row_blocks;  // null: none read
             a.decode(a.y + t * a.n_out + o, rows, a.w_row_bytes, a.xq + t * a.xq_row_bytes, act, a.n_in);
@@ -148,12 +157,13 @@ void matmul_rows_panel(const MatmulArgs& a, size_t row_begin, size_t row_end) {
 // The most tokens that go through panel_decode (rows read straight from the GGUF, once per step,
 // each token's product from L1) rather than unpacked panels. $CACTUS_DECODE_MAX_TOKENS overrides it
 // for measurements (docs/PERFORMANCE.md, "Decode steps of several sequences").
-size_t decode_max_tokens(bool has_panels) {
+size_t decode_max_tokens(bool has_panels, bool has_decode_tokens) {
     static const size_t from_env = [] {
         const char* v = std::getenv("CACTUS_DECODE_MAX_TOKENS");
         return v == nullptr ? size_t(0) : static_cast<size_t>(std::strtoul(v, nullptr, 10));
     }();
     if (from_env != 0) return from_env;
+    if (has_decode_tokens) return kDecodeTokensMaxTokens;
     return has_panels ? kDecodeMaxTokens : 1;  // without panels, 2+ tokens go through the gemm tiles
 }
 
@@ -258,10 +268,13 @@ MatmulArgs plan_product(const CpuKernels& k, const MatmulProduct& p, size_t n_to
     a.act_fn = nullptr;
     a.act = nullptr;
     a.decode = nullptr;
-    const bool few_tokens = n_tokens <= decode_max_tokens(k.pack_panel[slot] != nullptr);
+    a.decode_tokens = nullptr;
+    const bool few_tokens =
+        n_tokens <= decode_max_tokens(k.pack_panel[slot] != nullptr, k.panel_decode_tokens[slot] != nullptr);
     if (few_tokens && k.panel_decode[slot] != nullptr) {
         CACTUS_ASSERT(dtype_traits(p.w_type).block_size % 32 == 0);  // act: [n_in / 32] per token
         a.decode = k.panel_decode[slot];
+        a.decode_tokens = k.panel_decode_tokens[slot];
         a.act_fn = k.decode_act[slot];
     } else if (n_tokens >= 2 && k.panel_act[slot] != nullptr && k.pack_panel[slot] != nullptr &&
                k.panel_gemm[slot] != nullptr) {
@@ -394,8 +407,10 @@ void matmuls_with(const CpuKernels& k, const MatmulProduct* products, size_t n_p
     // Contiguous tile ranges, claimed by whichever thread is free; whole tiles, so no tile (nor
     // panel: a tile holds whole panels) straddles two threads.
     static_assert(kRowTile % kPanelRows == 0, "a row tile holds whole panels");
+    bool all_decode = true;  // every product reads its rows once per step (decode paths)
+    for (size_t i = 0; i < n_products; ++i) all_decode = all_decode && args[i].decode != nullptr;
     const TileChunks chunks =
-        n_tokens > kDecodeMaxTokens
+        n_tokens > kDecodeMaxTokens && !all_decode
             ? even_chunks(args, n_products, n_tiles, total_bytes, pool.size() * kPrefillChunksPerThread)
             : decode_chunks(args, n_products, n_tiles, total_bytes, pool.size());
     const size_t n_chunks = chunks.n_chunks;

@@ -74,6 +74,7 @@ struct KToken {
     __m128i pairs;        // int16 P_0..P_7 (Q4_K/Q5_K mins)
     __m256i pairs_twice;  // pairs in both 128-bit halves (Q4_K rows in pairs)
     __m256i bsums;        // int16 bsums_0..15 (Q6_K offset)
+    KToken() = default;   // arrays of tokens (the several-token decodes) are filled in a loop
     explicit KToken(const BlockQ8_K* block) : b(block) {
         bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block->bsums));
         pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
@@ -245,6 +246,34 @@ inline __m256i k_row_lanes(const typename F::Block& b, const KToken& x) {
     } else {
         const __m256i offset = _mm256_madd_epi16(s.all, x.bsums);  // sum_i scale_i * bsums_i, 8 lanes
         return _mm256_sub_epi32(acc, _mm256_slli_epi32(offset, 5));
+    }
+}
+
+// k_row_lanes of one row for T tokens at once, out[t] for token tok[t] (its quants read through
+// qs[t], see opaque()): each chunk is unpacked once for all of them. The same integers.
+template <class F, int T>
+inline void k_row_lanes_tokens(const typename F::Block& b, const int8_t* const* qs, const KToken* tok, __m256i* out) {
+    const typename F::Scales s = F::scales(b);
+    __m256i raw[F::kRaw];
+    for (int i = 0; i < F::kRaw; ++i) raw[i] = F::raw(b, i);
+    __m256i acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
+    for (int c = 0; c < 8; ++c) {
+        const __m256i q = F::chunk_of(raw, c);
+        const __m256i scale = s.chunk(c);
+        for (int t = 0; t < T; ++t) {
+            const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs[t] + 32 * c));
+            acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), scale));
+        }
+    }
+    for (int t = 0; t < T; ++t) {
+        if constexpr (F::kHasMins) {
+            const __m128i isum4 = _mm_add_epi32(_mm256_castsi256_si128(acc[t]), _mm256_extracti128_si256(acc[t], 1));
+            out[t] = _mm256_set_m128i(_mm_madd_epi16(s.mins, tok[t].pairs), isum4);
+        } else {
+            const __m256i offset = _mm256_madd_epi16(s.all, tok[t].bsums);  // sum_i scale_i * bsums_i, 8 lanes
+            out[t] = _mm256_sub_epi32(acc[t], _mm256_slli_epi32(offset, 5));
+        }
     }
 }
 
@@ -579,6 +608,62 @@ void k_panel8_decode(float* y, const void* w, size_t w_row_bytes, const void* x,
                            });
 }
 
+// y[t * y_stride + r] for tokens t < T of `x` (rows of x_row_bytes) and 8 rows of w_row_bytes from
+// `rows`: k_half_panel_decode's integers and float order per token, each row's chunks unpacked once
+// for the T tokens.
+template <class F, bool kL1, int T>
+void k_half_panel_decode_tokens(float* y, size_t y_stride, const uint8_t* rows, size_t w_row_bytes, const uint8_t* x,
+                                size_t x_row_bytes, size_t n_sb, const uint8_t* prefetch, size_t prefetch_step) {
+    using Block = typename F::Block;
+    __m256 acc[T], acc_min[T];
+    for (int t = 0; t < T; ++t) acc[t] = acc_min[t] = _mm256_setzero_ps();
+    for (size_t sb = 0; sb < n_sb; ++sb, prefetch += prefetch_step) {
+        prefetch_bytes<kL1>(prefetch, prefetch_step);
+        const size_t block_byte = sb * sizeof(Block);
+        KToken tok[T];
+        for (int t = 0; t < T; ++t) tok[t] = KToken(reinterpret_cast<const BlockQ8_K*>(x + t * x_row_bytes) + sb);
+        __m256i lanes[T][kDecodeRows];
+        for (size_t r = 0; r < kDecodeRows; ++r) {
+            const int8_t* qs[T];
+            for (int t = 0; t < T; ++t) qs[t] = opaque(tok[t].b->qs);
+            __m256i row[T];
+            k_row_lanes_tokens<F, T>(*reinterpret_cast<const Block*>(rows + r * w_row_bytes + block_byte), qs, tok,
+                                     row);
+            for (int t = 0; t < T; ++t) lanes[t][r] = row[t];
+        }
+        for (int t = 0; t < T; ++t) {
+            __m256i isum, mdot = _mm256_setzero_si256();  // Q6_K leaves mdot unset
+            if constexpr (F::kHasMins) {
+                sum_halves_of_8(lanes[t], &isum, &mdot);
+            } else {
+                isum = sum_lanes_of_8(lanes[t]);
+            }
+            k_decode_scale_step<Block, F::kHasMins>(rows, w_row_bytes, block_byte, _mm256_set1_ps(tok[t].b->d), isum,
+                                                    mdot, &acc[t], &acc_min[t]);
+        }
+    }
+    for (int t = 0; t < T; ++t) {
+        _mm256_storeu_ps(y + t * y_stride, F::kHasMins ? _mm256_sub_ps(acc[t], acc_min[t]) : acc[t]);
+    }
+}
+
+// A panel for n_tokens tokens, in passes of up to kDecodeTokensPerPass; only the first pass
+// prefetches the next panel.
+template <class F, bool kL1>
+void k_panel8_decode_tokens(float* y, size_t y_stride, const void* w, size_t w_row_bytes, const void* x,
+                            size_t x_row_bytes, size_t n_tokens, size_t n) {
+    const size_t n_sb = n / kQKK;
+    const uint8_t* xq = static_cast<const uint8_t*>(x);
+    decode_panel_in_passes(y, static_cast<const uint8_t*>(w), w_row_bytes, n_sb,
+                           [&](float* y_pass, const uint8_t* rows, const uint8_t* prefetch, size_t prefetch_step) {
+                               in_token_passes(n_tokens, [&](size_t t0, auto tokens) {
+                                   k_half_panel_decode_tokens<F, kL1, decltype(tokens)::value>(
+                                       y_pass + t0 * y_stride, y_stride, rows, w_row_bytes, xq + t0 * x_row_bytes,
+                                       x_row_bytes, n_sb, prefetch, t0 == 0 ? prefetch_step : 0);
+                               });
+                           });
+}
+
 template <class F>
 void register_k_panel8(CpuKernels& t, DType type, bool decode_prefetch_l1) {
     const size_t i = static_cast<size_t>(type);
@@ -588,6 +673,7 @@ void register_k_panel8(CpuKernels& t, DType type, bool decode_prefetch_l1) {
     t.panel_act[i] = k_panel_act<F>;
     t.panel_gemm[i] = k_panel8_gemm<F>;
     t.panel_decode[i] = decode_prefetch_l1 ? k_panel8_decode<F, true> : k_panel8_decode<F, false>;
+    t.panel_decode_tokens[i] = decode_prefetch_l1 ? k_panel8_decode_tokens<F, true> : k_panel8_decode_tokens<F, false>;
     t.decode_act[i] = nullptr;  // the decode reads the Q8_K blocks only
 }
 

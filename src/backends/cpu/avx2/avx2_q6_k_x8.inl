@@ -56,6 +56,54 @@ void q6_k_x8_panel_decode(float* y, const void* w, size_t w_row_bytes, const voi
         });
 }
 
+// y[t * y_stride + r] for tokens t < T of `x` (rows of x_row_bytes) and the 8 rows of the group at
+// `group`: q6_k_x8_group_decode's integers and float order per token, each row's chunks unpacked
+// once for the T tokens.
+template <bool kL1, int T>
+void q6_k_x8_group_decode_tokens(float* y, size_t y_stride, const uint8_t* group, const uint8_t* x, size_t x_row_bytes,
+                                 size_t n_sb, const uint8_t* prefetch, size_t prefetch_step) {
+    __m256 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+    for (size_t sb = 0; sb < n_sb; ++sb, group += kQ6KX8GroupBytes, prefetch += prefetch_step) {
+        prefetch_bytes<kL1>(prefetch, prefetch_step);
+        KToken tok[T];
+        for (int t = 0; t < T; ++t) tok[t] = KToken(reinterpret_cast<const BlockQ8_K*>(x + t * x_row_bytes) + sb);
+        __m256i lanes[T][kQ6KX8Rows];
+        for (size_t r = 0; r < kQ6KX8Rows; ++r) {
+            const int8_t* qs[T];
+            for (int t = 0; t < T; ++t) qs[t] = opaque(tok[t].b->qs);
+            __m256i row[T];
+            k_row_lanes_tokens<Q6_KX8Panels, T>(*reinterpret_cast<const BlockQ6_KX8Row*>(group + kQ6KX8RowBytes * r),
+                                                qs, tok, row);
+            for (int t = 0; t < T; ++t) lanes[t][r] = row[t];
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group + kQ6KX8DOffset)));
+        for (int t = 0; t < T; ++t) {
+            const __m256i isum = sum_lanes_of_8(lanes[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(tok[t].b->d)), _mm256_cvtepi32_ps(isum), acc[t]);
+        }
+    }
+    for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + t * y_stride, acc[t]);
+}
+
+// A panel (two groups) for n_tokens tokens, in passes of up to kDecodeTokensPerPass; only the first
+// pass prefetches the next panel.
+template <bool kL1>
+void q6_k_x8_panel_decode_tokens(float* y, size_t y_stride, const void* w, size_t w_row_bytes, const void* x,
+                                 size_t x_row_bytes, size_t n_tokens, size_t n) {
+    const size_t n_sb = n / kQKK;
+    const uint8_t* xq = static_cast<const uint8_t*>(x);
+    decode_groups_in_passes<kL1>(
+        y, static_cast<const uint8_t*>(w), w_row_bytes, n_sb,
+        [&](float* y_pass, const uint8_t* group, const uint8_t* prefetch, size_t prefetch_step) {
+            in_token_passes(n_tokens, [&](size_t t0, auto tokens) {
+                q6_k_x8_group_decode_tokens<kL1, decltype(tokens)::value>(y_pass + t0 * y_stride, y_stride, group,
+                                                                          xq + t0 * x_row_bytes, x_row_bytes, n_sb,
+                                                                          prefetch, t0 == 0 ? prefetch_step : 0);
+            });
+        });
+}
+
 // Prefill: Q6_K's panels, packed from the groups in place (row r's super-block sb lies as a
 // BlockQ6_KX8Row without its d; the packer reads d apart).
 struct Q6_KX8Rows : KBlockRows<Q6_KX8Panels, Q6_KX8Rows> {
@@ -88,4 +136,6 @@ void register_q6_k_x8(CpuKernels& t, bool decode_prefetch_l1) {
     t.panel_act[x8] = k_panel_act<Q6_KPanels>;
     t.panel_gemm[x8] = k_panel8_gemm<Q6_KPanels>;
     t.panel_decode[x8] = decode_prefetch_l1 ? q6_k_x8_panel_decode<true> : q6_k_x8_panel_decode<false>;
+    t.panel_decode_tokens[x8] =
+        decode_prefetch_l1 ? q6_k_x8_panel_decode_tokens<true> : q6_k_x8_panel_decode_tokens<false>;
 }

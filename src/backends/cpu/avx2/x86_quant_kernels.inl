@@ -225,6 +225,40 @@ void decode_groups_in_passes(float* y, const uint8_t* groups, size_t w_row_bytes
     decode_passes_prefetching(y, groups, w_row_bytes, n_steps, ahead, pass);
 }
 
+// Several tokens over one group of rows: passes of up to kDecodeTokensPerPass tokens (what AVX2's 16
+// registers hold beside the unpacked weights), pass(first token, std::integral_constant<int, T>).
+// The first pass reads the group from memory; the later ones find it in L1 or L2.
+constexpr size_t kDecodeTokensPerPass = 4;
+
+template <class Pass>
+void in_token_passes(size_t n_tokens, Pass pass) {
+    size_t t = 0;
+    for (; t + kDecodeTokensPerPass <= n_tokens; t += kDecodeTokensPerPass) {
+        pass(t, std::integral_constant<int, kDecodeTokensPerPass>{});
+    }
+    switch (n_tokens - t) {
+        case 3:
+            pass(t, std::integral_constant<int, 3>{});
+            break;
+        case 2:
+            pass(t, std::integral_constant<int, 2>{});
+            break;
+        case 1:
+            pass(t, std::integral_constant<int, 1>{});
+            break;
+        default:
+            break;
+    }
+}
+
+// Hides a pointer's value from the optimizer (no instruction): reads through it then stay inside
+// the loop that makes them instead of being hoisted into registers the loop needs (see KToken).
+template <class T>
+inline const T* opaque(const T* p) {
+    asm("" : "+r"(p));
+    return p;
+}
+
 // (Q4_K, Q5_K, Q6_K: avx2_k_panels.inl, for the AVX2 and AVX-512 tables)
 
 // ---- float weights: x86_float_tiles.inl ---------------------------------------------------------
