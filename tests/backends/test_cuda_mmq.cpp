@@ -44,8 +44,8 @@ struct Case {
     bool legacy_only;
 };
 const Case kCases[] = {
-    {{9, 77, 256}, false},   {{17, 1000, 512}, false},  {{33, 77, 576}, true},    {{64, 130, 2304}, false},
-    {{100, 77, 8960}, false}, {{40, 77, 8864}, true},  {{512, 77, 1024}, false},
+    {{9, 77, 256}, false},    {{17, 1000, 512}, false}, {{33, 77, 576}, true},    {{64, 130, 2304}, false},
+    {{100, 77, 8960}, false}, {{40, 77, 8864}, true},   {{512, 77, 1024}, false},
 };
 
 // A weight [rows, width] of `type` on both backends, and its dequantized values.
@@ -145,8 +145,7 @@ TEST_F(CudaMmq, ZeroAndSpikyActivationsMatchCpu) {
                     mag += std::fabs(static_cast<double>(w.values[r * n_in + i]) * x[t * n_in + i]);
                 const size_t at = t * n_out + r;
                 ASSERT_LE(std::fabs(static_cast<double>(got[at]) - want[at]), 2e-5 * mag + 1e-5)
-                    << dtype_name(type) << ": token " << t << " row " << r << " is " << got[at] << ", cpu "
-                    << want[at];
+                    << dtype_name(type) << ": token " << t << " row " << r << " is " << got[at] << ", cpu " << want[at];
             }
         }
     }

@@ -439,7 +439,7 @@ __device__ __forceinline__ void scale_into(float (&acc)[2][4][4], const int (&c)
 // wrote) and before the next step's (nobody still reads the shared tiles).
 template <DType T>
 __global__ void __launch_bounds__(kThreads) mmq_kernel(float* y, const uint8_t* w, size_t row_bytes, const int8_t* xq,
-                                                        const float* xd, const float* xm, int n, int n_in, int n_out) {
+                                                       const float* xd, const float* xm, int n, int n_in, int n_out) {
     pdl_start();
     __shared__ MmqShared sh;
     const int row0 = static_cast<int>(blockIdx.x) * kTileRows;
@@ -567,8 +567,8 @@ bool mmq(cudaStream_t s, float* y, const void* w, DType type, size_t row_bytes, 
         if (n_in % Unpack<T>::kQK != 0) return;
         constexpr bool K = is_k_quant<T>();
         const int total = static_cast<int>(n * n_in / (K ? 8 : 4));
-        run_kernel(s, mmq_quantize_kernel<K>, dim3((total + kQuantThreads - 1) / kQuantThreads), dim3(kQuantThreads),
-                   0, xq, xd, xm, x, total);
+        run_kernel(s, mmq_quantize_kernel<K>, dim3((total + kQuantThreads - 1) / kQuantThreads), dim3(kQuantThreads), 0,
+                   xq, xd, xm, x, total);
         const dim3 grid(static_cast<unsigned>((n_out + kTileRows - 1) / kTileRows),
                         static_cast<unsigned>((n + kTileTokens - 1) / kTileTokens));
         run_kernel(s, mmq_kernel<T>, grid, dim3(kThreads), 0, y, static_cast<const uint8_t*>(w), row_bytes,
