@@ -1,13 +1,14 @@
 // The CUDA prompt products (cuda_mmq.cu: n > 8 tokens, int8 tensor-core tiles of 64 rows x 64
-// tokens over x rounded once) against the CPU backend on random data, and the CACTUS_CUDA_MMQ=0
-// fallback. Shapes: n = 9, 17, 33, 64, 100, 512 (partial and several token tiles); n_out 77, 130,
+// tokens over x rounded once; F16/BF16/F32 weights on tf32 tiles) against the CPU backend on random
+// data, and the CACTUS_CUDA_MMQ=0 fallback. Shapes: n = 9, 17, 33, 64, 100, 512 (partial and several token tiles); n_out 77, 130,
 // 1000 (partial row tiles); n_in 256 .. 8960, with 576 and 8864 leaving a partial 256-element step
 // for the 32-element formats.
 //
 // Tolerance: both backends round x exactly as the CPU's vec_dot_type does and sum the same
 // per-block integer products; only the float summation order differs (the tile scales each 32- or
 // 16-element block sum apart where the CPU scales a 256-element super-block sum once). The bound is
-// test_cuda_gemv's: 2e-5 * sum_i |w_i x_i| + 1e-5 per element. Without a GPU every test reports
+// test_cuda_gemv's: 2e-5 * sum_i |w_i x_i| + 1e-5 per element. Float weights: x split into two tf32
+// parts represents each term to about 2^-22 relative, far inside the same bound. Without a GPU every test reports
 // itself skipped with the reason.
 #include <gtest/gtest.h>
 
@@ -151,6 +152,18 @@ TEST_F(CudaMmq, ZeroAndSpikyActivationsMatchCpu) {
     }
 }
 
+// Float weights (tf32 tiles, x split in two): n_in of any size, partial 32-element steps included.
+TEST_F(CudaMmq, FloatWeightsMatchCpu) {
+    const Shape shapes[] = {{9, 77, 256}, {17, 130, 100}, {64, 1000, 576}, {100, 77, 2304}, {200, 33, 1000}};
+    uint32_t seed = 400;
+    for (DType type : {DType::F16, DType::BF16, DType::F32}) {
+        for (const Shape& s : shapes) {
+            compare(*cpu_, *gpu_, type, s, seed += 10);
+            if (HasFatalFailure()) return;
+        }
+    }
+}
+
 // CACTUS_CUDA_MMQ=0: prompts take matmul's one-warp-per-row kernel, same results.
 TEST_F(CudaMmq, OffFallsBackAndStillMatchesCpu) {
     setenv("CACTUS_CUDA_MMQ", "0", 1);
@@ -161,6 +174,7 @@ TEST_F(CudaMmq, OffFallsBackAndStillMatchesCpu) {
     EXPECT_NE(off->describe().find("tiled prompt products off"), std::string::npos) << off->describe();
     compare(*cpu_, *off, DType::Q4_K, Shape{17, 77, 512}, 900);
     compare(*cpu_, *off, DType::Q8_0, Shape{33, 77, 576}, 901);
+    compare(*cpu_, *off, DType::F16, Shape{33, 77, 100}, 902);
 }
 
 }  // namespace

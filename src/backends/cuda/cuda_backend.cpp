@@ -345,9 +345,16 @@ void* CudaBackend::mmq_scratch(size_t bytes) {
 }
 
 bool CudaBackend::try_mmq(const Tensor& y, const Tensor& w, const float* x, size_t n, size_t n_in) {
-    if (!mmq_ || n <= cuda::kGemvMaxTokens || !cuda::mmq_supported(w.type)) return false;
-    void* rounded = mmq_scratch(cuda::mmq_scratch_bytes(n, n_in));
+    if (!mmq_ || n <= cuda::kGemvMaxTokens) return false;
     bool ran = false;
+    if (cuda::mmf_supported(w.type)) {
+        launch("matmul", [&](cudaStream_t s) {
+            ran = cuda::mmf(s, y.as<float>(), w.data(), w.type, w.row_bytes(), x, n, n_in, w.rows());
+        });
+        return ran;
+    }
+    if (!cuda::mmq_supported(w.type)) return false;
+    void* rounded = mmq_scratch(cuda::mmq_scratch_bytes(n, n_in));
     launch("matmul", [&](cudaStream_t s) {
         ran = cuda::mmq(s, y.as<float>(), w.data(), w.type, w.row_bytes(), x, n, n_in, w.rows(), rounded);
     });

@@ -122,8 +122,9 @@ private:
     // The rounded activations of a tiled product (cuda::mmq), grown on demand and kept: a replayed
     // step reads the same address.
     void* mmq_scratch(size_t bytes);
-    // y = x W^T through cuda::mmq for prompts (n > kGemvMaxTokens); false (nothing enqueued) when off
-    // or when that path does not take the type or shapes. x is 16-byte aligned.
+    // y = x W^T through cuda::mmq (quantized weights) or cuda::mmf (F16, BF16, F32) for prompts
+    // (n > kGemvMaxTokens); false (nothing enqueued) when off or when neither takes the type or
+    // shapes. x is 16-byte aligned for the quantized types.
     bool try_mmq(const Tensor& y, const Tensor& w, const float* x, size_t n, size_t n_in);
     // The device copy of a KV cache's row positions [capacity] (keyed by the host array), with rows
     // [lo, hi) brought up to date by copies enqueued outside the step graph: the graph reads the
@@ -152,7 +153,7 @@ private:
     uint32_t* status_host_ = nullptr;  // pinned copy, read after each synchronize
     std::unique_ptr<Buffer> scratch_;
     std::unique_ptr<Buffer> mmq_scratch_;
-    // Tiled integer prompt products (cuda_mmq.cu); environment CACTUS_CUDA_MMQ=0 sends prompts to
+    // Tiled tensor-core prompt products (cuda_mmq.cu); environment CACTUS_CUDA_MMQ=0 sends prompts to
     // matmul's one-warp-per-row kernel instead, for A/B runs.
     bool mmq_ = true;
     // Fused decode products (cuda_gemv.cu); environment CACTUS_CUDA_FUSED=0 turns them off (matmul's

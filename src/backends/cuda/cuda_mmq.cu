@@ -8,7 +8,9 @@
 //     mma.sync.m16n8k16 s8 x s8 -> s32. Each 16-element (Q6_K) or 32-element int32 sum is then
 //     scaled as the CPU's vec_dot scales its block: d_w * d_x * isum, plus m_w * s_x for the
 //     weights with a minimum (K-quants: -dmin * m_j * d_x * sum_j(q)). The result equals the CPU's
-//     up to float summation order. Launcher: cuda_mmq.h.
+//     up to float summation order.
+// F16 / BF16 / F32 weights take the same tiles on the tf32 tensor cores (mmf_kernel, below).
+// Launchers: cuda_mmq.h.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -509,6 +511,129 @@ __global__ void __launch_bounds__(kThreads) mmq_kernel(float* y, const uint8_t* 
     }
 }
 
+// ---- float weights: tf32 tensor cores with x split in two --------------------------------------------
+// F16 and BF16 values are exact in tf32 (11 and 8 significant bits, f32's exponent range). x (and F32
+// weights) are split v = hi + lo into two tf32 values, so a product is v_w (x_hi + x_lo) (F32: plus
+// w_lo x_hi) with a relative error near 2^-22 per term, far below the f32 summation's.
+
+constexpr int kFloatK = 32;                // elements of one step
+constexpr int kFloatStride = kFloatK + 4;  // shared row stride in words: the fragment loads hit 32 banks
+
+__device__ __forceinline__ uint32_t to_tf32(float v) {
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
+    return r;
+}
+
+// d = a b + d for a 16 x 8 tf32 tile a (row major) and an 8 x 8 tile b (column major). PTX ISA
+// "Matrix Fragments for mma.m16n8k8" (.tf32): a0 holds row g, column t; a1 row g + 8, column t;
+// a2 row g, column t + 4; a3 row g + 8, column t + 4; b0 row t, column g; b1 row t + 4, column g;
+// d as in mma_s8.
+__device__ __forceinline__ void mma_tf32(float* d, const uint32_t* a, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, "
+        "%2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+struct MmfShared {
+    uint32_t wh[kTileRows][kFloatStride];  // tf32 weights of the step
+    uint32_t wl[kTileRows][kFloatStride];  // F32 weights: what hi leaves
+    uint32_t xh[kTileTokens][kFloatStride];
+    uint32_t xl[kTileTokens][kFloatStride];
+};
+
+// v into hi (tf32(v)) and lo (tf32(v - hi); v - hi is exact in f32).
+__device__ __forceinline__ void split_tf32(float v, uint32_t* hi, uint32_t* lo) {
+    *hi = to_tf32(v);
+    *lo = to_tf32(v - __uint_as_float(*hi));
+}
+
+// y [n, n_out] tile as mmq_kernel's (same warp sub-tiles, same barriers), over steps of 32 elements
+// (n_in any size: elements past it are zeros).
+template <DType T>
+__global__ void __launch_bounds__(kThreads)
+    mmf_kernel(float* y, const uint8_t* w, size_t row_bytes, const float* x, int n, int n_in, int n_out) {
+    pdl_start();
+    __shared__ MmfShared sh;
+    const int row0 = static_cast<int>(blockIdx.x) * kTileRows;
+    const int tok0 = static_cast<int>(blockIdx.y) * kTileTokens;
+    const int warp = static_cast<int>(threadIdx.x) >> 5;
+    const int lane = static_cast<int>(threadIdx.x) & 31;
+    const int lg = lane >> 2, lt = lane & 3;
+    const int wr = 32 * (warp & 1), wc = 32 * (warp >> 1);
+    constexpr bool kSplitW = T == DType::F32;
+    float acc[2][4][4];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+    for (int k0 = 0; k0 < n_in; k0 += kFloatK) {  // block-uniform
+        __syncthreads();
+        for (int it = static_cast<int>(threadIdx.x); it < kTileRows * kFloatK; it += kThreads) {
+            const int r = it / kFloatK, k = it % kFloatK;
+            const bool live = row0 + r < n_out && k0 + k < n_in;
+            const float v = live ? plain_at<T>(w + static_cast<size_t>(row0 + r) * row_bytes, k0 + k) : 0.0f;
+            uint32_t hi, lo;
+            split_tf32(v, &hi, &lo);
+            sh.wh[r][k] = hi;
+            sh.wl[r][k] = lo;
+        }
+        for (int it = static_cast<int>(threadIdx.x); it < kTileTokens * kFloatK; it += kThreads) {
+            const int t = it / kFloatK, k = it % kFloatK;
+            const bool live = tok0 + t < n && k0 + k < n_in;
+            const float v = live ? x[static_cast<size_t>(tok0 + t) * n_in + k0 + k] : 0.0f;
+            split_tf32(v, &sh.xh[t][k], &sh.xl[t][k]);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < kFloatK; kk += 8) {
+            uint32_t ah[2][4], al[2][4];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const int r = wr + 16 * i + lg;
+                ah[i][0] = sh.wh[r][kk + lt];
+                ah[i][1] = sh.wh[r + 8][kk + lt];
+                ah[i][2] = sh.wh[r][kk + lt + 4];
+                ah[i][3] = sh.wh[r + 8][kk + lt + 4];
+                if (kSplitW) {
+                    al[i][0] = sh.wl[r][kk + lt];
+                    al[i][1] = sh.wl[r + 8][kk + lt];
+                    al[i][2] = sh.wl[r][kk + lt + 4];
+                    al[i][3] = sh.wl[r + 8][kk + lt + 4];
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int c = wc + 8 * j + lg;
+                const uint32_t bh0 = sh.xh[c][kk + lt], bh1 = sh.xh[c][kk + lt + 4];
+                const uint32_t bl0 = sh.xl[c][kk + lt], bl1 = sh.xl[c][kk + lt + 4];
+#pragma unroll
+                for (int i = 0; i < 2; ++i) {
+                    if (kSplitW) mma_tf32(acc[i][j], al[i], bh0, bh1);
+                    mma_tf32(acc[i][j], ah[i], bl0, bl1);
+                    mma_tf32(acc[i][j], ah[i], bh0, bh1);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int r = row0 + wr + 16 * i + lg + (e >= 2 ? 8 : 0);
+                const int t = tok0 + wc + 8 * j + 2 * lt + (e & 1);
+                if (r < n_out && t < n) y[static_cast<size_t>(t) * n_out + r] = acc[i][j][e];
+            }
+        }
+    }
+}
+
 // Calls f(std::integral_constant<DType, T>) for a type with a path here; false otherwise.
 template <class F>
 bool dispatch_mmq(DType type, F&& f) {
@@ -579,6 +704,27 @@ bool mmq(cudaStream_t s, float* y, const void* w, DType type, size_t row_bytes, 
     if (!known || !ok) return false;
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) fail("cuda mmq: kernel launch failed: %s", cudaGetErrorString(e));
+    return true;
+}
+
+bool mmf_supported(DType type) { return type == DType::F16 || type == DType::BF16 || type == DType::F32; }
+
+bool mmf(cudaStream_t s, float* y, const void* w, DType type, size_t row_bytes, const float* x, size_t n, size_t n_in,
+         size_t n_out) {
+    if (!mmf_supported(type) || n == 0 || n_out == 0 || n_in == 0 || n * n_in >= kMaxElements || n_out >= (1u << 30) ||
+        n_in >= (1u << 30)) {
+        return false;
+    }
+    const dim3 grid(static_cast<unsigned>((n_out + kTileRows - 1) / kTileRows),
+                    static_cast<unsigned>((n + kTileTokens - 1) / kTileTokens));
+    void (*kernel)(float*, const uint8_t*, size_t, const float*, int, int, int) =
+        type == DType::F16    ? mmf_kernel<DType::F16>
+        : type == DType::BF16 ? mmf_kernel<DType::BF16>
+                              : mmf_kernel<DType::F32>;
+    run_kernel(s, kernel, grid, dim3(kThreads), 0, y, static_cast<const uint8_t*>(w), row_bytes, x, static_cast<int>(n),
+               static_cast<int>(n_in), static_cast<int>(n_out));
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) fail("cuda mmf: kernel launch failed: %s", cudaGetErrorString(e));
     return true;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
-// Prompt products (n > kGemvMaxTokens tokens) over quantized weights as tiled int8 tensor-core
-// products (cuda_mmq.cu). Plain device pointers, work enqueued on the stream.
+// Prompt products (n > kGemvMaxTokens tokens) as tiled tensor-core products (cuda_mmq.cu): int8
+// for the quantized weights, tf32 for the float ones. Plain device pointers, work enqueued on the
+// stream.
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -21,6 +22,13 @@ size_t mmq_scratch_bytes(size_t n, size_t n_in);
 // this path does not take the type or shapes; the caller then uses matmul.
 bool mmq(cudaStream_t s, float* y, const void* w, DType type, size_t row_bytes, const float* x, size_t n, size_t n_in,
          size_t n_out, void* scratch);
+
+// Float weights (F16, BF16, F32) for prompts: 64 x 64 tiles on the tf32 tensor cores, x (and F32
+// weights) split into two tf32 parts each, so the result is the f32 product's up to summation
+// order (relative error near 2^-22 per term). Any n_in. False, enqueuing nothing, for other types.
+bool mmf_supported(DType type);
+bool mmf(cudaStream_t s, float* y, const void* w, DType type, size_t row_bytes, const float* x, size_t n, size_t n_in,
+         size_t n_out);
 
 }  // namespace cuda
 }  // namespace cactus
