@@ -107,6 +107,8 @@ CudaBackend::CudaBackend(int device, std::chrono::milliseconds timeout)
     synchronize(timeout_);
     const char* fused = std::getenv("CACTUS_CUDA_FUSED");
     fused_ = fused && std::strcmp(fused, "1") == 0;
+    const char* mmq = std::getenv("CACTUS_CUDA_MMQ");
+    mmq_ = !(mmq && std::strcmp(mmq, "0") == 0);
     const char* spin = std::getenv("CACTUS_CUDA_FAULT_SPIN_MS");
     if (spin && *spin) fault_spin_ms_ = static_cast<uint32_t>(std::strtoul(spin, nullptr, 10));
     const char* spin_at = std::getenv("CACTUS_CUDA_FAULT_SPIN_AT");
@@ -123,6 +125,7 @@ CudaBackend::~CudaBackend() {
     }
     weights_.clear();
     scratch_.reset();
+    mmq_scratch_.reset();
     mirrors_.clear();
     if (!ctx_->broken.empty()) return;
     cudaSetDevice(ctx_->device);
@@ -140,7 +143,8 @@ std::string CudaBackend::describe() const {
                                    : steps.disabled_reason();
     return ctx_->name + " (" + device_name_ + ", " + graphs +
            (cuda::programmatic_launch() ? ", programmatic launch" : "") +
-           (fused_ ? "" : ", fused products off (CACTUS_CUDA_FUSED=1 turns them on)") + ")";
+           (fused_ ? "" : ", fused products off (CACTUS_CUDA_FUSED=1 turns them on)") +
+           (mmq_ ? "" : ", tiled prompt products off (CACTUS_CUDA_MMQ=0)") + ")";
 }
 
 BackendCounters CudaBackend::counters() const {
@@ -332,6 +336,31 @@ float* CudaBackend::scratch(size_t floats) {
     return static_cast<float*>(scratch_->base());
 }
 
+void* CudaBackend::mmq_scratch(size_t bytes) {
+    if (!mmq_scratch_ || mmq_scratch_->size() < bytes) {
+        mmq_scratch_.reset();
+        mmq_scratch_ = alloc(std::max(bytes, size_t(1) << 20));
+    }
+    return mmq_scratch_->base();
+}
+
+bool CudaBackend::try_mmq(const Tensor& y, const Tensor& w, const float* x, size_t n, size_t n_in) {
+    if (!mmq_ || n <= cuda::kGemvMaxTokens) return false;
+    bool ran = false;
+    if (cuda::mmf_supported(w.type)) {
+        launch("matmul", [&](cudaStream_t s) {
+            ran = cuda::mmf(s, y.as<float>(), w.data(), w.type, w.row_bytes(), x, n, n_in, w.rows());
+        });
+        return ran;
+    }
+    if (!cuda::mmq_supported(w.type)) return false;
+    void* rounded = mmq_scratch(cuda::mmq_scratch_bytes(n, n_in));
+    launch("matmul", [&](cudaStream_t s) {
+        ran = cuda::mmq(s, y.as<float>(), w.data(), w.type, w.row_bytes(), x, n, n_in, w.rows(), rounded);
+    });
+    return ran;
+}
+
 // ---- row ops ----------------------------------------------------------------------------------------
 
 void CudaBackend::do_get_rows(const Tensor& y, const Tensor& table, const Tensor& ids, float scale) {
@@ -380,6 +409,7 @@ void CudaBackend::do_matmul(const Tensor& y, const Tensor& w, const Tensor& x) {
         copy_raw(aligned, xd, x.bytes());
         xd = aligned;
     }
+    if (try_mmq(y, w, xd, x.rows(), x.width())) return;
     launch("matmul", [&](cudaStream_t s) {
         cuda::matmul(s, y.as<float>(), w.data(), w.type, w.row_bytes(), xd, x.rows(), x.width(), w.rows());
     });

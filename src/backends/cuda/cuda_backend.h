@@ -27,6 +27,7 @@
 
 #include "backends/backend.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/cuda_mmq.h"
 #include "backends/cuda/cuda_step_graph.h"
 
 namespace cactus {
@@ -118,6 +119,13 @@ private:
     // Copies host bytes into the device twin and returns the device address.
     const void* stage_upload(const void* src, size_t bytes);
     float* scratch(size_t floats);
+    // The rounded activations of a tiled product (cuda::mmq), grown on demand and kept: a replayed
+    // step reads the same address.
+    void* mmq_scratch(size_t bytes);
+    // y = x W^T through cuda::mmq (quantized weights) or cuda::mmf (F16, BF16, F32) for prompts
+    // (n > kGemvMaxTokens); false (nothing enqueued) when off or when neither takes the type or
+    // shapes. x is 16-byte aligned for the quantized types.
+    bool try_mmq(const Tensor& y, const Tensor& w, const float* x, size_t n, size_t n_in);
     // The device copy of a KV cache's row positions [capacity] (keyed by the host array), with rows
     // [lo, hi) brought up to date by copies enqueued outside the step graph: the graph reads the
     // positions, it never carries them.
@@ -144,6 +152,10 @@ private:
     uint32_t* status_dev_ = nullptr;   // kernels' bad-input bits
     uint32_t* status_host_ = nullptr;  // pinned copy, read after each synchronize
     std::unique_ptr<Buffer> scratch_;
+    std::unique_ptr<Buffer> mmq_scratch_;
+    // Tiled tensor-core prompt products (cuda_mmq.cu); environment CACTUS_CUDA_MMQ=0 sends prompts to
+    // matmul's one-warp-per-row kernel instead, for A/B runs.
+    bool mmq_ = true;
     // Fused decode products (cuda_gemv.cu); environment CACTUS_CUDA_FUSED=0 turns them off (matmul's
     // kernel and the unfused sequences of the base class), read once here, for A/B runs.
     bool fused_ = true;

@@ -332,7 +332,10 @@ void CudaBackend::do_conv1d(const Tensor& y, const Tensor& x, const Tensor& w, c
     float* col = scratch(n_t_out * w.width());  // [n_t_out, n_in * kernel]
     launch("conv1d", [&](cudaStream_t s) {
         cuda::im2col_1d(s, col, x.as<float>(), n_t, n_in, n_t_out, c.kernel, c.stride, c.pad);
-        cuda::matmul(s, y.as<float>(), w.data(), w.type, w.row_bytes(), col, n_t_out, w.width(), w.rows());
+        const bool tiled =
+            mmq_ && n_t_out > cuda::kGemvMaxTokens &&
+            cuda::mmf(s, y.as<float>(), w.data(), w.type, w.row_bytes(), col, n_t_out, w.width(), w.rows());
+        if (!tiled) cuda::matmul(s, y.as<float>(), w.data(), w.type, w.row_bytes(), col, n_t_out, w.width(), w.rows());
     });
     if (!b.empty()) do_add(y, y, b.reshaped(w.rows(), 1));
 }
@@ -348,7 +351,10 @@ void CudaBackend::do_conv2d(const Tensor& y, const Tensor& x, const Tensor& w, c
     launch("conv2d", [&](cudaStream_t s) {
         cuda::im2col_2d(s, col, x.as<float>(), n_in, c.height, c.width, h_out, w_out, c.kernel_h, c.kernel_w, c.stride,
                         c.pad);
-        cuda::matmul(s, y.as<float>(), w.data(), w.type, w.row_bytes(), col, h_out * w_out, w.width(), w.rows());
+        const size_t n = h_out * w_out;
+        const bool tiled = mmq_ && n > cuda::kGemvMaxTokens &&
+                           cuda::mmf(s, y.as<float>(), w.data(), w.type, w.row_bytes(), col, n, w.width(), w.rows());
+        if (!tiled) cuda::matmul(s, y.as<float>(), w.data(), w.type, w.row_bytes(), col, n, w.width(), w.rows());
     });
     if (!b.empty()) do_add(y, y, b.reshaped(w.rows(), 1));
 }
