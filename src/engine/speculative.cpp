@@ -1,6 +1,7 @@
 #include "engine/speculative.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "core/error.h"
@@ -30,6 +31,10 @@ constexpr size_t kJudgeAfter = 2;
 // What a verified draft adds to a step, as a fraction of a plain step, until measured: a quarter to a
 // half on the CPU tables measured (tests/tools/spec_cost_probe.cpp, qwen2.5-coder 0.5b/1.5b).
 constexpr double kExtraPrior = 0.3;
+// A free drafter's draft is verified when the expected tokens per second of the step beat plain
+// decoding's by this factor: the estimates behind it (acceptance, step costs) are averages of few,
+// noisy samples, and a verification that does not pay costs a whole step.
+constexpr double kPayMargin = 1.1;
 // Drafts of a drafter's first step after a switch-off: the cheapest verification step (2 tokens)
 // that measures whether it pays again.
 constexpr size_t kProbeLength = 1;
@@ -79,23 +84,40 @@ int32_t NgramDrafter::substitute(int32_t id) const {
 
 // The reply went on differently from the previous draft at its first wrong token: where the
 // source had x the reply has r. A rename (lst -> samples) repeats that at every later x, so later
-// drafts copy x as r; a one-off difference is overwritten (or dropped) by the next one.
+// drafts copy x as r. It is learnt once the reply's token after r is the source's token after x
+// (the copy goes on past the difference): a reply that merely went its own way there would
+// otherwise plant wrong substitutions that spoil every later match of x.
 void NgramDrafter::learn_substitution(const std::vector<int32_t>& history) {
     if (history.size() < last_size_) {  // another conversation
         substitutions_.clear();
+        pending_ = PendingRename{};
         cursor_ = SIZE_MAX;
         return;
     }
+    confirm_rename(history);
     for (size_t j = 0; j < last_source_.size() && last_size_ + j < history.size(); ++j) {
         const int32_t x = last_source_[j], r = history[last_size_ + j];
         if (r == substitute(x)) continue;
         if (r == x) {
             substitutions_.erase(x);
-        } else if (r >= 0 && (substitutions_.size() < kMaxSubstitutions || substitutions_.count(x) != 0)) {
-            substitutions_[x] = r;
+        } else if (r >= 0 && j + 1 < last_source_.size()) {
+            pending_ = PendingRename{x, r, last_source_[j + 1], last_size_ + j + 1};
+            confirm_rename(history);
         }
         return;
     }
+}
+
+// Learns the pending rename when the reply's token after it is known: if it is the source's next
+// token, the copy went on past the difference.
+void NgramDrafter::confirm_rename(const std::vector<int32_t>& history) {
+    if (pending_.follow_at == 0 || pending_.follow_at >= history.size()) return;
+    const int32_t next = history[pending_.follow_at];
+    if ((next == pending_.follow || next == substitute(pending_.follow)) &&
+        (substitutions_.size() < kMaxSubstitutions || substitutions_.count(pending_.from) != 0)) {
+        substitutions_[pending_.from] = pending_.to;
+    }
+    pending_ = PendingRename{};
 }
 
 // Where the last n tokens of the history occurred before (the start of the occurrence), SIZE_MAX
@@ -227,7 +249,7 @@ const char* SpecDecoder::drafter_name(int drafter) const {
 int SpecDecoder::propose(const std::vector<int32_t>& history, size_t max, std::vector<int32_t>* out) {
     out->clear();
     ++steps_;
-    if (options_.adaptive && plain_s_ == 0.0) return -1;  // a plain step first: the cost drafts are weighed against
+    for (Arm& arm : arms_) score_shadow(arm, history);
     // The arms in order of their measured speed (unmeasured first: each is tried once).
     std::vector<size_t> order;
     for (size_t i = 0; i < arms_.size(); ++i)
@@ -237,9 +259,24 @@ int SpecDecoder::propose(const std::vector<int32_t>& history, size_t max, std::v
         if ((ra == 0.0) != (rb == 0.0)) return ra == 0.0;
         return ra > rb;
     });
+    const bool first_step = options_.adaptive && plain_s_ == 0.0;  // plain: the cost drafts are weighed against
     for (size_t i : order) {
         Arm& arm = arms_[i];
         const size_t length = options_.adaptive ? best_length(arm, max) : max;
+        const bool shadow_only =
+            options_.adaptive && arm.drafter->costs_nothing() && (first_step || !verifying_pays(arm, length));
+        if (shadow_only || first_step) {
+            if (shadow_only && arm.shadow.empty()) {  // scored as the reply goes on (score_shadow)
+                arm.drafter->draft(history, length, &arm.shadow);
+                arm.shadow_at = history.size();
+                arm.shadow_matched = 0;
+            }
+            continue;
+        }
+        if (!arm.shadow.empty()) {  // verified from here on: what the shadow matched so far counts
+            note_run(arm, arm.shadow_matched, false);
+            arm.shadow.clear();
+        }
         const Clock::time_point start = Clock::now();
         arm.drafter->draft(history, length, out);
         const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -251,6 +288,41 @@ int SpecDecoder::propose(const std::vector<int32_t>& history, size_t max, std::v
         out->clear();
     }
     return -1;
+}
+
+// Whether verifying `length` drafts of `arm` is expected to beat a plain step: its expected tokens
+// per second (best_length's rate) against plain decoding's, by kPayMargin.
+bool SpecDecoder::verifying_pays(const Arm& arm, size_t length) const {
+    if (plain_s_ == 0.0 || length == 0) return false;
+    const double a = arm.kept / (arm.kept + arm.missed);
+    const double expected =
+        a >= 1.0 ? static_cast<double>(length + 1) : (1.0 - std::pow(a, static_cast<double>(length + 1))) / (1.0 - a);
+    const double seconds = step_seconds(length + 1) + static_cast<double>(length) * arm.draft_s_per_token;
+    return expected / seconds > kPayMargin / plain_s_;
+}
+
+// Scores the arm's shadow draft against what the reply produced since it was made: a run of kept
+// tokens ends at the first token that differs (a miss) or with the draft.
+void SpecDecoder::score_shadow(Arm& arm, const std::vector<int32_t>& history) {
+    if (arm.shadow.empty()) return;
+    while (arm.shadow_matched < arm.shadow.size() && arm.shadow_at + arm.shadow_matched < history.size()) {
+        if (history[arm.shadow_at + arm.shadow_matched] != arm.shadow[arm.shadow_matched]) {
+            note_run(arm, arm.shadow_matched, true);
+            arm.shadow.clear();
+            return;
+        }
+        ++arm.shadow_matched;
+    }
+    if (arm.shadow_matched == arm.shadow.size()) {
+        note_run(arm, arm.shadow_matched, false);
+        arm.shadow.clear();
+    }
+}
+
+// A run of `kept` drafts, ended by a miss or not, in the arm's decaying acceptance counts.
+void SpecDecoder::note_run(Arm& arm, size_t kept, bool missed) {
+    arm.kept = kAcceptanceDecay * arm.kept + static_cast<double>(kept);
+    arm.missed = kAcceptanceDecay * arm.missed + (missed ? 1.0 : 0.0);
 }
 
 // The draft length with the most tokens per second by the measured costs: a step verifying k
@@ -311,11 +383,11 @@ void SpecDecoder::record(int drafter, size_t drafted, size_t accepted, double se
     if (drafted + 1 >= step_s_.size()) step_s_.resize(drafted + 2, 0.0);
     step_s_[drafted + 1] = blend(step_s_[drafted + 1], verify_s);
     arm.probe = false;
-    arm.kept = kAcceptanceDecay * arm.kept + static_cast<double>(accepted);
-    arm.missed = kAcceptanceDecay * arm.missed + (accepted < drafted ? 1.0 : 0.0);
+    note_run(arm, accepted, accepted < drafted);
     arm.tokens_per_s = blend(arm.tokens_per_s, static_cast<double>(accepted + 1) / seconds);
     ++arm.samples;
-    if (arm.samples < kJudgeAfter || plain_s_ == 0.0) return;
+    // A free drafter is gated step by step (verifying_pays), never switched off.
+    if (arm.samples < kJudgeAfter || plain_s_ == 0.0 || arm.drafter->costs_nothing()) return;
     if (arm.tokens_per_s * plain_s_ < kKeepMargin) {
         switch_off(arm);
     } else {

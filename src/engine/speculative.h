@@ -5,9 +5,11 @@
 // rows of the others are dropped from the cache. Greedy replies are the same tokens as plain
 // decoding; sampled ones follow the same distribution.
 //
-// Which drafter runs, and how far it drafts, adapts to what each step measured: a drafter whose
-// tokens per second fall below plain decoding's is switched off for a while (twice as long each
-// time it fails again), so a conversation that nothing predicts decodes almost as plainly.
+// Which drafter runs, and how far it drafts, adapts to what each step measured. Prompt lookup, which
+// costs nothing to draft, is verified only on steps where its measured acceptance makes that pay
+// and is scored in the shadow otherwise; a draft model whose tokens per second fall below plain
+// decoding's is switched off for a while (twice as long each time it fails again). So a
+// conversation that nothing predicts decodes almost as plainly.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -34,18 +36,23 @@ public:
     // Up to `max` tokens likely to follow `history` (the conversation's ids in order; < 0: image
     // rows) into *out (cleared first); none when it has no guess.
     virtual void draft(const std::vector<int32_t>& history, size_t max, std::vector<int32_t>* out) = 0;
+    // Drafting costs nothing next to a step of the model: on steps where verifying would not pay,
+    // its drafts are still made and scored against the tokens the reply then produces, so its
+    // acceptance stays measured without verification steps (SpecDecoder).
+    virtual bool costs_nothing() const { return false; }
 };
 
 // Prompt lookup (Saxena 2023; llama.cpp's ngram-simple): the longest suffix of the history, from
 // ngram_max down to ngram_min tokens, found earlier in the history; the tokens that followed that
 // occurrence are the draft: the one just after where the previous draft came from (a copy going on),
-// else the latest; a token the reply replaced at an earlier draft's first miss (a rename) is copied
-// as its replacement. Free to compute; strong where replies copy their input (code edits,
+// else the latest; a token the reply replaced at an earlier draft's first miss, and then went on
+// copying (a rename), is copied as its replacement. Free to compute; strong where replies copy their input (code edits,
 // summaries that quote, repeated structure).
 class NgramDrafter final : public Drafter {
 public:
     NgramDrafter(size_t ngram_min, size_t ngram_max);
     const char* name() const override { return "ngram"; }
+    bool costs_nothing() const override { return true; }
     void draft(const std::vector<int32_t>& history, size_t max, std::vector<int32_t>* out) override;
 
 private:
@@ -53,6 +60,7 @@ private:
     static constexpr size_t kMaxSubstitutions = 64;
     size_t find_match(const std::vector<int32_t>& history, size_t n) const;
     void learn_substitution(const std::vector<int32_t>& history);
+    void confirm_rename(const std::vector<int32_t>& history);
     int32_t substitute(int32_t id) const;
 
     size_t ngram_min_, ngram_max_;
@@ -60,6 +68,12 @@ private:
     std::vector<int32_t> last_source_;  // the source tokens the previous draft copied
     size_t last_size_ = 0;              // the history's length at the previous draft
     std::unordered_map<int32_t, int32_t> substitutions_;  // source token -> the token the reply has instead
+    struct PendingRename {  // a difference whose next token decides whether it is a rename
+        int32_t from = -1, to = -1;
+        int32_t follow = -1;   // the source's token after `from`
+        size_t follow_at = 0;  // the history index of the reply's token after `to`; 0: none pending
+    };
+    PendingRename pending_;
 };
 
 // A small model with the same vocabulary drafting greedily; it keeps its own cache of the history
@@ -141,8 +155,14 @@ private:
         size_t off_span = 0;              // steps of the last switch-off (doubles on each failure)
         size_t samples = 0;               // steps measured since it (re)started
         bool probe = false;               // its next step is a probe after a switch-off
+        std::vector<int32_t> shadow;      // a draft made but not verified (costs_nothing drafters), being scored
+        size_t shadow_at = 0;             // the history index its first token stands for
+        size_t shadow_matched = 0;        // of its tokens, those the reply produced so far
     };
     size_t best_length(const Arm& arm, size_t max) const;
+    bool verifying_pays(const Arm& arm, size_t length) const;
+    void score_shadow(Arm& arm, const std::vector<int32_t>& history);
+    static void note_run(Arm& arm, size_t kept, bool missed);
     double step_seconds(size_t n) const;
     void switch_off(Arm& arm);
 

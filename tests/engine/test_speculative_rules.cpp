@@ -199,6 +199,21 @@ TEST(NgramDrafter, ARenameSeenOnceIsAppliedToLaterDrafts) {
     EXPECT_EQ(out, (std::vector<int32_t>{12, 3}));
 }
 
+// A reply that departs from the copy and goes its own way (50 then 60 where the source had 12 3) is
+// no rename: later drafts still copy 12 as 12.
+TEST(NgramDrafter, ADepartureThatDoesNotGoOnCopyingIsNoRename) {
+    NgramDrafter d(2, 2);
+    std::vector<int32_t> out;
+    std::vector<int32_t> h = {1, 2, 12, 3, 4, 5, 6, 7, 12, 8, 9, 7, 12, 10, 11, 99, 1, 2};
+    d.draft(h, 4, &out);
+    EXPECT_EQ(out, (std::vector<int32_t>{12, 3, 4, 5}));
+    h.insert(h.end(), {50, 60});
+    d.draft(h, 4, &out);
+    h.insert(h.end(), {9, 7});  // "9 7" is followed by 12 10 11 99 in the source
+    d.draft(h, 4, &out);
+    EXPECT_EQ(out, (std::vector<int32_t>{12, 10, 11, 99}));
+}
+
 TEST(DraftAcceptance, KeptAndReplacedTokensFollowTheModelsDistribution) {
     TokenDistribution p;
     p.ids = {0, 1, 2, 3, 4};
@@ -341,6 +356,53 @@ TEST(SpecDecoder, DraftsWhileItPaysAndProbesRarelyWhenItDoesNot) {
             EXPECT_GT(drafting_steps, 3u) << "never probed again";
         }
     }
+}
+
+// GuessDrafter, free to draft (as prompt lookup is).
+class FreeGuessDrafter final : public Drafter {
+public:
+    const char* name() const override { return "free-guess"; }
+    bool costs_nothing() const override { return true; }
+    void draft(const std::vector<int32_t>& history, size_t max, std::vector<int32_t>* out) override {
+        guess_.draft(history, max, out);
+    }
+
+private:
+    GuessDrafter guess_;
+};
+
+// A free drafter is verified only where its drafts are kept, and is scored in the shadow elsewhere:
+// on a reply that never goes the guessed way it costs almost no verification step; once the reply
+// follows the guesses, drafting resumes within a few steps and runs at nearly every step.
+TEST(SpecDecoder, AFreeDrafterIsVerifiedOnlyWhereItsShadowDraftsAreKept) {
+    SpecOptions o;
+    o.type = SpecType::ngram;
+    o.draft_max = 8;
+    std::vector<std::unique_ptr<Drafter>> d;
+    d.push_back(std::make_unique<FreeGuessDrafter>());
+    SpecDecoder spec(o, std::move(d));
+    const int32_t V = int32_t(MarkovTarget::kVocab);
+    std::vector<int32_t> h = {1}, draft;
+    size_t verified[2] = {0, 0}, steps[2] = {0, 0}, first_verified_copying = 0;
+    for (size_t step = 0; step < 600; ++step) {
+        const bool copying = step >= 300;  // the reply goes the guessed way (t + 1) or not (t + 2)
+        ++steps[copying];
+        const int arm = spec.propose(h, 8, &draft);
+        if (arm < 0) {
+            spec.record(-1, 0, 0, 0.030);
+            h.push_back((h.back() + (copying ? 1 : 2)) % V);
+            continue;
+        }
+        if (copying && verified[1] == 0) first_verified_copying = step;
+        ++verified[copying];
+        const size_t kept = copying ? draft.size() : 0;
+        spec.record(arm, draft.size(), kept, 0.030 + 0.005 * draft.size());
+        h.insert(h.end(), draft.begin(), draft.begin() + std::ptrdiff_t(kept));
+        h.push_back((h.back() + (copying ? 1 : 2)) % V);
+    }
+    EXPECT_LT(verified[0], 8u) << "of " << steps[0] << " steps where no draft is kept";
+    EXPECT_GT(verified[1], steps[1] * 9 / 10) << "of " << steps[1] << " steps where every draft is kept";
+    EXPECT_LT(first_verified_copying, 310u);
 }
 
 // Drafts shorter than draft_min are never verified, so the chosen lengths start there (a length
