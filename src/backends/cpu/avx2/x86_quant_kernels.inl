@@ -225,29 +225,26 @@ void decode_groups_in_passes(float* y, const uint8_t* groups, size_t w_row_bytes
     decode_passes_prefetching(y, groups, w_row_bytes, n_steps, ahead, pass);
 }
 
-// Several tokens over one group of rows: passes of up to kDecodeTokensPerPass tokens (what AVX2's 16
-// registers hold beside the unpacked weights), pass(first token, std::integral_constant<int, T>).
-// The first pass reads the group from memory; the later ones find it in L1 or L2.
-constexpr size_t kDecodeTokensPerPass = 4;
+// Several tokens over one group of rows: passes of up to kDecodeTokensPerPass tokens,
+// pass(first token, std::integral_constant<int, T>). The first pass reads the group from memory;
+// the later ones find it in L1 or L2.
+constexpr size_t kDecodeTokensPerPass = 8;
+
+template <int T, class Pass>
+void token_pass(size_t t, size_t count, Pass& pass) {
+    if constexpr (T > 1) {
+        if (count < T) {
+            token_pass<T - 1>(t, count, pass);
+            return;
+        }
+    }
+    pass(t, std::integral_constant<int, T>{});
+}
 
 template <class Pass>
 void in_token_passes(size_t n_tokens, Pass pass) {
-    size_t t = 0;
-    for (; t + kDecodeTokensPerPass <= n_tokens; t += kDecodeTokensPerPass) {
-        pass(t, std::integral_constant<int, kDecodeTokensPerPass>{});
-    }
-    switch (n_tokens - t) {
-        case 3:
-            pass(t, std::integral_constant<int, 3>{});
-            break;
-        case 2:
-            pass(t, std::integral_constant<int, 2>{});
-            break;
-        case 1:
-            pass(t, std::integral_constant<int, 1>{});
-            break;
-        default:
-            break;
+    for (size_t t = 0; t < n_tokens; t += kDecodeTokensPerPass) {
+        token_pass<kDecodeTokensPerPass>(t, std::min(kDecodeTokensPerPass, n_tokens - t), pass);
     }
 }
 
