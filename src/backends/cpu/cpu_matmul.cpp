@@ -21,10 +21,11 @@ constexpr size_t kTokenBlockBytes = 128 * 1024;  // activations of one token blo
 constexpr size_t kWidenMinTokens = 3;
 constexpr size_t kWidenMaxIn = 1024;
 // Up to this many tokens (decode steps of several sequences, verification steps of speculative
-// decoding) go through panel_decode; more share unpacked panels, whose unpacking costs about as much
-// at 3 tokens as at 6 (docs/PERFORMANCE.md, "Decode steps of several sequences"; at 3 tokens,
-// 2 threads of the AVX-512 Xeon, tests/tools/spec_cost_probe.cpp: smollm2 1.9x a one-token step
-// against 3.0x through panels, qwen2.5-coder-0.5b 2.5x against 3.0x, -1.5b 1.8x against 2.7x).
+// decoding) go through panel_decode token by token (types without panel_decode_tokens); more share
+// unpacked panels, whose unpacking costs about as much at 3 tokens as at 6 (docs/PERFORMANCE.md,
+// "Decode steps of several sequences"; at 3 tokens, 2 threads of the AVX-512 Xeon,
+// tests/tools/spec_cost_probe.cpp: smollm2 1.9x a one-token step against 3.0x through panels,
+// qwen2.5-coder-0.5b 2.5x against 3.0x, -1.5b 1.8x against 2.7x).
 constexpr size_t kDecodeMaxTokens = 3;
 // Types with panel_decode_tokens (each weight block unpacked once for all the tokens) stay on that
 // path up to this many tokens: a verification step of speculative decoding (up to 16 drafts and the
