@@ -108,7 +108,7 @@ CudaBackend::CudaBackend(int device, std::chrono::milliseconds timeout)
     const char* fused = std::getenv("CACTUS_CUDA_FUSED");
     fused_ = fused && std::strcmp(fused, "1") == 0;
     const char* mmq = std::getenv("CACTUS_CUDA_MMQ");
-    mmq_ = !(mmq && std::strcmp(mmq, "0") == 0);
+    mmq_ = mmq && std::strcmp(mmq, "1") == 0;
     const char* spin = std::getenv("CACTUS_CUDA_FAULT_SPIN_MS");
     if (spin && *spin) fault_spin_ms_ = static_cast<uint32_t>(std::strtoul(spin, nullptr, 10));
     const char* spin_at = std::getenv("CACTUS_CUDA_FAULT_SPIN_AT");
@@ -144,7 +144,7 @@ std::string CudaBackend::describe() const {
     return ctx_->name + " (" + device_name_ + ", " + graphs +
            (cuda::programmatic_launch() ? ", programmatic launch" : "") +
            (fused_ ? "" : ", fused products off (CACTUS_CUDA_FUSED=1 turns them on)") +
-           (mmq_ ? "" : ", tiled prompt products off (CACTUS_CUDA_MMQ=0)") + ")";
+           (mmq_ ? "" : ", tiled prompt products off (CACTUS_CUDA_MMQ=1 turns them on)") + ")";
 }
 
 BackendCounters CudaBackend::counters() const {

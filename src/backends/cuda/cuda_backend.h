@@ -153,9 +153,9 @@ private:
     uint32_t* status_host_ = nullptr;  // pinned copy, read after each synchronize
     std::unique_ptr<Buffer> scratch_;
     std::unique_ptr<Buffer> mmq_scratch_;
-    // Tiled tensor-core prompt products (cuda_mmq.cu); environment CACTUS_CUDA_MMQ=0 sends prompts to
-    // matmul's one-warp-per-row kernel instead, for A/B runs.
-    bool mmq_ = true;
+    // Tiled tensor-core prompt products (cuda_mmq.cu), opt-in (CACTUS_CUDA_MMQ=1) until the device
+    // suite has passed with them; otherwise prompts take matmul's one-warp-per-row kernel.
+    bool mmq_ = false;
     // Fused decode products (cuda_gemv.cu); environment CACTUS_CUDA_FUSED=0 turns them off (matmul's
     // kernel and the unfused sequences of the base class), read once here, for A/B runs.
     bool fused_ = true;
