@@ -91,6 +91,11 @@ TEST_F(CapiSpeculative, GreedyRepliesAreTheSameWithPromptLookupAndWithADraftMode
         const size_t drafted = r["draft_tokens"], accepted = r["draft_accepted"], steps = r["decode_steps"];
         EXPECT_GT(drafted, 0u) << spec << ": the reply copies the prompt, so something is drafted";
         EXPECT_LE(accepted, drafted) << spec;
+        // Prompt lookup is verified only where the measured step costs make it pay: under the
+        // sanitizers a step of n tokens costs about n one-token steps, and after its first
+        // verification lookup is rightly left unverified (the rule itself is tested on made-up
+        // costs in test_speculative_rules.cpp). The draft model drafts until it is judged.
+        if (spec.find("ngram") != std::string::npos) continue;
         EXPECT_GT(accepted, 0u) << spec;
         EXPECT_LT(steps, plain_tokens) << spec << ": accepted drafts save model steps";
     }
