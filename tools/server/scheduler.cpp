@@ -331,8 +331,9 @@ void Scheduler::admit() {
             // With a draft model beside it, prompt lookup keeps drafting only while it gets at
             // least half its drafts accepted: the model's drafts are accepted more often.
             const SpecOptions& o = drafter_->options();
-            slot.paces[0].reset(o.draft_max, o.draft_min, drafter_->has_model() ? 0.5 : 0.0);
-            slot.paces[1].reset(o.draft_max, o.draft_min, 0.0);
+            slot.paces[0].reset(o.draft_max, o.draft_min, drafter_->has_model() ? 0.5 : 0.0, true);
+            slot.paces[1].reset(o.draft_max, o.draft_min, 0.0, false);
+            drafter_->restart(slot.id);
         }
         slot.detok = std::make_unique<StreamingDetokenizer>(backend_.engine().tokenizer());
         slot.stream = std::make_unique<TextStream>(gen.stop_sequences, gen.include_stop_sequences);
@@ -367,8 +368,15 @@ std::vector<DraftRequest> Scheduler::draft_requests(size_t budget) {
     if (!drafter_) return out;
     for (auto& s : slots_) {
         if (!s->job || !s->decoding || !s->may_draft) continue;
-        const bool ngram = s->paces[0].drafting_now();
-        const bool model = drafter_->has_model() && s->paces[1].drafting_now();
+        std::vector<int32_t> history = backend_.cached_tokens(s->id);
+        history.push_back(s->next_token);
+        const bool ngram = s->paces[0].drafting_now(history);
+        const bool model = drafter_->has_model() && s->paces[1].drafting_now(history);
+        if (s->paces[0].wants_shadow()) {  // prompt lookup is free: scored in the shadow while paused
+            std::vector<int32_t> shadow;
+            drafter_->lookup(s->id, history, s->paces[0].length(), &shadow);
+            s->paces[0].set_shadow(std::move(shadow), history);
+        }
         if (!ngram && !model) continue;
         // No more than the reply may still take after the token to append, nor more than its room
         // (the emissions end where plain decoding would end them: one token of room left).
@@ -380,8 +388,7 @@ std::vector<DraftRequest> Scheduler::draft_requests(size_t budget) {
         if (max == 0 || max < drafter_->options().draft_min) continue;
         DraftRequest r;
         r.seq = s->id;
-        r.history = backend_.cached_tokens(s->id);
-        r.history.push_back(s->next_token);
+        r.history = std::move(history);
         r.max_ngram = ngram ? std::min(max, s->paces[0].length()) : 0;
         r.max_model = model ? std::min(max, s->paces[1].length()) : 0;
         budget -= std::max(r.max_ngram, r.max_model);

@@ -14,8 +14,6 @@ namespace {
 // A draft model's token whose probability is below this is more likely rejected than kept: the
 // draft stops before it (the target's step costs about the same for a few tokens less).
 constexpr double kDraftConfidence = 0.5;
-// The longest pause of a slot's drafting, in steps.
-constexpr size_t kLongestPause = 256;
 
 // The most likely id of logits[0..n) and its softmax probability.
 std::pair<int32_t, double> most_likely(const float* logits, size_t n) {
@@ -27,35 +25,27 @@ std::pair<int32_t, double> most_likely(const float* logits, size_t n) {
 
 }  // namespace
 
-void DraftPace::reset(size_t max_length, size_t min_length, double min_rate) {
-    min_rate_ = min_rate;
-    max_ = std::max<size_t>(max_length, 1);
-    min_ = std::max<size_t>(std::min(min_length, max_), 1);
-    length_ = max_;
-    paused_ = 0;
-    pause_span_ = 0;
-}
-
-bool DraftPace::drafting_now() {
-    if (paused_ == 0) return true;
-    --paused_;
-    return false;
-}
-
-void DraftPace::record(size_t drafted, size_t accepted) {
-    if (drafted == 0) return;
-    if (accepted == 0 || static_cast<double>(accepted) < min_rate_ * static_cast<double>(drafted)) {
-        pause_span_ = pause_span_ == 0 ? 2 : std::min(pause_span_ * 2, kLongestPause);
-        paused_ = pause_span_;
-        length_ = std::max(min_, length_ / 2);
-        return;
-    }
-    pause_span_ = 0;
-    length_ = accepted == drafted ? std::min(max_, length_ * 2) : std::clamp(accepted + 1, min_, max_);
-}
-
 SlotDrafter::SlotDrafter(const SpecOptions& options, std::unique_ptr<StepBackend> draft_model)
-    : options_(options), ngram_(options.ngram_min, options.ngram_max), model_(std::move(draft_model)) {}
+    : options_(options), model_(std::move(draft_model)) {
+    ngram(0);  // checks the n-gram sizes at the start, with a clear error
+}
+
+NgramDrafter& SlotDrafter::ngram(int seq) {
+    const size_t i = static_cast<size_t>(seq);
+    if (seq < 0) fail("SlotDrafter: slot %d", seq);
+    if (i >= ngrams_.size()) ngrams_.resize(i + 1);
+    if (!ngrams_[i]) ngrams_[i] = std::make_unique<NgramDrafter>(options_.ngram_min, options_.ngram_max);
+    return *ngrams_[i];
+}
+
+void SlotDrafter::restart(int seq) {
+    if (seq >= 0 && static_cast<size_t>(seq) < ngrams_.size()) ngrams_[static_cast<size_t>(seq)].reset();
+}
+
+void SlotDrafter::lookup(int seq, const std::vector<int32_t>& history, size_t max, std::vector<int32_t>* out) {
+    ngram(seq).draft(history, max, out);
+    if (out->size() > max) out->resize(max);
+}
 
 void SlotDrafter::draft(std::vector<DraftRequest>& requests) {
     std::vector<DraftRequest*> without;
@@ -63,8 +53,7 @@ void SlotDrafter::draft(std::vector<DraftRequest>& requests) {
         r.tokens.clear();
         r.source = DraftSource::none;
         if (r.max_ngram > 0) {
-            ngram_.draft(r.history, r.max_ngram, &r.tokens);
-            if (r.tokens.size() > r.max_ngram) r.tokens.resize(r.max_ngram);
+            lookup(r.seq, r.history, r.max_ngram, &r.tokens);
             if (!r.tokens.empty() && r.tokens.size() >= options_.draft_min) {
                 r.source = DraftSource::ngram;
                 continue;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/draft_pace.h"
 #include "engine/spec_options.h"
 #include "engine/speculative.h"
 #include "step_backend.h"
@@ -27,26 +28,6 @@ struct DraftRequest {
     DraftSource source = DraftSource::none;
 };
 
-// How far one slot drafts with one drafter, from what its last verifications accepted: the length
-// follows the accepted run (doubling after a draft accepted whole), and a failed draft (nothing
-// accepted, or less than min_rate of it) pauses the drafter for some steps, twice as many each
-// time in a row, so a reply that nothing predicts decodes almost as plainly as without speculation.
-class DraftPace {
-public:
-    void reset(size_t max_length, size_t min_length, double min_rate);
-    // Whether the slot drafts this step (a paused step counts down the pause).
-    bool drafting_now();
-    size_t length() const { return length_; }
-    void record(size_t drafted, size_t accepted);
-
-private:
-    size_t max_ = 1, min_ = 1;
-    double min_rate_ = 0.0;
-    size_t length_ = 1;      // tokens to draft next
-    size_t paused_ = 0;      // steps left without drafting
-    size_t pause_span_ = 0;  // the last pause's steps (doubles with each failure in a row)
-};
-
 class SlotDrafter {
 public:
     // draft_model: one sequence per slot over a model with the served model's vocabulary
@@ -57,6 +38,11 @@ public:
     // Fills each request's tokens: prompt lookup first (free, and strongest where replies copy
     // their input), then the draft model for the requests prompt lookup leaves without a draft.
     void draft(std::vector<DraftRequest>& requests);
+    // Prompt lookup's draft of up to `max` tokens to follow the slot's `history` (a shadow draft,
+    // not verified: DraftPace scores it).
+    void lookup(int seq, const std::vector<int32_t>& history, size_t max, std::vector<int32_t>* out);
+    // The slot starts another conversation: its lookup forgets the renames it learnt.
+    void restart(int seq);
 
 private:
     // Brings each request's sequence in the draft model up to its history; returns the requests
@@ -64,8 +50,12 @@ private:
     std::vector<DraftRequest*> catch_up(const std::vector<DraftRequest*>& requests);
     void draft_with_model(const std::vector<DraftRequest*>& requests);
 
+    NgramDrafter& ngram(int seq);
+
     SpecOptions options_;
-    NgramDrafter ngram_;
+    // Per slot: prompt lookup follows where its previous draft copied from and learns the reply's
+    // renames, state of one conversation.
+    std::vector<std::unique_ptr<NgramDrafter>> ngrams_;
     std::unique_ptr<StepBackend> model_;
     std::vector<std::vector<float>> last_logits_;  // per request of catch_up(): [n_vocab]
 };
