@@ -143,13 +143,13 @@ bool template_renders_parts(const ChatTemplate& tmpl) {
     }
 }
 
-// Whether plain decoding samples from candidates computed on the device (Model::decode_top). Opt-in
-// until the CUDA top_k kernel has passed its device tests (docs/CUDA.md, "Status"): the
-// environment's CACTUS_DEVICE_SAMPLING=1 turns it on (also on the CPU: the tests compare both paths
-// there), =0 or unset off.
-bool device_sampling_wanted(const std::string&) {
+// Whether plain decoding samples from candidates computed on the device (Model::decode_top): on a
+// GPU unless CACTUS_DEVICE_SAMPLING=0 (only a few hundred bytes come back per token instead of the
+// logits); on the CPU, where the logits are in memory already, only with =1 (the tests compare
+// both paths there).
+bool device_sampling_wanted(const std::string& device) {
     const char* v = std::getenv("CACTUS_DEVICE_SAMPLING");
-    if (v == nullptr || *v == '\0') return false;
+    if (v == nullptr || *v == '\0') return (device.empty() ? device_from_env("cpu") : device).rfind("cuda", 0) == 0;
     if (std::strcmp(v, "1") == 0) return true;
     if (std::strcmp(v, "0") == 0) return false;
     fail("CACTUS_DEVICE_SAMPLING: unknown value '%s' (0 or 1)", v);

@@ -96,7 +96,7 @@ void expect_within(const std::vector<float>& got, const std::vector<float>& want
 class CudaGemv : public ::testing::Test {
 protected:
     void SetUp() override {
-        setenv("CACTUS_CUDA_FUSED", "1", 1);  // opt-in until validated on a GPU
+        setenv("CACTUS_CUDA_FUSED", "1", 1);  // on whatever the caller's environment says
         gpu_ = testing::try_cuda(&why_);
         unsetenv("CACTUS_CUDA_FUSED");
         if (!gpu_) GTEST_SKIP() << "GPU test skipped: " << why_;

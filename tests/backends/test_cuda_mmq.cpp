@@ -103,7 +103,7 @@ void compare(Backend& cpu, Backend& gpu, DType type, const Shape& s, uint32_t se
 class CudaMmq : public ::testing::Test {
 protected:
     void SetUp() override {
-        setenv("CACTUS_CUDA_MMQ", "1", 1);  // opt-in until validated on a GPU
+        setenv("CACTUS_CUDA_MMQ", "1", 1);  // on whatever the caller's environment says
         gpu_ = testing::try_cuda(&why_);
         unsetenv("CACTUS_CUDA_MMQ");
         if (!gpu_) GTEST_SKIP() << "GPU test skipped: " << why_;
@@ -166,7 +166,7 @@ TEST_F(CudaMmq, FloatWeightsMatchCpu) {
     }
 }
 
-// Without CACTUS_CUDA_MMQ=1 (or with 0): prompts take matmul's one-warp-per-row kernel, same results.
+// With CACTUS_CUDA_MMQ=0: prompts take matmul's one-warp-per-row kernel, same results.
 TEST_F(CudaMmq, OffFallsBackAndStillMatchesCpu) {
     setenv("CACTUS_CUDA_MMQ", "0", 1);
     std::string why;

@@ -20,6 +20,14 @@ constexpr size_t kAlign = 256;
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
+// A path switch read from the environment: on unless it is 0.
+bool switch_on(const char* name) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "1") == 0) return true;
+    if (std::strcmp(v, "0") == 0) return false;
+    fail("%s: unknown value '%s' (0 or 1)", name, v);
+}
+
 class CudaBuffer final : public Buffer {
 public:
     CudaBuffer(std::shared_ptr<CudaContext> ctx, void* ptr, size_t bytes)
@@ -79,10 +87,9 @@ CudaBackend::CudaBackend(int device, std::chrono::milliseconds timeout)
     check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "init", "cudaEventCreate");
     const char* pdl = std::getenv("CACTUS_CUDA_PDL");
     cuda::set_programmatic_launch(pdl && std::strcmp(pdl, "1") == 0);
-    const char* graphs = std::getenv("CACTUS_CUDA_GRAPHS");
-    // Step graphs and the fused decode products are opt-in (=1) until the device suite has passed
-    // with them on a GPU (docs/CUDA.md, "Status").
-    ctx_->steps = std::make_unique<cuda::StepRecorder>(ctx_->stream, graphs && std::strcmp(graphs, "1") == 0);
+    // Step graphs, the fused decode products and the tiled prompt products are on unless their
+    // variable is 0 (they passed the device suite on an H100; =0 is the comparison path).
+    ctx_->steps = std::make_unique<cuda::StepRecorder>(ctx_->stream, switch_on("CACTUS_CUDA_GRAPHS"));
     cudaMemPool_t pool = nullptr;
     check(cudaDeviceGetDefaultMemPool(&pool, device), "init", "cudaDeviceGetDefaultMemPool");
     uint64_t keep = ~0ull;  // keep freed memory in the pool: no trimming at synchronisation points
@@ -105,10 +112,8 @@ CudaBackend::CudaBackend(int device, std::chrono::milliseconds timeout)
     status_dev_ = reinterpret_cast<uint32_t*>(twin_ + kStaging);
     check(cudaMemsetAsync(status_dev_, 0, sizeof(uint32_t), ctx_->stream), "init", "cudaMemsetAsync");
     synchronize(timeout_);
-    const char* fused = std::getenv("CACTUS_CUDA_FUSED");
-    fused_ = fused && std::strcmp(fused, "1") == 0;
-    const char* mmq = std::getenv("CACTUS_CUDA_MMQ");
-    mmq_ = mmq && std::strcmp(mmq, "1") == 0;
+    fused_ = switch_on("CACTUS_CUDA_FUSED");
+    mmq_ = switch_on("CACTUS_CUDA_MMQ");
     const char* spin = std::getenv("CACTUS_CUDA_FAULT_SPIN_MS");
     if (spin && *spin) fault_spin_ms_ = static_cast<uint32_t>(std::strtoul(spin, nullptr, 10));
     const char* spin_at = std::getenv("CACTUS_CUDA_FAULT_SPIN_AT");
@@ -137,14 +142,13 @@ CudaBackend::~CudaBackend() {
 
 std::string CudaBackend::describe() const {
     const cuda::StepRecorder& steps = *ctx_->steps;
-    const std::string graphs = steps.enabled() ? "step graphs on"
-                               : steps.disabled_reason().empty()
-                                   ? "step graphs off (CACTUS_CUDA_GRAPHS=1 turns them on)"
-                                   : steps.disabled_reason();
+    const std::string graphs = steps.enabled()                   ? "step graphs on"
+                               : steps.disabled_reason().empty() ? "step graphs off (CACTUS_CUDA_GRAPHS=0)"
+                                                                 : steps.disabled_reason();
     return ctx_->name + " (" + device_name_ + ", " + graphs +
            (cuda::programmatic_launch() ? ", programmatic launch" : "") +
-           (fused_ ? "" : ", fused products off (CACTUS_CUDA_FUSED=1 turns them on)") +
-           (mmq_ ? "" : ", tiled prompt products off (CACTUS_CUDA_MMQ=1 turns them on)") + ")";
+           (fused_ ? "" : ", fused products off (CACTUS_CUDA_FUSED=0)") +
+           (mmq_ ? "" : ", tiled prompt products off (CACTUS_CUDA_MMQ=0)") + ")";
 }
 
 BackendCounters CudaBackend::counters() const {
