@@ -519,39 +519,6 @@ constexpr int block_elements() {
     return Gemv<T>::kQK;
 }
 
-// Calls f(std::integral_constant<DType, T>) for a type with a path here; false otherwise.
-template <class F>
-bool dispatch_gemv(DType type, F&& f) {
-    switch (type) {
-        case DType::Q4_0:
-            f(std::integral_constant<DType, DType::Q4_0>());
-            return true;
-        case DType::Q4_1:
-            f(std::integral_constant<DType, DType::Q4_1>());
-            return true;
-        case DType::Q5_0:
-            f(std::integral_constant<DType, DType::Q5_0>());
-            return true;
-        case DType::Q5_1:
-            f(std::integral_constant<DType, DType::Q5_1>());
-            return true;
-        case DType::Q8_0:
-            f(std::integral_constant<DType, DType::Q8_0>());
-            return true;
-        case DType::Q4_K:
-            f(std::integral_constant<DType, DType::Q4_K>());
-            return true;
-        case DType::Q5_K:
-            f(std::integral_constant<DType, DType::Q5_K>());
-            return true;
-        case DType::Q6_K:
-            f(std::integral_constant<DType, DType::Q6_K>());
-            return true;
-        default:
-            return false;
-    }
-}
-
 // Warps per row: the fewest (a power of two) that leave each lane at most 4 items of the row, so
 // long rows (down projections: n_in 8192 and more, few rows) still keep enough loads in flight.
 // A function of the type and n_in only: a row's summation order is the same in every launch.
@@ -595,7 +562,7 @@ bool shared_fits(const void* kernel, size_t shared) {
 }  // namespace
 
 bool gemv_supported(DType type) {
-    return dispatch_gemv(type, [](auto) {});
+    return dispatch_quant(type, [](auto) {});
 }
 
 bool gemv(cudaStream_t s, const GemvProduct* products, size_t n_products, DType type, const float* x, size_t n,
@@ -624,7 +591,7 @@ bool gemv(cudaStream_t s, const GemvProduct* products, size_t n_products, DType 
     a.n_rows = static_cast<int>(rows);
     const size_t shared = n * n_in + n * (n_in / 32) * 2 * sizeof(float);
     bool ok = false;
-    const bool known = dispatch_gemv(type, [&](auto tag) {
+    const bool known = dispatch_quant(type, [&](auto tag) {
         constexpr DType T = decltype(tag)::value;
         if (n_in == 0 || n_in % block_elements<T>() != 0) return;
         void (*kernel)(const float*, GemvArgs) = n == 1 ? gemv_kernel<T, 1> : gemv_kernel<T, kGemvMaxTokens>;

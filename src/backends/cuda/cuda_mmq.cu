@@ -634,45 +634,12 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-// Calls f(std::integral_constant<DType, T>) for a type with a path here; false otherwise.
-template <class F>
-bool dispatch_mmq(DType type, F&& f) {
-    switch (type) {
-        case DType::Q4_0:
-            f(std::integral_constant<DType, DType::Q4_0>());
-            return true;
-        case DType::Q4_1:
-            f(std::integral_constant<DType, DType::Q4_1>());
-            return true;
-        case DType::Q5_0:
-            f(std::integral_constant<DType, DType::Q5_0>());
-            return true;
-        case DType::Q5_1:
-            f(std::integral_constant<DType, DType::Q5_1>());
-            return true;
-        case DType::Q8_0:
-            f(std::integral_constant<DType, DType::Q8_0>());
-            return true;
-        case DType::Q4_K:
-            f(std::integral_constant<DType, DType::Q4_K>());
-            return true;
-        case DType::Q5_K:
-            f(std::integral_constant<DType, DType::Q5_K>());
-            return true;
-        case DType::Q6_K:
-            f(std::integral_constant<DType, DType::Q6_K>());
-            return true;
-        default:
-            return false;
-    }
-}
-
 size_t round16(size_t v) { return (v + 15) & ~static_cast<size_t>(15); }
 
 }  // namespace
 
 bool mmq_supported(DType type) {
-    return dispatch_mmq(type, [](auto) {});
+    return dispatch_quant(type, [](auto) {});
 }
 
 size_t mmq_scratch_bytes(size_t n, size_t n_in) {
@@ -687,7 +654,7 @@ bool mmq(cudaStream_t s, float* y, const void* w, DType type, size_t row_bytes, 
     float* xd = reinterpret_cast<float*>(static_cast<char*>(scratch) + round16(n * n_in));
     float* xm = reinterpret_cast<float*>(reinterpret_cast<char*>(xd) + round16(n * (n_in / 32) * sizeof(float)));
     bool ok = false;
-    const bool known = dispatch_mmq(type, [&](auto tag) {
+    const bool known = dispatch_quant(type, [&](auto tag) {
         constexpr DType T = decltype(tag)::value;
         if (n_in % Unpack<T>::kQK != 0) return;
         constexpr bool K = is_k_quant<T>();

@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/dtype.h"
 
@@ -149,6 +150,40 @@ __device__ __forceinline__ void deq32<DType::Q6_K>(const uint8_t* row, int c, fl
     for (int l = 0; l < 32; ++l) {
         const int q = (((ql[l] >> lshift) & 15) | (((qh[l] >> (2 * k)) & 3) << 4)) - 32;
         w[l] = (l < 16 ? d0 : d1) * static_cast<float>(q);
+    }
+}
+
+// Calls f(std::integral_constant<DType, T>()) for a block-quantized type with a deq32 above (Q4_0 ..
+// Q6_K); false for any other type, which f never sees.
+template <class F>
+bool dispatch_quant(DType type, F&& f) {
+    switch (type) {
+        case DType::Q4_0:
+            f(std::integral_constant<DType, DType::Q4_0>());
+            return true;
+        case DType::Q4_1:
+            f(std::integral_constant<DType, DType::Q4_1>());
+            return true;
+        case DType::Q5_0:
+            f(std::integral_constant<DType, DType::Q5_0>());
+            return true;
+        case DType::Q5_1:
+            f(std::integral_constant<DType, DType::Q5_1>());
+            return true;
+        case DType::Q8_0:
+            f(std::integral_constant<DType, DType::Q8_0>());
+            return true;
+        case DType::Q4_K:
+            f(std::integral_constant<DType, DType::Q4_K>());
+            return true;
+        case DType::Q5_K:
+            f(std::integral_constant<DType, DType::Q5_K>());
+            return true;
+        case DType::Q6_K:
+            f(std::integral_constant<DType, DType::Q6_K>());
+            return true;
+        default:
+            return false;
     }
 }
 
