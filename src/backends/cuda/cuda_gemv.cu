@@ -77,9 +77,8 @@ __device__ __forceinline__ int2 xw(const int* xb, int word) { return *reinterpre
 template <DType T>
 struct Gemv;
 
-template <>
-struct Gemv<DType::Q4_0> {
-    static constexpr int kQK = 32, kBytes = 18, kParts = 2;
+// Blocks of an f16 scale d, then the quants from byte 2 (Q4_0, Q8_0): d and words 2p, 2p + 1.
+struct ScaleAndWords {
     int v0, v1, part;
     float d;
     __device__ void load(const uint8_t* b, int p) {
@@ -88,6 +87,11 @@ struct Gemv<DType::Q4_0> {
         v0 = ld_b2(b + 2, 2 * p);
         v1 = ld_b2(b + 2, 2 * p + 1);
     }
+};
+
+template <>
+struct Gemv<DType::Q4_0> : ScaleAndWords {
+    static constexpr int kQK = 32, kBytes = 18, kParts = 2;
     // Bytes 8p..8p+7: elements 8p.. (low nibbles) and 16+8p.. (high nibbles); q - 8 as sum(q x) - 8 sum(x).
     __device__ float dot(const int* xb, float dx, float) const {
         const int2 lo = xw(xb, 2 * part), hi = xw(xb, 4 + 2 * part);
@@ -173,16 +177,8 @@ struct Gemv<DType::Q5_1> {
 };
 
 template <>
-struct Gemv<DType::Q8_0> {
+struct Gemv<DType::Q8_0> : ScaleAndWords {
     static constexpr int kQK = 32, kBytes = 34, kParts = 4;
-    int v0, v1, part;
-    float d;
-    __device__ void load(const uint8_t* b, int p) {
-        part = p;
-        d = ld_f16(b);
-        v0 = ld_b2(b + 2, 2 * p);
-        v1 = ld_b2(b + 2, 2 * p + 1);
-    }
     __device__ float dot(const int* xb, float dx, float) const {
         const int2 u = xw(xb, 2 * part);
         return static_cast<float>(dp4a(v0, u.x, dp4a(v1, u.y, 0))) * (d * dx);
