@@ -128,6 +128,29 @@ TEST(CpuPanelDecode, MatmulOneTokenEqualsVecDotAndPrefill) {
     }
 }
 
+// matmul of n_tokens activation rows x ([n_tokens, n_in]) with n_out rows of w: every token's
+// products equal vec_dot of its own quantized activation row bit for bit.
+::testing::AssertionResult matmul_equals_vec_dot_per_token(const CpuKernels& k, DType type,
+                                                           const std::vector<uint8_t>& w, size_t stride,
+                                                           const std::vector<float>& x, size_t n_tokens, size_t n_in,
+                                                           size_t n_out, ThreadPool& pool) {
+    std::vector<float> y(n_tokens * n_out, NAN);
+    matmul_with(k, y.data(), w.data(), type, stride, x.data(), n_tokens, n_in, n_out, pool);
+    for (size_t t = 0; t < n_tokens; ++t) {
+        std::vector<uint8_t> xq = test::quantized_activations(
+            vec_dot_type(type), {x.begin() + std::ptrdiff_t(t * n_in), x.begin() + std::ptrdiff_t((t + 1) * n_in)});
+        for (size_t o = 0; o < n_out; ++o) {
+            const float want = k.vec_dot[static_cast<size_t>(type)](w.data() + o * stride, xq.data(), n_in);
+            if (y[t * n_out + o] != want) {
+                return ::testing::AssertionFailure()
+                       << k.isa_name << " " << dtype_name(type) << " tokens=" << n_tokens << " t=" << t << " o=" << o
+                       << ": " << y[t * n_out + o] << " != vec_dot " << want;
+            }
+        }
+    }
+    return ::testing::AssertionSuccess();
+}
+
 // Decode steps of several sequences (2 tokens: panel_decode token by token; 3: unpacked panels):
 // every token's products equal vec_dot of its own activation row bit for bit, so a sequence decodes
 // the same tokens alone or batched with others.
@@ -136,24 +159,12 @@ TEST(CpuPanelDecode, MatmulFewTokensEqualVecDotPerToken) {
     std::mt19937 rng(47);
     for (const CpuKernels* k : cpu_kernel_tables()) {
         for (DType type : kDecodeTypes) {
-            const size_t ti = static_cast<size_t>(type);
             const size_t n_in = dtype_traits(type).block_size * 13, n_out = 3 * kPanelRows + 5;
             const size_t stride = dtype_row_bytes(type, n_in);
             std::vector<uint8_t> w = test::quantized_rows(type, n_in, n_out, stride, rng);
             for (size_t n_tokens : {size_t(2), size_t(3)}) {
                 std::vector<float> x = test::random_floats(n_tokens * n_in, rng);
-                std::vector<float> y(n_tokens * n_out, NAN);
-                matmul_with(*k, y.data(), w.data(), type, stride, x.data(), n_tokens, n_in, n_out, pool);
-                for (size_t t = 0; t < n_tokens; ++t) {
-                    std::vector<uint8_t> xq = test::quantized_activations(
-                        vec_dot_type(type),
-                        {x.begin() + std::ptrdiff_t(t * n_in), x.begin() + std::ptrdiff_t((t + 1) * n_in)});
-                    for (size_t o = 0; o < n_out; ++o) {
-                        const float want = k->vec_dot[ti](w.data() + o * stride, xq.data(), n_in);
-                        ASSERT_EQ(y[t * n_out + o], want) << k->isa_name << " " << dtype_name(type)
-                                                          << " tokens=" << n_tokens << " t=" << t << " o=" << o;
-                    }
-                }
+                ASSERT_TRUE(matmul_equals_vec_dot_per_token(*k, type, w, stride, x, n_tokens, n_in, n_out, pool));
             }
         }
     }
@@ -242,25 +253,13 @@ TEST(CpuPanelDecodeTokens, MatmulEqualsVecDotPerToken) {
     std::mt19937 rng(59);
     for (const CpuKernels* k : cpu_kernel_tables()) {
         for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
-            const size_t ti = static_cast<size_t>(type);
             const size_t n_in = 256 * 3, n_out = 2 * kPanelRows + 5;
             const size_t stride = dtype_row_bytes(type, n_in);
             std::vector<uint8_t> w = test::quantized_rows(type, n_in, n_out, stride, rng);
             for (size_t n_tokens : {4, 5, 8, 17, 18}) {
                 std::vector<float> x = test::random_floats(n_tokens * n_in, rng);
                 for (ThreadPool& pool : pools) {
-                    std::vector<float> y(n_tokens * n_out, NAN);
-                    matmul_with(*k, y.data(), w.data(), type, stride, x.data(), n_tokens, n_in, n_out, pool);
-                    for (size_t t = 0; t < n_tokens; ++t) {
-                        std::vector<uint8_t> xq = test::quantized_activations(
-                            vec_dot_type(type),
-                            {x.begin() + std::ptrdiff_t(t * n_in), x.begin() + std::ptrdiff_t((t + 1) * n_in)});
-                        for (size_t o = 0; o < n_out; ++o) {
-                            const float want = k->vec_dot[ti](w.data() + o * stride, xq.data(), n_in);
-                            ASSERT_EQ(y[t * n_out + o], want) << k->isa_name << " " << dtype_name(type)
-                                                              << " tokens=" << n_tokens << " t=" << t << " o=" << o;
-                        }
-                    }
+                    ASSERT_TRUE(matmul_equals_vec_dot_per_token(*k, type, w, stride, x, n_tokens, n_in, n_out, pool));
                 }
             }
         }

@@ -77,9 +77,8 @@ __device__ __forceinline__ int2 xw(const int* xb, int word) { return *reinterpre
 template <DType T>
 struct Gemv;
 
-template <>
-struct Gemv<DType::Q4_0> {
-    static constexpr int kQK = 32, kBytes = 18, kParts = 2;
+// Blocks of an f16 scale d, then the quants from byte 2 (Q4_0, Q8_0): d and words 2p, 2p + 1.
+struct ScaleAndWords {
     int v0, v1, part;
     float d;
     __device__ void load(const uint8_t* b, int p) {
@@ -88,6 +87,11 @@ struct Gemv<DType::Q4_0> {
         v0 = ld_b2(b + 2, 2 * p);
         v1 = ld_b2(b + 2, 2 * p + 1);
     }
+};
+
+template <>
+struct Gemv<DType::Q4_0> : ScaleAndWords {
+    static constexpr int kQK = 32, kBytes = 18, kParts = 2;
     // Bytes 8p..8p+7: elements 8p.. (low nibbles) and 16+8p.. (high nibbles); q - 8 as sum(q x) - 8 sum(x).
     __device__ float dot(const int* xb, float dx, float) const {
         const int2 lo = xw(xb, 2 * part), hi = xw(xb, 4 + 2 * part);
@@ -173,16 +177,8 @@ struct Gemv<DType::Q5_1> {
 };
 
 template <>
-struct Gemv<DType::Q8_0> {
+struct Gemv<DType::Q8_0> : ScaleAndWords {
     static constexpr int kQK = 32, kBytes = 34, kParts = 4;
-    int v0, v1, part;
-    float d;
-    __device__ void load(const uint8_t* b, int p) {
-        part = p;
-        d = ld_f16(b);
-        v0 = ld_b2(b + 2, 2 * p);
-        v1 = ld_b2(b + 2, 2 * p + 1);
-    }
     __device__ float dot(const int* xb, float dx, float) const {
         const int2 u = xw(xb, 2 * part);
         return static_cast<float>(dp4a(v0, u.x, dp4a(v1, u.y, 0))) * (d * dx);
@@ -519,39 +515,6 @@ constexpr int block_elements() {
     return Gemv<T>::kQK;
 }
 
-// Calls f(std::integral_constant<DType, T>) for a type with a path here; false otherwise.
-template <class F>
-bool dispatch_gemv(DType type, F&& f) {
-    switch (type) {
-        case DType::Q4_0:
-            f(std::integral_constant<DType, DType::Q4_0>());
-            return true;
-        case DType::Q4_1:
-            f(std::integral_constant<DType, DType::Q4_1>());
-            return true;
-        case DType::Q5_0:
-            f(std::integral_constant<DType, DType::Q5_0>());
-            return true;
-        case DType::Q5_1:
-            f(std::integral_constant<DType, DType::Q5_1>());
-            return true;
-        case DType::Q8_0:
-            f(std::integral_constant<DType, DType::Q8_0>());
-            return true;
-        case DType::Q4_K:
-            f(std::integral_constant<DType, DType::Q4_K>());
-            return true;
-        case DType::Q5_K:
-            f(std::integral_constant<DType, DType::Q5_K>());
-            return true;
-        case DType::Q6_K:
-            f(std::integral_constant<DType, DType::Q6_K>());
-            return true;
-        default:
-            return false;
-    }
-}
-
 // Warps per row: the fewest (a power of two) that leave each lane at most 4 items of the row, so
 // long rows (down projections: n_in 8192 and more, few rows) still keep enough loads in flight.
 // A function of the type and n_in only: a row's summation order is the same in every launch.
@@ -595,7 +558,7 @@ bool shared_fits(const void* kernel, size_t shared) {
 }  // namespace
 
 bool gemv_supported(DType type) {
-    return dispatch_gemv(type, [](auto) {});
+    return dispatch_quant(type, [](auto) {});
 }
 
 bool gemv(cudaStream_t s, const GemvProduct* products, size_t n_products, DType type, const float* x, size_t n,
@@ -624,7 +587,7 @@ bool gemv(cudaStream_t s, const GemvProduct* products, size_t n_products, DType 
     a.n_rows = static_cast<int>(rows);
     const size_t shared = n * n_in + n * (n_in / 32) * 2 * sizeof(float);
     bool ok = false;
-    const bool known = dispatch_gemv(type, [&](auto tag) {
+    const bool known = dispatch_quant(type, [&](auto tag) {
         constexpr DType T = decltype(tag)::value;
         if (n_in == 0 || n_in % block_elements<T>() != 0) return;
         void (*kernel)(const float*, GemvArgs) = n == 1 ? gemv_kernel<T, 1> : gemv_kernel<T, kGemvMaxTokens>;

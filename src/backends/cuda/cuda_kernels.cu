@@ -47,7 +47,8 @@ __host__ __device__ constexpr bool is_plain() {
     return T == DType::F32 || T == DType::F16 || T == DType::BF16;
 }
 
-// Calls f(std::integral_constant<DType, T>) for a supported weight type; false if unsupported.
+// Calls f(std::integral_constant<DType, T>) for a supported weight type (the plain ones, then
+// dispatch_quant's); false if unsupported.
 template <class F>
 bool dispatch(DType type, F&& f) {
     switch (type) {
@@ -60,32 +61,8 @@ bool dispatch(DType type, F&& f) {
         case DType::BF16:
             f(std::integral_constant<DType, DType::BF16>());
             return true;
-        case DType::Q4_0:
-            f(std::integral_constant<DType, DType::Q4_0>());
-            return true;
-        case DType::Q4_1:
-            f(std::integral_constant<DType, DType::Q4_1>());
-            return true;
-        case DType::Q5_0:
-            f(std::integral_constant<DType, DType::Q5_0>());
-            return true;
-        case DType::Q5_1:
-            f(std::integral_constant<DType, DType::Q5_1>());
-            return true;
-        case DType::Q8_0:
-            f(std::integral_constant<DType, DType::Q8_0>());
-            return true;
-        case DType::Q4_K:
-            f(std::integral_constant<DType, DType::Q4_K>());
-            return true;
-        case DType::Q5_K:
-            f(std::integral_constant<DType, DType::Q5_K>());
-            return true;
-        case DType::Q6_K:
-            f(std::integral_constant<DType, DType::Q6_K>());
-            return true;
         default:
-            return false;
+            return dispatch_quant(type, f);
     }
 }
 

@@ -21,6 +21,7 @@
 #include "backends/cuda/cuda_mmq.h"
 #include "backends/cuda/cuda_quant.cuh"
 #include "core/error.h"
+#include "ops/quant_blocks.h"
 
 namespace cactus {
 namespace cuda {
@@ -49,77 +50,46 @@ __device__ __forceinline__ uint32_t pack4(int a, int b, int c, int d) {
 template <DType T>
 struct Unpack;
 
-template <>
-struct Unpack<DType::Q4_0> {
-    static constexpr int kQK = 32, kBytes = 18;
+// Q4_0 / Q4_1 / Q5_0 / Q5_1: f16 d, f16 m (the types with a minimum), the fifth bits qh (5-bit
+// types: element j's is bit j), then 16 bytes of nibbles (element j < 16: low nibble of byte j; else
+// high of j - 16). The types without a minimum centre their quants: q - 2^(kBits - 1).
+template <int kBits, bool kHasMin>
+struct UnpackLegacy {
+    static constexpr int kScaleBytes = kHasMin ? 4 : 2;
+    static constexpr int kHighBytes = kBits == 5 ? 4 : 0;
+    static constexpr int kQK = 32, kBytes = kScaleBytes + kHighBytes + 16;
+    static constexpr int kOffset = kHasMin ? 0 : 1 << (kBits - 1);
     static __device__ void run(const uint8_t* row, int g, uint32_t* q, float* d, float* m) {
         const uint8_t* b = row + g * kBytes;
         d[0] = d[1] = h2f(b);
-        *m = 0.0f;
-        const uint8_t* qs = b + 2;
+        *m = kHasMin ? h2f(b + 2) : 0.0f;
+        const uint32_t qh = kBits == 5 ? load_u32_bytes(b + kScaleBytes) : 0u;
+        const uint8_t* qs = b + kScaleBytes + kHighBytes;
 #pragma unroll
         for (int w = 0; w < 4; ++w) {  // elements 4w.. (low nibbles) and 16 + 4w.. (high)
-            const int j = 4 * w;
-            q[w] = pack4((qs[j] & 15) - 8, (qs[j + 1] & 15) - 8, (qs[j + 2] & 15) - 8, (qs[j + 3] & 15) - 8);
-            q[w + 4] = pack4((qs[j] >> 4) - 8, (qs[j + 1] >> 4) - 8, (qs[j + 2] >> 4) - 8, (qs[j + 3] >> 4) - 8);
+            int lo[4], hi[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) lo[i] = ((qs[4 * w + i] & 15) | (((qh >> (4 * w + i)) & 1) << 4)) - kOffset;
+            q[w] = pack4(lo[0], lo[1], lo[2], lo[3]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+                hi[i] = ((qs[4 * w + i] >> 4) | (((qh >> (4 * w + i + 16)) & 1) << 4)) - kOffset;
+            q[w + 4] = pack4(hi[0], hi[1], hi[2], hi[3]);
         }
     }
 };
 
 template <>
-struct Unpack<DType::Q4_1> {
-    static constexpr int kQK = 32, kBytes = 20;
-    static __device__ void run(const uint8_t* row, int g, uint32_t* q, float* d, float* m) {
-        const uint8_t* b = row + g * kBytes;
-        d[0] = d[1] = h2f(b);
-        *m = h2f(b + 2);
-        const uint8_t* qs = b + 4;
-#pragma unroll
-        for (int w = 0; w < 4; ++w) {
-            const int j = 4 * w;
-            q[w] = pack4(qs[j] & 15, qs[j + 1] & 15, qs[j + 2] & 15, qs[j + 3] & 15);
-            q[w + 4] = pack4(qs[j] >> 4, qs[j + 1] >> 4, qs[j + 2] >> 4, qs[j + 3] >> 4);
-        }
-    }
-};
-
-// Q5_0 / Q5_1: element j's fifth bit is bit j of qh (j < 16: low nibble of byte j; else high of j - 16).
-__device__ __forceinline__ void unpack_q5(const uint8_t* qs, uint32_t qh, int offset, uint32_t* q) {
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-        int lo[4], hi[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const int j = 4 * w + i;
-            lo[i] = ((qs[j] & 15) | (((qh >> j) & 1) << 4)) - offset;
-            hi[i] = ((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - offset;
-        }
-        q[w] = pack4(lo[0], lo[1], lo[2], lo[3]);
-        q[w + 4] = pack4(hi[0], hi[1], hi[2], hi[3]);
-    }
-}
-
+struct Unpack<DType::Q4_0> : UnpackLegacy<4, false> {};
 template <>
-struct Unpack<DType::Q5_0> {
-    static constexpr int kQK = 32, kBytes = 22;
-    static __device__ void run(const uint8_t* row, int g, uint32_t* q, float* d, float* m) {
-        const uint8_t* b = row + g * kBytes;
-        d[0] = d[1] = h2f(b);
-        *m = 0.0f;
-        unpack_q5(b + 6, load_u32_bytes(b + 2), 16, q);
-    }
-};
-
+struct Unpack<DType::Q4_1> : UnpackLegacy<4, true> {};
 template <>
-struct Unpack<DType::Q5_1> {
-    static constexpr int kQK = 32, kBytes = 24;
-    static __device__ void run(const uint8_t* row, int g, uint32_t* q, float* d, float* m) {
-        const uint8_t* b = row + g * kBytes;
-        d[0] = d[1] = h2f(b);
-        *m = h2f(b + 2);
-        unpack_q5(b + 8, load_u32_bytes(b + 4), 0, q);
-    }
-};
+struct Unpack<DType::Q5_0> : UnpackLegacy<5, false> {};
+template <>
+struct Unpack<DType::Q5_1> : UnpackLegacy<5, true> {};
+static_assert(Unpack<DType::Q4_0>::kBytes == sizeof(BlockQ4_0) && Unpack<DType::Q4_1>::kBytes == sizeof(BlockQ4_1) &&
+                  Unpack<DType::Q5_0>::kBytes == sizeof(BlockQ5_0) && Unpack<DType::Q5_1>::kBytes == sizeof(BlockQ5_1),
+              "UnpackLegacy's layouts are quant_blocks.h's");
 
 template <>
 struct Unpack<DType::Q8_0> {
@@ -185,30 +155,16 @@ struct Unpack<DType::Q5_K> {
 // Q6_K chunk c of a super-block: 6-bit quants - 32 with one scale per 16 elements.
 template <>
 struct Unpack<DType::Q6_K> {
-    static constexpr int kQK = 256, kBytes = 210;
+    static constexpr int kQK = 256;  // blocks of 210 bytes (q6_k_chunk)
     static __device__ void run(const uint8_t* row, int g, uint32_t* q, float* d, float* m) {
-        const uint8_t* b = row + (g >> 3) * kBytes;
-        const int cc = g & 7;
-        const int half = cc >> 2;
-        const int k = cc & 3;
-        const uint8_t* ql = b + 64 * half + (k & 1) * 32;
-        const uint8_t* qh = b + 128 + 32 * half;
-        const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192) + 8 * half + 2 * k;
-        const float dd = h2f(b + 208);
-        d[0] = dd * static_cast<float>(sc[0]);
-        d[1] = dd * static_cast<float>(sc[1]);
-        *m = 0.0f;
-        const int lshift = k >= 2 ? 4 : 0;
-#pragma unroll
-        for (int w = 0; w < 8; ++w) {
-            int v[4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int l = 4 * w + i;
-                v[i] = (((ql[l] >> lshift) & 15) | (((qh[l] >> (2 * k)) & 3) << 4)) - 32;
-            }
-            q[w] = pack4(v[0], v[1], v[2], v[3]);
-        }
+        q6_k_chunk(
+            row, g,
+            [&](float d0, float d1) {
+                d[0] = d0;
+                d[1] = d1;
+                *m = 0.0f;
+            },
+            [](int, int) {}, [&](int w, const int* v) { q[w] = pack4(v[0], v[1], v[2], v[3]); });
     }
 };
 
@@ -634,45 +590,12 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-// Calls f(std::integral_constant<DType, T>) for a type with a path here; false otherwise.
-template <class F>
-bool dispatch_mmq(DType type, F&& f) {
-    switch (type) {
-        case DType::Q4_0:
-            f(std::integral_constant<DType, DType::Q4_0>());
-            return true;
-        case DType::Q4_1:
-            f(std::integral_constant<DType, DType::Q4_1>());
-            return true;
-        case DType::Q5_0:
-            f(std::integral_constant<DType, DType::Q5_0>());
-            return true;
-        case DType::Q5_1:
-            f(std::integral_constant<DType, DType::Q5_1>());
-            return true;
-        case DType::Q8_0:
-            f(std::integral_constant<DType, DType::Q8_0>());
-            return true;
-        case DType::Q4_K:
-            f(std::integral_constant<DType, DType::Q4_K>());
-            return true;
-        case DType::Q5_K:
-            f(std::integral_constant<DType, DType::Q5_K>());
-            return true;
-        case DType::Q6_K:
-            f(std::integral_constant<DType, DType::Q6_K>());
-            return true;
-        default:
-            return false;
-    }
-}
-
 size_t round16(size_t v) { return (v + 15) & ~static_cast<size_t>(15); }
 
 }  // namespace
 
 bool mmq_supported(DType type) {
-    return dispatch_mmq(type, [](auto) {});
+    return dispatch_quant(type, [](auto) {});
 }
 
 size_t mmq_scratch_bytes(size_t n, size_t n_in) {
@@ -687,7 +610,7 @@ bool mmq(cudaStream_t s, float* y, const void* w, DType type, size_t row_bytes, 
     float* xd = reinterpret_cast<float*>(static_cast<char*>(scratch) + round16(n * n_in));
     float* xm = reinterpret_cast<float*>(reinterpret_cast<char*>(xd) + round16(n * (n_in / 32) * sizeof(float)));
     bool ok = false;
-    const bool known = dispatch_mmq(type, [&](auto tag) {
+    const bool known = dispatch_quant(type, [&](auto tag) {
         constexpr DType T = decltype(tag)::value;
         if (n_in % Unpack<T>::kQK != 0) return;
         constexpr bool K = is_k_quant<T>();

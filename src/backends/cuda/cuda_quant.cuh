@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/dtype.h"
 
@@ -132,8 +133,13 @@ __device__ __forceinline__ void deq32<DType::Q5_K>(const uint8_t* row, int c, fl
     }
 }
 
-template <>
-__device__ __forceinline__ void deq32<DType::Q6_K>(const uint8_t* row, int c, float* w) {
+// Q6_K chunk c (elements 32c .. 32c+31: chunk c % 8 of super-block c / 8), for deq32 and the tiled
+// products (cuda_mmq.cu): scales(d0, d1) with the scales of its two 16-element halves, then for
+// each element l in order element(l, q) (q: 6 bits - 32), and after elements 4i .. 4i+3 word(i, their
+// 4 quants). Two hooks, so that each caller's work interleaves with the reads as it would written in
+// place: deq32 scales each element as it is read, the tiled products pack each 4 into a word.
+template <class Scales, class Element, class Word>
+__device__ __forceinline__ void q6_k_chunk(const uint8_t* row, int c, Scales scales, Element element, Word word) {
     const uint8_t* b = row + (c >> 3) * 210;
     const int cc = c & 7;
     const int half = cc >> 2;
@@ -143,12 +149,63 @@ __device__ __forceinline__ void deq32<DType::Q6_K>(const uint8_t* row, int c, fl
     const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192) + 8 * half + 2 * k;
     const float d = h2f(b + 208);
     const int lshift = k >= 2 ? 4 : 0;
-    const float d0 = d * static_cast<float>(sc[0]);
-    const float d1 = d * static_cast<float>(sc[1]);
+    scales(d * static_cast<float>(sc[0]), d * static_cast<float>(sc[1]));
 #pragma unroll
-    for (int l = 0; l < 32; ++l) {
-        const int q = (((ql[l] >> lshift) & 15) | (((qh[l] >> (2 * k)) & 3) << 4)) - 32;
-        w[l] = (l < 16 ? d0 : d1) * static_cast<float>(q);
+    for (int i = 0; i < 8; ++i) {
+        int q[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int l = 4 * i + j;
+            q[j] = (((ql[l] >> lshift) & 15) | (((qh[l] >> (2 * k)) & 3) << 4)) - 32;
+            element(l, q[j]);
+        }
+        word(i, q);
+    }
+}
+
+template <>
+__device__ __forceinline__ void deq32<DType::Q6_K>(const uint8_t* row, int c, float* w) {
+    float d0, d1;
+    q6_k_chunk(
+        row, c,
+        [&](float s0, float s1) {
+            d0 = s0;
+            d1 = s1;
+        },
+        [&](int l, int q) { w[l] = (l < 16 ? d0 : d1) * static_cast<float>(q); }, [](int, const int*) {});
+}
+
+// Calls f(std::integral_constant<DType, T>()) for a block-quantized type with a deq32 above (Q4_0 ..
+// Q6_K); false for any other type, which f never sees.
+template <class F>
+bool dispatch_quant(DType type, F&& f) {
+    switch (type) {
+        case DType::Q4_0:
+            f(std::integral_constant<DType, DType::Q4_0>());
+            return true;
+        case DType::Q4_1:
+            f(std::integral_constant<DType, DType::Q4_1>());
+            return true;
+        case DType::Q5_0:
+            f(std::integral_constant<DType, DType::Q5_0>());
+            return true;
+        case DType::Q5_1:
+            f(std::integral_constant<DType, DType::Q5_1>());
+            return true;
+        case DType::Q8_0:
+            f(std::integral_constant<DType, DType::Q8_0>());
+            return true;
+        case DType::Q4_K:
+            f(std::integral_constant<DType, DType::Q4_K>());
+            return true;
+        case DType::Q5_K:
+            f(std::integral_constant<DType, DType::Q5_K>());
+            return true;
+        case DType::Q6_K:
+            f(std::integral_constant<DType, DType::Q6_K>());
+            return true;
+        default:
+            return false;
     }
 }
 

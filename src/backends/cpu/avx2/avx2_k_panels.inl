@@ -653,15 +653,14 @@ template <class F, bool kL1>
 void k_panel8_decode_tokens(float* y, size_t y_stride, const void* w, size_t w_row_bytes, const void* x,
                             size_t x_row_bytes, size_t n_tokens, size_t n) {
     const size_t n_sb = n / kQKK;
-    const uint8_t* xq = static_cast<const uint8_t*>(x);
-    decode_panel_in_passes(y, static_cast<const uint8_t*>(w), w_row_bytes, n_sb,
-                           [&](float* y_pass, const uint8_t* rows, const uint8_t* prefetch, size_t prefetch_step) {
-                               in_token_passes(n_tokens, [&](size_t t0, auto tokens) {
-                                   k_half_panel_decode_tokens<F, kL1, decltype(tokens)::value>(
-                                       y_pass + t0 * y_stride, y_stride, rows, w_row_bytes, xq + t0 * x_row_bytes,
-                                       x_row_bytes, n_sb, prefetch, t0 == 0 ? prefetch_step : 0);
-                               });
-                           });
+    decode_panel_tokens_in_passes(
+        y, y_stride, w, w_row_bytes, x, x_row_bytes, n_tokens, n_sb,
+        [](auto&&... args) { decode_panel_in_passes(args...); },
+        [&](float* y_pass, const uint8_t* rows, const uint8_t* x_pass, const uint8_t* prefetch, size_t prefetch_step,
+            auto tokens) {
+            k_half_panel_decode_tokens<F, kL1, decltype(tokens)::value>(y_pass, y_stride, rows, w_row_bytes, x_pass,
+                                                                        x_row_bytes, n_sb, prefetch, prefetch_step);
+        });
 }
 
 template <class F>

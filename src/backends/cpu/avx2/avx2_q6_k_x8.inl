@@ -92,15 +92,13 @@ template <bool kL1>
 void q6_k_x8_panel_decode_tokens(float* y, size_t y_stride, const void* w, size_t w_row_bytes, const void* x,
                                  size_t x_row_bytes, size_t n_tokens, size_t n) {
     const size_t n_sb = n / kQKK;
-    const uint8_t* xq = static_cast<const uint8_t*>(x);
-    decode_groups_in_passes<kL1>(
-        y, static_cast<const uint8_t*>(w), w_row_bytes, n_sb,
-        [&](float* y_pass, const uint8_t* group, const uint8_t* prefetch, size_t prefetch_step) {
-            in_token_passes(n_tokens, [&](size_t t0, auto tokens) {
-                q6_k_x8_group_decode_tokens<kL1, decltype(tokens)::value>(y_pass + t0 * y_stride, y_stride, group,
-                                                                          xq + t0 * x_row_bytes, x_row_bytes, n_sb,
-                                                                          prefetch, t0 == 0 ? prefetch_step : 0);
-            });
+    decode_panel_tokens_in_passes(
+        y, y_stride, w, w_row_bytes, x, x_row_bytes, n_tokens, n_sb,
+        [](auto&&... args) { decode_groups_in_passes<kL1>(args...); },
+        [&](float* y_pass, const uint8_t* group, const uint8_t* x_pass, const uint8_t* prefetch, size_t prefetch_step,
+            auto tokens) {
+            q6_k_x8_group_decode_tokens<kL1, decltype(tokens)::value>(y_pass, y_stride, group, x_pass, x_row_bytes,
+                                                                      n_sb, prefetch, prefetch_step);
         });
 }
 

@@ -248,6 +248,25 @@ void in_token_passes(size_t n_tokens, Pass pass) {
     }
 }
 
+// Several tokens times a panel (tokens: rows of x_row_bytes from x; y: rows of y_stride): each row
+// pass of row_passes (decode_panel_in_passes or decode_groups_in_passes, called as
+// row_passes(y, w, w_row_bytes, n_steps, pass)) in token passes; only the first token pass
+// prefetches the next panel. rows_tokens(y, rows, x, prefetch, prefetch_step, tokens) decodes
+// tokens::value tokens over the pass's kDecodeRows rows.
+template <class RowPasses, class RowsTokens>
+void decode_panel_tokens_in_passes(float* y, size_t y_stride, const void* w, size_t w_row_bytes, const void* x,
+                                   size_t x_row_bytes, size_t n_tokens, size_t n_steps, RowPasses row_passes,
+                                   RowsTokens rows_tokens) {
+    const uint8_t* xq = static_cast<const uint8_t*>(x);
+    row_passes(y, static_cast<const uint8_t*>(w), w_row_bytes, n_steps,
+               [&](float* y_pass, const uint8_t* rows, const uint8_t* prefetch, size_t prefetch_step) {
+                   in_token_passes(n_tokens, [&](size_t t0, auto tokens) {
+                       rows_tokens(y_pass + t0 * y_stride, rows, xq + t0 * x_row_bytes, prefetch,
+                                   t0 == 0 ? prefetch_step : 0, tokens);
+                   });
+               });
+}
+
 // Hides a pointer's value from the optimizer (no instruction): reads through it then stay inside
 // the loop that makes them instead of being hoisted into registers the loop needs (see KToken).
 template <class T>
