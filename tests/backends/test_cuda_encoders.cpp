@@ -232,8 +232,8 @@ std::vector<uint8_t> random_whisper(const WhisperShape& s, uint32_t seed) {
     std::vector<std::string> tokens;
     for (size_t i = 0; i < s.n_vocab; ++i) tokens.push_back("t" + std::to_string(i));
     w.add_string_array("tokenizer.ggml.tokens", tokens);
-    const char* specials[] = {"eot", "sot", "transcribe", "translate", "sot_prev", "sot_lm", "no_timestamps",
-                              "no_speech"};
+    const char* specials[] = {"eot",      "sot",    "transcribe",    "translate",
+                              "sot_prev", "sot_lm", "no_timestamps", "no_speech"};
     for (size_t i = 0; i < 8; ++i) w.add_u32(std::string("whisper.token.") + specials[i], uint32_t(kEot + int32_t(i)));
     w.add_u32("whisper.token.timestamp_begin", uint32_t(kEot + 8));
     w.add_bool("whisper.multilingual", false);

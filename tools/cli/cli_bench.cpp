@@ -641,13 +641,11 @@ void register_bench(CLI::App& app) {
     bench->callback([args]() {
         check_args(*args);
         if (!args->mmproj.empty() || !args->image.empty())
-            throw CLI::RuntimeError(
-                run_vision_bench(args->model, args->mmproj, args->image, args->threads, args->reps, args->json,
-                                 args->device));
+            throw CLI::RuntimeError(run_vision_bench(args->model, args->mmproj, args->image, args->threads, args->reps,
+                                                     args->json, args->device));
         if (args->transcribe)
-            throw CLI::RuntimeError(
-                run_transcribe_bench(args->model, args->audio, args->threads, args->reps, args->json, args->beam_size,
-                                     args->device));
+            throw CLI::RuntimeError(run_transcribe_bench(args->model, args->audio, args->threads, args->reps,
+                                                         args->json, args->beam_size, args->device));
         throw CLI::RuntimeError(args->membw ? run_bandwidth_bench(*args) : run_model_bench(*args));
     });
 }

@@ -90,7 +90,8 @@ AudioResult bench_audio_threads(const std::string& model_path, const std::string
 }  // namespace
 
 nlohmann::ordered_json run_audio_bench(const std::string& model_path, const std::string& mmproj_path,
-                                       const std::vector<int>& threads, int reps, bool json, const std::string& device) {
+                                       const std::vector<int>& threads, int reps, bool json,
+                                       const std::string& device) {
     using Json = nlohmann::ordered_json;
     if (!mmproj_path_has_audio(mmproj_path)) {
         const char* why = "the mmproj has no audio tower";

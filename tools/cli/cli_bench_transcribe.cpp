@@ -96,15 +96,13 @@ int run_transcribe_bench(const std::string& model_name, const std::string& audio
         }
     }
     if (json) {
-        std::printf("%s\n",
-                    nlohmann::ordered_json(
-                        {{"model", model_name},
-                         {"device", on},
-                         {"beam_size", beam_size},
-                         {"audio_seconds", seconds},
-                         {"runs", rows}})
-                        .dump(2)
-                        .c_str());
+        std::printf("%s\n", nlohmann::ordered_json({{"model", model_name},
+                                                    {"device", on},
+                                                    {"beam_size", beam_size},
+                                                    {"audio_seconds", seconds},
+                                                    {"runs", rows}})
+                                .dump(2)
+                                .c_str());
     }
     return 0;
 }

@@ -142,8 +142,8 @@ Json result_json(const VisionResult& r) {
 
 void print_results(const std::string& model, const std::string& mmproj, const std::string& image_name,
                    const std::vector<VisionResult>& results, int reps) {
-    std::printf("model: %s\nmmproj: %s\nimage: %s\nencoder on: %s\n", model.c_str(), mmproj.c_str(),
-                image_name.c_str(), results.empty() ? "-" : results.front().device.c_str());
+    std::printf("model: %s\nmmproj: %s\nimage: %s\nencoder on: %s\n", model.c_str(), mmproj.c_str(), image_name.c_str(),
+                results.empty() ? "-" : results.front().device.c_str());
     std::printf(
         "%d repetitions after 1 warm-up; encode = decode + preprocess + encoder + projector per image;\n"
         "prefill = the image's rows and a short text from an empty cache; TTFT = encode + prefill\n\n",
