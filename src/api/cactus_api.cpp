@@ -233,7 +233,9 @@ cactus_model_t cactus_init(const char* model_path, const char* corpus_dir, bool 
         // The header is read once here for the architecture; the loader below opens the file again.
         const std::string arch = GgufFile::open(path)->get_string("general.architecture", "");
         if (api::is_speech_architecture(arch)) {
-            handle->speech = std::make_unique<api::SpeechModel>(path);
+            BackendOptions options;  // where the text models run (Engine::load): $CACTUS_DEVICE, else the CPU
+            options.device = device_from_env("cpu");
+            handle->speech = std::make_unique<api::SpeechModel>(path, options);
         } else if (TextEmbedder::is_encoder_architecture(arch)) {
             handle->embedder = TextEmbedder::load_encoder(path);
         } else {

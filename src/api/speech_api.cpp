@@ -29,8 +29,8 @@ std::vector<float> audio_embedding(SpeechModel& model, const std::vector<float>&
     return v;
 }
 
-SpeechModel::SpeechModel(const std::string& path) {
-    backend = make_backend(BackendOptions());
+SpeechModel::SpeechModel(const std::string& path, const BackendOptions& options) {
+    backend = make_backend(options);
     whisper = std::make_unique<WhisperModel>(path, *backend);
 }
 

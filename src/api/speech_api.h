@@ -19,7 +19,9 @@ namespace cactus::api {
 inline bool is_speech_architecture(const std::string& arch) { return arch == "whisper"; }
 
 struct SpeechModel {
-    explicit SpeechModel(const std::string& path);
+    // On options.device (cactus_init: $CACTUS_DEVICE, else the CPU); an unknown or unusable device
+    // throws naming it.
+    SpeechModel(const std::string& path, const BackendOptions& options);
     std::unique_ptr<Backend> backend;
     std::unique_ptr<WhisperModel> whisper;
 };

@@ -199,6 +199,9 @@ public:
     // reused like text, and one encoded in the previous call is not encoded again.
     bool has_vision() const { return vision_ != nullptr; }
     const VisionEncoder* vision() const { return vision_.get(); }
+    // The backend of the media encoders (vision and audio towers, here and in the server): the text
+    // model's device and GPU deadline with n_threads CPU threads, so --device cuda moves them too.
+    BackendOptions encoder_options(int n_threads) const;
     CompletionResult complete_with_images(const std::string& prompt_text, const std::vector<ImageInput>& images,
                                           const GenerationOptions& options, const TokenCallback& on_token);
     CompletionMetrics prefill_with_images(const std::string& prompt_text, const std::vector<ImageInput>& images);

@@ -21,9 +21,7 @@ double seconds(size_t n_samples) { return double(n_samples) / double(AudioEncode
 }  // namespace
 
 void Engine::load_audio(const std::string& mmproj_path, int n_threads) {
-    BackendOptions options;  // the encoder runs on the CPU, as the vision tower
-    options.n_threads = n_threads;
-    audio_ = std::make_unique<AudioEncoder>(*mmproj_file_, options);
+    audio_ = std::make_unique<AudioEncoder>(*mmproj_file_, encoder_options(n_threads));
     if (audio_->proj_dim() != model_->info().n_embd)
         fail("mmproj '%s' gives %zu-wide audio rows but the text model takes %zu: not a pair", mmproj_path.c_str(),
              audio_->proj_dim(), model_->info().n_embd);

@@ -136,10 +136,16 @@ void Engine::load_mmproj(const std::string& mmproj_path, int n_threads) {
     if (!vision && !audio) fail("mmproj '%s' holds neither a vision nor an audio tower", mmproj_path.c_str());
 }
 
-void Engine::load_vision(const std::string& mmproj_path, int n_threads) {
-    BackendOptions options;  // the encoder runs on the CPU (its ops are CPU-only so far)
+BackendOptions Engine::encoder_options(int n_threads) const {
+    BackendOptions options;
+    options.device = model_options_.device;
     options.n_threads = n_threads;
-    vision_ = std::make_unique<VisionEncoder>(*mmproj_file_, options);
+    options.gpu_timeout_ms = model_options_.gpu_timeout_ms;
+    return options;
+}
+
+void Engine::load_vision(const std::string& mmproj_path, int n_threads) {
+    vision_ = std::make_unique<VisionEncoder>(*mmproj_file_, encoder_options(n_threads));
     const VisionHParams& hp = vision_->hparams();
     if (hp.projector != "idefics3" && hp.projector != "gemma3" && hp.projector != "lfm2" && hp.projector != "gemma4v")
         fail("mmproj '%s': projector type '%s' is not supported yet (idefics3, gemma3, lfm2 and gemma4v are)",

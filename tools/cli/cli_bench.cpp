@@ -613,7 +613,9 @@ void register_bench(CLI::App& app) {
                      "Sequences decoded together in the decode test (one batch per step; tok/s is the aggregate)")
         ->check(CLI::Range(1, 256));
     bench->add_flag("--json", args->json, "Print JSON instead of a table");
-    bench->add_option("--device", args->device, "cpu, cuda or cuda:N (default: $CACTUS_DEVICE, else cpu)");
+    bench->add_option("--device", args->device,
+                      "cpu, cuda or cuda:N: the model, Whisper (--transcribe), the mmproj's towers (--mmproj) "
+                      "(default: $CACTUS_DEVICE, else cpu)");
     bench->add_flag("--mlock", args->mlock, "Lock the weights in RAM or copy them there (the default)");
     bench->add_flag("--no-mlock", args->no_mlock, "Leave the weights memory-mapped");
     bench->add_flag("--membw", args->membw, "Measure memory bandwidth instead (read and copy, per thread count)");
@@ -639,11 +641,11 @@ void register_bench(CLI::App& app) {
     bench->callback([args]() {
         check_args(*args);
         if (!args->mmproj.empty() || !args->image.empty())
-            throw CLI::RuntimeError(
-                run_vision_bench(args->model, args->mmproj, args->image, args->threads, args->reps, args->json));
+            throw CLI::RuntimeError(run_vision_bench(args->model, args->mmproj, args->image, args->threads, args->reps,
+                                                     args->json, args->device));
         if (args->transcribe)
-            throw CLI::RuntimeError(
-                run_transcribe_bench(args->model, args->audio, args->threads, args->reps, args->json, args->beam_size));
+            throw CLI::RuntimeError(run_transcribe_bench(args->model, args->audio, args->threads, args->reps,
+                                                         args->json, args->beam_size, args->device));
         throw CLI::RuntimeError(args->membw ? run_bandwidth_bench(*args) : run_model_bench(*args));
     });
 }

@@ -26,6 +26,7 @@ namespace {
 
 struct AudioResult {
     int threads = 0;
+    std::string device;  // where the encoder ran (AudioEncoder::device)
     BenchStats encode_ms, prefill_ms, ttft_ms;
     size_t audio_tokens = 0;   // rows per clip
     size_t prompt_tokens = 0;  // the prefill test's prompt
@@ -45,9 +46,10 @@ std::vector<float> sweep(double seconds) {
 }
 
 AudioResult bench_audio_threads(const std::string& model_path, const std::string& mmproj_path, const AudioInput& clip,
-                                int threads, int reps) {
+                                int threads, int reps, const std::string& device) {
     EngineOptions options;
     options.n_threads = threads;
+    options.device = device;
     options.mmproj_path = mmproj_path;
     std::unique_ptr<Engine> engine = Engine::load(model_path, options);  // refuses an mmproj that is not a pair
     const MarkerVocab vocab(engine->tokenizer());
@@ -63,6 +65,7 @@ AudioResult bench_audio_threads(const std::string& model_path, const std::string
     };
     AudioResult r;
     r.threads = threads;
+    r.device = engine->audio()->device();
     MediaPrompt layout;
     encode(&layout);  // warm-up
     engine->reset();
@@ -87,7 +90,8 @@ AudioResult bench_audio_threads(const std::string& model_path, const std::string
 }  // namespace
 
 nlohmann::ordered_json run_audio_bench(const std::string& model_path, const std::string& mmproj_path,
-                                       const std::vector<int>& threads, int reps, bool json) {
+                                       const std::vector<int>& threads, int reps, bool json,
+                                       const std::string& device) {
     using Json = nlohmann::ordered_json;
     if (!mmproj_path_has_audio(mmproj_path)) {
         const char* why = "the mmproj has no audio tower";
@@ -98,11 +102,12 @@ nlohmann::ordered_json run_audio_bench(const std::string& model_path, const std:
     std::vector<AudioResult> results;
     for (int n : threads) {
         if (!json) std::fprintf(stderr, "bench: audio, %d thread(s)...\n", n);
-        results.push_back(bench_audio_threads(model_path, mmproj_path, clip, n, reps));
+        results.push_back(bench_audio_threads(model_path, mmproj_path, clip, n, reps, device));
     }
     Json out = Json::array();
     if (!json) {
-        std::printf("\naudio: %s (%zu samples at 16 kHz)\n", clip.name.c_str(), clip.samples.size());
+        std::printf("\naudio: %s (%zu samples at 16 kHz), encoder on %s\n", clip.name.c_str(), clip.samples.size(),
+                    results.empty() ? "-" : results.front().device.c_str());
         std::printf("threads | aud tok | encode ms med |   min   |   max   | prefill ms | prefill tok |   TTFT ms\n");
         std::printf("--------+---------+---------------+---------+---------+------------+-------------+----------\n");
     }
@@ -112,6 +117,7 @@ nlohmann::ordered_json run_audio_bench(const std::string& model_path, const std:
                         r.encode_ms.median, r.encode_ms.min, r.encode_ms.max, r.prefill_ms.median, r.prompt_tokens,
                         r.ttft_ms.median);
         out.push_back(Json{{"threads", r.threads},
+                           {"device", r.device},
                            {"audio_tokens", r.audio_tokens},
                            {"encode_ms", bench_stats_json(r.encode_ms)},
                            {"prefill", {{"prompt_tokens", r.prompt_tokens}, {"ms", bench_stats_json(r.prefill_ms)}}},

@@ -40,7 +40,8 @@ bool mmproj_path_has_audio(const std::string& mmproj_path);   // clip.has_audio_
 
 // The audio section of bench --mmproj: a table on stdout, or (json) only the returned object;
 // {"skipped": why} when the mmproj has no audio tower. threads: the counts resolved (> 0).
+// device: the model's and the towers' ("" = $CACTUS_DEVICE, else cpu).
 nlohmann::ordered_json run_audio_bench(const std::string& model_path, const std::string& mmproj_path,
-                                       const std::vector<int>& threads, int reps, bool json);
+                                       const std::vector<int>& threads, int reps, bool json, const std::string& device);
 
 }  // namespace cactus::cli

@@ -38,7 +38,7 @@ std::vector<float> synthetic_audio() {
 }  // namespace
 
 int run_transcribe_bench(const std::string& model_name, const std::string& audio_path, const std::vector<int>& threads,
-                         int reps, bool json, size_t beam_size) {
+                         int reps, bool json, size_t beam_size, const std::string& device) {
     const std::string path = resolve_model_path(model_name);
     const std::string arch = GgufFile::open(path)->get_string("general.architecture", "");
     if (arch != "whisper") {
@@ -53,15 +53,17 @@ int run_transcribe_bench(const std::string& model_name, const std::string& audio
     }
     const std::vector<float> audio = audio_path.empty() ? synthetic_audio() : read_wav_file(audio_path);
     const double seconds = static_cast<double>(audio.size()) / kWhisperSampleRate;
+    const std::string on = device.empty() ? device_from_env("cpu") : device;
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     if (!json) {
-        std::printf("model %s | audio %s (%.1f s) | beam %zu\n", model_name.c_str(),
-                    audio_path.empty() ? "synthetic" : audio_path.c_str(), seconds, beam_size);
+        std::printf("model %s | audio %s (%.1f s) | beam %zu | device %s\n", model_name.c_str(),
+                    audio_path.empty() ? "synthetic" : audio_path.c_str(), seconds, beam_size, on.c_str());
         std::printf("%8s %10s %12s %14s %12s %8s\n", "threads", "RTF", "total ms", "encoder ms/win", "decode tok/s",
                     "tokens");
     }
     for (int t : threads.empty() ? std::vector<int>{0} : threads) {
         BackendOptions bo;
+        bo.device = on;
         bo.n_threads = t;
         std::unique_ptr<Backend> backend = make_backend(bo);
         WhisperModel model(path, *backend);
@@ -94,11 +96,13 @@ int run_transcribe_bench(const std::string& model_name, const std::string& audio
         }
     }
     if (json) {
-        std::printf("%s\n",
-                    nlohmann::ordered_json(
-                        {{"model", model_name}, {"beam_size", beam_size}, {"audio_seconds", seconds}, {"runs", rows}})
-                        .dump(2)
-                        .c_str());
+        std::printf("%s\n", nlohmann::ordered_json({{"model", model_name},
+                                                    {"device", on},
+                                                    {"beam_size", beam_size},
+                                                    {"audio_seconds", seconds},
+                                                    {"runs", rows}})
+                                .dump(2)
+                                .c_str());
     }
     return 0;
 }

@@ -70,6 +70,7 @@ std::vector<uint8_t> generated_bmp(uint32_t width, uint32_t height) {
 
 struct VisionResult {
     int threads = 0;
+    std::string device;  // where the encoder ran (VisionEncoder::device)
     BenchStats encode_ms, prefill_ms, ttft_ms;
     size_t image_tokens = 0;   // rows of image embeddings per image
     size_t layout_tokens = 0;  // the image's whole layout: rows plus marker tokens
@@ -88,15 +89,14 @@ double time_encode(const ImageInput& image, VisionEncoder& encoder, const Marker
 }
 
 VisionResult bench_vision_threads(const std::string& model_path, const std::string& mmproj_path,
-                                  const ImageInput& image, int threads, int reps) {
+                                  const ImageInput& image, int threads, int reps, const std::string& device) {
     EngineOptions options;
     options.n_threads = threads;
+    options.device = device;
     options.mmproj_path = mmproj_path;
     std::unique_ptr<Engine> engine = Engine::load(model_path, options);  // refuses an mmproj that is not a pair
     std::unique_ptr<GgufFile> mmproj = GgufFile::open(mmproj_path);
-    BackendOptions backend;
-    backend.n_threads = threads;
-    VisionEncoder encoder(*mmproj, backend);
+    VisionEncoder encoder(*mmproj, engine->encoder_options(threads));  // the engine's own encoder's device
     const MarkerVocab vocab(engine->tokenizer());
     const size_t n_embd = engine->model().info().n_embd;
     const std::string prompt = std::string(kImageMarker) + "Describe the image.";
@@ -104,6 +104,7 @@ VisionResult bench_vision_threads(const std::string& model_path, const std::stri
 
     VisionResult r;
     r.threads = threads;
+    r.device = encoder.device();
     MediaPrompt layout;
     time_encode(image, encoder, vocab, n_embd, &layout);  // warm-up
     engine->reset();
@@ -128,6 +129,7 @@ VisionResult bench_vision_threads(const std::string& model_path, const std::stri
 
 Json result_json(const VisionResult& r) {
     return Json{{"threads", r.threads},
+                {"device", r.device},
                 {"image_tokens", r.image_tokens},
                 {"layout_tokens", r.layout_tokens},
                 {"encode_ms", bench_stats_json(r.encode_ms)},
@@ -140,7 +142,8 @@ Json result_json(const VisionResult& r) {
 
 void print_results(const std::string& model, const std::string& mmproj, const std::string& image_name,
                    const std::vector<VisionResult>& results, int reps) {
-    std::printf("model: %s\nmmproj: %s\nimage: %s\n", model.c_str(), mmproj.c_str(), image_name.c_str());
+    std::printf("model: %s\nmmproj: %s\nimage: %s\nencoder on: %s\n", model.c_str(), mmproj.c_str(), image_name.c_str(),
+                results.empty() ? "-" : results.front().device.c_str());
     std::printf(
         "%d repetitions after 1 warm-up; encode = decode + preprocess + encoder + projector per image;\n"
         "prefill = the image's rows and a short text from an empty cache; TTFT = encode + prefill\n\n",
@@ -156,7 +159,7 @@ void print_results(const std::string& model, const std::string& mmproj, const st
 }  // namespace
 
 int run_vision_bench(const std::string& model, const std::string& mmproj, const std::string& image_path,
-                     const std::vector<int>& threads, int reps, bool json) {
+                     const std::vector<int>& threads, int reps, bool json, const std::string& device) {
     const std::string model_path = resolve_model_path(model);
     const std::string mmproj_path = resolve_mmproj_path(model, mmproj);
     if (mmproj_path.empty()) {
@@ -175,7 +178,7 @@ int run_vision_bench(const std::string& model, const std::string& mmproj, const 
     if (!mmproj_path_has_vision(mmproj_path)) {
         const char* why = "the mmproj has no vision tower";
         if (!json) std::printf("vision bench skipped: %s\n", why);
-        const Json audio = run_audio_bench(model_path, mmproj_path, counts, reps, json);
+        const Json audio = run_audio_bench(model_path, mmproj_path, counts, reps, json, device);
         if (json)
             std::printf("%s\n", Json{{"engine", "cactus"},
                                      {"model", model_path},
@@ -197,11 +200,11 @@ int run_vision_bench(const std::string& model, const std::string& mmproj, const 
     std::vector<VisionResult> results;
     for (int n : counts) {
         if (!json) std::fprintf(stderr, "bench: vision, %d thread(s)...\n", n);
-        results.push_back(bench_vision_threads(model_path, mmproj_path, image, n, reps));
+        results.push_back(bench_vision_threads(model_path, mmproj_path, image, n, reps, device));
     }
     if (!json) {
         print_results(model_path, mmproj_path, image.name, results, reps);
-        run_audio_bench(model_path, mmproj_path, counts, reps, json);
+        run_audio_bench(model_path, mmproj_path, counts, reps, json, device);
         return 0;
     }
     Json out = Json::array();
@@ -214,7 +217,7 @@ int run_vision_bench(const std::string& model, const std::string& mmproj, const 
                    {"reps", reps},
                    {"warmup", 1},
                    {"vision", {{"results", out}}},
-                   {"audio", run_audio_bench(model_path, mmproj_path, counts, reps, json)}};
+                   {"audio", run_audio_bench(model_path, mmproj_path, counts, reps, json, device)}};
     std::printf("%s\n", doc.dump(2).c_str());
     return 0;
 }

@@ -13,7 +13,8 @@ void add_model_args(CLI::App& app, ModelArgs& args) {
     app.add_option("-t,--threads", args.threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 256));
     app.add_option("-c,--ctx-size", args.ctx_size, "Context length in tokens (0 = model default, at most 8192)");
     app.add_flag("--mlock", args.lock_weights, "Lock the weights in memory (or copy them to RAM)");
-    app.add_option("--device", args.device, "cpu, cuda or cuda:N (default: $CACTUS_DEVICE, else cpu)");
+    app.add_option("--device", args.device,
+                   "cpu, cuda or cuda:N for the model and its mmproj's towers (default: $CACTUS_DEVICE, else cpu)");
     app.add_option(
         "--mmproj", args.mmproj,
         "Projector .gguf for images and/or audio (default: $CACTUS_MMPROJ, else the one in the model's folder)");

@@ -67,11 +67,13 @@ void register_models(CLI::App& app);      // pull, list
 void register_bench(CLI::App& app);       // bench (speed, memory), bench --membw
 void register_transcribe(CLI::App& app);  // transcribe FILE.wav (Whisper)
 void register_embed(CLI::App& app);       // embed -m MODEL [TEXT ...] (JSON lines)
+// bench --transcribe; device: where Whisper runs ("" = $CACTUS_DEVICE, else cpu)
 int run_transcribe_bench(const std::string& model, const std::string& audio, const std::vector<int>& threads, int reps,
-                         bool json, size_t beam_size);  // bench --transcribe
-// bench --mmproj [--image]: image encode ms, image prefill, TTFT (cli_bench_vision.cpp)
+                         bool json, size_t beam_size, const std::string& device);
+// bench --mmproj [--image]: image encode ms, image prefill, TTFT (cli_bench_vision.cpp); the model
+// and its towers on device ("" = $CACTUS_DEVICE, else cpu)
 int run_vision_bench(const std::string& model, const std::string& mmproj, const std::string& image,
-                     const std::vector<int>& threads, int reps, bool json);
+                     const std::vector<int>& threads, int reps, bool json, const std::string& device);
 
 // bench --spec / --draft (cli_bench_spec.cpp): greedy decode of a code-editing reply, plain and
 // speculative, per thread count: tok/s, speedup, acceptance rate, tokens per model step.

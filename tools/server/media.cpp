@@ -214,8 +214,7 @@ RequestMedia take_media(json* messages, const char* key, const MediaRefusals& re
 
 ServerMedia::ServerMedia(const std::string& mmproj_path, const Engine& engine, int n_threads) {
     file_ = GgufFile::open(mmproj_path);
-    BackendOptions options;
-    options.n_threads = n_threads;
+    const BackendOptions options = engine.encoder_options(n_threads);  // the served model's device
     const size_t n_embd = engine.model().info().n_embd;
     if (file_->get_bool("clip.has_vision_encoder", false)) {
         vision_ = std::make_unique<VisionEncoder>(*file_, options);

@@ -51,6 +51,8 @@ public:
     ~AudioEncoder();
 
     const Gemma4AudioHParams& hparams() const { return hp_; }
+    // The backend it runs on: "cpu", "cuda:0", ...
+    const char* device() const { return backend_->name(); }
     size_t proj_dim() const { return hp_.proj_dim; }
     // Soft tokens for n samples (25 per second, <= 750).
     size_t tokens(size_t n_samples) const;

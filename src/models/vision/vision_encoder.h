@@ -64,6 +64,8 @@ public:
     ~VisionEncoder();
 
     const VisionHParams& hparams() const { return hp_; }
+    // The backend it runs on: "cpu", "cuda:0", ...
+    const char* device() const { return backend_->name(); }
     // True when the encoder takes any size (lfm2: multiples of patch * scale_factor per side) rather
     // than image_size x image_size.
     bool dynamic_size() const { return hp_.projector == "lfm2" || hp_.projector == "gemma4v"; }

@@ -7,7 +7,8 @@ make_vlm_gguf.py (small widths: a few seconds):
     (1x2 tiles + global) given with --image;
   * an mmproj whose rows do not fit the model (SmolVLM mmproj, smollm2 text), a missing mmproj path
     and a corrupt image each fail with an error naming the problem;
-  * --image without any mmproj (a .gguf path, nothing in $CACTUS_MMPROJ) is reported as skipped.
+  * --image without any mmproj (a .gguf path, nothing in $CACTUS_MMPROJ) is reported as skipped;
+  * each row names the encoder's device; --device with an unknown device fails naming it.
 """
 import json
 import os
@@ -51,6 +52,7 @@ def check_results(doc, threads):
     results = doc["vision"]["results"]
     assert [r["threads"] for r in results] == threads
     for r in results:
+        assert r["device"] == "cpu"  # the encoder ran where the model did (--device, else $CACTUS_DEVICE, else cpu)
         for key in ("encode_ms", "ttft_ms"):
             s = r[key]
             assert 0 < s["min"] <= s["median"] <= s["max"], (key, s)
@@ -61,6 +63,13 @@ def check_results(doc, threads):
         # TTFT of each repetition is its encode plus its prefill.
         assert r["ttft_ms"]["min"] >= r["encode_ms"]["min"] + pre["ms"]["min"] - 1e-6
     return results
+
+
+def test_unknown_device_is_refused_naming_it(pair):
+    text, mmproj, _, _ = pair
+    proc = bench(text, "--mmproj", mmproj, "-r", "1", "-t", "1", "--device", "tpu:3", "--json")
+    assert proc.returncode != 0
+    assert "'tpu:3'" in proc.stderr, proc.stderr
 
 
 def test_encode_json_generated_and_given_image(pair):
