@@ -20,13 +20,16 @@ constexpr size_t kAlign = 256;
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-// A path switch read from the environment: on unless it is 0.
-bool switch_on(const char* name) {
+// A switch read from the environment (0 or 1); `otherwise` when unset.
+bool switch_value(const char* name, bool otherwise) {
     const char* v = std::getenv(name);
-    if (v == nullptr || *v == '\0' || std::strcmp(v, "1") == 0) return true;
+    if (v == nullptr || *v == '\0') return otherwise;
+    if (std::strcmp(v, "1") == 0) return true;
     if (std::strcmp(v, "0") == 0) return false;
     fail("%s: unknown value '%s' (0 or 1)", name, v);
 }
+bool switch_on(const char* name) { return switch_value(name, true); }
+bool switch_set(const char* name) { return switch_value(name, false); }
 
 class CudaBuffer final : public Buffer {
 public:
@@ -70,7 +73,7 @@ CudaContext::~CudaContext() {
 }
 
 CudaBackend::CudaBackend(int device, std::chrono::milliseconds timeout)
-    : ctx_(std::make_shared<CudaContext>()), timeout_(timeout) {
+    : ctx_(std::make_shared<CudaContext>()), timeout_(timeout), timer_(switch_set("CACTUS_CUDA_PROFILE")) {
     ctx_->device = device;
     ctx_->name = "cuda:" + std::to_string(device);
     check(cudaSetDevice(device), "init", "cudaSetDevice");
@@ -89,7 +92,7 @@ CudaBackend::CudaBackend(int device, std::chrono::milliseconds timeout)
     cuda::set_programmatic_launch(pdl && std::strcmp(pdl, "1") == 0);
     // Step graphs, the fused decode products and the tiled prompt products are on unless their
     // variable is 0 (they passed the device suite on an H100; =0 is the comparison path).
-    ctx_->steps = std::make_unique<cuda::StepRecorder>(ctx_->stream, switch_on("CACTUS_CUDA_GRAPHS"));
+    ctx_->steps = std::make_unique<cuda::StepRecorder>(ctx_->stream, switch_on("CACTUS_CUDA_GRAPHS") && !timer_.on());
     cudaMemPool_t pool = nullptr;
     check(cudaDeviceGetDefaultMemPool(&pool, device), "init", "cudaDeviceGetDefaultMemPool");
     uint64_t keep = ~0ull;  // keep freed memory in the pool: no trimming at synchronisation points
@@ -229,6 +232,7 @@ void CudaBackend::synchronize(std::chrono::milliseconds deadline) {
     }
     staged_ = 0;
     side_staged_ = 0;
+    if (timer_.on()) timer_.collect();
     const uint32_t status = *status_host_;
     if (status != 0) {
         *status_host_ = 0;

@@ -28,6 +28,7 @@
 #include "backends/backend.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_mmq.h"
+#include "backends/cuda/cuda_op_timer.h"
 #include "backends/cuda/cuda_step_graph.h"
 
 namespace cactus {
@@ -109,7 +110,9 @@ private:
         usable(op);
         try {
             cuda::RecorderScope scope(ctx_->steps.get());
+            if (timer_.on()) timer_.begin(ctx_->stream);
             fn(ctx_->stream);
+            if (timer_.on()) timer_.end(ctx_->stream, op);
         } catch (const std::exception& e) {
             broke(op, e.what());
         }
@@ -153,9 +156,9 @@ private:
     uint32_t* status_host_ = nullptr;  // pinned copy, read after each synchronize
     std::unique_ptr<Buffer> scratch_;
     std::unique_ptr<Buffer> mmq_scratch_;
-    // Tiled tensor-core prompt products (cuda_mmq.cu), opt-in (CACTUS_CUDA_MMQ=1) until the device
-    // suite has passed with them; otherwise prompts take matmul's one-warp-per-row kernel.
-    bool mmq_ = false;
+    // Tiled tensor-core prompt products (cuda_mmq.cu); CACTUS_CUDA_MMQ=0 sends prompts to matmul's
+    // one-warp-per-row kernel instead (A/B runs).
+    bool mmq_ = true;
     // Fused decode products (cuda_gemv.cu); environment CACTUS_CUDA_FUSED=0 turns them off (matmul's
     // kernel and the unfused sequences of the base class), read once here, for A/B runs.
     bool fused_ = true;
@@ -182,6 +185,7 @@ private:
     size_t side_staged_ = 0;
     std::vector<std::unique_ptr<Buffer>> weights_;
     std::map<const float*, std::unique_ptr<Buffer>> rope_factors_;
+    cuda::OpTimer timer_{false};  // CACTUS_CUDA_PROFILE=1: GPU time per op (cuda_op_timer.h)
 };
 
 // make_backend's CUDA branch: "cuda" or "cuda:N"; throws when no usable device.

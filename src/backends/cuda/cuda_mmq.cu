@@ -50,31 +50,51 @@ __device__ __forceinline__ uint32_t pack4(int a, int b, int c, int d) {
 template <DType T>
 struct Unpack;
 
+// Four bytes at p as one little-endian word, read as whole words: p is a multiple of kAlign (4, or
+// 2 for the blocks of even size: two 16-bit loads). mmq() checks the row alignment it relies on.
+template <int kAlign>
+__device__ __forceinline__ uint32_t load_word(const uint8_t* p) {
+    if constexpr (kAlign >= 4) {
+        return *reinterpret_cast<const uint32_t*>(p);
+    } else {
+        const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
+        return static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 16);
+    }
+}
+
+// Bits 0..3 of `bits` to bit 4 of bytes 0..3 (the fifth bits of four 5-bit quants).
+__device__ __forceinline__ uint32_t fifth_bits(uint32_t bits) {
+    return ((bits & 1u) << 4) | ((bits & 2u) << 11) | ((bits & 4u) << 18) | ((bits & 8u) << 25);
+}
+
+constexpr uint32_t kLowNibbles = 0x0F0F0F0Fu;
+
 // Q4_0 / Q4_1 / Q5_0 / Q5_1: f16 d, f16 m (the types with a minimum), the fifth bits qh (5-bit
 // types: element j's is bit j), then 16 bytes of nibbles (element j < 16: low nibble of byte j; else
-// high of j - 16). The types without a minimum centre their quants: q - 2^(kBits - 1).
+// high of j - 16). The types without a minimum centre their quants: q - 2^(kBits - 1), byte-wise.
 template <int kBits, bool kHasMin>
 struct UnpackLegacy {
     static constexpr int kScaleBytes = kHasMin ? 4 : 2;
     static constexpr int kHighBytes = kBits == 5 ? 4 : 0;
     static constexpr int kQK = 32, kBytes = kScaleBytes + kHighBytes + 16;
-    static constexpr int kOffset = kHasMin ? 0 : 1 << (kBits - 1);
+    static constexpr int kAlign = kBytes % 4 == 0 ? 4 : 2;
+    static constexpr uint32_t kOffset = kHasMin ? 0u : 0x01010101u << (kBits - 1);
     static __device__ void run(const uint8_t* row, int g, uint32_t* q, float* d, float* m) {
         const uint8_t* b = row + g * kBytes;
         d[0] = d[1] = h2f(b);
         *m = kHasMin ? h2f(b + 2) : 0.0f;
-        const uint32_t qh = kBits == 5 ? load_u32_bytes(b + kScaleBytes) : 0u;
+        const uint32_t qh = kBits == 5 ? load_word<kAlign>(b + kScaleBytes) : 0u;
         const uint8_t* qs = b + kScaleBytes + kHighBytes;
 #pragma unroll
         for (int w = 0; w < 4; ++w) {  // elements 4w.. (low nibbles) and 16 + 4w.. (high)
-            int lo[4], hi[4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) lo[i] = ((qs[4 * w + i] & 15) | (((qh >> (4 * w + i)) & 1) << 4)) - kOffset;
-            q[w] = pack4(lo[0], lo[1], lo[2], lo[3]);
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-                hi[i] = ((qs[4 * w + i] >> 4) | (((qh >> (4 * w + i + 16)) & 1) << 4)) - kOffset;
-            q[w + 4] = pack4(hi[0], hi[1], hi[2], hi[3]);
+            const uint32_t v = load_word<kAlign>(qs + 4 * w);
+            uint32_t lo = v & kLowNibbles, hi = (v >> 4) & kLowNibbles;
+            if constexpr (kBits == 5) {
+                lo |= fifth_bits(qh >> (4 * w));
+                hi |= fifth_bits(qh >> (4 * w + 16));
+            }
+            q[w] = __vsub4(lo, kOffset);
+            q[w + 4] = __vsub4(hi, kOffset);
         }
     }
 };
@@ -93,21 +113,22 @@ static_assert(Unpack<DType::Q4_0>::kBytes == sizeof(BlockQ4_0) && Unpack<DType::
 
 template <>
 struct Unpack<DType::Q8_0> {
-    static constexpr int kQK = 32, kBytes = 34;
+    static constexpr int kQK = 32, kBytes = 34, kAlign = 2;
     static __device__ void run(const uint8_t* row, int g, uint32_t* q, float* d, float* m) {
         const uint8_t* b = row + g * kBytes;
         d[0] = d[1] = h2f(b);
         *m = 0.0f;
 #pragma unroll
-        for (int w = 0; w < 8; ++w) q[w] = load_u32_bytes(b + 2 + 4 * w);
+        for (int w = 0; w < 8; ++w) q[w] = load_word<kAlign>(b + 2 + 4 * w);
     }
 };
 
 // Q4_K / Q5_K sub-block j: 4-bit quants (plus a fifth bit) of scale d * sc_j and minimum dmin * m_j;
-// the CPU subtracts dmin * d_x * sum_j m_j sum(q_x in j), so m = -dmin * m_j.
+// the CPU subtracts dmin * d_x * sum_j m_j sum(q_x in j), so m = -dmin * m_j. Sub-blocks 2i and
+// 2i + 1 share 32 bytes of quants: the low and the high nibbles.
 template <>
 struct Unpack<DType::Q4_K> {
-    static constexpr int kQK = 256, kBytes = 144;
+    static constexpr int kQK = 256, kBytes = 144, kAlign = 4;
     static __device__ void run(const uint8_t* row, int g, uint32_t* q, float* d, float* m) {
         const uint8_t* b = row + (g >> 3) * kBytes;
         const int j = g & 7;
@@ -118,17 +139,14 @@ struct Unpack<DType::Q4_K> {
         const uint8_t* qs = b + 16 + (j >> 1) * 32;
         const int shift = 4 * (j & 1);
 #pragma unroll
-        for (int w = 0; w < 8; ++w) {
-            const int l = 4 * w;
-            q[w] = pack4((qs[l] >> shift) & 15, (qs[l + 1] >> shift) & 15, (qs[l + 2] >> shift) & 15,
-                         (qs[l + 3] >> shift) & 15);
-        }
+        for (int w = 0; w < 8; ++w) q[w] = (load_word<kAlign>(qs + 4 * w) >> shift) & kLowNibbles;
     }
 };
 
+// Q5_K: as Q4_K, and element l's fifth bit is bit j of qh[l].
 template <>
 struct Unpack<DType::Q5_K> {
-    static constexpr int kQK = 256, kBytes = 176;
+    static constexpr int kQK = 256, kBytes = 176, kAlign = 4;
     static __device__ void run(const uint8_t* row, int g, uint32_t* q, float* d, float* m) {
         const uint8_t* b = row + (g >> 3) * kBytes;
         const int j = g & 7;
@@ -141,30 +159,38 @@ struct Unpack<DType::Q5_K> {
         const int shift = 4 * (j & 1);
 #pragma unroll
         for (int w = 0; w < 8; ++w) {
-            int v[4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int l = 4 * w + i;
-                v[i] = ((qs[l] >> shift) & 15) | (((qh[l] >> j) & 1) << 4);
-            }
-            q[w] = pack4(v[0], v[1], v[2], v[3]);
+            const uint32_t lo = (load_word<kAlign>(qs + 4 * w) >> shift) & kLowNibbles;
+            const uint32_t hi = ((load_word<kAlign>(qh + 4 * w) >> j) & 0x01010101u) << 4;
+            q[w] = lo | hi;
         }
     }
 };
 
-// Q6_K chunk c of a super-block: 6-bit quants - 32 with one scale per 16 elements.
+// Q6_K chunk c of a super-block (blocks of 210 bytes): 6-bit quants - 32 with one scale per 16
+// elements; the low four bits in ql (chunks k >= 2 of a half: the high nibbles), bits 4-5 in qh at
+// bit 2k of each byte.
 template <>
 struct Unpack<DType::Q6_K> {
-    static constexpr int kQK = 256;  // blocks of 210 bytes (q6_k_chunk)
+    static constexpr int kQK = 256, kBytes = 210, kAlign = 2;
     static __device__ void run(const uint8_t* row, int g, uint32_t* q, float* d, float* m) {
-        q6_k_chunk(
-            row, g,
-            [&](float d0, float d1) {
-                d[0] = d0;
-                d[1] = d1;
-                *m = 0.0f;
-            },
-            [](int, int) {}, [&](int w, const int* v) { q[w] = pack4(v[0], v[1], v[2], v[3]); });
+        const uint8_t* b = row + (g >> 3) * kBytes;
+        const int cc = g & 7;
+        const int half = cc >> 2;
+        const int k = cc & 3;
+        const uint8_t* ql = b + 64 * half + (k & 1) * 32;
+        const uint8_t* qh = b + 128 + 32 * half;
+        const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192) + 8 * half + 2 * k;
+        const float dd = h2f(b + 208);
+        d[0] = dd * static_cast<float>(sc[0]);
+        d[1] = dd * static_cast<float>(sc[1]);
+        *m = 0.0f;
+        const int lshift = k >= 2 ? 4 : 0;
+#pragma unroll
+        for (int w = 0; w < 8; ++w) {
+            const uint32_t lo = (load_word<kAlign>(ql + 4 * w) >> lshift) & kLowNibbles;
+            const uint32_t hi = ((load_word<kAlign>(qh + 4 * w) >> (2 * k)) & 0x03030303u) << 4;
+            q[w] = __vsub4(lo | hi, 0x20202020u);
+        }
     }
 };
 
@@ -613,6 +639,8 @@ bool mmq(cudaStream_t s, float* y, const void* w, DType type, size_t row_bytes, 
     const bool known = dispatch_quant(type, [&](auto tag) {
         constexpr DType T = decltype(tag)::value;
         if (n_in % Unpack<T>::kQK != 0) return;
+        // The unpackers read whole 16- or 32-bit words of every row (load_word).
+        if (reinterpret_cast<uintptr_t>(w) % Unpack<T>::kAlign != 0 || row_bytes % Unpack<T>::kAlign != 0) return;
         constexpr bool K = is_k_quant<T>();
         const int total = static_cast<int>(n * n_in / (K ? 8 : 4));
         run_kernel(s, mmq_quantize_kernel<K>, dim3((total + kQuantThreads - 1) / kQuantThreads), dim3(kQuantThreads), 0,
