@@ -83,7 +83,8 @@ __global__ void transpose_kernel(float* y, const float* x, size_t n_rows, size_t
     pdl_start();
     __shared__ float tile[kTile][kTile + 1];
     const size_t c0 = static_cast<size_t>(blockIdx.x) * kTile;
-    for (size_t r0 = static_cast<size_t>(blockIdx.y) * kTile; r0 < n_rows; r0 += static_cast<size_t>(gridDim.y) * kTile) {
+    for (size_t r0 = static_cast<size_t>(blockIdx.y) * kTile; r0 < n_rows;
+         r0 += static_cast<size_t>(gridDim.y) * kTile) {
         for (unsigned dy = threadIdx.y; dy < kTile; dy += kTileRows) {
             const size_t r = r0 + dy, c = c0 + threadIdx.x;
             if (r < n_rows && c < width) tile[dy][threadIdx.x] = x[r * width + c];
@@ -195,13 +196,15 @@ void depthwise_conv(cudaStream_t s, float* y, const float* x, const float* w, si
 
 bool attention_local(cudaStream_t s, float* out, const float* q, const float* k, const float* v, const float* rel,
                      const float* q_scale, size_t n, const LocalAttention& a) {
-    const size_t keys = a.window < n ? a.window : n;  // most keys a query sees
+    // The most keys a query sees; as the kernel's window it sees the same keys (a window of n or more
+    // reaches row 0 from every row) and fits 32 bits.
+    const size_t keys = a.window < n ? a.window : n;
     const size_t shared = (a.head_dim + keys) * sizeof(float);
     if (shared > kLocalMaxShared || n * a.n_head > 0x7fffffffu) return false;
     if (n == 0) return true;
     run_kernel(s, attention_local_kernel, dim3(static_cast<unsigned>(n * a.n_head)), dim3(kLocalThreads), shared, out,
                q, k, v, rel, q_scale, static_cast<uint32_t>(a.n_head), static_cast<uint32_t>(a.head_dim),
-               static_cast<uint32_t>(a.window), a.k_scale, a.softcap);
+               static_cast<uint32_t>(keys), a.k_scale, a.softcap);
     check_launch("attention_local");
     return true;
 }
