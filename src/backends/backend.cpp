@@ -515,6 +515,7 @@ void Backend::transpose(const Tensor& y, const Tensor& x) {
     if (y.rows() != x.width() || y.width() != x.rows()) {
         fail("transpose: y [%zu, %zu] is not x [%zu, %zu] transposed", y.rows(), y.width(), x.rows(), x.width());
     }
+    check_disjoint(y, x, "transpose", "y", "x");
     require_support(Op::TRANSPOSE, DType::F32);
     do_transpose(y, x);
 }
@@ -527,6 +528,7 @@ void Backend::depthwise_conv(const Tensor& y, const Tensor& x, const Tensor& w) 
     if (w.rows() != x.width() || w.width() == 0) {
         fail("depthwise_conv: taps [%zu, %zu] for %zu channels", w.rows(), w.width(), x.width());
     }
+    check_disjoint(y, x, "depthwise_conv", "y", "x");
     require_support(Op::DEPTHWISE_CONV, DType::F32);
     do_depthwise_conv(y, x, w);
 }
@@ -546,6 +548,7 @@ void Backend::attention_local(const Tensor& out, const Tensor& q, const Tensor& 
             a.n_head, a.head_dim, a.window, a.softcap, q.rows(), q.width(), rel.rows(), rel.width(),
             q_scale.elements());
     }
+    for (const Tensor* t : {&q, &k, &v, &rel, &q_scale}) check_disjoint(out, *t, "attention_local", "out", "an input");
     require_support(Op::ATTENTION_LOCAL, DType::F32);
     do_attention_local(out, q, k, v, rel, q_scale, a);
 }

@@ -227,14 +227,14 @@ public:
     // ---- conformer ops (Gemma 4's audio tower; references in ops/conformer_ref.h) ----------------
     // y = min(max(x, lo), hi) elementwise (ReLU: lo 0, hi +inf). y may be x.
     void clamp(const Tensor& y, const Tensor& x, float lo, float hi);
-    // y [w, n] = x [n, w] transposed (time rows <-> channel planes).
+    // y [w, n] = x [n, w] transposed (time rows <-> channel planes). y and x do not overlap.
     void transpose(const Tensor& y, const Tensor& x);
     // Causal depthwise convolution over time rows: y [n, e], x [n, e], w [e, kernel] F32 taps
-    // (causal_depthwise_conv_row_ref).
+    // (causal_depthwise_conv_row_ref). y and x do not overlap.
     void depthwise_conv(const Tensor& y, const Tensor& x, const Tensor& w);
     // Sliding-window self-attention with relative position keys and a logit softcap
     // (local_attention_row_ref): out, q, k, v [n, n_head * head_dim]; rel [window, n_head * head_dim];
-    // q_scale [head_dim].
+    // q_scale [head_dim]. out overlaps no input.
     void attention_local(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& rel,
                          const Tensor& q_scale, const LocalAttention& a);
 

@@ -1,11 +1,15 @@
 // The conformer ops (clamp, transpose, depthwise_conv, attention_local, glu's sigmoid, gelu's silu) of every
 // backend against their scalar references (src/ops/conformer_ref.h) on random data of odd sizes.
-// Bounds: f32 element-wise and data movement exact or 1e-6; the attention 1e-5 of the output scale.
+// Bounds: clamp and transpose bit for bit (NaN, infinities and -0 included); depthwise_conv bit for
+// bit (the references are compiled without FMA contraction and the kernels round each product and
+// sum as written); sigmoid glu 1e-6 and silu 1e-5 of the input scale (exp's last bits); the attention
+// 1e-5 of the output scale (tanh, exp and the order of its sums).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -36,6 +40,13 @@ float worst_abs(const std::vector<float>& got, const std::vector<float>& want) {
     return worst;
 }
 
+// Elements whose bits differ (NaN equals NaN of the same bits; -0 differs from +0).
+size_t bit_differences(const std::vector<float>& got, const std::vector<float>& want) {
+    size_t n = got.size() == want.size() ? 0 : 1;
+    for (size_t i = 0; i < got.size() && i < want.size(); ++i) n += std::memcmp(&got[i], &want[i], sizeof(float)) != 0;
+    return n;
+}
+
 class ConformerOps : public ::testing::TestWithParam<std::string> {
 protected:
     void SetUp() override {
@@ -63,19 +74,35 @@ protected:
 
 TEST_P(ConformerOps, ClampTransposeSigmoidGluAndSilu) {
     const size_t n = 37, width = 23;
-    const std::vector<float> a = randoms(n * width, 1, 3.0f), b = randoms(n * width, 2, 3.0f);
+    std::vector<float> a = randoms(n * width, 1, 3.0f);
+    const std::vector<float> b = randoms(n * width, 2, 3.0f);
+    // Edge values for clamp: NaN passes through, -0 stays -0 (ReLU too), the bounds themselves, infinities.
+    const float edges[] = {NAN, -0.0f, 0.0f, -1.25f, 0.75f, INFINITY, -INFINITY, -NAN};
+    for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); ++i) a[i * 31] = edges[i];
     std::vector<float> want(a.size());
     const Tensor y = zeros(width, n);
     be_->clamp(y, f32(a, width), -1.25f, 0.75f);
     clamp_ref(want.data(), a.data(), a.size(), -1.25f, 0.75f);
-    EXPECT_EQ(worst_abs(get(y), want), 0.0f) << "clamp";
+    EXPECT_EQ(bit_differences(get(y), want), 0u) << "clamp";
     be_->clamp(y, f32(a, width), 0.0f, INFINITY);
     clamp_ref(want.data(), a.data(), a.size(), 0.0f, INFINITY);
-    EXPECT_EQ(worst_abs(get(y), want), 0.0f) << "relu";
-    const Tensor yt = zeros(n, width);
-    be_->transpose(yt, f32(a, width));
-    transpose_ref(want.data(), a.data(), n, width);
-    EXPECT_EQ(worst_abs(get(yt), want), 0.0f) << "transpose";
+    EXPECT_EQ(bit_differences(get(y), want), 0u) << "relu";
+    const Tensor x_in_place = f32(a, width);
+    be_->clamp(x_in_place, x_in_place, -1.25f, 0.75f);
+    clamp_ref(want.data(), a.data(), a.size(), -1.25f, 0.75f);
+    EXPECT_EQ(bit_differences(get(x_in_place), want), 0u) << "clamp in place";
+    // Transposes within one 32 x 32 tile's width and across several tiles both ways.
+    for (size_t rows : {n, size_t(75)}) {
+        for (size_t cols : {width, size_t(67)}) {
+            const std::vector<float> x = randoms(rows * cols, 10 + rows + cols, 3.0f);
+            const Tensor yt = zeros(rows, cols);
+            be_->transpose(yt, f32(x, cols));
+            std::vector<float> want_t(x.size());
+            transpose_ref(want_t.data(), x.data(), rows, cols);
+            EXPECT_EQ(bit_differences(get(yt), want_t), 0u) << "transpose of [" << rows << ", " << cols << "]";
+        }
+    }
+    a = randoms(n * width, 1, 3.0f);
     be_->glu(y, f32(a, width), f32(b, width), Activation::SIGMOID);
     sigmoid_glu_ref(want.data(), a.data(), b.data(), a.size());
     EXPECT_LE(worst_abs(get(y), want), 1e-6f * 3.0f) << "sigmoid glu";
@@ -85,15 +112,18 @@ TEST_P(ConformerOps, ClampTransposeSigmoidGluAndSilu) {
 }
 
 TEST_P(ConformerOps, CausalDepthwiseConv) {
-    for (size_t kernel : {1, 5}) {
-        const size_t n = 29, width = 19;
-        const std::vector<float> x = randoms(n * width, 3), w = randoms(width * kernel, 4);
-        const Tensor y = zeros(width, n);
-        be_->depthwise_conv(y, f32(x, width), f32(w, kernel));
+    struct Case {
+        size_t n, width, kernel;
+    };
+    // Kernel 1; Gemma 4's kernel 5 over rows before and after it fills; a kernel longer than the input.
+    for (const Case c : {Case{29, 19, 1}, Case{29, 19, 5}, Case{3, 300, 7}}) {
+        const std::vector<float> x = randoms(c.n * c.width, 3), w = randoms(c.width * c.kernel, 4);
+        const Tensor y = zeros(c.width, c.n);
+        be_->depthwise_conv(y, f32(x, c.width), f32(w, c.kernel));
         std::vector<float> want(x.size());
-        for (size_t t = 0; t < n; ++t)
-            causal_depthwise_conv_row_ref(want.data() + t * width, x.data(), w.data(), t, width, kernel);
-        EXPECT_LE(worst_abs(get(y), want), 1e-6f) << "kernel " << kernel;
+        for (size_t t = 0; t < c.n; ++t)
+            causal_depthwise_conv_row_ref(want.data() + t * c.width, x.data(), w.data(), t, c.width, c.kernel);
+        EXPECT_EQ(bit_differences(get(y), want), 0u) << "n " << c.n << ", kernel " << c.kernel;
     }
     // The reference itself: row 0 of a kernel-5 convolution sees only its last tap.
     const std::vector<float> x = {2.0f}, w = {1, 1, 1, 1, 0.5f};
@@ -102,26 +132,47 @@ TEST_P(ConformerOps, CausalDepthwiseConv) {
     EXPECT_EQ(y0, 1.0f);
 }
 
-TEST_P(ConformerOps, LocalAttentionWithRelativeKeys) {
+LocalAttention local_attention(size_t n_head, size_t head_dim, size_t window, float k_scale, float softcap) {
     LocalAttention a;
-    a.n_head = 3;
-    a.head_dim = 7;
-    a.window = 5;
-    a.k_scale = 1.3f;
-    a.softcap = 2.5f;  // small, so the cap bends logits
-    const size_t n = 31, width = a.n_head * a.head_dim;
-    const std::vector<float> q = randoms(n * width, 5, 2.0f), k = randoms(n * width, 6, 2.0f);
-    const std::vector<float> v = randoms(n * width, 7), rel = randoms(a.window * width, 8);
-    const std::vector<float> qs = randoms(a.head_dim, 9);
-    const Tensor out = zeros(width, n);
-    be_->attention_local(out, f32(q, width), f32(k, width), f32(v, width), f32(rel, width), f32(qs, a.head_dim), a);
-    std::vector<float> want(n * width);
-    for (size_t t = 0; t < n; ++t) {
-        local_attention_row_ref(want.data() + t * width, q.data(), k.data(), v.data(), rel.data(), qs.data(), t, a);
+    a.n_head = n_head;
+    a.head_dim = head_dim;
+    a.window = window;
+    a.k_scale = k_scale;
+    a.softcap = softcap;
+    return a;
+}
+
+TEST_P(ConformerOps, LocalAttentionWithRelativeKeys) {
+    struct Case {
+        size_t n;
+        LocalAttention a;
+    };
+    const Case cases[] = {
+        {31, local_attention(3, 7, 5, 1.3f, 2.5f)},      // small softcap, so the cap bends logits
+        {17, local_attention(2, 33, 40, 1.3f, 2.5f)},    // a window wider than the input; head_dim > 32 lanes
+        {9, local_attention(1, 129, 1, 1.3f, 2.5f)},     // window 1: each row sees only itself
+        {50, local_attention(4, 64, 12, 1.44f, 50.0f)},  // Gemma 4's window and softcap
+        {3, local_attention(1, 12300, 3, 1.3f, 2.5f)},   // too wide for a CUDA block's shared memory
+    };
+    for (const Case& c : cases) {
+        const LocalAttention& a = c.a;
+        const size_t n = c.n, width = a.n_head * a.head_dim;
+        const std::vector<float> q = randoms(n * width, 5, 2.0f), k = randoms(n * width, 6, 2.0f);
+        const std::vector<float> v = randoms(n * width, 7), rel = randoms(a.window * width, 8);
+        const std::vector<float> qs = randoms(a.head_dim, 9);
+        const Tensor out = zeros(width, n);
+        be_->attention_local(out, f32(q, width), f32(k, width), f32(v, width), f32(rel, width), f32(qs, a.head_dim), a);
+        std::vector<float> want(n * width);
+        for (size_t t = 0; t < n; ++t) {
+            local_attention_row_ref(want.data() + t * width, q.data(), k.data(), v.data(), rel.data(), qs.data(), t, a);
+        }
+        const std::vector<float> got = get(out);
+        EXPECT_LE(worst_abs(got, want), 1e-5f)
+            << n << " rows, " << a.n_head << " heads of " << a.head_dim << ", window " << a.window;
+        // Row 0 (every row with window 1) sees only itself: its output is its own value row.
+        const size_t rows_alone = a.window == 1 ? n : 1;
+        for (size_t i = 0; i < rows_alone * width; ++i) ASSERT_NEAR(got[i], v[i], 1e-6f) << "element " << i;
     }
-    EXPECT_LE(worst_abs(get(out), want), 1e-5f);
-    // Row 0 sees only itself: its output is its own value row.
-    for (size_t i = 0; i < width; ++i) EXPECT_NEAR(want[i], v[i], 1e-6f);
 }
 
 TEST_P(ConformerOps, BadShapesAreErrors) {
@@ -136,6 +187,13 @@ TEST_P(ConformerOps, BadShapesAreErrors) {
     la.softcap = 50.0f;
     EXPECT_THROW(be_->attention_local(a, a, a, a, b, zeros(3, 1), la), Error);
     EXPECT_THROW(be_->gelu(a, a, Activation::SIGMOID), Error);
+    // The kernels read x while they write y: in place or overlapping is an error, not a race.
+    const Tensor square = zeros(5, 5), taps = zeros(3, 5);
+    EXPECT_THROW(be_->transpose(square, square), Error);
+    EXPECT_THROW(be_->depthwise_conv(square, square, taps), Error);
+    la.window = 1;
+    const Tensor qkv = zeros(6, 3), rel = zeros(6, 1);
+    EXPECT_THROW(be_->attention_local(qkv, qkv, zeros(6, 3), zeros(6, 3), rel, zeros(3, 1), la), Error);
 }
 
 // The devices of this build and machine, plus cuda:0 (reported skipped with the reason when absent).

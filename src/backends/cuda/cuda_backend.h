@@ -1,6 +1,6 @@
 #pragma once
 // The CUDA backend: device memory for activations, weights (uploaded in their GGUF blocks) and KV
-// rows; one stream per backend; kernels in cuda_kernels.cu / cuda_attention.cu.
+// rows; one stream per backend; kernels in the cuda_*.cu files.
 //
 // Memory: every device allocation is stream-ordered (cudaMallocAsync / cudaFreeAsync on the
 // backend's stream), so freeing never waits for the GPU. Host <-> device copies go through one
@@ -85,6 +85,12 @@ protected:
     void do_conv1d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv1d& c) override;
     void do_conv2d(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Conv2d& c) override;
     void do_top_k(const Tensor& ids, const Tensor& vals, const Tensor& stats, const Tensor& logits, size_t k) override;
+    // The conformer ops (cuda_backend_conformer.cpp).
+    void do_clamp(const Tensor& y, const Tensor& x, float lo, float hi) override;
+    void do_transpose(const Tensor& y, const Tensor& x) override;
+    void do_depthwise_conv(const Tensor& y, const Tensor& x, const Tensor& w) override;
+    void do_attention_local(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& rel,
+                            const Tensor& q_scale, const LocalAttention& a) override;
 
 public:
     // Raw device copies for the KV storage (dst / src are device addresses of this backend).

@@ -40,6 +40,11 @@ bool cuda_supports(Op op, DType type) {
         case Op::KV_STORE:
         case Op::ATTENTION_KV:
             return type == DType::F16 || type == DType::I8 || type == DType::F32;
+        case Op::CLAMP:
+        case Op::TRANSPOSE:
+        case Op::DEPTHWISE_CONV:
+        case Op::ATTENTION_LOCAL:
+            return type == DType::F32;  // cuda_conformer.cu
         default:
             return type == DType::F32;
     }

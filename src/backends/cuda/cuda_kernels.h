@@ -11,6 +11,9 @@
 #include "kv/kv_options.h"
 
 namespace cactus {
+
+struct LocalAttention;  // ops/conformer_ref.h
+
 namespace cuda {
 
 // Bits of the device status word (set by kernels that find bad input, read at synchronize()).
@@ -126,9 +129,25 @@ void im2col_1d(cudaStream_t s, float* col, const float* x, size_t n_t, size_t n_
                size_t stride, size_t pad);
 void im2col_2d(cudaStream_t s, float* col, const float* x, size_t n_in, size_t height, size_t width, size_t h_out,
                size_t w_out, size_t kh, size_t kw, size_t stride, size_t pad);
+
 // Backend::top_k (cuda_topk.cu): ids [n, k], vals [n, k], stats [n, 2] of logits [n, n_vocab], k <= 256.
 void top_k(cudaStream_t s, int32_t* ids, float* vals, float* stats, const float* logits, size_t n, size_t n_vocab,
            size_t k);
+
+// ---- conformer ops (cuda_conformer.cu; references in ops/conformer_ref.h) ---------------------------
+
+// y [count] = min(max(x, lo), hi) as clamp_ref compares (NaN stays NaN, -0 stays -0). y may be x.
+void clamp(cudaStream_t s, float* y, const float* x, float lo, float hi, size_t count);
+// y [width, n_rows] = x [n_rows, width] transposed; y and x disjoint.
+void transpose(cudaStream_t s, float* y, const float* x, size_t n_rows, size_t width);
+// y [n, width] = the causal depthwise convolution of x [n, width] with taps w [width, kernel]
+// (causal_depthwise_conv_row_ref, its rounding too); y and x disjoint.
+void depthwise_conv(cudaStream_t s, float* y, const float* x, const float* w, size_t n, size_t width, size_t kernel);
+// out [n, n_head * head_dim] = local_attention_row_ref for every row of q, k, v [n, n_head * head_dim];
+// rel [window, n_head * head_dim], q_scale [head_dim]. Returns false, enqueuing nothing, when a
+// block's scores and scaled query (head_dim + min(window, n) floats) exceed 48 KiB of shared memory.
+bool attention_local(cudaStream_t s, float* out, const float* q, const float* k, const float* v, const float* rel,
+                     const float* q_scale, size_t n, const LocalAttention& a);
 
 }  // namespace cuda
 }  // namespace cactus
