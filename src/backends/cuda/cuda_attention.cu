@@ -256,6 +256,227 @@ __global__ void __launch_bounds__(kThreads)
                                 q + static_cast<size_t>(t) * sh.n_head * dk + h * dk, dk, dv, sh.scale, rows);
 }
 
+// ---- attention of a tile of queries over shared cache rows (prompts, verification steps) -------------
+// One block per (16 queries, query head) when the batch's tokens all see rows of one cache from the
+// same first row (a prompt of one sequence): each step loads 32 rows of keys (and values) into
+// shared memory once for all 16 queries instead of once per query, and skips steps whose rows no
+// query sees (the causal future of the tile). Per query the arithmetic is attend()'s: the same
+// masking, the f16 rounding of the query and of the normalized weights for f16 caches (two passes),
+// an online softmax otherwise. Warp w scores queries w, w + 4, w + 8, w + 12 (lane = row); thread t
+// accumulates output dims t and t + 128 of all 16 queries.
+constexpr int kQueries = 16;
+constexpr int kKeys = 32;
+constexpr int kQueriesPerWarp = kQueries / (kThreads / 32);
+constexpr int kTiledMaxDim = 2 * kThreads;
+
+enum class TileMode { stats, weighted, online };  // f16 pass 1, f16 pass 2, int8/f32 single pass
+
+size_t tiled_shared_floats(int dk, int dv) {
+    return static_cast<size_t>(kQueries) * dk + static_cast<size_t>(kKeys) * (dk + 1) +
+           static_cast<size_t>(kKeys) * dv + kQueries * kKeys + kQueries;
+}
+
+// Whether row r (position rp) is visible to the query of d: attention_row_visible, as CacheRows::bias.
+__device__ __forceinline__ bool row_visible(const KvAttnDesc& d, int r, int32_t rp) {
+    if (r >= d.n_rows || rp < 0 || static_cast<int64_t>(rp) > static_cast<int64_t>(d.q_pos) + d.ahead) return false;
+    return rp < static_cast<int64_t>(d.sinks) || d.window == 0 ||
+           static_cast<int64_t>(d.q_pos) - rp < static_cast<int64_t>(d.window);
+}
+
+struct TiledState {
+    float m[kQueriesPerWarp];  // per query of this warp: running max of the scores
+    float l[kQueriesPerWarp];  // and sum of exp(score - m)
+    float acc[kQueries][2];    // output dims threadIdx.x and + kThreads of every query
+};
+
+// One step of rows [r0, r0 + kKeys). Returns without work when no query of the tile sees any row.
+template <KvType TYPE, TileMode MODE>
+__device__ __forceinline__ void tiled_step(TiledState& st, const CacheRows<TYPE>& rows, const KvAttnDesc* qd, int nq,
+                                           int max_rows, int r0, int dk, int dv, float scale, float* qs, float* kt,
+                                           float* vt, float* w, float* corr, int32_t* rpos) {
+    const int warp = static_cast<int>(threadIdx.x) >> 5;
+    const int lane = static_cast<int>(threadIdx.x) & 31;
+    if (threadIdx.x < kKeys) {
+        const int r = r0 + static_cast<int>(threadIdx.x);
+        rpos[threadIdx.x] = r < max_rows ? rows.d->row_pos[r] : -1;
+    }
+    __syncthreads();
+    bool seen[kQueriesPerWarp];
+    bool any = false;
+#pragma unroll
+    for (int a = 0; a < kQueriesPerWarp; ++a) {
+        const int i = warp + a * (kThreads / 32);
+        seen[a] = i < nq && row_visible(qd[i], r0 + lane, rpos[lane]);
+        any = any || seen[a];
+    }
+    if (!__syncthreads_or(any)) return;
+    const int kstride = dk + 1;
+    for (int e = static_cast<int>(threadIdx.x); e < kKeys * dk; e += kThreads) {
+        const int j = e / dk, c = e % dk;
+        kt[j * kstride + c] = r0 + j < max_rows ? rows.key(r0 + j, c) : 0.0f;
+    }
+    if (MODE != TileMode::stats) {
+        for (int e = static_cast<int>(threadIdx.x); e < kKeys * dv; e += kThreads) {
+            const int j = e / dv, c = e % dv;
+            vt[j * dv + c] = r0 + j < max_rows ? rows.value(r0 + j, c) : 0.0f;
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int a = 0; a < kQueriesPerWarp; ++a) {
+        const int i = warp + a * (kThreads / 32);
+        float s = -INFINITY;
+        if (seen[a]) {
+            float dot = 0.0f;
+            const float* qi = qs + i * dk;
+            const float* kj = kt + lane * kstride;
+            for (int c = 0; c < dk; ++c) dot += qi[c] * kj[c];
+            s = dot * scale;
+        }
+        if (MODE == TileMode::weighted) {
+            const float inv = st.l[a] > 0.0f ? 1.0f / st.l[a] : 0.0f;
+            w[i * kKeys + lane] = s == -INFINITY ? 0.0f : round_half(expf(s - st.m[a]) * inv);
+            continue;
+        }
+        const float new_m = fmaxf(st.m[a], warp_max(s));
+        if (new_m == -INFINITY) {
+            if (MODE == TileMode::online) {
+                w[i * kKeys + lane] = 0.0f;
+                if (lane == 0) corr[i] = 1.0f;
+            }
+            continue;
+        }
+        const float p = expf(s - new_m);        // 0 where hidden
+        const float c = expf(st.m[a] - new_m);  // 0 while m is -inf
+        st.l[a] = st.l[a] * c + warp_sum(p);
+        st.m[a] = new_m;
+        if (MODE == TileMode::online) {
+            w[i * kKeys + lane] = p;
+            if (lane == 0) corr[i] = c;
+        }
+    }
+    if (MODE == TileMode::stats) {
+        __syncthreads();  // kt is reloaded by the next step
+        return;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+        const int d = static_cast<int>(threadIdx.x) + b * kThreads;
+        if (d >= dv) break;
+        if (MODE == TileMode::online) {
+#pragma unroll
+            for (int i = 0; i < kQueries; ++i) st.acc[i][b] *= corr[i];
+        }
+        for (int j = 0; j < kKeys; ++j) {
+            const float v = vt[j * dv + d];
+#pragma unroll
+            for (int i = 0; i < kQueries; ++i) {
+                const float wij = w[i * kKeys + j];
+                st.acc[i][b] += wij != 0.0f ? wij * v : 0.0f;  // hidden rows' values may be anything
+            }
+        }
+    }
+    __syncthreads();
+}
+
+template <KvType TYPE>
+__global__ void __launch_bounds__(kThreads)
+    attention_kv_tiled_kernel(float* out, const float* q, const KvAttnDesc* desc, int n, KvAttnShape sh) {
+    pdl_start();
+    extern __shared__ float smem[];
+    __shared__ KvAttnDesc qd[kQueries];
+    __shared__ int32_t rpos[kKeys];
+    __shared__ int shared_rows, max_rows;
+    const int t0 = static_cast<int>(blockIdx.x) * kQueries;
+    const int h = static_cast<int>(blockIdx.y);
+    const int nq = min(kQueries, n - t0);
+    const int n_head = static_cast<int>(sh.n_head);
+    const int kvh = h / (n_head / static_cast<int>(sh.n_head_kv));
+    const int dk = static_cast<int>(sh.head_dim_k);
+    const int dv = static_cast<int>(sh.head_dim_v);
+    const int gk = (dk + kGroup - 1) / kGroup, gv = (dv + kGroup - 1) / kGroup;
+    if (static_cast<int>(threadIdx.x) < nq) qd[threadIdx.x] = desc[t0 + threadIdx.x];
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        bool same = true;
+        int most = 0;
+        for (int i = 0; i < nq; ++i) {
+            same = same && qd[i].k == qd[0].k && qd[i].v == qd[0].v && qd[i].ks == qd[0].ks && qd[i].vs == qd[0].vs &&
+                   qd[i].row_pos == qd[0].row_pos;
+            most = max(most, qd[i].n_rows);
+        }
+        shared_rows = same;
+        max_rows = most;
+    }
+    __syncthreads();
+    if (!shared_rows) {  // block-uniform: the tokens see different rows, each attends alone
+        for (int i = 0; i < nq; ++i) {
+            const CacheRows<TYPE> rows{&qd[i], kvh, &sh, gk, gv};
+            const size_t t = static_cast<size_t>(t0 + i);
+            attend<TYPE == KvType::F16>(out + t * n_head * dv + h * dv, q + t * n_head * dk + h * dk, dk, dv, sh.scale,
+                                        rows);
+            __syncthreads();
+        }
+        return;
+    }
+    float* qs = smem;                    // [kQueries][dk]
+    float* kt = qs + kQueries * dk;      // [kKeys][dk + 1]
+    float* vt = kt + kKeys * (dk + 1);   // [kKeys][dv]
+    float* w = vt + kKeys * dv;          // [kQueries][kKeys]
+    float* corr = w + kQueries * kKeys;  // [kQueries]
+    constexpr bool kRound = TYPE == KvType::F16;
+    for (int e = static_cast<int>(threadIdx.x); e < kQueries * dk; e += kThreads) {
+        const int i = e / dk, c = e % dk;
+        const float v = i < nq ? q[static_cast<size_t>(t0 + i) * n_head * dk + h * dk + c] : 0.0f;
+        qs[e] = kRound ? round_half(v) : v;
+    }
+    __syncthreads();
+    const CacheRows<TYPE> rows{&qd[0], kvh, &sh, gk, gv};
+    TiledState st;
+#pragma unroll
+    for (int a = 0; a < kQueriesPerWarp; ++a) {
+        st.m[a] = -INFINITY;
+        st.l[a] = 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < kQueries; ++i) st.acc[i][0] = st.acc[i][1] = 0.0f;
+    const int rows_n = max_rows;
+    if constexpr (kRound) {
+        for (int r0 = 0; r0 < rows_n; r0 += kKeys)
+            tiled_step<TYPE, TileMode::stats>(st, rows, qd, nq, rows_n, r0, dk, dv, sh.scale, qs, kt, vt, w, corr,
+                                              rpos);
+        for (int r0 = 0; r0 < rows_n; r0 += kKeys)
+            tiled_step<TYPE, TileMode::weighted>(st, rows, qd, nq, rows_n, r0, dk, dv, sh.scale, qs, kt, vt, w, corr,
+                                                 rpos);
+    } else {
+        for (int r0 = 0; r0 < rows_n; r0 += kKeys)
+            tiled_step<TYPE, TileMode::online>(st, rows, qd, nq, rows_n, r0, dk, dv, sh.scale, qs, kt, vt, w, corr,
+                                               rpos);
+        const int warp = static_cast<int>(threadIdx.x) >> 5;
+        const int lane = static_cast<int>(threadIdx.x) & 31;
+#pragma unroll
+        for (int a = 0; a < kQueriesPerWarp; ++a) {
+            const int i = warp + a * (kThreads / 32);
+            if (lane == 0) corr[i] = st.l[a] > 0.0f ? 1.0f / st.l[a] : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < kQueries; ++i) {
+            st.acc[i][0] *= corr[i];
+            st.acc[i][1] *= corr[i];
+        }
+    }
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+        const int d = static_cast<int>(threadIdx.x) + b * kThreads;
+        if (d >= dv) break;
+#pragma unroll
+        for (int i = 0; i < kQueries; ++i)
+            if (i < nq) out[static_cast<size_t>(t0 + i) * n_head * dv + h * dv + d] = st.acc[i][b];
+    }
+}
+
 __global__ void __launch_bounds__(kThreads)
     attention_dense_kernel(float* out, const float* q, const float* k, const float* v, const float* mask, int n_q,
                            int n_kv, int n_head, int n_head_kv, int dk, int dv, float scale, bool causal) {
@@ -324,11 +545,48 @@ void kv_store(cudaStream_t s, const KvStoreDesc* desc, const float* k, const flo
     check_launch("kv_store");
 }
 
-void attention_kv(cudaStream_t s, float* out, const float* q, const KvAttnDesc* desc, size_t n,
+namespace {
+
+template <KvType TYPE>
+void launch_tiled(cudaStream_t s, float* out, const float* q, const KvAttnDesc* desc, size_t n,
                   const KvAttnShape& shape) {
+    const size_t bytes =
+        tiled_shared_floats(static_cast<int>(shape.head_dim_k), static_cast<int>(shape.head_dim_v)) * sizeof(float);
+    const cudaError_t e = cudaFuncSetAttribute(attention_kv_tiled_kernel<TYPE>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+    if (e != cudaSuccess) fail("cuda attention_kv: shared memory of %zu bytes: %s", bytes, cudaGetErrorString(e));
+    const dim3 grid(static_cast<unsigned>((n + kQueries - 1) / kQueries), static_cast<unsigned>(shape.n_head));
+    run_kernel(s, attention_kv_tiled_kernel<TYPE>, grid, dim3(kThreads), bytes, out, q, desc, static_cast<int>(n),
+               shape);
+}
+
+void attention_kv_tiled(cudaStream_t s, float* out, const float* q, const KvAttnDesc* desc, size_t n,
+                        const KvAttnShape& shape) {
+    switch (shape.type) {
+        case KvType::F16:
+            launch_tiled<KvType::F16>(s, out, q, desc, n, shape);
+            break;
+        case KvType::I8:
+            launch_tiled<KvType::I8>(s, out, q, desc, n, shape);
+            break;
+        case KvType::F32:
+            launch_tiled<KvType::F32>(s, out, q, desc, n, shape);
+            break;
+    }
+    check_launch("attention_kv");
+}
+
+}  // namespace
+
+void attention_kv(cudaStream_t s, float* out, const float* q, const KvAttnDesc* desc, size_t n,
+                  const KvAttnShape& shape, bool shared_rows) {
     if (n == 0) return;
     if (shape.head_dim_k > 512 || shape.head_dim_v > static_cast<size_t>(kThreads * kMaxAcc)) {
         fail("cuda attention_kv: head dims %zu/%zu exceed 512", shape.head_dim_k, shape.head_dim_v);
+    }
+    if (shared_rows && n > 1 && shape.head_dim_k <= kTiledMaxDim && shape.head_dim_v <= kTiledMaxDim) {
+        attention_kv_tiled(s, out, q, desc, n, shape);
+        return;
     }
     const unsigned blocks = static_cast<unsigned>(n * shape.n_head);
     switch (shape.type) {

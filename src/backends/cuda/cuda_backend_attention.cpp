@@ -254,8 +254,15 @@ void CudaBackend::do_attention_kv(const Tensor& out, const KvBatch& batch, const
     shape.k_groups = int8 ? device_rows(first, "attention_kv").k_groups(first.layer) : 0;
     shape.v_groups = int8 ? device_rows(first, "attention_kv").v_groups(first.layer) : 0;
     shape.scale = scale;
-    launch("attention_kv",
-           [&](cudaStream_t s) { cuda::attention_kv(s, out.as<float>(), q.as<float>(), d, batch.n, shape); });
+    bool shared_rows = true;
+    for (size_t t = 1; t < batch.n; ++t) {
+        const KvView& view = batch.view[t];
+        shared_rows = shared_rows && view.storage == first.storage && view.layer == first.layer &&
+                      view.rows.begin == first.rows.begin && view.positions == first.positions;
+    }
+    launch("attention_kv", [&](cudaStream_t s) {
+        cuda::attention_kv(s, out.as<float>(), q.as<float>(), d, batch.n, shape, shared_rows);
+    });
 }
 
 void CudaBackend::do_attention_dense(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,

@@ -115,9 +115,11 @@ struct KvAttnShape {
     float scale = 1.0f;
 };
 // out [n, n_head * head_dim_v] = softmax(scale q k^T, masked) v; q [n, n_head * head_dim_k].
-// Head dims up to 512 (Gemma 4's global layers); larger ones are an error.
+// Head dims up to 512 (Gemma 4's global layers); larger ones are an error. shared_rows: every
+// token's rows start at the same row of the same cache (one sequence's prompt or verification
+// step): tiles of 16 queries share each load of the rows (head dims up to 256).
 void attention_kv(cudaStream_t s, float* out, const float* q, const KvAttnDesc* desc, size_t n,
-                  const KvAttnShape& shape);
+                  const KvAttnShape& shape, bool shared_rows);
 // Dense attention over f32 k [n_kv, n_head_kv * dk], v [n_kv, n_head_kv * dv]; mask [n_q, n_kv] or null.
 void attention_dense(cudaStream_t s, float* out, const float* q, const float* k, const float* v, const float* mask,
                      size_t n_q, size_t n_kv, size_t n_head, size_t n_head_kv, size_t dk, size_t dv, float scale,
