@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend_test_util.h"
@@ -16,6 +17,15 @@ namespace {
 
 using testing::hold_f32;
 using testing::random_floats;
+
+// A spinning kernel cannot be stopped: it runs on after its handle broke, and the work queued behind it
+// (its download) can hold up the next test's kernels on the same GPU past their deadline. Each fault
+// test waits out its spin before it ends (also when it fails).
+struct SpinWaiter {
+    std::chrono::steady_clock::time_point until;
+    ~SpinWaiter() { std::this_thread::sleep_until(until); }
+};
+constexpr std::chrono::milliseconds kSpinAndMargin(4300);
 
 TEST(CudaFault, SpinningKernelTimesOutThenHandleRefusesAndDestroyReturns) {
     // The test-only hook: the first download enqueues a kernel spinning 4 s against a 1 s deadline.
@@ -27,6 +37,7 @@ TEST(CudaFault, SpinningKernelTimesOutThenHandleRefusesAndDestroyReturns) {
     const std::vector<float> x = random_floats(64, 1);
     const testing::Held xd = hold_f32(*be, x, 64);
     const auto start = std::chrono::steady_clock::now();
+    const SpinWaiter waiter{start + kSpinAndMargin};
     std::vector<float> out(64);
     try {
         be->download(out.data(), xd.t, 64 * sizeof(float));
@@ -62,10 +73,7 @@ TEST(CudaFault, SpinInsideAReplayedGraphTimesOutAndDestroyReturns) {
     if (!be) GTEST_SKIP() << "GPU test skipped: " << why;
     const std::vector<float> x = random_floats(256, 2);
     const testing::Held xd = hold_f32(*be, x, 256);
-    // The steps below start alike. A GPU still spinning for the test before (its kernel runs on after
-    // its handle broke, and its queued copy holds the copy engine) is waited out here, not counted
-    // against the 1 s deadline of the steps.
-    be->synchronize(std::chrono::milliseconds(10000));
+    be->synchronize(std::chrono::milliseconds(1000));  // the steps below start alike
     std::vector<float> out(256);
     const auto step = [&] {
         be->upload(xd.t, x.data(), x.size() * sizeof(float));
@@ -75,6 +83,7 @@ TEST(CudaFault, SpinInsideAReplayedGraphTimesOutAndDestroyReturns) {
     for (int i = 0; i < 4; ++i) step();
     EXPECT_GE(be->counters().graph_replays, 2u) << "steps 3 and 4 should have replayed a graph";
     const auto start = std::chrono::steady_clock::now();
+    const SpinWaiter waiter{start + kSpinAndMargin};
     try {
         step();
         FAIL() << "the step returned although its graph was spinning";
