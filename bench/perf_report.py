@@ -109,7 +109,7 @@ def gpu_table(rows):
     newest = latest(mine, lambda r: (r["device"], r["tier"], r["file"], r["test"]))
     lines = ["| file | device | threads | pp512 tok/s | tg128 tok/s | date |", "|---|---|---:|---:|---:|---|"]
     keys = sorted({(r["file"], r["device"], r["tier"], r["cpu"], r["threads"]) for r in newest.values()},
-                  key=lambda k: (file_rank(k[0]), k[1] != "cuda"))
+                  key=lambda k: (file_rank(k[0]), k[1] != "cuda", k[2], k[3]))
     for f, device, tier, cpu, threads in keys:
         def pick(test):
             r = newest.get((device, tier, f, test))
