@@ -291,3 +291,15 @@ def test_sigterm_while_loading_exits_cleanly():
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def test_device_takes_ours_and_llama_servers_spellings_and_refuses_the_rest():
+    """--device (llama-server's -dev, LLAMA_ARG_DEVICE) picks the one device the model runs on:
+    ours (cpu, cuda, cuda:N) or llama-server's (none, CUDA0); a list of devices or an unknown name
+    stops the start with status 2 before the model loads."""
+    for args, env in ((["--device", "tpu:1"], None), (["-dev", "CUDA0,CUDA1"], None),
+                      ([], {"LLAMA_ARG_DEVICE": "vulkan0"})):
+        status, err = run_serve(["-m", MODEL, "--port", "0", *args], env=env, timeout=60)
+        assert status == 2 and "--device" in err, (args, env, err)
+    status, err = run_serve(["-m", MODEL, "-dev", "none", "--help"])
+    assert status == 0 and "serve: ignoring -dev" not in err, err

@@ -24,7 +24,7 @@ struct LlamaFlag {
 
 // Reasons shared by several flags (docs/SERVER.md, "Flags (llama-server)", says the same).
 constexpr const char* kPlacement =
-    "the whole model runs on one device (the CPU, or the GPU that CACTUS_DEVICE names): there is nothing to split or "
+    "the whole model runs on one device (--device, else the one CACTUS_DEVICE names): there is nothing to split or "
     "offload";
 constexpr const char* kThreads = "one thread pool (-t) serves prompts and generation and places its own threads";
 constexpr const char* kNoSampler =
@@ -175,7 +175,7 @@ const LlamaFlag kLlamaFlags[] = {
     {"-lzm,--lazy-mode", "", "LLAMA_ARG_LAZY_MODE", Takes::Value, Does::Ignore,
      "the weights are memory-mapped; --mlock locks them"},
     {"--numa", "", "LLAMA_ARG_NUMA", Takes::Value, Does::Ignore, kThreads},
-    {"-dev,--device", "", "LLAMA_ARG_DEVICE", Takes::Value, Does::Ignore, kPlacement},
+    {"-dev,--device", "", "LLAMA_ARG_DEVICE", Takes::Value, Does::Ours, "--device"},
     {"--list-devices", "", nullptr, Takes::Nothing, Does::Refuse, kNotServing},
     {"-ot,--override-tensor", "", "LLAMA_ARG_OVERRIDE_TENSOR", Takes::Value, Does::Ignore, kPlacement},
     {"-cmoe,--cpu-moe", "", "LLAMA_ARG_CPU_MOE", Takes::Nothing, Does::Ignore, kPlacement},

@@ -65,6 +65,19 @@ struct ServeArgs {
     bool spec_default = false;           // llama-server's --spec-default: prompt lookup
 };
 
+// --device as ours ("cpu", "cuda", "cuda:N") or llama-server's -dev ("none": the CPU; "CUDA0": cuda:0).
+// Several devices (llama.cpp splits layers over them) are refused: the whole model runs on one.
+std::string normalize_device(const std::string& device) {
+    if (device.empty() || device == "cpu" || device == "cuda" || device.rfind("cuda:", 0) == 0) return device;
+    if (device == "none") return "cpu";
+    if (device.find(',') != std::string::npos)
+        throw UsageError("--device " + device + ": the whole model runs on one device (cpu, cuda or cuda:N)");
+    if (device.rfind("CUDA", 0) == 0 && device.size() > 4 &&
+        device.find_first_not_of("0123456789", 4) == std::string::npos)
+        return "cuda:" + device.substr(4);
+    throw UsageError("--device " + device + ": not a device (cpu, cuda, cuda:N; llama-server's none, CUDA0, ...)");
+}
+
 // The alias for a model argument: a known short name as given, else the file's stem.
 std::string alias_of(const std::string& name, const std::string& path) {
     return find_known_model(name) ? name : std::filesystem::path(path).stem().string();
@@ -246,8 +259,10 @@ int serve(ServeArgs& a) {
     } else {
         c.embedding_alias = c.alias;
     }
+    c.device = normalize_device(c.device);
     EngineOptions options;
     options.n_threads = c.threads;
+    options.device = c.device;
     options.lock_weights = c.lock_weights;
     options.n_ctx = c.ctx_size > 0 ? std::max<size_t>(c.ctx_size / c.parallel, 64) : 4096;
     options.kv = kv_request(a);
@@ -412,6 +427,9 @@ void register_serve(CLI::App& app) {
         ->check(CLI::Range(-1, 256));
     cmd->add_option("-c,--ctx-size", c.ctx_size, "Context over all slots (each gets ctx/parallel); 0 = 4096 per slot");
     cmd->add_option("-t,--threads", c.threads, "CPU threads (0 or -1 = all cores)")->check(CLI::Range(-1, 256));
+    cmd->add_option("--device", c.device,
+                    "cpu, cuda or cuda:N: the model, its slots' batched steps, the draft model and the media "
+                    "towers (llama-server's -dev: none, CUDA0, ...; default: $CACTUS_DEVICE, else cpu)");
     cmd->add_flag("--mlock", c.lock_weights, "Lock the weights in memory");
     cmd->add_option("--api-key", c.api_keys,
                     "Require 'Authorization: Bearer KEY' on every endpoint but /health (several: comma-separated)")

@@ -58,6 +58,7 @@ struct ServerConfig {
     size_t parallel = 1;
     size_t ctx_size = 0;  // over all slots, like llama-server; 0 = 4096 per slot
     int threads = 0;
+    std::string device;  // "cpu", "cuda", "cuda:N"; empty = $CACTUS_DEVICE, else the CPU (normalize_device)
     bool lock_weights = false;
     std::vector<std::string> api_keys;      // bearer tokens for every endpoint but /health; empty = none
     std::vector<std::string> cors_origins;  // empty = no CORS headers

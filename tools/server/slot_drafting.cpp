@@ -160,6 +160,7 @@ std::unique_ptr<StepBackend> load_draft_model(const SpecOptions& options, const 
     EngineOptions o;
     o.n_threads = options.draft_threads > 0 ? options.draft_threads : n_threads;
     o.n_ctx = target.n_ctx();
+    o.device = target.engine().encoder_options(o.n_threads).device;  // the served model's device
     std::unique_ptr<StepBackend> draft = make_batched(options.draft_model, o, target.n_seqs());
     check_draft_vocabulary(target.engine().tokenizer(), draft->engine().tokenizer(), options.draft_model);
     return draft;
