@@ -36,10 +36,8 @@ bool DraftPace::drafting_now(const std::vector<int32_t>& history) {
 
 void DraftPace::set_shadow(std::vector<int32_t> draft, const std::vector<int32_t>& history) {
     if (!wants_shadow()) return;
-    shadow_ = std::move(draft);
-    if (shadow_.size() > length_) shadow_.resize(length_);
-    shadow_at_ = history.size();
-    shadow_matched_ = 0;
+    if (draft.size() > length_) draft.resize(length_);
+    shadow_.start(std::move(draft), history.size());
 }
 
 void DraftPace::record(size_t drafted, size_t accepted) {
@@ -79,26 +77,15 @@ bool DraftPace::shadow_keeps_tokens() const {
     return expected >= 1.0;
 }
 
-// Scores the shadow draft against what the reply produced since it was made. Its run ends at the
-// first token that differs (a miss) or with the draft; a run that would have passed a verification
-// and leaves the estimate expecting kept tokens resumes verifying.
+// Scores the shadow draft against what the reply produced since it was made: a run that would have
+// passed a verification and leaves the estimate expecting kept tokens resumes verifying.
 void DraftPace::score_shadow(const std::vector<int32_t>& history) {
-    if (shadow_.empty() || history.size() < shadow_at_) {  // none, or another conversation
-        shadow_.clear();
-        return;
-    }
-    while (shadow_matched_ < shadow_.size() && shadow_at_ + shadow_matched_ < history.size()) {
-        if (history[shadow_at_ + shadow_matched_] != shadow_[shadow_matched_]) break;
-        ++shadow_matched_;
-    }
-    const bool missed = shadow_matched_ < shadow_.size() && shadow_at_ + shadow_matched_ < history.size();
-    if (!missed && shadow_matched_ < shadow_.size()) return;  // still being produced
-    const size_t drafted = shadow_.size(), kept = shadow_matched_;
-    shadow_.clear();
-    note_run(kept, missed);
-    if (failed(drafted, kept) || !shadow_keeps_tokens()) return;
+    ShadowDraft::Run run;
+    if (!shadow_.score(history, &run)) return;
+    note_run(run.kept, run.missed);
+    if (failed(run.drafted, run.kept) || !shadow_keeps_tokens()) return;
     paused_ = false;
-    length_ = kept == drafted ? std::min(max_, length_ * 2) : std::clamp(kept + 1, min_, max_);
+    length_ = run.kept == run.drafted ? std::min(max_, length_ * 2) : std::clamp(run.kept + 1, min_, max_);
 }
 
 }  // namespace cactus

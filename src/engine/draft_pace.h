@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/shadow_draft.h"
+
 namespace cactus {
 
 class DraftPace {
@@ -42,15 +44,13 @@ private:
     size_t max_ = 1, min_ = 1;
     double min_rate_ = 0.0;
     bool free_ = false;
-    size_t length_ = 1;            // tokens to draft next
-    bool paused_ = false;          // not verifying: counting down (costly) or in the shadow (free)
-    size_t steps_left_ = 0;        // costly drafter: paused steps still to sit out
-    size_t pause_span_ = 0;        // costly drafter: the last pause's steps (doubles with each failure)
-    double kept_ = 1.0;            // free drafter: decaying counts of drafted tokens kept
-    double missed_ = 1.0;          // and of runs ended by a miss (verified and shadow drafts alike)
-    std::vector<int32_t> shadow_;  // free drafter, paused: the draft being scored
-    size_t shadow_at_ = 0;         // the history index its first token stands for
-    size_t shadow_matched_ = 0;    // of its tokens, those the reply produced so far
+    size_t length_ = 1;      // tokens to draft next
+    bool paused_ = false;    // not verifying: counting down (costly) or in the shadow (free)
+    size_t steps_left_ = 0;  // costly drafter: paused steps still to sit out
+    size_t pause_span_ = 0;  // costly drafter: the last pause's steps (doubles with each failure)
+    double kept_ = 1.0;      // free drafter: decaying counts of drafted tokens kept
+    double missed_ = 1.0;    // and of runs ended by a miss (verified and shadow drafts alike)
+    ShadowDraft shadow_;     // free drafter, paused: the draft being scored
 };
 
 }  // namespace cactus

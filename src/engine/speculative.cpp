@@ -269,14 +269,14 @@ int SpecDecoder::propose(const std::vector<int32_t>& history, size_t max, std::v
             options_.adaptive && arm.drafter->costs_nothing() && (first_step || !verifying_pays(arm, length));
         if (shadow_only || first_step) {
             if (shadow_only && arm.shadow.empty()) {  // scored as the reply goes on (score_shadow)
-                arm.drafter->draft(history, length, &arm.shadow);
-                arm.shadow_at = history.size();
-                arm.shadow_matched = 0;
+                std::vector<int32_t> tokens;
+                arm.drafter->draft(history, length, &tokens);
+                arm.shadow.start(std::move(tokens), history.size());
             }
             continue;
         }
         if (!arm.shadow.empty()) {  // verified from here on: what the shadow matched so far counts
-            note_run(arm, arm.shadow_matched, false);
+            note_run(arm, arm.shadow.matched(), false);
             arm.shadow.clear();
         }
         const Clock::time_point start = Clock::now();
@@ -303,22 +303,10 @@ bool SpecDecoder::verifying_pays(const Arm& arm, size_t length) const {
     return expected / seconds > kPayMargin / plain_s_;
 }
 
-// Scores the arm's shadow draft against what the reply produced since it was made: a run of kept
-// tokens ends at the first token that differs (a miss) or with the draft.
+// Scores the arm's shadow draft against what the reply produced since it was made.
 void SpecDecoder::score_shadow(Arm& arm, const std::vector<int32_t>& history) {
-    if (arm.shadow.empty()) return;
-    while (arm.shadow_matched < arm.shadow.size() && arm.shadow_at + arm.shadow_matched < history.size()) {
-        if (history[arm.shadow_at + arm.shadow_matched] != arm.shadow[arm.shadow_matched]) {
-            note_run(arm, arm.shadow_matched, true);
-            arm.shadow.clear();
-            return;
-        }
-        ++arm.shadow_matched;
-    }
-    if (arm.shadow_matched == arm.shadow.size()) {
-        note_run(arm, arm.shadow_matched, false);
-        arm.shadow.clear();
-    }
+    ShadowDraft::Run run;
+    if (arm.shadow.score(history, &run)) note_run(arm, run.kept, run.missed);
 }
 
 // A run of `kept` drafts, ended by a miss or not, in the arm's decaying acceptance counts.

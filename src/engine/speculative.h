@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "engine/shadow_draft.h"
 #include "engine/spec_options.h"
 #include "ops/top_candidates.h"
 
@@ -155,9 +156,7 @@ private:
         size_t off_span = 0;              // steps of the last switch-off (doubles on each failure)
         size_t samples = 0;               // steps measured since it (re)started
         bool probe = false;               // its next step is a probe after a switch-off
-        std::vector<int32_t> shadow;      // a draft made but not verified (costs_nothing drafters), being scored
-        size_t shadow_at = 0;             // the history index its first token stands for
-        size_t shadow_matched = 0;        // of its tokens, those the reply produced so far
+        ShadowDraft shadow;               // a draft made but not verified (costs_nothing drafters), being scored
     };
     size_t best_length(const Arm& arm, size_t max) const;
     bool verifying_pays(const Arm& arm, size_t length) const;

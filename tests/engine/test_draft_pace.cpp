@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/draft_pace.h"
+#include "engine/shadow_draft.h"
 
 namespace cactus {
 namespace {
@@ -28,6 +29,31 @@ struct CopyingReply {
         ++at;
     }
 };
+
+TEST(ShadowDraft, ARunEndsAtTheFirstDifferenceOrWithTheDraft) {
+    ShadowDraft shadow;
+    ShadowDraft::Run run;
+    std::vector<int32_t> history = {1, 2};
+    shadow.start({3, 4, 5}, history.size());
+    EXPECT_FALSE(shadow.score(history, &run));  // nothing produced yet
+    history.push_back(3);
+    EXPECT_FALSE(shadow.score(history, &run));
+    EXPECT_EQ(shadow.matched(), 1u);
+    history.push_back(9);
+    ASSERT_TRUE(shadow.score(history, &run));
+    EXPECT_EQ(run.drafted, 3u);
+    EXPECT_EQ(run.kept, 1u);
+    EXPECT_TRUE(run.missed);
+    EXPECT_TRUE(shadow.empty());
+    shadow.start({7, 8}, history.size());
+    history.insert(history.end(), {7, 8, 6});
+    ASSERT_TRUE(shadow.score(history, &run));
+    EXPECT_EQ(run.kept, 2u);
+    EXPECT_FALSE(run.missed);
+    shadow.start({1}, history.size());
+    EXPECT_FALSE(shadow.score({5}, &run));  // another conversation: dropped unscored
+    EXPECT_TRUE(shadow.empty());
+}
 
 TEST(DraftPace, ACostlyDrafterSitsOutDoublingPauses) {
     DraftPace pace;
