@@ -60,10 +60,14 @@ def test_bench_json_has_the_usual_figures_and_the_speculative_ones():
     assert row["threads"] == 2 and row["same_output"] is True
     assert row["plain_decode_tps"]["median"] > 0 and row["spec_decode_tps"]["median"] > 0
     assert row["speedup"] == pytest.approx(row["spec_decode_tps"]["median"] / row["plain_decode_tps"]["median"])
-    assert 0 < row["draft_accepted"] <= row["draft_tokens"]
-    assert row["acceptance_rate"] == pytest.approx(row["draft_accepted"] / row["draft_tokens"])
+    # Whether prompt lookup is verified here depends on the step costs it measures
+    # (SpecDecoder::verifying_pays): on a loaded machine 24 tokens of a random prompt may all be
+    # scored in the shadow. The run test above (an edit that copies its input) checks that it drafts.
+    assert 0 <= row["draft_accepted"] <= row["draft_tokens"]
+    if row["draft_tokens"] > 0:
+        assert row["acceptance_rate"] == pytest.approx(row["draft_accepted"] / row["draft_tokens"])
     assert row["tokens_per_step"] == pytest.approx(row["decode_tokens"] / row["decode_steps"])
-    assert row["tokens_per_step"] > 1
+    assert row["tokens_per_step"] >= 1
 
 
 def test_bench_table_with_a_draft_model():
