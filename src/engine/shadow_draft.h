@@ -12,8 +12,8 @@ namespace cactus {
 class ShadowDraft {
 public:
     struct Run {
-        size_t drafted = 0;  // the draft's tokens
-        size_t kept = 0;     // of those, the run the reply produced
+        size_t drafted = 0;   // the draft's tokens
+        size_t kept = 0;      // of those, the run the reply produced
         bool missed = false;  // the run ended at a token that differs (else with the draft)
     };
     bool empty() const { return tokens_.empty(); }
