@@ -8,6 +8,7 @@
 
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_launch.cuh"
+#include "backends/cuda/cuda_reduce.cuh"
 #include "core/error.h"
 
 namespace cactus {
@@ -23,18 +24,6 @@ constexpr int kGroup = 32;     // int8 scale group (kKvGroup)
 void check_launch(const char* what) {
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) fail("cuda %s: kernel launch failed: %s", what, cudaGetErrorString(e));
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
 }
 
 // ---- KV store ---------------------------------------------------------------------------------------
@@ -274,6 +263,7 @@ constexpr int kTiledMaxDim = 2 * kThreads;
 // and 2.3x at 256 (gemma3-270m, 4 heads: 128 blocks for 132 SMs). Larger dims pass the device tests
 // too (kTiledMaxDim) but are slower until the rows are split across blocks.
 constexpr int kTiledFasterDim = 64;
+static_assert(kTiledFasterDim <= kTiledMaxDim, "each thread accumulates at most 2 output dims of a query");
 
 enum class TileMode { stats, weighted, online };  // f16 pass 1, f16 pass 2, int8/f32 single pass
 

@@ -12,6 +12,7 @@
 
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_launch.cuh"
+#include "backends/cuda/cuda_reduce.cuh"
 #include "core/error.h"
 #include "ops/conformer_ref.h"
 
@@ -27,7 +28,6 @@ constexpr unsigned kLocalThreads = 128;  // attention_local: 4 warps per (token,
 // attention_local's dynamic shared memory: the 48 KiB a block has without opting in to more
 // (cudaFuncSetAttribute), less block_reduce's 32 floats.
 constexpr size_t kLocalMaxShared = (48u << 10) - 32 * sizeof(float);
-constexpr unsigned kAll = 0xffffffffu;
 
 void check_launch(const char* what) {
     const cudaError_t e = cudaGetLastError();
@@ -37,18 +37,6 @@ void check_launch(const char* what) {
 unsigned blocks_for(size_t count, unsigned threads) {
     const size_t b = (count + threads - 1) / threads;
     return static_cast<unsigned>(b < 65535u * 16u ? (b > 0 ? b : 1) : 65535u * 16u);
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kAll, v, o);
-    return v;
-}
-
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kAll, v, o));
-    return v;
 }
 
 // Sum (is_max false) or maximum over the block (blockDim.x a multiple of 32); every thread gets it.

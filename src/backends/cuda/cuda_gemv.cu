@@ -13,6 +13,7 @@
 #include "backends/cuda/cuda_activation.cuh"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_launch.cuh"
+#include "backends/cuda/cuda_reduce.cuh"
 #include "backends/cuda/cuda_quant.cuh"
 #include "core/error.h"
 
@@ -377,12 +378,6 @@ __device__ void quantize_x(int* xq, float* xd, float* xs, const float* x, int n,
 }
 
 // ---- the kernel -----------------------------------------------------------------------------------
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 // acc[t] += this lane's share of row . x_t for the tokens t < n. The row's items (block parts)
 // are split over the `split` warps of the row (this one is `slice`), 32 consecutive items per warp

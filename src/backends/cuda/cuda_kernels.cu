@@ -7,6 +7,7 @@
 #include "backends/cuda/cuda_activation.cuh"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_launch.cuh"
+#include "backends/cuda/cuda_reduce.cuh"
 #include "backends/cuda/cuda_quant.cuh"
 #include "core/error.h"
 
@@ -20,12 +21,6 @@ constexpr int kWarps = 4;  // rows per matmul block (one warp a row)
 unsigned blocks_for(size_t count, unsigned threads) {
     const size_t b = (count + threads - 1) / threads;
     return static_cast<unsigned>(b < 65535u * 16u ? (b > 0 ? b : 1) : 65535u * 16u);
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
 }
 
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
