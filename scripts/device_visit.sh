@@ -52,6 +52,7 @@ for f in /tmp/models/smollm2-135m.gguf /tmp/models/gemma3-270m.gguf /tmp/models/
   [ -x $LB ] && timeout 90 $LB -m "$f" -ngl 99 -p 512 -n 128 -r 3 -o md 2>&1 | grep -E "pp512|tg128|rror" | sed "s/^/llama: /"
   [ -z "$QUICK" ] && timeout 60 ./bin/cactus bench "$f" --device cuda -p 512 -n 128 -r 3 2>&1 | grep -E "pp512|tg128|rror" | sed "s/^/ours again: /"
   CACTUS_CUDA_PROFILE=1 timeout 60 ./bin/cactus bench "$f" --device cuda -p 512 -n 0 -r 1 2>&1 | grep -A14 "cuda profile" | sed "s/^/profile pp512: /"
+  CACTUS_CUDA_PROFILE=1 timeout 60 ./bin/cactus bench "$f" --device cuda -p 8 -n 128 -r 1 2>&1 | grep -A14 "cuda profile" | sed "s/^/profile tg128: /"
 done
 log "whisper-tiny.en (random weights, 30 s synthetic signal)"
 for d in cuda cpu; do

@@ -1032,8 +1032,10 @@ TEST_P(BackendOps, RopeBothStylesPartialRotation) {
 // The same appends and attention steps over a CPU cache and a cache of the backend under test:
 // outputs must agree. bidirectional: every chunk is one span whose queries all see the whole chunk (KvTokens::last, as
 // a Gemma 3 image), causal before it. Head dims dk (keys) and dv (values).
+// long_chunks: prompts of 40-48 tokens between single steps (several tiles of queries and of rows
+// in the kernels that tile them), past a window of 48 rows.
 void compare_kv_attention(Backend* gpu, KvType type, uint32_t window, uint32_t sinks, bool bidirectional = false,
-                          size_t dk = 40, size_t dv = 72) {
+                          size_t dk = 40, size_t dv = 72, bool long_chunks = false) {
     std::unique_ptr<Backend> cpu = make_backend(BackendOptions{});
     const size_t n_head = 6, n_head_kv = 2;
     KvLayerSpec global;
@@ -1044,8 +1046,8 @@ void compare_kv_attention(Backend* gpu, KvType type, uint32_t window, uint32_t s
     ring.window = window;
     ring.sinks = sinks;
     KvCacheConfig config;
-    config.n_ctx = 96;
-    config.max_chunk = 13;
+    config.n_ctx = long_chunks ? 192 : 96;
+    config.max_chunk = long_chunks ? 48 : 13;
     config.kv.type = type;
     const std::vector<KvLayerSpec> layers = {global, ring};
     auto make = [&](Backend& be) {
@@ -1055,7 +1057,8 @@ void compare_kv_attention(Backend* gpu, KvType type, uint32_t window, uint32_t s
     std::unique_ptr<KvCache> kc = make(*cpu), kg = make(*gpu);
     uint32_t seed = 100;
     // Chunks of odd sizes: prefill, then decode steps, past the ring's capacity.
-    for (size_t wanted : {size_t(13), size_t(1), size_t(7), size_t(1), size_t(13), size_t(1), size_t(11), size_t(1)}) {
+    const std::vector<size_t> short_steps = {13, 1, 7, 1, 13, 1, 11, 1}, long_steps = {45, 1, 37, 1, 48, 1, 40, 1};
+    for (size_t wanted : long_chunks ? long_steps : short_steps) {
         const size_t chunk = kc->reserve(wanted);  // a ring takes at most its window at once
         ASSERT_EQ(kg->reserve(wanted), chunk);
         const size_t first = kc->append(chunk);
@@ -1116,6 +1119,18 @@ TEST_P(BackendOps, AttentionOverCacheHeadDim512EveryPrecision) {
     for (KvType type : {KvType::F16, KvType::I8, KvType::F32}) {
         SCOPED_TRACE(kv_type_name(type));
         compare_kv_attention(be_.get(), type, 9, 2, false, 512, 512);
+    }
+}
+// Prompts at the models' head dims (64: SmolLM2, Qwen2.5-0.5B; 128: Qwen2.5-1.5B; 256: Gemma 3): the
+// tiled kernels (the tensor-core one for f16 rows), global and a ring of 48 rows with 4 sinks.
+TEST_P(BackendOps, AttentionOverCachePromptTilesAtModelHeadDims) {
+    for (size_t hd : {size_t(64), size_t(128), size_t(256)}) {
+        for (KvType type : {KvType::F16, KvType::I8, KvType::F32}) {
+            SCOPED_TRACE(std::string(kv_type_name(type)) + " head dim " + std::to_string(hd));
+            compare_kv_attention(be_.get(), type, 48, 4, false, hd, hd, true);
+        }
+        SCOPED_TRACE("f16 bidirectional, head dim " + std::to_string(hd));
+        compare_kv_attention(be_.get(), KvType::F16, 48, 4, true, hd, hd, true);
     }
 }
 // The kernels' bidirectional spans (KvView::mask.ahead) against the CPU backend.

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "backends/cuda/cuda_attention_mask.cuh"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_launch.cuh"
 #include "backends/cuda/cuda_reduce.cuh"
@@ -126,8 +127,6 @@ struct DenseRows {
     __device__ float key(int r, int i) const { return k[static_cast<size_t>(r) * k_stride + koff + i]; }
     __device__ float value(int r, int i) const { return v[static_cast<size_t>(r) * v_stride + voff + i]; }
 };
-
-__device__ __forceinline__ float round_half(float x) { return __half2float(__float2half_rn(x)); }
 
 // Scores of rows [r0, r0 + kTile) into score[] (-inf where hidden): one warp per row, lanes over
 // the head dimension.
@@ -270,13 +269,6 @@ enum class TileMode { stats, weighted, online };  // f16 pass 1, f16 pass 2, int
 size_t tiled_shared_floats(int dk, int dv) {
     return static_cast<size_t>(kQueries) * dk + static_cast<size_t>(kKeys) * (dk + 1) +
            static_cast<size_t>(kKeys) * dv + kQueries * kKeys + kQueries;
-}
-
-// Whether row r (position rp) is visible to the query of d: attention_row_visible, as CacheRows::bias.
-__device__ __forceinline__ bool row_visible(const KvAttnDesc& d, int r, int32_t rp) {
-    if (r >= d.n_rows || rp < 0 || static_cast<int64_t>(rp) > static_cast<int64_t>(d.q_pos) + d.ahead) return false;
-    return rp < static_cast<int64_t>(d.sinks) || d.window == 0 ||
-           static_cast<int64_t>(d.q_pos) - rp < static_cast<int64_t>(d.window);
 }
 
 struct TiledState {
@@ -579,6 +571,10 @@ void attention_kv(cudaStream_t s, float* out, const float* q, const KvAttnDesc* 
     if (n == 0) return;
     if (shape.head_dim_k > 512 || shape.head_dim_v > static_cast<size_t>(kThreads * kMaxAcc)) {
         fail("cuda attention_kv: head dims %zu/%zu exceed 512", shape.head_dim_k, shape.head_dim_v);
+    }
+    if (shared_rows && n > 1 && attention_kv_mma_fits(shape)) {
+        attention_kv_mma(s, out, q, desc, n, shape);
+        return;
     }
     if (shared_rows && n > 1 && shape.head_dim_k <= kTiledFasterDim && shape.head_dim_v <= kTiledFasterDim) {
         attention_kv_tiled(s, out, q, desc, n, shape);

@@ -1,6 +1,7 @@
 // CudaBackend: KV storage in device memory (f16, int8 rows with group scales, or f32), the KV store,
 // attention over the caches, dense attention and the convolutions (im2col + matmul).
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -254,6 +255,11 @@ void CudaBackend::do_attention_kv(const Tensor& out, const KvBatch& batch, const
     shape.k_groups = int8 ? device_rows(first, "attention_kv").k_groups(first.layer) : 0;
     shape.v_groups = int8 ? device_rows(first, "attention_kv").v_groups(first.layer) : 0;
     shape.scale = scale;
+    shape.rows_aligned = true;
+    for (size_t t = 0; t < batch.n; ++t) {
+        shape.rows_aligned = shape.rows_aligned && (reinterpret_cast<uintptr_t>(desc[t].k) % 16 == 0) &&
+                             (reinterpret_cast<uintptr_t>(desc[t].v) % 16 == 0);
+    }
     bool shared_rows = true;
     for (size_t t = 1; t < batch.n; ++t) {
         const KvView& view = batch.view[t];

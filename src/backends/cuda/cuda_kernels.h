@@ -113,13 +113,20 @@ struct KvAttnShape {
     size_t v_groups = 0;
     KvType type = KvType::F16;  // of the rows
     float scale = 1.0f;
+    bool rows_aligned = false;  // every token's k and v (first row) are 16-byte aligned
 };
 // out [n, n_head * head_dim_v] = softmax(scale q k^T, masked) v; q [n, n_head * head_dim_k].
 // Head dims up to 512 (Gemma 4's global layers); larger ones are an error. shared_rows: every
 // token's rows start at the same row of the same cache (one sequence's prompt or verification
-// step): tiles of 16 queries share each load of the rows (head dims up to 256).
+// step): tiles of 16 queries share each load of the rows, on the tensor cores where
+// attention_kv_mma_fits (otherwise head dims up to 64).
 void attention_kv(cudaStream_t s, float* out, const float* q, const KvAttnDesc* desc, size_t n,
                   const KvAttnShape& shape, bool shared_rows);
+// The shared_rows case of attention_kv on the tensor cores (cuda_attention_mma.cu): f16 rows of
+// head dim 64, 128 or 256 (keys and values alike), aligned rows.
+bool attention_kv_mma_fits(const KvAttnShape& shape);
+void attention_kv_mma(cudaStream_t s, float* out, const float* q, const KvAttnDesc* desc, size_t n,
+                      const KvAttnShape& shape);
 // Dense attention over f32 k [n_kv, n_head_kv * dk], v [n_kv, n_head_kv * dv]; mask [n_q, n_kv] or null.
 void attention_dense(cudaStream_t s, float* out, const float* q, const float* k, const float* v, const float* mask,
                      size_t n_q, size_t n_kv, size_t n_head, size_t n_head_kv, size_t dk, size_t dv, float scale,
