@@ -150,6 +150,21 @@ __device__ void score_tile(float* score, const float* qs, int dk, float scale, c
     }
 }
 
+// sum + the weighted values of dim d over rows [r0, r0 + n_tile). Every row of the view is read (a
+// hidden row's value may be anything, so its zero weight selects 0 rather than multiplying): loads
+// that do not hang on a branch are in flight together, 8 at a time.
+template <class Rows>
+__device__ __forceinline__ float accumulate_values(float sum, const float* weight, const Rows& rows, int r0, int n_tile,
+                                                   int d) {
+#pragma unroll 8
+    for (int j = 0; j < n_tile; ++j) {
+        const float w = weight[j];
+        const float v = rows.value(r0 + j, d);
+        sum += w != 0.0f ? w * v : 0.0f;
+    }
+    return sum;
+}
+
 // out [dv] = softmax(scale q.k_r + bias_r) v_r over the rows, in tiles of kTile rows.
 // ROUND (f16 caches): like the CPU path (and llama.cpp's f16 KV path) the query and the normalized
 // attention weights are rounded to f16, so a second pass recomputes the scores once the row max
@@ -187,12 +202,7 @@ __device__ void attend(float* out, const float* q, int dk, int dv, float scale, 
             for (int a = 0; a < kMaxAcc; ++a) {
                 const int d = threadIdx.x + a * kThreads;
                 if (d >= dv) break;
-                float sum = acc[a] * corr;
-                for (int j = 0; j < n_tile; ++j) {
-                    const float w = weight[j];
-                    if (w != 0.0f) sum += w * rows.value(r0 + j, d);
-                }
-                acc[a] = sum;
+                acc[a] = accumulate_values(acc[a] * corr, weight, rows, r0, n_tile, d);
             }
         }
         m = new_m;
@@ -210,12 +220,7 @@ __device__ void attend(float* out, const float* q, int dk, int dv, float scale, 
             for (int a = 0; a < kMaxAcc; ++a) {
                 const int d = threadIdx.x + a * kThreads;
                 if (d >= dv) break;
-                float sum = acc[a];
-                for (int j = 0; j < n_tile; ++j) {
-                    const float w = weight[j];
-                    if (w != 0.0f) sum += w * rows.value(r0 + j, d);
-                }
-                acc[a] = sum;
+                acc[a] = accumulate_values(acc[a], weight, rows, r0, n_tile, d);
             }
             __syncthreads();
         }
@@ -572,7 +577,7 @@ void attention_kv(cudaStream_t s, float* out, const float* q, const KvAttnDesc* 
     if (shape.head_dim_k > 512 || shape.head_dim_v > static_cast<size_t>(kThreads * kMaxAcc)) {
         fail("cuda attention_kv: head dims %zu/%zu exceed 512", shape.head_dim_k, shape.head_dim_v);
     }
-    if (shared_rows && n > 1 && attention_kv_mma_fits(shape)) {
+    if (shared_rows && attention_kv_mma_fits(shape)) {  // a decode step too: its warps split the rows
         attention_kv_mma(s, out, q, desc, n, shape);
         return;
     }

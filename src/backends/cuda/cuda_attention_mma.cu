@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int n_head = static_cast<int>(sh.n_head);
     const int kvh = h / (n_head / static_cast<int>(sh.n_head_kv));
     const int nq = min(kQueries, n - t0);
-    __half* qs = reinterpret_cast<__half*>(smem);  // [kQueries][DK + kPad]
+    __half* qs = reinterpret_cast<__half*>(smem);                      // [kQueries][DK + kPad]
     __half* kt = qs + kQueries * L::kQStride + warp * L::kWarpHalves;  // [kRows][DK + kPad]
     __half* vt = kt + kRows * L::kQStride;                             // [kRows][DV + kPad]
     if (static_cast<int>(threadIdx.x) < nq) qd[threadIdx.x] = desc[t0 + threadIdx.x];
