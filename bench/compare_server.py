@@ -1,7 +1,8 @@
 """cactus serve vs llama-server on the same model, slot count and threads: time to first token,
 per-request decode rate and aggregate throughput at 1, 4 and 16 concurrent streaming clients.
 Both servers run side by side on 127.0.0.1 (started here, one at a time per level, alternated).
-    python3 bench/compare_server.py [--model PATH] [--slots 16] [--threads 2] [--clients 1,4,16]
+    python3 bench/compare_server.py [--model PATH] [--slots 16] [--threads 2] [--clients 1,4,16] [--device cuda]
+--device cuda: cactus serve --device cuda against llama-server with every layer on the GPU (-ngl 99).
 llama-server comes from bench/build_llama_tool.sh llama-server (built once into ~/.cache, never committed).
 Prints a table, writes JSON to build/bench-results/server_compare_<peer>.json and appends one row per
 client count (medians of aggregate tok/s) to bench/results/history.jsonl."""
@@ -51,9 +52,12 @@ def start(kind, args, port):
                str(args.slots), "-c", ctx, "-t", str(args.threads), "--quiet"]
         if kind == "cactus-engine-per-slot":
             cmd.append("--engine-per-slot")
+        if args.device != "cpu":
+            cmd += ["--device", args.device]
     else:
         cmd = [args.llama_server, "-m", args.model, "--port", str(port), "-np", str(args.slots), "-c", ctx,
                "-t", str(args.threads), "--no-webui"]
+        cmd += ["-ngl", "0" if args.device == "cpu" else "99"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_health(port, proc)
     return proc
@@ -83,6 +87,7 @@ def main():  # noqa: C901
     ap.add_argument("--peer", default="llama-server", choices=["llama-server", "cactus-engine-per-slot"],
                     help="what cactus serve is compared with")
     ap.add_argument("--repeats", type=int, default=1, help="alternated runs per level")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where both servers run the model")
     ap.add_argument("--out", default=None)
     ap.add_argument("--history", default=history.HISTORY, help="rows are appended here (default %(default)s)")
     ap.add_argument("--no-history", action="store_true", help="do not append rows to the history file")
@@ -115,7 +120,8 @@ def main():  # noqa: C901
                                                            r["aggregate_tps"], r["failed"]))
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump({"model": args.model, "slots": args.slots, "threads": args.threads, "rows": rows}, f, indent=1)
+        json.dump({"model": args.model, "slots": args.slots, "threads": args.threads, "device": args.device,
+                   "rows": rows}, f, indent=1)
     if not args.no_history:
         history.append_rows(history_rows(rows, args), args.history)
 
@@ -127,7 +133,7 @@ def history_rows(rows, args):
         ours = [r for r in rows if r["clients"] == clients and r["server"] == "cactus"]
         theirs = [r for r in rows if r["clients"] == clients and r["server"] != "cactus"]
         out.append(history.make_row(
-            date=date, commit=commit, cpu=cpu, tier=tier, device="cpu", file=os.path.basename(args.model),
+            date=date, commit=commit, cpu=cpu, tier=tier, device=args.device, file=os.path.basename(args.model),
             threads=args.threads, test="serve c%d aggregate" % clients,
             ours=statistics.median(r["aggregate_tps"] for r in ours),
             peer=statistics.median(r["aggregate_tps"] for r in theirs) if theirs else None, peer_name=args.peer,

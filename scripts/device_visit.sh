@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One visit to the GPU machine: the CUDA device suite with the default paths (tiled prompt products,
 # step graphs, fused decode products, device sampling) and with each switched off (=0), a GPU time
-# profile per op (CACTUS_CUDA_PROFILE=1), and prefill/decode against llama.cpp's CUDA build.
+# profile per op (CACTUS_CUDA_PROFILE=1), prefill/decode against llama.cpp's CUDA build, and cactus
+# serve --device cuda against llama-server -ngl 99 (bench/compare_server.py; needs the repo beside .dev).
 # Prepare a git-ignored .dev/ here (it travels with `run`'s carry [".dev"]; under 64 MiB with the tree):
 #   .dev/bin/       cactus and test_backends from a CUDA build (sm_90), stripped
 #   .dev/lib/       their shared libraries: ldd .dev/bin/* | awk '/=>/{print $3}' minus libc, libm,
@@ -10,7 +11,8 @@
 #                   for smollm2-135m, gemma3-270m, qwen2.5-coder-0.5b and -1.5b, whisper-tiny.en
 #   .dev/gguf_fill.py      ../shared/tools/gguf_fill.py
 #   .dev/llama_src.tgz     vendor/llama.cpp of the llama-cpp-python 0.3.36 sdist without docs/, models/,
-#                   media/, tests/, benches/, examples/, app/, tools/ui, gguf-py/, conversion/ (~8 MB)
+#                   media/, tests/, benches/, examples/, app/, gguf-py/, conversion/, and of tools/ui only
+#                   CMakeLists.txt, sources.cmake, *.in and static/ (llama-server builds without its web UI; ~8 MB)
 #   .dev/device_visit.sh   this file
 # Then run `bash .dev/device_visit.sh` on the device (about 5-7 minutes); QUICK=1 skips llama.cpp's build
 # and bench and the switched-off test pass (about 2 minutes).
@@ -20,7 +22,7 @@ log() { echo "## $(date +%T) $*"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
 if [ -z "$QUICK" ] && [ ! -d /tmp/ll/llama.cpp ]; then
   mkdir -p /tmp/ll && tar xzf llama_src.tgz -C /tmp/ll
-  setsid bash -c 'cd /tmp/ll/llama.cpp && cmake -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF > /tmp/ll/cfg.log 2>&1 && nice cmake --build build --target llama-bench -j 12 > /tmp/ll/build.log 2>&1; echo $? > /tmp/ll/DONE' < /dev/null > /dev/null 2>&1 &
+  setsid bash -c 'cd /tmp/ll/llama.cpp && cmake -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF > /tmp/ll/cfg.log 2>&1 && nice cmake --build build --target llama-bench llama-server -j 12 > /tmp/ll/build.log 2>&1; echo $? > /tmp/ll/DONE' < /dev/null > /dev/null 2>&1 &
 fi
 mkdir -p /tmp/models /tmp/skel
 cp skel/* /tmp/skel/ && gunzip -f /tmp/skel/*.head.gz
@@ -51,11 +53,17 @@ for f in /tmp/models/smollm2-135m.gguf /tmp/models/gemma3-270m.gguf /tmp/models/
   timeout 60 ./bin/cactus bench "$f" --device cuda -p 512 -n 128 -r 3 2>&1 | grep -E "pp512|tg128|rror|device:" | sed "s/^/ours: /"
   [ -x $LB ] && timeout 90 $LB -m "$f" -ngl 99 -p 512 -n 128 -r 3 -o md 2>&1 | grep -E "pp512|tg128|rror" | sed "s/^/llama: /"
   [ -z "$QUICK" ] && timeout 60 ./bin/cactus bench "$f" --device cuda -p 512 -n 128 -r 3 2>&1 | grep -E "pp512|tg128|rror" | sed "s/^/ours again: /"
-  CACTUS_CUDA_PROFILE=1 timeout 60 ./bin/cactus bench "$f" --device cuda -p 512 -n 0 -r 1 2>&1 | grep -A14 "cuda profile" | sed "s/^/profile pp512: /"
+  CACTUS_CUDA_PROFILE=1 timeout 60 ./bin/cactus bench "$f" --device cuda -p 512 -n 0 -r 1 2>&1 | grep -A24 "cuda profile" | sed "s/^/profile pp512: /"
   CACTUS_CUDA_PROFILE=1 timeout 60 ./bin/cactus bench "$f" --device cuda -p 8 -n 128 -r 1 2>&1 | grep -A14 "cuda profile" | sed "s/^/profile tg128: /"
 done
 log "whisper-tiny.en (random weights, 30 s synthetic signal)"
 for d in cuda cpu; do
   timeout 90 ./bin/cactus bench /tmp/models/whisper-tiny.en.gguf --transcribe --device $d -t 16 2>&1 | tail -4 | sed "s/^/whisper $d: /"
 done
+LS=/tmp/ll/llama.cpp/build/bin/llama-server
+if [ -z "$QUICK" ] && [ -x $LS ]; then
+  log "serve on the GPU, qwen2.5-coder-0.5b: 16 slots, 1/4/16 clients, alternated with llama-server -ngl 99"
+  timeout 300 python3 ../bench/compare_server.py --model /tmp/models/qwen2.5-coder-0.5b.gguf --build "$PWD" \
+    --llama-server $LS --device cuda --threads 8 --no-history --out /tmp/serve.json 2>&1 | tail -8
+fi
 log end

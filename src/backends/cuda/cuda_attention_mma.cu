@@ -1,17 +1,21 @@
-// Attention of a prompt (or a verification step) over an f16 KV cache on the tensor cores.
-// One block of 4 warps per (16 queries, query head); the warps split the cache rows in steps of 16
-// (warp w takes steps w, w + 4, ...) and skip a step whose rows no query of the block sees. Per
+// Attention over an f16 KV cache on the tensor cores, for a batch whose tokens share the cache rows
+// (a prompt, a decode or verification step of one sequence). Prompts: one block of 4 warps per (16
+// queries, query head). Batches of up to 16 tokens: a cluster of 8 such blocks per head, so that a
+// step's few heads still fill the GPU. The warps split the cache rows in steps of 16 (warp w takes
+// steps w, w + 4, ...; in a cluster, w counts across its blocks) and skip a step whose rows no
+// query of the block sees. Per
 // step a warp copies 16 rows of keys (and values) into its own shared tile, then
 //   scores  S [16 queries x 16 rows] = Q K^T  with mma.sync m16n8k16 (f16 in, f32 sums),
 //   output  O [16 x dv] += P V              with the same mma, P the f16 weights.
 // The arithmetic is attend()'s with f16 caches (cuda_attention.cu, and the CPU's): the query is
 // rounded to f16, the weights are the normalized softmax rounded to f16. So a first pass finds each
-// query's max and sum (the warps' partial ones combined through shared memory), a second computes
-// the rounded weights and their products with the values; the warps' partial outputs are summed in
-// warp order (deterministic). Rows no query sees are masked in S; values of rows that hold no
+// query's max and sum (the warps' partial ones combined through shared memory, a cluster's through
+// each other's), a second computes the rounded weights and their products with the values; the
+// warps' partial outputs are summed in warp order, then block order (deterministic). Rows no query sees are masked in S; values of rows that hold no
 // position are read as 0 (their memory may be anything, and 0 x NaN would leak into the sum).
 // Fragment layouts: PTX ISA "Matrix Fragments for mma.m16n8k16 with floating point type" and
 // ldmatrix; g = lane / 4 is a thread's query (and g + 8), 2 (lane % 4) its first column.
+#include <cooperative_groups.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -28,7 +32,10 @@ namespace cuda {
 
 namespace {
 
+namespace cg = cooperative_groups;
+
 constexpr int kWarps = 4;
+constexpr int kSplit = 8;     // blocks of a cluster sharing the rows of one tile of queries (decode steps)
 constexpr int kQueries = 16;  // one mma row tile
 constexpr int kRows = 16;     // cache rows of a warp's step: two mma column tiles
 constexpr int kPad = 8;       // halves after each shared row: rows stay 16-byte aligned, ldmatrix spreads banks
@@ -157,11 +164,11 @@ __device__ __forceinline__ void scores(float (&sc)[2][4], const __half* qs, cons
 // Pass 1 of a warp: per query of this thread (g, g + 8), the max of its visible scaled scores and
 // the sum of their exp(s - max), over the warp's steps.
 template <int DK, int DV>
-__device__ void warp_stats(float (&m)[2], float (&l)[2], const MmaBlock& b, const __half* qs, __half* kt, int warp,
-                           int lane) {
+__device__ void warp_stats(float (&m)[2], float (&l)[2], const MmaBlock& b, const __half* qs, __half* kt, int r_first,
+                           int r_step, int lane) {
     m[0] = m[1] = -INFINITY;
     l[0] = l[1] = 0.0f;
-    for (int r0 = warp * kRows; r0 < b.rows; r0 += kWarps * kRows) {
+    for (int r0 = r_first; r0 < b.rows; r0 += r_step) {
         const unsigned bits = visible_bits(b, r0, lane);
         if (!__any_sync(0xffffffffu, bits != 0)) continue;
         load_rows<DK>(kt, b.k, b.k_width, b, r0, false, lane);
@@ -194,12 +201,12 @@ __device__ void warp_stats(float (&m)[2], float (&l)[2], const MmaBlock& b, cons
 // Pass 2 of a warp: o += P V over the warp's steps, P = f16(exp(s - m) * inv) where visible.
 template <int DK, int DV>
 __device__ void warp_output(float (&o)[DV / 8][4], const float (&m)[2], const float (&inv)[2], const MmaBlock& b,
-                            const __half* qs, __half* kt, __half* vt, int warp, int lane) {
+                            const __half* qs, __half* kt, __half* vt, int r_first, int r_step, int lane) {
     constexpr int kVStride = DV + kPad;
 #pragma unroll
     for (int nb = 0; nb < DV / 8; ++nb) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.0f;
     const int v_row = (lane & 7) + ((lane >> 3) & 1) * 8, v_col = (lane >> 4) * 8;
-    for (int r0 = warp * kRows; r0 < b.rows; r0 += kWarps * kRows) {
+    for (int r0 = r_first; r0 < b.rows; r0 += r_step) {
         const unsigned bits = visible_bits(b, r0, lane);
         if (!__any_sync(0xffffffffu, bits != 0)) continue;
         load_rows<DK>(kt, b.k, b.k_width, b, r0, false, lane);
@@ -228,10 +235,61 @@ __device__ void warp_output(float (&o)[DV / 8][4], const float (&m)[2], const fl
     }
 }
 
-template <int DK, int DV>
-__global__ void __launch_bounds__(kWarps * 32)
-    attention_kv_mma_kernel(float* out, const float* q, const KvAttnDesc* desc, int n, KvAttnShape sh) {
-    pdl_start();
+// The block's share of the cache rows: warp w of block c of a cluster of SPLIT blocks takes steps
+// c * kWarps + w, + kWarps * SPLIT, ...
+template <int SPLIT>
+__device__ __forceinline__ int first_row(int warp) {
+    const int block = SPLIT > 1 ? static_cast<int>(blockIdx.z) : 0;
+    return (block * kWarps + warp) * kRows;
+}
+
+// Each query's max and 1 / sum over the partial ones of the warps (and of the SPLIT blocks of the
+// cluster, read from their shared memory), in a fixed order.
+template <int SPLIT>
+__device__ __forceinline__ void combine_stats(float (&m)[2], float (&inv)[2], float (*part_m)[kQueries],
+                                              float (*part_l)[kQueries], int g) {
+#pragma unroll
+    for (int qi = 0; qi < 2; ++qi) {
+        const int i = g + qi * 8;
+        float mx = -INFINITY, sum = 0.0f;
+        for (int c = 0; c < SPLIT; ++c) {
+            float(*pm)[kQueries] = part_m;
+            if constexpr (SPLIT > 1) pm = cg::this_cluster().map_shared_rank(part_m, c);
+            for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, pm[w][i]);
+        }
+        for (int c = 0; c < SPLIT; ++c) {
+            float(*pm)[kQueries] = part_m;
+            float(*pl)[kQueries] = part_l;
+            if constexpr (SPLIT > 1) {
+                pm = cg::this_cluster().map_shared_rank(part_m, c);
+                pl = cg::this_cluster().map_shared_rank(part_l, c);
+            }
+            for (int w = 0; w < kWarps; ++w)
+                if (pm[w][i] != -INFINITY) sum += pl[w][i] * expf(pm[w][i] - mx);
+        }
+        m[qi] = mx;
+        inv[qi] = sum > 0.0f ? 1.0f / sum : 0.0f;
+    }
+}
+
+// out rows t0.. of head h = the sums [kQueries][DV] of the SPLIT blocks (block c writes every
+// SPLIT-th element, adding the blocks' sums in block order).
+template <int DV, int SPLIT>
+__device__ __forceinline__ void write_output(float* out, float* sum, int t0, int nq, int n_head, int h) {
+    const int block = SPLIT > 1 ? static_cast<int>(blockIdx.z) : 0;
+    for (int e = static_cast<int>(threadIdx.x) * SPLIT + block; e < nq * DV; e += kWarps * 32 * SPLIT) {
+        float v = sum[e];
+        if constexpr (SPLIT > 1) {
+            v = 0.0f;
+            for (int c = 0; c < SPLIT; ++c) v += cg::this_cluster().map_shared_rank(sum, c)[e];
+        }
+        out[static_cast<size_t>(t0 + e / DV) * n_head * DV + h * DV + e % DV] = v;
+    }
+}
+
+template <int DK, int DV, int SPLIT>
+__device__ __forceinline__ void attend_tile(float* out, const float* q, const KvAttnDesc* desc, int n,
+                                            const KvAttnShape& sh) {
     using L = MmaLayout<DK, DV>;
     extern __shared__ __align__(16) unsigned char smem[];
     __shared__ KvAttnDesc qd[kQueries];
@@ -262,9 +320,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     b.k_width = static_cast<int>(sh.k_width);
     b.v_width = static_cast<int>(sh.v_width);
     b.scale = sh.scale;
+    const int r_first = first_row<SPLIT>(warp), r_step = kWarps * SPLIT * kRows;
 
     float m[2], l[2];
-    warp_stats<DK, DV>(m, l, b, qs, kt, warp, lane);
+    warp_stats<DK, DV>(m, l, b, qs, kt, r_first, r_step, lane);
     const int g = lane >> 2;
     if ((lane & 3) == 0) {
         part_m[warp][g] = m[0];
@@ -272,21 +331,15 @@ __global__ void __launch_bounds__(kWarps * 32)
         part_l[warp][g] = l[0];
         part_l[warp][g + 8] = l[1];
     }
-    __syncthreads();
-    float inv[2];
-#pragma unroll
-    for (int qi = 0; qi < 2; ++qi) {
-        const int i = g + qi * 8;
-        float mx = -INFINITY;
-        for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, part_m[w][i]);
-        float sum = 0.0f;
-        for (int w = 0; w < kWarps; ++w)
-            if (part_m[w][i] != -INFINITY) sum += part_l[w][i] * expf(part_m[w][i] - mx);
-        m[qi] = mx;
-        inv[qi] = sum > 0.0f ? 1.0f / sum : 0.0f;
+    if constexpr (SPLIT > 1) {
+        cg::this_cluster().sync();
+    } else {
+        __syncthreads();
     }
+    float inv[2];
+    combine_stats<SPLIT>(m, inv, part_m, part_l, g);
     float o[DV / 8][4];
-    warp_output<DK, DV>(o, m, inv, b, qs, kt, vt, warp, lane);
+    warp_output<DK, DV>(o, m, inv, b, qs, kt, vt, r_first, r_step, lane);
 
     __syncthreads();  // the tiles become the output sum [kQueries][DV]
     float* sum = reinterpret_cast<float*>(smem);
@@ -303,19 +356,49 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
         __syncthreads();
     }
-    for (int e = static_cast<int>(threadIdx.x); e < nq * DV; e += kWarps * 32) {
-        out[static_cast<size_t>(t0 + e / DV) * n_head * DV + h * DV + e % DV] = sum[e];
-    }
+    if constexpr (SPLIT > 1) cg::this_cluster().sync();  // every block's sum is complete
+    write_output<DV, SPLIT>(out, sum, t0, nq, n_head, h);
+    if constexpr (SPLIT > 1) cg::this_cluster().sync();  // no block leaves while others read its sum
+}
+
+// Prompts: one block per (16 queries, head).
+template <int DK, int DV>
+__global__ void __launch_bounds__(kWarps * 32)
+    attention_kv_mma_kernel(float* out, const float* q, const KvAttnDesc* desc, int n, KvAttnShape sh) {
+    pdl_start();
+    attend_tile<DK, DV, 1>(out, q, desc, n, sh);
+}
+
+// Decode and verification steps (one tile of queries): a cluster of kSplit blocks per head splits
+// the rows, so a step's few heads fill more of the GPU; the blocks combine their partial statistics
+// and outputs through each other's shared memory.
+template <int DK, int DV>
+__global__ void __cluster_dims__(1, 1, kSplit) __launch_bounds__(kWarps * 32)
+    attention_kv_mma_split_kernel(float* out, const float* q, const KvAttnDesc* desc, int n, KvAttnShape sh) {
+    pdl_start();
+    attend_tile<DK, DV, kSplit>(out, q, desc, n, sh);
+}
+
+template <class Kernel>
+void allow_shared(Kernel kernel, size_t bytes) {
+    const cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+    if (e != cudaSuccess) fail("cuda attention_kv: shared memory of %zu bytes: %s", bytes, cudaGetErrorString(e));
 }
 
 template <int DK, int DV>
 void launch_mma(cudaStream_t s, float* out, const float* q, const KvAttnDesc* desc, size_t n,
                 const KvAttnShape& shape) {
     const size_t bytes = MmaLayout<DK, DV>::kBytes;
-    const cudaError_t e = cudaFuncSetAttribute(attention_kv_mma_kernel<DK, DV>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-    if (e != cudaSuccess) fail("cuda attention_kv: shared memory of %zu bytes: %s", bytes, cudaGetErrorString(e));
-    const dim3 grid(static_cast<unsigned>((n + kQueries - 1) / kQueries), static_cast<unsigned>(shape.n_head));
+    const unsigned heads = static_cast<unsigned>(shape.n_head);
+    if (n <= static_cast<size_t>(kQueries)) {
+        allow_shared(attention_kv_mma_split_kernel<DK, DV>, bytes);
+        run_kernel(s, attention_kv_mma_split_kernel<DK, DV>, dim3(1, heads, kSplit), dim3(kWarps * 32), bytes, out, q,
+                   desc, static_cast<int>(n), shape);
+        return;
+    }
+    allow_shared(attention_kv_mma_kernel<DK, DV>, bytes);
+    const dim3 grid(static_cast<unsigned>((n + kQueries - 1) / kQueries), heads);
     run_kernel(s, attention_kv_mma_kernel<DK, DV>, grid, dim3(kWarps * 32), bytes, out, q, desc, static_cast<int>(n),
                shape);
 }

@@ -355,17 +355,27 @@ void* CudaBackend::mmq_scratch(size_t bytes) {
 bool CudaBackend::try_mmq(const Tensor& y, const Tensor& w, const float* x, size_t n, size_t n_in) {
     if (!mmq_ || n <= cuda::kGemvMaxTokens) return false;
     bool ran = false;
+    // The profile times each product shape apart: "Q4_K 1536 -> 8960, 512 tokens".
+    const std::string shape = timer_.on() ? std::string(dtype_name(w.type)) + " " + std::to_string(n_in) + " -> " +
+                                                std::to_string(w.rows()) + ", " + std::to_string(n) + " tokens"
+                                          : std::string();
     if (cuda::mmf_supported(w.type)) {
-        launch("matmul", [&](cudaStream_t s) {
-            ran = cuda::mmf(s, y.as<float>(), w.data(), w.type, w.row_bytes(), x, n, n_in, w.rows());
-        });
+        launch(
+            "matmul",
+            [&](cudaStream_t s) {
+                ran = cuda::mmf(s, y.as<float>(), w.data(), w.type, w.row_bytes(), x, n, n_in, w.rows());
+            },
+            shape);
         return ran;
     }
     if (!cuda::mmq_supported(w.type)) return false;
     void* rounded = mmq_scratch(cuda::mmq_scratch_bytes(n, n_in));
-    launch("matmul", [&](cudaStream_t s) {
-        ran = cuda::mmq(s, y.as<float>(), w.data(), w.type, w.row_bytes(), x, n, n_in, w.rows(), rounded);
-    });
+    launch(
+        "matmul",
+        [&](cudaStream_t s) {
+            ran = cuda::mmq(s, y.as<float>(), w.data(), w.type, w.row_bytes(), x, n, n_in, w.rows(), rounded);
+        },
+        shape);
     return ran;
 }
 

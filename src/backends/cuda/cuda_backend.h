@@ -111,14 +111,15 @@ private:
     // One device copy through the step recorder; an error breaks the handle.
     void enqueue_copy(const char* op, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
     // Runs a launcher; a launch error breaks the handle.
+    // detail: what the profile adds to the op's label (its shape), when CACTUS_CUDA_PROFILE is on.
     template <class Fn>
-    void launch(const char* op, const Fn& fn) {
+    void launch(const char* op, const Fn& fn, const std::string& detail = std::string()) {
         usable(op);
         try {
             cuda::RecorderScope scope(ctx_->steps.get());
             if (timer_.on()) timer_.begin(ctx_->stream);
             fn(ctx_->stream);
-            if (timer_.on()) timer_.end(ctx_->stream, op);
+            if (timer_.on()) timer_.end(ctx_->stream, detail.empty() ? std::string(op) : std::string(op) + " " + detail);
         } catch (const std::exception& e) {
             broke(op, e.what());
         }

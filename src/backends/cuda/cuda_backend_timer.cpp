@@ -32,14 +32,14 @@ void OpTimer::begin(cudaStream_t stream) {
     if (open_ != nullptr && cudaEventRecord(open_, stream) != cudaSuccess) cudaGetLastError();
 }
 
-void OpTimer::end(cudaStream_t stream, const char* op) {
+void OpTimer::end(cudaStream_t stream, std::string op) {
     cudaEvent_t stop = take_event();
     if (open_ == nullptr || stop == nullptr) return;
     if (cudaEventRecord(stop, stream) != cudaSuccess) {
         cudaGetLastError();
         return;
     }
-    pending_.push_back({op, open_, stop});
+    pending_.push_back({std::move(op), open_, stop});
     open_ = nullptr;
 }
 
@@ -65,9 +65,9 @@ std::string OpTimer::table() const {
     double all = 0.0;
     for (const auto& r : rows) all += r.second.ms;
     std::string out = "cuda profile (CACTUS_CUDA_PROFILE): op, GPU ms, launches, share\n";
-    char line[160];
+    char line[200];
     for (const auto& [op, t] : rows) {
-        std::snprintf(line, sizeof(line), "  %-16s %10.3f %9zu %6.1f%%\n", op.c_str(), t.ms, t.launches,
+        std::snprintf(line, sizeof(line), "  %-36s %10.3f %9zu %6.1f%%\n", op.c_str(), t.ms, t.launches,
                       all > 0.0 ? 100.0 * t.ms / all : 0.0);
         out += line;
     }

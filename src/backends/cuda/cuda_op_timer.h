@@ -23,7 +23,7 @@ public:
     bool on() const { return on_; }
     // Around one launch of `op` on `stream`.
     void begin(cudaStream_t stream);
-    void end(cudaStream_t stream, const char* op);
+    void end(cudaStream_t stream, std::string op);
     // The stream has finished everything enqueued: the pending pairs' times into the totals.
     void collect();
     // Per op: milliseconds, launches and share of the total, largest first.
@@ -35,7 +35,7 @@ private:
         size_t launches = 0;
     };
     struct Pending {
-        const char* op;
+        std::string op;
         cudaEvent_t start, stop;
     };
     cudaEvent_t take_event();
