@@ -119,7 +119,8 @@ private:
             cuda::RecorderScope scope(ctx_->steps.get());
             if (timer_.on()) timer_.begin(ctx_->stream);
             fn(ctx_->stream);
-            if (timer_.on()) timer_.end(ctx_->stream, detail.empty() ? std::string(op) : std::string(op) + " " + detail);
+            if (timer_.on())
+                timer_.end(ctx_->stream, detail.empty() ? std::string(op) : std::string(op) + " " + detail);
         } catch (const std::exception& e) {
             broke(op, e.what());
         }
