@@ -13,6 +13,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <tuple>
@@ -1032,12 +1033,13 @@ TEST_P(BackendOps, RopeBothStylesPartialRotation) {
 // The same appends and attention steps over a CPU cache and a cache of the backend under test:
 // outputs must agree. bidirectional: every chunk is one span whose queries all see the whole chunk (KvTokens::last, as
 // a Gemma 3 image), causal before it. Head dims dk (keys) and dv (values).
-// long_chunks: prompts of 40-48 tokens between single steps (several tiles of queries and of rows
-// in the kernels that tile them), past a window of 48 rows.
+// steps: the tokens of each step (default: prompts of 7-13 tokens between single steps); n_head query
+// heads over 2 KV heads.
 void compare_kv_attention(Backend* gpu, KvType type, uint32_t window, uint32_t sinks, bool bidirectional = false,
-                          size_t dk = 40, size_t dv = 72, bool long_chunks = false) {
+                          size_t dk = 40, size_t dv = 72, std::vector<size_t> steps = {13, 1, 7, 1, 13, 1, 11, 1},
+                          size_t n_head = 6) {
     std::unique_ptr<Backend> cpu = make_backend(BackendOptions{});
-    const size_t n_head = 6, n_head_kv = 2;
+    const size_t n_head_kv = 2;
     KvLayerSpec global;
     global.k_width = n_head_kv * dk;
     global.v_width = n_head_kv * dv;
@@ -1046,8 +1048,8 @@ void compare_kv_attention(Backend* gpu, KvType type, uint32_t window, uint32_t s
     ring.window = window;
     ring.sinks = sinks;
     KvCacheConfig config;
-    config.n_ctx = long_chunks ? 192 : 96;
-    config.max_chunk = long_chunks ? 48 : 13;
+    config.n_ctx = std::accumulate(steps.begin(), steps.end(), size_t(16));
+    config.max_chunk = *std::max_element(steps.begin(), steps.end());
     config.kv.type = type;
     const std::vector<KvLayerSpec> layers = {global, ring};
     auto make = [&](Backend& be) {
@@ -1057,8 +1059,7 @@ void compare_kv_attention(Backend* gpu, KvType type, uint32_t window, uint32_t s
     std::unique_ptr<KvCache> kc = make(*cpu), kg = make(*gpu);
     uint32_t seed = 100;
     // Chunks of odd sizes: prefill, then decode steps, past the ring's capacity.
-    const std::vector<size_t> short_steps = {13, 1, 7, 1, 13, 1, 11, 1}, long_steps = {45, 1, 37, 1, 48, 1, 40, 1};
-    for (size_t wanted : long_chunks ? long_steps : short_steps) {
+    for (size_t wanted : steps) {
         const size_t chunk = kc->reserve(wanted);  // a ring takes at most its window at once
         ASSERT_EQ(kg->reserve(wanted), chunk);
         const size_t first = kc->append(chunk);
@@ -1122,16 +1123,23 @@ TEST_P(BackendOps, AttentionOverCacheHeadDim512EveryPrecision) {
     }
 }
 // Prompts at the models' head dims (64: SmolLM2, Qwen2.5-0.5B; 128: Qwen2.5-1.5B; 256: Gemma 3): the
-// tiled kernels (the tensor-core one for f16 rows), global and a ring of 48 rows with 4 sinks.
+// tiled kernels (the tensor-core one for f16 rows), global and a ring of 48 rows with 4 sinks, prompts
+// of 37-48 tokens between single steps (several tiles of queries and of rows).
 TEST_P(BackendOps, AttentionOverCachePromptTilesAtModelHeadDims) {
+    const std::vector<size_t> steps = {45, 1, 37, 1, 48, 1, 40, 1};
     for (size_t hd : {size_t(64), size_t(128), size_t(256)}) {
         for (KvType type : {KvType::F16, KvType::I8, KvType::F32}) {
             SCOPED_TRACE(std::string(kv_type_name(type)) + " head dim " + std::to_string(hd));
-            compare_kv_attention(be_.get(), type, 48, 4, false, hd, hd, true);
+            compare_kv_attention(be_.get(), type, 48, 4, false, hd, hd, steps);
         }
         SCOPED_TRACE("f16 bidirectional, head dim " + std::to_string(hd));
-        compare_kv_attention(be_.get(), KvType::F16, 48, 4, true, hd, hd, true);
+        compare_kv_attention(be_.get(), KvType::F16, 48, 4, true, hd, hd, steps);
     }
+}
+// A long prompt of many heads: enough (16-query tile, head) pairs that the tensor-core kernel runs
+// one block per pair rather than clusters splitting the rows (4 pairs per SM: 528 on 132 SMs).
+TEST_P(BackendOps, AttentionOverCacheLongPromptOfManyHeads) {
+    compare_kv_attention(be_.get(), KvType::F16, 400, 4, false, 64, 64, {333, 1, 2}, 32);
 }
 // The kernels' bidirectional spans (KvView::mask.ahead) against the CPU backend.
 TEST_P(BackendOps, AttentionOverCacheBidirectionalSpans) { compare_kv_attention(be_.get(), KvType::F16, 9, 2, true); }

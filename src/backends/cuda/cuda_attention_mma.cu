@@ -1,7 +1,7 @@
 // Attention over an f16 KV cache on the tensor cores, for a batch whose tokens share the cache rows
-// (a prompt, a decode or verification step of one sequence). Prompts: one block of 4 warps per (16
-// queries, query head). Batches of up to 16 tokens: a cluster of 8 such blocks per head, so that a
-// step's few heads still fill the GPU. The warps split the cache rows in steps of 16 (warp w takes
+// (a prompt, a decode or verification step of one sequence): one block of 4 warps per (16 queries,
+// query head), or, when such pairs are few for the GPU's SMs (decode steps, models with few heads),
+// a cluster of 8 such blocks per pair. The warps split the cache rows in steps of 16 (warp w takes
 // steps w, w + 4, ...; in a cluster, w counts across its blocks) and skip a step whose rows no
 // query of the block sees. Per
 // step a warp copies 16 rows of keys (and values) into its own shared tile, then
@@ -35,7 +35,11 @@ namespace {
 namespace cg = cooperative_groups;
 
 constexpr int kWarps = 4;
-constexpr int kSplit = 8;     // blocks of a cluster sharing the rows of one tile of queries (decode steps)
+constexpr int kSplit = 8;     // blocks of a cluster sharing the rows of one tile of queries
+// Batches with fewer (16-query tile, head) pairs than this many per SM run as clusters: each pair's
+// rows are split over 8 blocks. Without, a pp512 of Gemma 3 (4 heads) is 128 blocks of 4 warps on
+// 132 SMs, each warp waiting on its own row loads through 8 steps a pass.
+constexpr size_t kSplitBelowBlocksPerSm = 4;
 constexpr int kQueries = 16;  // one mma row tile
 constexpr int kRows = 16;     // cache rows of a warp's step: two mma column tiles
 constexpr int kPad = 8;       // halves after each shared row: rows stay 16-byte aligned, ldmatrix spreads banks
@@ -369,14 +373,25 @@ __global__ void __launch_bounds__(kWarps * 32)
     attend_tile<DK, DV, 1>(out, q, desc, n, sh);
 }
 
-// Decode and verification steps (one tile of queries): a cluster of kSplit blocks per head splits
-// the rows, so a step's few heads fill more of the GPU; the blocks combine their partial statistics
-// and outputs through each other's shared memory.
+// Batches of few (tile, head) pairs (decode and verification steps, prompts of models with few
+// heads): a cluster of kSplit blocks per pair splits the rows, so they fill more of the GPU; the
+// blocks combine their partial statistics and outputs through each other's shared memory.
 template <int DK, int DV>
 __global__ void __cluster_dims__(1, 1, kSplit) __launch_bounds__(kWarps * 32)
     attention_kv_mma_split_kernel(float* out, const float* q, const KvAttnDesc* desc, int n, KvAttnShape sh) {
     pdl_start();
     attend_tile<DK, DV, kSplit>(out, q, desc, n, sh);
+}
+
+// Streaming multiprocessors of the current device (0 when it cannot be read: no split then).
+size_t multiprocessors() {
+    int device = 0, count = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return static_cast<size_t>(count);
 }
 
 template <class Kernel>
@@ -391,14 +406,15 @@ void launch_mma(cudaStream_t s, float* out, const float* q, const KvAttnDesc* de
                 const KvAttnShape& shape) {
     const size_t bytes = MmaLayout<DK, DV>::kBytes;
     const unsigned heads = static_cast<unsigned>(shape.n_head);
-    if (n <= static_cast<size_t>(kQueries)) {
+    const unsigned tiles = static_cast<unsigned>((n + kQueries - 1) / kQueries);
+    if (static_cast<size_t>(tiles) * heads < kSplitBelowBlocksPerSm * multiprocessors()) {
         allow_shared(attention_kv_mma_split_kernel<DK, DV>, bytes);
-        run_kernel(s, attention_kv_mma_split_kernel<DK, DV>, dim3(1, heads, kSplit), dim3(kWarps * 32), bytes, out, q,
-                   desc, static_cast<int>(n), shape);
+        run_kernel(s, attention_kv_mma_split_kernel<DK, DV>, dim3(tiles, heads, kSplit), dim3(kWarps * 32), bytes, out,
+                   q, desc, static_cast<int>(n), shape);
         return;
     }
     allow_shared(attention_kv_mma_kernel<DK, DV>, bytes);
-    const dim3 grid(static_cast<unsigned>((n + kQueries - 1) / kQueries), heads);
+    const dim3 grid(tiles, heads);
     run_kernel(s, attention_kv_mma_kernel<DK, DV>, grid, dim3(kWarps * 32), bytes, out, q, desc, static_cast<int>(n),
                shape);
 }
