@@ -364,46 +364,57 @@ TEST_P(BackendOps, AttentionOverTheKvCacheEqualsTheReference) {
     }
 }
 
+// Dense attention against a double reference. Shapes: a few queries over 9 keys; 3 queries over 700
+// and 1 over 1,500 (Whisper's decoder over its encoder frames: on a GPU, clusters splitting the rows).
 TEST_P(BackendOps, DenseAttentionWithMaskAndCausal) {
-    const size_t n_q = 6, n_kv = 9, n_head = 4, n_head_kv = 2, hd = 24;
-    const std::vector<float> q = random_floats(n_q * n_head * hd, 50);
-    const std::vector<float> k = random_floats(n_kv * n_head_kv * hd, 51);
-    const std::vector<float> v = random_floats(n_kv * n_head_kv * hd, 52);
-    std::vector<float> mask(n_q * n_kv, 0.0f);
-    for (size_t i = 0; i < n_q; ++i) mask[i * n_kv + (i + 2) % n_kv] = -INFINITY;
-    for (bool causal : {false, true}) {
-        DenseAttention s;
-        s.n_head = n_head;
-        s.n_head_kv = n_head_kv;
-        s.head_dim = s.head_dim_v = hd;
-        s.scale = 0.3f;
-        s.causal = causal;
-        const Tensor out = zeros(n_head * hd, n_q);
-        be_->attention_dense(out, f32(q, n_head * hd), f32(k, n_head_kv * hd), f32(v, n_head_kv * hd), f32(mask, n_kv),
-                             s);
-        std::vector<float> want(n_q * n_head * hd, 0.0f);
-        for (size_t i = 0; i < n_q; ++i) {
-            for (size_t h = 0; h < n_head; ++h) {
-                const size_t g = h / (n_head / n_head_kv);
-                std::vector<double> p(n_kv);
-                double max = -INFINITY, sum = 0.0;
-                for (size_t j = 0; j < n_kv; ++j) {
-                    double dot = 0.0;
-                    for (size_t d = 0; d < hd; ++d)
-                        dot += q[(i * n_head + h) * hd + d] * k[(j * n_head_kv + g) * hd + d];
-                    p[j] = dot * 0.3 + mask[i * n_kv + j];
-                    if (causal && j > i + (n_kv - n_q)) p[j] = -INFINITY;
-                    max = std::max(max, p[j]);
-                }
-                for (double& x : p) sum += (x = std::exp(x - max));
-                for (size_t d = 0; d < hd; ++d) {
-                    double acc = 0.0;
-                    for (size_t j = 0; j < n_kv; ++j) acc += p[j] / sum * v[(j * n_head_kv + g) * hd + d];
-                    want[(i * n_head + h) * hd + d] = static_cast<float>(acc);
+    auto run = [&](size_t n_q, size_t n_kv, size_t hd) {
+        const size_t n_head = 4, n_head_kv = 2;
+        const std::vector<float> q = random_floats(n_q * n_head * hd, 50);
+        const std::vector<float> k = random_floats(n_kv * n_head_kv * hd, 51);
+        const std::vector<float> v = random_floats(n_kv * n_head_kv * hd, 52);
+        std::vector<float> mask(n_q * n_kv, 0.0f);
+        for (size_t i = 0; i < n_q; ++i) mask[i * n_kv + (i + 2) % n_kv] = -INFINITY;
+        for (bool causal : {false, true}) {
+            DenseAttention s;
+            s.n_head = n_head;
+            s.n_head_kv = n_head_kv;
+            s.head_dim = s.head_dim_v = hd;
+            s.scale = 0.3f;
+            s.causal = causal;
+            const Tensor out = zeros(n_head * hd, n_q);
+            be_->attention_dense(out, f32(q, n_head * hd), f32(k, n_head_kv * hd), f32(v, n_head_kv * hd),
+                                 f32(mask, n_kv), s);
+            std::vector<float> want(n_q * n_head * hd, 0.0f);
+            for (size_t i = 0; i < n_q; ++i) {
+                for (size_t h = 0; h < n_head; ++h) {
+                    const size_t g = h / (n_head / n_head_kv);
+                    std::vector<double> p(n_kv);
+                    double max = -INFINITY, sum = 0.0;
+                    for (size_t j = 0; j < n_kv; ++j) {
+                        double dot = 0.0;
+                        for (size_t d = 0; d < hd; ++d)
+                            dot += q[(i * n_head + h) * hd + d] * k[(j * n_head_kv + g) * hd + d];
+                        p[j] = dot * 0.3 + mask[i * n_kv + j];
+                        if (causal && j > i + (n_kv - n_q)) p[j] = -INFINITY;
+                        max = std::max(max, p[j]);
+                    }
+                    for (double& x : p) sum += (x = std::exp(x - max));
+                    for (size_t d = 0; d < hd; ++d) {
+                        double acc = 0.0;
+                        for (size_t j = 0; j < n_kv; ++j) acc += p[j] / sum * v[(j * n_head_kv + g) * hd + d];
+                        want[(i * n_head + h) * hd + d] = static_cast<float>(acc);
+                    }
                 }
             }
+            expect_close(get(out), want, 1e-5f, causal ? "dense attention (causal)" : "dense attention (mask)");
         }
-        expect_close(get(out), want, 1e-5f, causal ? "dense attention (causal)" : "dense attention (mask)");
+    };
+    struct Shape {
+        size_t n_q, n_kv, hd;
+    };
+    for (const Shape& shape : {Shape{6, 9, 24}, Shape{3, 700, 64}, Shape{1, 1500, 64}}) {
+        SCOPED_TRACE("n_q " + std::to_string(shape.n_q) + ", n_kv " + std::to_string(shape.n_kv));
+        run(shape.n_q, shape.n_kv, shape.hd);
     }
 }
 

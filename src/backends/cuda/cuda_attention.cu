@@ -1,6 +1,7 @@
 // CUDA kernels of the KV cache (row store as f16, int8 groups or f32), attention over the cache (causal,
 // sliding rings with sinks: masked by row positions, as attention_row_visible), dense attention, and
 // the im2col step of the convolutions.
+#include <cooperative_groups.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -21,6 +22,24 @@ constexpr int kThreads = 128;  // attention block: 4 warps
 constexpr int kTile = 64;      // rows scored per step of the online softmax
 constexpr int kMaxAcc = 4;     // head_dim_v <= kThreads * kMaxAcc
 constexpr int kGroup = 32;     // int8 scale group (kKvGroup)
+// Dense attention of fewer (query, head) pairs than 4 per SM over at least 256 rows runs as clusters
+// of 8 blocks per pair, each attending over an eighth of the rows.
+constexpr int kDenseSplit = 8;
+constexpr size_t kDenseSplitBelowPairsPerSm = 4;
+constexpr size_t kDenseSplitRows = 256;
+
+namespace cg = cooperative_groups;
+
+// Streaming multiprocessors of the current device (0 when it cannot be read: no split then).
+size_t multiprocessors() {
+    int device = 0, count = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return static_cast<size_t>(count);
+}
 
 void check_launch(const char* what) {
     const cudaError_t e = cudaGetLastError();
@@ -169,8 +188,15 @@ __device__ __forceinline__ float accumulate_values(float sum, const float* weigh
 // ROUND (f16 caches): like the CPU path (and llama.cpp's f16 KV path) the query and the normalized
 // attention weights are rounded to f16, so a second pass recomputes the scores once the row max
 // and the sum are known. Otherwise (int8 and f32 caches, dense) one pass with an online softmax.
+// What attend_rows leaves: per thread the output dims threadIdx.x + a * kThreads, normalized with
+// ROUND, else to be divided by l; m the max score (-inf when no row was visible).
+struct Partial {
+    float m, l;
+    float acc[kMaxAcc];
+};
+
 template <bool ROUND, class Rows>
-__device__ void attend(float* out, const float* q, int dk, int dv, float scale, const Rows& rows) {
+__device__ Partial attend_rows(const float* q, int dk, int dv, float scale, const Rows& rows) {
     __shared__ float qs[512];
     __shared__ float score[kTile];
     __shared__ float weight[kTile];
@@ -225,12 +251,75 @@ __device__ void attend(float* out, const float* q, int dk, int dv, float scale, 
             __syncthreads();
         }
     }
-    const float norm = ROUND ? 1.0f : inv;
+    Partial p;
+    p.m = m;
+    p.l = l;
+#pragma unroll
+    for (int a = 0; a < kMaxAcc; ++a) p.acc[a] = acc[a];
+    return p;
+}
+
+template <bool ROUND, class Rows>
+__device__ void attend(float* out, const float* q, int dk, int dv, float scale, const Rows& rows) {
+    const Partial p = attend_rows<ROUND>(q, dk, dv, scale, rows);
+    const float norm = ROUND ? 1.0f : (p.l > 0.0f ? 1.0f / p.l : 0.0f);
 #pragma unroll
     for (int a = 0; a < kMaxAcc; ++a) {
         const int d = threadIdx.x + a * kThreads;
-        if (d < dv) out[d] = acc[a] * norm;
+        if (d < dv) out[d] = p.acc[a] * norm;
     }
+}
+
+// Rows [begin, end) of another row set.
+template <class Rows>
+struct RowRange {
+    const Rows& rows;
+    int begin, end;
+    __device__ int n_rows() const { return end - begin; }
+    __device__ float bias(int r) const { return rows.bias(begin + r); }
+    __device__ float key(int r, int i) const { return rows.key(begin + r, i); }
+    __device__ float value(int r, int i) const { return rows.value(begin + r, i); }
+};
+
+// attend<false> with the rows split over the kDenseSplit blocks of a cluster: each attends over its
+// share, then the partial maxima, sums and outputs are combined through distributed shared memory
+// (in block order), block c writing every kDenseSplit-th output dim.
+template <class Rows>
+__device__ void attend_split(float* out, const float* q, int dk, int dv, float scale, const Rows& rows) {
+    __shared__ float part_m, part_l;
+    __shared__ float part_acc[kThreads * kMaxAcc];
+    const int c = static_cast<int>(blockIdx.z);
+    const int n = rows.n_rows();
+    const int chunk = (n + kDenseSplit - 1) / kDenseSplit;
+    const int begin = min(n, c * chunk);
+    const RowRange<Rows> mine{rows, begin, min(n, begin + chunk)};
+    const Partial p = attend_rows<false>(q, dk, dv, scale, mine);
+    if (threadIdx.x == 0) {
+        part_m = p.m;
+        part_l = p.l;
+    }
+#pragma unroll
+    for (int a = 0; a < kMaxAcc; ++a) part_acc[threadIdx.x + a * kThreads] = p.acc[a];
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();
+    float m = -INFINITY;
+    for (int b = 0; b < kDenseSplit; ++b) m = fmaxf(m, *cluster.map_shared_rank(&part_m, b));
+    float w[kDenseSplit];
+    float l = 0.0f;
+    for (int b = 0; b < kDenseSplit; ++b) {
+        const float mb = *cluster.map_shared_rank(&part_m, b);
+        w[b] = mb == -INFINITY ? 0.0f : expf(mb - m);
+        l += *cluster.map_shared_rank(&part_l, b) * w[b];
+    }
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int d = static_cast<int>(threadIdx.x) * kDenseSplit + c; d < dv; d += kThreads * kDenseSplit) {
+        float sum = 0.0f;
+        for (int b = 0; b < kDenseSplit; ++b) {
+            if (w[b] != 0.0f) sum += cluster.map_shared_rank(part_acc, b)[d] * w[b];
+        }
+        out[d] = sum * inv;
+    }
+    cluster.sync();  // no block leaves while others read its shared memory
 }
 
 // One block per (token, query head); only f16 rows round the query and the weights.
@@ -470,25 +559,45 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+// The rows query i of head h sees in dense attention.
+__device__ __forceinline__ DenseRows dense_rows(const float* k, const float* v, const float* mask, int i, int h,
+                                                int n_q, int n_kv, int n_head, int n_head_kv, int dk, int dv,
+                                                bool causal) {
+    const int kvh = h / (n_head / n_head_kv);
+    const int shift = n_kv >= n_q ? n_kv - n_q : 0;
+    return DenseRows{k,
+                     v,
+                     mask ? mask + static_cast<size_t>(i) * n_kv : nullptr,
+                     n_kv,
+                     n_head_kv * dk,
+                     n_head_kv * dv,
+                     kvh * dk,
+                     kvh * dv,
+                     causal ? i + shift : n_kv - 1};
+}
+
 __global__ void __launch_bounds__(kThreads)
     attention_dense_kernel(float* out, const float* q, const float* k, const float* v, const float* mask, int n_q,
                            int n_kv, int n_head, int n_head_kv, int dk, int dv, float scale, bool causal) {
     pdl_start();
     const int i = blockIdx.x / n_head;
     const int h = blockIdx.x % n_head;
-    const int kvh = h / (n_head / n_head_kv);
-    const int shift = n_kv >= n_q ? n_kv - n_q : 0;
-    DenseRows rows{k,
-                   v,
-                   mask ? mask + static_cast<size_t>(i) * n_kv : nullptr,
-                   n_kv,
-                   n_head_kv * dk,
-                   n_head_kv * dv,
-                   kvh * dk,
-                   kvh * dv,
-                   causal ? i + shift : n_kv - 1};
+    const DenseRows rows = dense_rows(k, v, mask, i, h, n_q, n_kv, n_head, n_head_kv, dk, dv, causal);
     attend<false>(out + static_cast<size_t>(i) * n_head * dv + h * dv,
                   q + static_cast<size_t>(i) * n_head * dk + h * dk, dk, dv, scale, rows);
+}
+
+// Few (query, head) pairs over many rows (Whisper's decoder steps over 1,500 encoder frames): each
+// pair's rows split over a cluster of kDenseSplit blocks.
+__global__ void __cluster_dims__(1, 1, kDenseSplit) __launch_bounds__(kThreads)
+    attention_dense_split_kernel(float* out, const float* q, const float* k, const float* v, const float* mask, int n_q,
+                                 int n_kv, int n_head, int n_head_kv, int dk, int dv, float scale, bool causal) {
+    pdl_start();
+    const int i = blockIdx.x / n_head;
+    const int h = blockIdx.x % n_head;
+    const DenseRows rows = dense_rows(k, v, mask, i, h, n_q, n_kv, n_head, n_head_kv, dk, dv, causal);
+    attend_split(out + static_cast<size_t>(i) * n_head * dv + h * dv, q + static_cast<size_t>(i) * n_head * dk + h * dk,
+                 dk, dv, scale, rows);
 }
 
 __global__ void im2col_1d_kernel(float* col, const float* x, size_t n_t, size_t n_in, size_t n_t_out, size_t kernel,
@@ -607,9 +716,17 @@ void attention_dense(cudaStream_t s, float* out, const float* q, const float* k,
     if (dk > 512 || dv > static_cast<size_t>(kThreads * kMaxAcc)) {
         fail("cuda attention_dense: head dims %zu/%zu exceed 512", dk, dv);
     }
-    run_kernel(s, attention_dense_kernel, dim3(static_cast<unsigned>(n_q * n_head)), dim3(kThreads), 0, out, q, k, v,
-               mask, static_cast<int>(n_q), static_cast<int>(n_kv), static_cast<int>(n_head),
-               static_cast<int>(n_head_kv), static_cast<int>(dk), static_cast<int>(dv), scale, causal);
+    const unsigned pairs = static_cast<unsigned>(n_q * n_head);
+    if (n_kv >= kDenseSplitRows && pairs < kDenseSplitBelowPairsPerSm * multiprocessors()) {
+        run_kernel(s, attention_dense_split_kernel, dim3(pairs, 1, kDenseSplit), dim3(kThreads), 0, out, q, k, v, mask,
+                   static_cast<int>(n_q), static_cast<int>(n_kv), static_cast<int>(n_head), static_cast<int>(n_head_kv),
+                   static_cast<int>(dk), static_cast<int>(dv), scale, causal);
+        check_launch("attention_dense");
+        return;
+    }
+    run_kernel(s, attention_dense_kernel, dim3(pairs), dim3(kThreads), 0, out, q, k, v, mask, static_cast<int>(n_q),
+               static_cast<int>(n_kv), static_cast<int>(n_head), static_cast<int>(n_head_kv), static_cast<int>(dk),
+               static_cast<int>(dv), scale, causal);
     check_launch("attention_dense");
 }
 

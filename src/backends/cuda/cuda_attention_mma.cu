@@ -35,7 +35,7 @@ namespace {
 namespace cg = cooperative_groups;
 
 constexpr int kWarps = 4;
-constexpr int kSplit = 8;     // blocks of a cluster sharing the rows of one tile of queries
+constexpr int kSplit = 8;  // blocks of a cluster sharing the rows of one tile of queries
 // Batches with fewer (16-query tile, head) pairs than this many per SM run as clusters: each pair's
 // rows are split over 8 blocks. Without, a pp512 of Gemma 3 (4 heads) is 128 blocks of 4 warps on
 // 132 SMs, each warp waiting on its own row loads through 8 steps a pass.
