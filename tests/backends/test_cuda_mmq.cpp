@@ -1,8 +1,9 @@
-// The CUDA prompt products (cuda_mmq.cu: n > 8 tokens, int8 tensor-core tiles of 64 rows x 64
-// tokens over x rounded once; F16/BF16/F32 weights on tf32 tiles) against the CPU backend on random
-// data, and the CACTUS_CUDA_MMQ=0 fallback. Shapes: n = 9, 17, 33, 64, 100, 512 (partial and several token tiles); n_out 77, 130,
-// 1000 (partial row tiles); n_in 256 .. 8960, with 576 and 8864 leaving a partial 256-element step
-// for the 32-element formats.
+// The CUDA prompt products (cuda_mmq.cu: n > 8 tokens, int8 tensor-core tiles of 64 rows x 64 or
+// 128 tokens over x rounded once; F16/BF16/F32 weights on tf32 tiles) against the CPU backend on
+// random data, the two tile widths against each other (CACTUS_CUDA_MMQ_TOKENS: bit for bit), and
+// the CACTUS_CUDA_MMQ=0 fallback. Shapes: n = 9, 17, 33, 64, 100, 512 (partial and several token
+// tiles; 129, 140, 200, 517 for the widths); n_out 77, 130, 200, 1000 (partial row tiles); n_in
+// 256 .. 8960, with 576 and 8864 leaving a partial 256-element step for the 32-element formats.
 //
 // Tolerance: both backends round x exactly as the CPU's vec_dot_type does and sum the same
 // per-block integer products; only the float summation order differs (the tile scales each 32- or
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -49,55 +51,80 @@ const Case kCases[] = {
     {{100, 77, 8960}, false}, {{40, 77, 8864}, true},   {{512, 77, 1024}, false},
 };
 
-// A weight [rows, width] of `type` on both backends, and its dequantized values.
-struct Weight {
+// A random weight [n_out, n_in] of `type` in its blocks, x [n, n_in], and the weight's dequantized values.
+struct Product {
+    Shape shape;
+    DType type;
+    std::vector<uint8_t> bytes;
     std::vector<float> values;
-    Held cpu;
-    Held gpu;
+    std::vector<float> x;
 };
 
-Weight make_weight(Backend& cpu, Backend& gpu, DType type, size_t width, size_t rows, uint32_t seed) {
-    Weight w;
-    const std::vector<float> src = random_floats(width * rows, seed);
-    const size_t rb = dtype_row_bytes(type, width);
-    std::vector<uint8_t> bytes(rb * rows, 0);
-    w.values.assign(width * rows, 0.0f);
-    for (size_t r = 0; r < rows; ++r) {
-        quantize_row_ref(type, bytes.data() + r * rb, src.data() + r * width, width);
-        dequantize_row_ref(type, w.values.data() + r * width, bytes.data() + r * rb, width);
+Product make_product(DType type, const Shape& s, uint32_t seed) {
+    Product p{s, type, {}, {}, random_floats(s.n * s.n_in, seed + 7, -2.0f, 2.0f)};
+    const std::vector<float> src = random_floats(s.n_in * s.n_out, seed);
+    const size_t rb = dtype_row_bytes(type, s.n_in);
+    p.bytes.assign(rb * s.n_out, 0);
+    p.values.assign(s.n_in * s.n_out, 0.0f);
+    for (size_t r = 0; r < s.n_out; ++r) {
+        quantize_row_ref(type, p.bytes.data() + r * rb, src.data() + r * s.n_in, s.n_in);
+        dequantize_row_ref(type, p.values.data() + r * s.n_in, p.bytes.data() + r * rb, s.n_in);
     }
-    w.cpu = hold(cpu, type, width, rows, bytes.data());
-    w.gpu = hold(gpu, type, width, rows, bytes.data());
-    return w;
+    return p;
 }
 
-std::vector<float> fetch(Backend& be, const Held& h) {
+std::string describe(const Product& p) {
+    return std::string(dtype_name(p.type)) + " n " + std::to_string(p.shape.n) + " n_out " +
+           std::to_string(p.shape.n_out) + " n_in " + std::to_string(p.shape.n_in);
+}
+
+// y [n, n_out] = x W^T on `be`.
+std::vector<float> run(Backend& be, const Product& p) {
+    const Shape& s = p.shape;
+    const Held w = hold(be, p.type, s.n_in, s.n_out, p.bytes.data());
+    const Held x = hold_f32(be, p.x, s.n_in);
+    const Held y = hold(be, DType::F32, s.n_out, s.n);
+    be.matmul(y.t, w.t, x.t);
     be.synchronize(std::chrono::milliseconds(30000));
-    return download_f32(be, h.t);
+    return download_f32(be, y.t);
 }
 
-// y = x W^T on both backends; every element within 2e-5 sum_i |w_i x_i| + 1e-5 of the CPU's.
-void compare(Backend& cpu, Backend& gpu, DType type, const Shape& s, uint32_t seed) {
-    const Weight w = make_weight(cpu, gpu, type, s.n_in, s.n_out, seed);
-    const std::vector<float> x = random_floats(s.n * s.n_in, seed + 7, -2.0f, 2.0f);
-    const Held xc = hold_f32(cpu, x, s.n_in), xg = hold_f32(gpu, x, s.n_in);
-    const Held yc = hold(cpu, DType::F32, s.n_out, s.n), yg = hold(gpu, DType::F32, s.n_out, s.n);
-    cpu.matmul(yc.t, w.cpu.t, xc.t);
-    gpu.matmul(yg.t, w.gpu.t, xg.t);
-    const std::vector<float> got = fetch(gpu, yg), want = fetch(cpu, yc);
-    const std::string what = std::string(dtype_name(type)) + " n " + std::to_string(s.n) + " n_out " +
-                             std::to_string(s.n_out) + " n_in " + std::to_string(s.n_in);
-    ASSERT_EQ(got.size(), want.size()) << what;
+// Every element of got within 2e-5 sum_i |w_i x_i| + 1e-5 of the CPU's (want).
+void expect_near_cpu(const Product& p, const std::vector<float>& got, const std::vector<float>& want) {
+    const Shape& s = p.shape;
+    ASSERT_EQ(got.size(), want.size()) << describe(p);
     for (size_t t = 0; t < s.n; ++t) {
         for (size_t r = 0; r < s.n_out; ++r) {
             double mag = 0.0;
             for (size_t i = 0; i < s.n_in; ++i)
-                mag += std::fabs(static_cast<double>(w.values[r * s.n_in + i]) * x[t * s.n_in + i]);
+                mag += std::fabs(static_cast<double>(p.values[r * s.n_in + i]) * p.x[t * s.n_in + i]);
             const size_t at = t * s.n_out + r;
             ASSERT_LE(std::fabs(static_cast<double>(got[at]) - want[at]), 2e-5 * mag + 1e-5)
-                << what << ": token " << t << " row " << r << " is " << got[at] << ", cpu " << want[at];
+                << describe(p) << ": token " << t << " row " << r << " is " << got[at] << ", cpu " << want[at];
         }
     }
+}
+
+void compare(Backend& cpu, Backend& gpu, DType type, const Shape& s, uint32_t seed) {
+    const Product p = make_product(type, s, seed);
+    expect_near_cpu(p, run(gpu, p), run(cpu, p));
+}
+
+// A CUDA backend with the tiled products on and CACTUS_CUDA_MMQ_TOKENS=value; the caller's
+// environment is restored after. Null, with the reason in why, if it cannot be made.
+std::unique_ptr<Backend> cuda_with_tile_tokens(const char* value, std::string* why) {
+    const char* old = std::getenv("CACTUS_CUDA_MMQ_TOKENS");
+    const std::string saved = old ? old : "";
+    setenv("CACTUS_CUDA_MMQ", "1", 1);
+    setenv("CACTUS_CUDA_MMQ_TOKENS", value, 1);
+    std::unique_ptr<Backend> be = testing::try_cuda(why);
+    unsetenv("CACTUS_CUDA_MMQ");
+    if (old) {
+        setenv("CACTUS_CUDA_MMQ_TOKENS", saved.c_str(), 1);
+    } else {
+        unsetenv("CACTUS_CUDA_MMQ_TOKENS");
+    }
+    return be;
 }
 
 class CudaMmq : public ::testing::Test {
@@ -135,22 +162,10 @@ TEST_F(CudaMmq, ZeroAndSpikyActivationsMatchCpu) {
     x[7 * n_in + 100] = 900.0f;
     x[8 * n_in + 300] = -900.0f;
     for (DType type : kTypes) {
-        const Weight w = make_weight(*cpu_, *gpu_, type, n_in, n_out, 11);
-        const Held xc = hold_f32(*cpu_, x, n_in), xg = hold_f32(*gpu_, x, n_in);
-        const Held yc = hold(*cpu_, DType::F32, n_out, n), yg = hold(*gpu_, DType::F32, n_out, n);
-        cpu_->matmul(yc.t, w.cpu.t, xc.t);
-        gpu_->matmul(yg.t, w.gpu.t, xg.t);
-        const std::vector<float> got = fetch(*gpu_, yg), want = fetch(*cpu_, yc);
-        for (size_t t = 0; t < n; ++t) {
-            for (size_t r = 0; r < n_out; ++r) {
-                double mag = 0.0;
-                for (size_t i = 0; i < n_in; ++i)
-                    mag += std::fabs(static_cast<double>(w.values[r * n_in + i]) * x[t * n_in + i]);
-                const size_t at = t * n_out + r;
-                ASSERT_LE(std::fabs(static_cast<double>(got[at]) - want[at]), 2e-5 * mag + 1e-5)
-                    << dtype_name(type) << ": token " << t << " row " << r << " is " << got[at] << ", cpu " << want[at];
-            }
-        }
+        Product p = make_product(type, Shape{n, n_out, n_in}, 11);
+        p.x = x;
+        expect_near_cpu(p, run(*gpu_, p), run(*cpu_, p));
+        if (HasFatalFailure()) return;
     }
 }
 
@@ -177,6 +192,54 @@ TEST_F(CudaMmq, OffFallsBackAndStillMatchesCpu) {
     compare(*cpu_, *off, DType::Q4_K, Shape{17, 77, 512}, 900);
     compare(*cpu_, *off, DType::Q8_0, Shape{33, 77, 576}, 901);
     compare(*cpu_, *off, DType::F16, Shape{33, 77, 100}, 902);
+}
+
+// 64- and 128-token tiles (CACTUS_CUDA_MMQ_TOKENS) give the same bits for every element: each
+// element's K loop and per-group scaling do not depend on the tile. Token counts past one or several
+// wide tiles, row counts past whole row tiles, and (legacy types) a partial 256-element step.
+TEST_F(CudaMmq, TileWidthsAgreeBitForBit) {
+    std::string why;
+    const std::unique_ptr<Backend> narrow = cuda_with_tile_tokens("64", &why);
+    ASSERT_TRUE(narrow) << why;
+    const std::unique_ptr<Backend> wide = cuda_with_tile_tokens("128", &why);
+    ASSERT_TRUE(wide) << why;
+    EXPECT_NE(narrow->describe().find("prompt tiles of 64 tokens"), std::string::npos) << narrow->describe();
+    EXPECT_NE(wide->describe().find("prompt tiles of 128 tokens"), std::string::npos) << wide->describe();
+    const Case cases[] = {
+        {{129, 77, 256}, false},
+        {{200, 130, 512}, false},
+        {{517, 200, 1024}, false},
+        {{140, 77, 576}, true},
+    };
+    uint32_t seed = 700;
+    for (DType type : kTypes) {
+        const bool k_quant = dtype_traits(type).block_size == 256;
+        for (const Case& c : cases) {
+            if (c.legacy_only && k_quant) continue;
+            const Product p = make_product(type, c.shape, seed += 10);
+            const std::vector<float> a = run(*narrow, p), b = run(*wide, p);
+            ASSERT_EQ(a.size(), b.size()) << describe(p);
+            for (size_t i = 0; i < a.size(); ++i) {
+                uint32_t ba = 0, bb = 0;
+                std::memcpy(&ba, &a[i], sizeof(ba));
+                std::memcpy(&bb, &b[i], sizeof(bb));
+                ASSERT_EQ(ba, bb) << describe(p) << ": token " << i / c.shape.n_out << " row " << i % c.shape.n_out
+                                  << " is " << a[i] << " with 64-token tiles, " << b[i] << " with 128";
+            }
+            expect_near_cpu(p, b, run(*cpu_, p));
+            if (HasFatalFailure()) return;
+        }
+    }
+}
+
+// Any other value of CACTUS_CUDA_MMQ_TOKENS stops the backend with a message naming it.
+TEST_F(CudaMmq, BadTileWidthIsAClearError) {
+    for (const char* bad : {"96", "256", "wide"}) {
+        std::string why;
+        EXPECT_FALSE(cuda_with_tile_tokens(bad, &why)) << bad;
+        EXPECT_NE(why.find("CACTUS_CUDA_MMQ_TOKENS"), std::string::npos) << why;
+        EXPECT_NE(why.find("64 or 128"), std::string::npos) << why;
+    }
 }
 
 }  // namespace

@@ -31,6 +31,17 @@ bool switch_value(const char* name, bool otherwise) {
 bool switch_on(const char* name) { return switch_value(name, true); }
 bool switch_set(const char* name) { return switch_value(name, false); }
 
+// CACTUS_CUDA_MMQ_TOKENS: 64 or 128 forces the token width of the tiled prompt products; unset,
+// cuda::mmq picks per product (0).
+int mmq_tokens_setting() {
+    const char* name = "CACTUS_CUDA_MMQ_TOKENS";
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') return 0;
+    if (std::strcmp(v, "64") == 0) return 64;
+    if (std::strcmp(v, "128") == 0) return 128;
+    fail("%s: unknown value '%s' (64 or 128; unset for the automatic choice)", name, v);
+}
+
 class CudaBuffer final : public Buffer {
 public:
     CudaBuffer(std::shared_ptr<CudaContext> ctx, void* ptr, size_t bytes)
@@ -76,6 +87,7 @@ CudaBackend::CudaBackend(int device, std::chrono::milliseconds timeout)
     : ctx_(std::make_shared<CudaContext>()), timeout_(timeout), timer_(switch_set("CACTUS_CUDA_PROFILE")) {
     ctx_->device = device;
     ctx_->name = "cuda:" + std::to_string(device);
+    mmq_tiling_.tokens = mmq_tokens_setting();  // before anything is allocated: a bad value throws
     check(cudaSetDevice(device), "init", "cudaSetDevice");
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, device), "init", "cudaGetDeviceProperties");
@@ -86,6 +98,7 @@ CudaBackend::CudaBackend(int device, std::chrono::milliseconds timeout)
             ctx_->name.c_str(), prop.name, prop.major, prop.minor);
     }
     device_name_ = prop.name;
+    mmq_tiling_.sms = prop.multiProcessorCount;
     check(cudaStreamCreateWithFlags(&ctx_->stream, cudaStreamNonBlocking), "init", "cudaStreamCreate");
     check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "init", "cudaEventCreate");
     const char* pdl = std::getenv("CACTUS_CUDA_PDL");
@@ -151,7 +164,11 @@ std::string CudaBackend::describe() const {
     return ctx_->name + " (" + device_name_ + ", " + graphs +
            (cuda::programmatic_launch() ? ", programmatic launch" : "") +
            (fused_ ? "" : ", fused products off (CACTUS_CUDA_FUSED=0)") +
-           (mmq_ ? "" : ", tiled prompt products off (CACTUS_CUDA_MMQ=0)") + ")";
+           (mmq_ ? "" : ", tiled prompt products off (CACTUS_CUDA_MMQ=0)") +
+           (mmq_tiling_.tokens == 0
+                ? ""
+                : ", prompt tiles of " + std::to_string(mmq_tiling_.tokens) + " tokens (CACTUS_CUDA_MMQ_TOKENS)") +
+           ")";
 }
 
 BackendCounters CudaBackend::counters() const {
@@ -373,7 +390,8 @@ bool CudaBackend::try_mmq(const Tensor& y, const Tensor& w, const float* x, size
     launch(
         "matmul",
         [&](cudaStream_t s) {
-            ran = cuda::mmq(s, y.as<float>(), w.data(), w.type, w.row_bytes(), x, n, n_in, w.rows(), rounded);
+            ran = cuda::mmq(s, y.as<float>(), w.data(), w.type, w.row_bytes(), x, n, n_in, w.rows(), rounded,
+                            mmq_tiling_);
         },
         shape);
     return ran;

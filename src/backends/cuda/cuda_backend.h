@@ -167,6 +167,9 @@ private:
     // Tiled tensor-core prompt products (cuda_mmq.cu); CACTUS_CUDA_MMQ=0 sends prompts to matmul's
     // one-warp-per-row kernel instead (A/B runs).
     bool mmq_ = true;
+    // Their tile width: CACTUS_CUDA_MMQ_TOKENS=64 or 128 forces one (A/B runs), else cuda::mmq picks
+    // per product from the device's multiprocessor count.
+    cuda::MmqTiling mmq_tiling_;
     // Fused decode products (cuda_gemv.cu); environment CACTUS_CUDA_FUSED=0 turns them off (matmul's
     // kernel and the unfused sequences of the base class), read once here, for A/B runs.
     bool fused_ = true;

@@ -2,14 +2,14 @@
 //  1. round x once per product into int8 blocks in the CPU's vec_dot_type layout (Q8_0 / Q8_1
 //     blocks of 32 for the legacy formats, Q8_K blocks of 256 for the K-quants), with each 32-block's
 //     scale d and the term its weights' minimum multiplies (Q8_1: f16(d * sum q); Q8_K: d * sum q);
-//  2. per block of 128 threads, a 64-row x 64-token tile of y: each 256-element step unpacks the
-//     weights' quants to int8 in shared memory (one 32-element block per item), copies the rounded
-//     activations beside them, and every warp multiplies its 32 x 32 sub-tile with
-//     mma.sync.m16n8k16 s8 x s8 -> s32. Each 16-element (Q6_K) or 32-element int32 sum is then
-//     scaled as the CPU's vec_dot scales its block: d_w * d_x * isum, plus m_w * s_x for the
-//     weights with a minimum (K-quants: -dmin * m_j * d_x * sum_j(q)). The result equals the CPU's
-//     up to float summation order.
-// F16 / BF16 / F32 weights take the same tiles on the tf32 tensor cores (mmf_kernel, below).
+//  2. per block of 128 threads, a 64-row x 64-token tile of y (or of 256 threads, 64 x 128: see
+//     tile_tokens): each 256-element step unpacks the weights' quants to int8 in shared memory (one
+//     32-element block per item), copies the rounded activations beside them, and every warp
+//     multiplies its 32 x 32 sub-tile with mma.sync.m16n8k16 s8 x s8 -> s32. Each 16-element
+//     (Q6_K) or 32-element int32 sum is then scaled as the CPU's vec_dot scales its block:
+//     d_w * d_x * isum, plus m_w * s_x for the weights with a minimum (K-quants:
+//     -dmin * m_j * d_x * sum_j(q)). The result equals the CPU's up to float summation order.
+// F16 / BF16 / F32 weights take the 64 x 64 tiles on the tf32 tensor cores (mmf_kernel, below).
 // Launchers: cuda_mmq.h.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -29,13 +29,19 @@ namespace cuda {
 namespace {
 
 constexpr int kTileRows = 64;                // weight rows of a block
-constexpr int kTileTokens = 64;              // tokens of a block
+constexpr int kNarrowTokens = 64;            // tokens of a block: 4 warps, 2 x 2 sub-tiles of 32 x 32
+constexpr int kWideTokens = 128;             // mmq only: 8 warps, 2 (rows) x 4 (tokens) sub-tiles
 constexpr int kTileK = 256;                  // elements of one step
 constexpr int kGroups = kTileK / 32;         // 32-element blocks of one step
 constexpr int kRowBytes = kTileK + 16;       // shared row stride: the fragment loads hit 32 banks
-constexpr int kThreads = 128;                // 4 warps, 2 x 2 sub-tiles of 32 rows x 32 tokens
 constexpr int kQuantThreads = 256;           // rounding kernel
 constexpr size_t kMaxElements = 1ull << 31;  // int indexing of x and the scratch
+constexpr size_t kMaxGridY = 65535;          // token tiles of one launch
+constexpr size_t kStaticShared = 48 * 1024;  // more than this per block must be dynamic, opted into
+
+// Threads of a block whose tile is kTileRows x `tokens`: a warp per 32 x 32 sub-tile.
+__host__ __device__ constexpr int tile_threads(int tokens) { return (kTileRows / 32) * (tokens / 32) * 32; }
+constexpr int kFloatThreads = tile_threads(kNarrowTokens);  // mmf_kernel
 
 // ---- weights: one 32-element block into int8 --------------------------------------------------------
 // Unpack<T>::run(row, g, q, d, m): block g of a row (K-quants: sub-block g % 8 of super-block g / 8)
@@ -326,21 +332,43 @@ __device__ __forceinline__ void mma_s8(int* d, uint32_t a0, uint32_t a1, uint32_
                  : "r"(a0), "r"(a1), "r"(b));
 }
 
+// 45,056 bytes for 64 tokens (static shared memory), 66,560 for 128 (dynamic: mmq_shared).
+template <int kTokens>
 struct MmqShared {
-    alignas(16) int8_t wq[kTileRows][kRowBytes];    // weight quants of the step
-    alignas(16) int8_t xq[kTileTokens][kRowBytes];  // rounded activations of the step
-    float wd[kTileRows][2 * kGroups];               // scale per 16 weights
-    float wm[kTileRows][kGroups];                   // minimum factor per 32 weights
-    float xd[kTileTokens][kGroups];                 // activation scale per 32
-    float xm[kTileTokens][kGroups];                 // activation minimum term per 32
+    alignas(16) int8_t wq[kTileRows][kRowBytes];  // weight quants of the step
+    alignas(16) int8_t xq[kTokens][kRowBytes];    // rounded activations of the step
+    float wd[kTileRows][2 * kGroups];             // scale per 16 weights
+    float wm[kTileRows][kGroups];                 // minimum factor per 32 weights
+    float xd[kTokens][kGroups];                   // activation scale per 32
+    float xm[kTokens][kGroups];                   // activation minimum term per 32
 };
+
+// Dynamic shared bytes a launch of kTokens-token tiles passes: 0 where the tile fits statically.
+template <int kTokens>
+__host__ __device__ constexpr size_t mmq_dynamic_bytes() {
+    return sizeof(MmqShared<kTokens>) <= kStaticShared ? 0 : sizeof(MmqShared<kTokens>);
+}
+static_assert(mmq_dynamic_bytes<kNarrowTokens>() == 0, "the 64-token tile keeps its static shared memory");
+
+// The block's tile: a static variable where it fits in 48 KB, else the dynamic shared memory (its
+// base is 16-byte aligned through the uint4 declaration, as the uint4 stores into wq / xq need).
+template <int kTokens>
+__device__ __forceinline__ MmqShared<kTokens>& mmq_shared() {
+    if constexpr (mmq_dynamic_bytes<kTokens>() == 0) {
+        __shared__ MmqShared<kTokens> sh;
+        return sh;
+    } else {
+        extern __shared__ uint4 mmq_dynamic[];
+        return *reinterpret_cast<MmqShared<kTokens>*>(mmq_dynamic);
+    }
+}
 
 // Step k0 (elements k0 .. k0 + 255; groups [0, groups) of it valid) of rows row0.. into shared
 // memory; rows past n_out are zeros.
-template <DType T>
-__device__ __forceinline__ void load_weights(MmqShared& sh, const uint8_t* w, size_t row_bytes, int row0, int n_out,
-                                             int g0, int groups) {
-    for (int it = static_cast<int>(threadIdx.x); it < kTileRows * kGroups; it += kThreads) {
+template <DType T, int kTokens>
+__device__ __forceinline__ void load_weights(MmqShared<kTokens>& sh, const uint8_t* w, size_t row_bytes, int row0,
+                                             int n_out, int g0, int groups) {
+    for (int it = static_cast<int>(threadIdx.x); it < kTileRows * kGroups; it += tile_threads(kTokens)) {
         const int r = it / kGroups;
         const int g = it % kGroups;
         if (g >= groups) continue;
@@ -363,10 +391,11 @@ __device__ __forceinline__ void load_weights(MmqShared& sh, const uint8_t* w, si
 }
 
 // Tokens tok0.. of the same step; tokens past n are zeros.
-__device__ __forceinline__ void load_activations(MmqShared& sh, const int8_t* xq, const float* xd, const float* xm,
-                                                 int tok0, int n, int n_in, int g0, int groups) {
+template <int kTokens>
+__device__ __forceinline__ void load_activations(MmqShared<kTokens>& sh, const int8_t* xq, const float* xd,
+                                                 const float* xm, int tok0, int n, int n_in, int g0, int groups) {
     constexpr int kParts = kTileK / 16;  // 16-byte parts of a token's step
-    for (int it = static_cast<int>(threadIdx.x); it < kTileTokens * kParts; it += kThreads) {
+    for (int it = static_cast<int>(threadIdx.x); it < kTokens * kParts; it += tile_threads(kTokens)) {
         const int t = it / kParts;
         const int p = it % kParts;
         if (p >= 2 * groups) continue;
@@ -377,7 +406,7 @@ __device__ __forceinline__ void load_activations(MmqShared& sh, const int8_t* xq
         *reinterpret_cast<uint4*>(&sh.xq[t][p * 16]) = v;
     }
     const int scales = n_in / 32;
-    for (int it = static_cast<int>(threadIdx.x); it < kTileTokens * kGroups; it += kThreads) {
+    for (int it = static_cast<int>(threadIdx.x); it < kTokens * kGroups; it += tile_threads(kTokens)) {
         const int t = it / kGroups;
         const int g = it % kGroups;
         if (g >= groups) continue;
@@ -399,9 +428,9 @@ __device__ __forceinline__ float small_int_to_float(int v) {
 
 // acc [2 row tiles][4 token tiles][4] += scaled sums of group g (half h, or both halves) of this warp's
 // sub-tile: row r = wr + 16 i + lg (+ 8 for e >= 2), token c = wc + 8 j + 2 lt + (e & 1).
-template <DType T>
-__device__ __forceinline__ void scale_into(float (&acc)[2][4][4], const int (&c)[2][4][4], const MmqShared& sh, int wr,
-                                           int wc, int lg, int lt, int g, int h, bool add_min) {
+template <DType T, int kTokens>
+__device__ __forceinline__ void scale_into(float (&acc)[2][4][4], const int (&c)[2][4][4], const MmqShared<kTokens>& sh,
+                                           int wr, int wc, int lg, int lt, int g, int h, bool add_min) {
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
         const int r0 = wr + 16 * i + lg;
@@ -427,16 +456,18 @@ __device__ __forceinline__ void scale_into(float (&acc)[2][4][4], const int (&c)
     }
 }
 
-// y [n, n_out] tile (blockIdx.x: 64 rows, blockIdx.y: 64 tokens). Warp w owns rows wr = 32 (w % 2)
+// A tile of y [n, n_out] (blockIdx.x: 64 rows, blockIdx.y: kTokens tokens) from w [n_out rows of
+// row_bytes] and x rounded (xq [n, n_in], xd / xm [n, n_in / 32]). Warp w owns rows wr = 32 (w % 2)
 // and tokens wc = 32 (w / 2) of the tile. Barriers: after a step's loads (the warps read what others
 // wrote) and before the next step's (nobody still reads the shared tiles).
-template <DType T>
-__global__ void __launch_bounds__(kThreads) mmq_kernel(float* y, const uint8_t* w, size_t row_bytes, const int8_t* xq,
-                                                       const float* xd, const float* xm, int n, int n_in, int n_out) {
+template <DType T, int kTokens>
+__global__ void __launch_bounds__(tile_threads(kTokens))
+    mmq_kernel(float* y, const uint8_t* w, size_t row_bytes, const int8_t* xq, const float* xd, const float* xm, int n,
+               int n_in, int n_out) {
     pdl_start();
-    __shared__ MmqShared sh;
+    MmqShared<kTokens>& sh = mmq_shared<kTokens>();
     const int row0 = static_cast<int>(blockIdx.x) * kTileRows;
-    const int tok0 = static_cast<int>(blockIdx.y) * kTileTokens;
+    const int tok0 = static_cast<int>(blockIdx.y) * kTokens;
     const int warp = static_cast<int>(threadIdx.x) >> 5;
     const int lane = static_cast<int>(threadIdx.x) & 31;
     const int lg = lane >> 2, lt = lane & 3;
@@ -452,7 +483,7 @@ __global__ void __launch_bounds__(kThreads) mmq_kernel(float* y, const uint8_t* 
     for (int g0 = 0; g0 < n_groups; g0 += kGroups) {  // block-uniform
         const int groups = min(kGroups, n_groups - g0);
         __syncthreads();
-        load_weights<T>(sh, w, row_bytes, row0, n_out, g0, groups);
+        load_weights<T, kTokens>(sh, w, row_bytes, row0, n_out, g0, groups);
         load_activations(sh, xq, xd, xm, tok0, n, n_in, g0, groups);
         __syncthreads();
         for (int g = 0; g < groups; ++g) {
@@ -481,9 +512,9 @@ __global__ void __launch_bounds__(kThreads) mmq_kernel(float* y, const uint8_t* 
 #pragma unroll
                     for (int j = 0; j < 4; ++j) mma_s8(c[i][j], a[i][0], a[i][1], b[j]);
                 if (split_halves<T>()) {
-                    scale_into<T>(acc, c, sh, wr, wc, lg, lt, g, h, h == 1);
+                    scale_into<T, kTokens>(acc, c, sh, wr, wc, lg, lt, g, h, h == 1);
                 } else if (h == 1) {
-                    scale_into<T>(acc, c, sh, wr, wc, lg, lt, g, 0, true);
+                    scale_into<T, kTokens>(acc, c, sh, wr, wc, lg, lt, g, 0, true);
                 }
             }
         }
@@ -531,8 +562,8 @@ __device__ __forceinline__ void mma_tf32(float* d, const uint32_t* a, uint32_t b
 struct MmfShared {
     uint32_t wh[kTileRows][kFloatStride];  // tf32 weights of the step
     uint32_t wl[kTileRows][kFloatStride];  // F32 weights: what hi leaves
-    uint32_t xh[kTileTokens][kFloatStride];
-    uint32_t xl[kTileTokens][kFloatStride];
+    uint32_t xh[kNarrowTokens][kFloatStride];
+    uint32_t xl[kNarrowTokens][kFloatStride];
 };
 
 // v into hi (tf32(v)) and lo (tf32(v - hi); v - hi is exact in f32).
@@ -544,12 +575,12 @@ __device__ __forceinline__ void split_tf32(float v, uint32_t* hi, uint32_t* lo) 
 // y [n, n_out] tile as mmq_kernel's (same warp sub-tiles, same barriers), over steps of 32 elements
 // (n_in any size: elements past it are zeros).
 template <DType T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kFloatThreads)
     mmf_kernel(float* y, const uint8_t* w, size_t row_bytes, const float* x, int n, int n_in, int n_out) {
     pdl_start();
     __shared__ MmfShared sh;
     const int row0 = static_cast<int>(blockIdx.x) * kTileRows;
-    const int tok0 = static_cast<int>(blockIdx.y) * kTileTokens;
+    const int tok0 = static_cast<int>(blockIdx.y) * kNarrowTokens;
     const int warp = static_cast<int>(threadIdx.x) >> 5;
     const int lane = static_cast<int>(threadIdx.x) & 31;
     const int lg = lane >> 2, lt = lane & 3;
@@ -564,7 +595,7 @@ __global__ void __launch_bounds__(kThreads)
             for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
     for (int k0 = 0; k0 < n_in; k0 += kFloatK) {  // block-uniform
         __syncthreads();
-        for (int it = static_cast<int>(threadIdx.x); it < kTileRows * kFloatK; it += kThreads) {
+        for (int it = static_cast<int>(threadIdx.x); it < kTileRows * kFloatK; it += kFloatThreads) {
             const int r = it / kFloatK, k = it % kFloatK;
             const bool live = row0 + r < n_out && k0 + k < n_in;
             const float v = live ? plain_at<T>(w + static_cast<size_t>(row0 + r) * row_bytes, k0 + k) : 0.0f;
@@ -573,7 +604,7 @@ __global__ void __launch_bounds__(kThreads)
             sh.wh[r][k] = hi;
             sh.wl[r][k] = lo;
         }
-        for (int it = static_cast<int>(threadIdx.x); it < kTileTokens * kFloatK; it += kThreads) {
+        for (int it = static_cast<int>(threadIdx.x); it < kNarrowTokens * kFloatK; it += kFloatThreads) {
             const int t = it / kFloatK, k = it % kFloatK;
             const bool live = tok0 + t < n && k0 + k < n_in;
             const float v = live ? x[static_cast<size_t>(tok0 + t) * n_in + k0 + k] : 0.0f;
@@ -627,6 +658,42 @@ __global__ void __launch_bounds__(kThreads)
 
 size_t round16(size_t v) { return (v + 15) & ~static_cast<size_t>(15); }
 
+size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+
+// Wide tiles are taken while their grid still gives every multiprocessor this many blocks.
+constexpr size_t kWideMinBlocksPerSm = 2;
+
+// Token width of the integer tiles for y [n, n_out]. A 128-token tile unpacks each weight step once
+// per 128 tokens instead of 64 (half the unpacking and weight reads from L2) at the cost of half as
+// many blocks, so it is taken only where that grid still fills the device (tiling.sms
+// multiprocessors) kWideMinBlocksPerSm times; CACTUS_CUDA_MMQ_TOKENS (tiling.tokens) forces either
+// for A/B runs. The choice changes no result: every output element runs the same K loop and the
+// same per-group scaling in both widths, so y is bit-identical (test: CudaMmq.TileWidthsAgreeBitForBit).
+int tile_tokens(size_t n, size_t n_out, const MmqTiling& tiling) {
+    if (tiling.tokens != 0) return tiling.tokens;
+    if (n < static_cast<size_t>(kWideTokens)) return kNarrowTokens;
+    const size_t blocks = ceil_div(n_out, kTileRows) * ceil_div(n, kWideTokens);
+    return blocks >= kWideMinBlocksPerSm * static_cast<size_t>(tiling.sms) ? kWideTokens : kNarrowTokens;
+}
+
+// The tiled product over x already rounded into xq / xd / xm; tiles over 48 KB opt into their
+// dynamic shared memory first (every launch: the setting is per device).
+template <DType T, int kTokens>
+void launch_tiles(cudaStream_t s, float* y, const uint8_t* w, size_t row_bytes, const int8_t* xq, const float* xd,
+                  const float* xm, size_t n, size_t n_in, size_t n_out) {
+    constexpr size_t bytes = mmq_dynamic_bytes<kTokens>();
+    if constexpr (bytes > 0) {
+        const cudaError_t e = cudaFuncSetAttribute(mmq_kernel<T, kTokens>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   static_cast<int>(bytes));
+        if (e != cudaSuccess) {
+            fail("cuda mmq: shared memory of %zu bytes for %d-token tiles: %s", bytes, kTokens, cudaGetErrorString(e));
+        }
+    }
+    const dim3 grid(static_cast<unsigned>(ceil_div(n_out, kTileRows)), static_cast<unsigned>(ceil_div(n, kTokens)));
+    run_kernel(s, mmq_kernel<T, kTokens>, grid, dim3(tile_threads(kTokens)), bytes, y, w, row_bytes, xq, xd, xm,
+               static_cast<int>(n), static_cast<int>(n_in), static_cast<int>(n_out));
+}
+
 }  // namespace
 
 bool mmq_supported(DType type) {
@@ -638,8 +705,12 @@ size_t mmq_scratch_bytes(size_t n, size_t n_in) {
 }
 
 bool mmq(cudaStream_t s, float* y, const void* w, DType type, size_t row_bytes, const float* x, size_t n, size_t n_in,
-         size_t n_out, void* scratch) {
+         size_t n_out, void* scratch, const MmqTiling& tiling) {
+    if (tiling.tokens != 0 && tiling.tokens != kNarrowTokens && tiling.tokens != kWideTokens) {
+        fail("cuda mmq: tiles of %d tokens (64 or 128, or 0 for the automatic choice)", tiling.tokens);
+    }
     if (n == 0 || n_out == 0 || n_in == 0 || n * n_in >= kMaxElements || n_out >= (1u << 30)) return false;
+    if (ceil_div(n, kNarrowTokens) > kMaxGridY) return false;
     if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(scratch) % 16 != 0) return false;
     int8_t* xq = static_cast<int8_t*>(scratch);
     float* xd = reinterpret_cast<float*>(static_cast<char*>(scratch) + round16(n * n_in));
@@ -654,11 +725,12 @@ bool mmq(cudaStream_t s, float* y, const void* w, DType type, size_t row_bytes, 
         const int total = static_cast<int>(n * n_in / (K ? 8 : 4));
         run_kernel(s, mmq_quantize_kernel<K>, dim3((total + kQuantThreads - 1) / kQuantThreads), dim3(kQuantThreads), 0,
                    xq, xd, xm, x, total);
-        const dim3 grid(static_cast<unsigned>((n_out + kTileRows - 1) / kTileRows),
-                        static_cast<unsigned>((n + kTileTokens - 1) / kTileTokens));
-        run_kernel(s, mmq_kernel<T>, grid, dim3(kThreads), 0, y, static_cast<const uint8_t*>(w), row_bytes,
-                   static_cast<const int8_t*>(xq), static_cast<const float*>(xd), static_cast<const float*>(xm),
-                   static_cast<int>(n), static_cast<int>(n_in), static_cast<int>(n_out));
+        const uint8_t* wb = static_cast<const uint8_t*>(w);
+        if (tile_tokens(n, n_out, tiling) == kWideTokens) {
+            launch_tiles<T, kWideTokens>(s, y, wb, row_bytes, xq, xd, xm, n, n_in, n_out);
+        } else {
+            launch_tiles<T, kNarrowTokens>(s, y, wb, row_bytes, xq, xd, xm, n, n_in, n_out);
+        }
         ok = true;
     });
     if (!known || !ok) return false;
@@ -672,17 +744,17 @@ bool mmf_supported(DType type) { return type == DType::F16 || type == DType::BF1
 bool mmf(cudaStream_t s, float* y, const void* w, DType type, size_t row_bytes, const float* x, size_t n, size_t n_in,
          size_t n_out) {
     if (!mmf_supported(type) || n == 0 || n_out == 0 || n_in == 0 || n * n_in >= kMaxElements || n_out >= (1u << 30) ||
-        n_in >= (1u << 30)) {
+        n_in >= (1u << 30) || ceil_div(n, kNarrowTokens) > kMaxGridY) {
         return false;
     }
-    const dim3 grid(static_cast<unsigned>((n_out + kTileRows - 1) / kTileRows),
-                    static_cast<unsigned>((n + kTileTokens - 1) / kTileTokens));
+    const dim3 grid(static_cast<unsigned>(ceil_div(n_out, kTileRows)),
+                    static_cast<unsigned>(ceil_div(n, kNarrowTokens)));
     void (*kernel)(float*, const uint8_t*, size_t, const float*, int, int, int) =
         type == DType::F16    ? mmf_kernel<DType::F16>
         : type == DType::BF16 ? mmf_kernel<DType::BF16>
                               : mmf_kernel<DType::F32>;
-    run_kernel(s, kernel, grid, dim3(kThreads), 0, y, static_cast<const uint8_t*>(w), row_bytes, x, static_cast<int>(n),
-               static_cast<int>(n_in), static_cast<int>(n_out));
+    run_kernel(s, kernel, grid, dim3(kFloatThreads), 0, y, static_cast<const uint8_t*>(w), row_bytes, x,
+               static_cast<int>(n), static_cast<int>(n_in), static_cast<int>(n_out));
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) fail("cuda mmf: kernel launch failed: %s", cudaGetErrorString(e));
     return true;
