@@ -20,8 +20,8 @@ QUANTS = {"smollm2-135m.gguf": "Q4_1", "gemma3-270m.gguf": "Q4_K - Medium", "qwe
           "qwen2.5-coder-1.5b.gguf": "Q4_K - Medium"}
 HOST = "Intel Xeon (Sapphire Rapids class, AMX), 16 vCPU"
 PEER = "llama.cpp CUDA (llama-bench -ngl 99, llama-cpp-python 0.3.36 sdist)"
-SOURCE = ("scripts/device_visit.sh: cactus bench --device cuda -p 512 -n 128 -r 3 and llama-bench -p 512 -n 128 -r 3, "
-          "alternated")
+SOURCE = ("bench/device_rows.py from a scripts/device_visit.sh log: cactus bench --device cuda -p 512 -n 128 -r 3 and "
+          "llama-bench -p 512 -n 128 -r 3, alternated")
 
 
 def parse(text):
