@@ -14,8 +14,9 @@
 #                   media/, tests/, benches/, examples/, app/, gguf-py/, conversion/, and of tools/ui only
 #                   CMakeLists.txt, sources.cmake, *.in and static/ (llama-server builds without its web UI; ~8 MB)
 #   .dev/device_visit.sh   this file
-# Then run `bash .dev/device_visit.sh` on the device (about 5-7 minutes); QUICK=1 skips llama.cpp's build
-# and bench and the switched-off test pass (about 2 minutes).
+# Then run `bash .dev/device_visit.sh` on the device (about 8-9 minutes); QUICK=1 skips llama.cpp's build
+# and bench, the switched-off test pass and the serving comparison (about 2 minutes); MMQ_AB=1 adds
+# pp512 with CACTUS_CUDA_MMQ_TOKENS=64 against 128 on the two Qwen files.
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=$PWD/lib
 log() { echo "## $(date +%T) $*"; }
@@ -41,6 +42,13 @@ run_tests() {  # $1 label, $2 filter, $3 timeout; env passed through
 }
 run_tests "defaults" '*cuda_0*:Cuda*' 200
 [ -z "$QUICK" ] && CACTUS_CUDA_MMQ=0 CACTUS_CUDA_GRAPHS=0 CACTUS_CUDA_FUSED=0 CACTUS_DEVICE_SAMPLING=0 run_tests "all switched off" 'CudaGraphs.*:CudaGemv.*:CudaMmq.*:CudaModels.*:CudaEncoders.*:*BackendOps*cuda_0*' 150
+if [ -n "$MMQ_AB" ]; then  # the tiled products' token width, 64 against 128, alternated (while llama.cpp builds)
+  for f in qwen2.5-coder-0.5b qwen2.5-coder-1.5b; do
+    for t in 64 128 64 128; do
+      echo "mmq tokens=$t $f: $(CACTUS_CUDA_MMQ_TOKENS=$t timeout 60 ./bin/cactus bench /tmp/models/$f.gguf --device cuda -p 512 -n 0 -r 3 2>&1 | grep pp512)"
+    done
+  done
+fi
 if [ -z "$QUICK" ]; then
   log "waiting for llama.cpp's build"
   for i in $(seq 1 150); do [ -f /tmp/ll/DONE ] && break; sleep 1; done
