@@ -1,7 +1,7 @@
 // Attention over an f16 KV cache on the tensor cores, for a batch whose tokens share the cache rows
 // (a prompt, a decode or verification step of one sequence): one block of 4 warps per (16 queries,
-// query head), or, when such pairs are few for the GPU's SMs (decode steps, models with few heads),
-// a cluster of 8 such blocks per pair. The warps split the cache rows in steps of 16 (warp w takes
+// query head), or, where such pairs are fewer than 8 (decode steps of models with few heads), a
+// cluster of 8 such blocks per pair. The warps split the cache rows in steps of 16 (warp w takes
 // steps w, w + 4, ...; in a cluster, w counts across its blocks) and skip a step whose rows no
 // query of the block sees. Per
 // step a warp copies 16 rows of keys (and values) into its own shared tile, then
@@ -35,11 +35,13 @@ namespace {
 namespace cg = cooperative_groups;
 
 constexpr int kWarps = 4;
-constexpr int kSplit = 8;  // blocks of a cluster sharing the rows of one tile of queries
-// Batches with fewer (16-query tile, head) pairs than this many per SM run as clusters: each pair's
-// rows are split over 8 blocks. Without, a pp512 of Gemma 3 (4 heads) is 128 blocks of 4 warps on
-// 132 SMs, each warp waiting on its own row loads through 8 steps a pass.
-constexpr size_t kSplitBelowBlocksPerSm = 4;
+// Batches of fewer (16-query tile, head) pairs than kSplitBelowPairs run each pair as a cluster of
+// kSplit blocks sharing its rows. On an H100 that paid where a decode step has very few heads
+// (gemma3-270m, 4 heads of dim 256: tg128 1.09x) and cost where it has 9-14 (smollm2, qwen2.5-coder:
+// tg128 0.94-0.98x); at pp512 clusters took 1.5-2.4x the attention time of one block per pair (the
+// cluster barriers and the 8 blocks' repeated query loads cost more than the idle SMs they fill).
+constexpr int kSplit = 8;
+constexpr size_t kSplitBelowPairs = 8;
 constexpr int kQueries = 16;  // one mma row tile
 constexpr int kRows = 16;     // cache rows of a warp's step: two mma column tiles
 constexpr int kPad = 8;       // halves after each shared row: rows stay 16-byte aligned, ldmatrix spreads banks
@@ -373,25 +375,14 @@ __global__ void __launch_bounds__(kWarps * 32)
     attend_tile<DK, DV, 1>(out, q, desc, n, sh);
 }
 
-// Batches of few (tile, head) pairs (decode and verification steps, prompts of models with few
-// heads): a cluster of kSplit blocks per pair splits the rows, so they fill more of the GPU; the
-// blocks combine their partial statistics and outputs through each other's shared memory.
+// Batches of fewer than kSplitBelowPairs (tile, head) pairs: a cluster of kSplit blocks per pair
+// splits the rows, so a step's few heads fill more of the GPU; the blocks combine their partial
+// statistics and outputs through each other's shared memory.
 template <int DK, int DV>
 __global__ void __cluster_dims__(1, 1, kSplit) __launch_bounds__(kWarps * 32)
     attention_kv_mma_split_kernel(float* out, const float* q, const KvAttnDesc* desc, int n, KvAttnShape sh) {
     pdl_start();
     attend_tile<DK, DV, kSplit>(out, q, desc, n, sh);
-}
-
-// Streaming multiprocessors of the current device (0 when it cannot be read: no split then).
-size_t multiprocessors() {
-    int device = 0, count = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return static_cast<size_t>(count);
 }
 
 template <class Kernel>
@@ -407,7 +398,7 @@ void launch_mma(cudaStream_t s, float* out, const float* q, const KvAttnDesc* de
     const size_t bytes = MmaLayout<DK, DV>::kBytes;
     const unsigned heads = static_cast<unsigned>(shape.n_head);
     const unsigned tiles = static_cast<unsigned>((n + kQueries - 1) / kQueries);
-    if (static_cast<size_t>(tiles) * heads < kSplitBelowBlocksPerSm * multiprocessors()) {
+    if (static_cast<size_t>(tiles) * heads < kSplitBelowPairs) {
         allow_shared(attention_kv_mma_split_kernel<DK, DV>, bytes);
         run_kernel(s, attention_kv_mma_split_kernel<DK, DV>, dim3(tiles, heads, kSplit), dim3(kWarps * 32), bytes, out,
                    q, desc, static_cast<int>(n), shape);

@@ -31,15 +31,15 @@ bool switch_value(const char* name, bool otherwise) {
 bool switch_on(const char* name) { return switch_value(name, true); }
 bool switch_set(const char* name) { return switch_value(name, false); }
 
-// CACTUS_CUDA_MMQ_TOKENS: 64 or 128 forces the token width of the tiled prompt products; unset,
-// cuda::mmq picks per product (0).
+// CACTUS_CUDA_MMQ_TOKENS: the token width of the tiled prompt products, 64 or 128; unset (0), the
+// default, 64 (cuda_mmq.cu's tile_tokens says why).
 int mmq_tokens_setting() {
     const char* name = "CACTUS_CUDA_MMQ_TOKENS";
     const char* v = std::getenv(name);
     if (v == nullptr || *v == '\0') return 0;
     if (std::strcmp(v, "64") == 0) return 64;
     if (std::strcmp(v, "128") == 0) return 128;
-    fail("%s: unknown value '%s' (64 or 128; unset for the automatic choice)", name, v);
+    fail("%s: unknown value '%s' (64 or 128; unset for the default, 64)", name, v);
 }
 
 class CudaBuffer final : public Buffer {

@@ -660,21 +660,14 @@ size_t round16(size_t v) { return (v + 15) & ~static_cast<size_t>(15); }
 
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
-// Wide tiles are taken while their grid still gives every multiprocessor this many blocks.
-constexpr size_t kWideMinBlocksPerSm = 2;
-
-// Token width of the integer tiles for y [n, n_out]. A 128-token tile unpacks each weight step once
-// per 128 tokens instead of 64 (half the unpacking and weight reads from L2) at the cost of half as
-// many blocks, so it is taken only where that grid still fills the device (tiling.sms
-// multiprocessors) kWideMinBlocksPerSm times; CACTUS_CUDA_MMQ_TOKENS (tiling.tokens) forces either
-// for A/B runs. The choice changes no result: every output element runs the same K loop and the
-// same per-group scaling in both widths, so y is bit-identical (test: CudaMmq.TileWidthsAgreeBitForBit).
-int tile_tokens(size_t n, size_t n_out, const MmqTiling& tiling) {
-    if (tiling.tokens != 0) return tiling.tokens;
-    if (n < static_cast<size_t>(kWideTokens)) return kNarrowTokens;
-    const size_t blocks = ceil_div(n_out, kTileRows) * ceil_div(n, kWideTokens);
-    return blocks >= kWideMinBlocksPerSm * static_cast<size_t>(tiling.sms) ? kWideTokens : kNarrowTokens;
-}
+// Token width of the integer tiles for y [n, n_out]: 64 unless CACTUS_CUDA_MMQ_TOKENS (tiling.tokens)
+// asks for 128. A 128-token tile unpacks each weight step once per 128 tokens instead of 64 (half the
+// unpacking and weight reads from L2) with half as many blocks; on an H100 at pp512 it measured
+// 0.98x the 64-token tile on qwen2.5-coder-0.5b and 1.00x on -1.5b (the products taking it where
+// the wide grid still gave 2 blocks per SM), so it is not the default. The width changes no result:
+// every output element runs the same K loop and the same per-group scaling in both, so y is
+// bit-identical (test: CudaMmq.TileWidthsAgreeBitForBit).
+int tile_tokens(const MmqTiling& tiling) { return tiling.tokens != 0 ? tiling.tokens : kNarrowTokens; }
 
 // The tiled product over x already rounded into xq / xd / xm; tiles over 48 KB opt into their
 // dynamic shared memory first (every launch: the setting is per device).
@@ -726,7 +719,7 @@ bool mmq(cudaStream_t s, float* y, const void* w, DType type, size_t row_bytes, 
         run_kernel(s, mmq_quantize_kernel<K>, dim3((total + kQuantThreads - 1) / kQuantThreads), dim3(kQuantThreads), 0,
                    xq, xd, xm, x, total);
         const uint8_t* wb = static_cast<const uint8_t*>(w);
-        if (tile_tokens(n, n_out, tiling) == kWideTokens) {
+        if (tile_tokens(tiling) == kWideTokens) {
             launch_tiles<T, kWideTokens>(s, y, wb, row_bytes, xq, xd, xm, n, n_in, n_out);
         } else {
             launch_tiles<T, kNarrowTokens>(s, y, wb, row_bytes, xq, xd, xm, n, n_in, n_out);
