@@ -23,7 +23,7 @@ log() { echo "## $(date +%T) $*"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
 if [ -z "$QUICK" ] && [ ! -d /tmp/ll/llama.cpp ]; then
   mkdir -p /tmp/ll && tar xzf llama_src.tgz -C /tmp/ll
-  setsid bash -c 'cd /tmp/ll/llama.cpp && cmake -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF > /tmp/ll/cfg.log 2>&1 && nice cmake --build build --target llama-bench llama-server -j 12 > /tmp/ll/build.log 2>&1; echo $? > /tmp/ll/DONE' < /dev/null > /dev/null 2>&1 &
+  setsid bash -c 'cd /tmp/ll/llama.cpp && cmake -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF > /tmp/ll/cfg.log 2>&1 && nice cmake --build build --target llama-bench -j 12 > /tmp/ll/build.log 2>&1; echo $? > /tmp/ll/DONE; nice cmake --build build --target llama-server -j 12 > /tmp/ll/server.log 2>&1; echo $? > /tmp/ll/SERVER_DONE' < /dev/null > /dev/null 2>&1 &
 fi
 mkdir -p /tmp/models /tmp/skel
 cp skel/* /tmp/skel/ && gunzip -f /tmp/skel/*.head.gz
@@ -69,6 +69,11 @@ for d in cuda cpu; do
   timeout 90 ./bin/cactus bench /tmp/models/whisper-tiny.en.gguf --transcribe --device $d -t 16 2>&1 | tail -4 | sed "s/^/whisper $d: /"
 done
 LS=/tmp/ll/llama.cpp/build/bin/llama-server
+if [ -z "$QUICK" ]; then  # llama-server builds after llama-bench, while the benches run
+  log "waiting for llama-server's build"
+  for i in $(seq 1 240); do [ -f /tmp/ll/SERVER_DONE ] && break; sleep 1; done
+  cat /tmp/ll/SERVER_DONE 2>/dev/null || echo "llama-server build unfinished"
+fi
 if [ -z "$QUICK" ] && [ -x $LS ]; then
   log "serve on the GPU, qwen2.5-coder-0.5b: 16 slots, 1/4/16 clients, alternated with llama-server -ngl 99"
   timeout 300 python3 ../bench/compare_server.py --model /tmp/models/qwen2.5-coder-0.5b.gguf --build "$PWD" \
