@@ -98,7 +98,6 @@ CudaBackend::CudaBackend(int device, std::chrono::milliseconds timeout)
             ctx_->name.c_str(), prop.name, prop.major, prop.minor);
     }
     device_name_ = prop.name;
-    mmq_tiling_.sms = prop.multiProcessorCount;
     check(cudaStreamCreateWithFlags(&ctx_->stream, cudaStreamNonBlocking), "init", "cudaStreamCreate");
     check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "init", "cudaEventCreate");
     const char* pdl = std::getenv("CACTUS_CUDA_PDL");

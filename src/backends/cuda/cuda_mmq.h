@@ -15,12 +15,10 @@ namespace cuda {
 bool mmq_supported(DType type);
 // Bytes of the scratch that holds x [n, n_in] rounded to int8 with its block scales.
 size_t mmq_scratch_bytes(size_t n, size_t n_in);
-// Token width of mmq's tiles: `tokens` 64 or 128 forces one (CACTUS_CUDA_MMQ_TOKENS); 0 picks per
-// product, 128 where that grid still gives each of the device's `sms` multiprocessors two blocks.
-// The width changes no result, bit for bit.
+// Token width of mmq's tiles: `tokens` 128 (CACTUS_CUDA_MMQ_TOKENS=128) takes the wide tiles; 0 or 64
+// the 64-token ones (cuda_mmq.cu's tile_tokens says why). The width changes no result, bit for bit.
 struct MmqTiling {
     int tokens = 0;
-    int sms = 0;
 };
 // y [n, n_out] = x [n, n_in] W^T, W [n_out, n_in] of `type` in rows of row_bytes. x is rounded
 // once into `scratch` (mmq_scratch_bytes, 16-byte aligned) exactly as the CPU's vec_dot_type
