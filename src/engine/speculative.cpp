@@ -48,6 +48,21 @@ double blend(double average, double sample) {
     return average == 0.0 ? sample : average + kRateWeight * (sample - average);
 }
 
+// A step's time is its cost plus whatever held it up (another process, a page fault), never less
+// than the cost: a time estimate follows a faster sample by kRateWeight and a slower one by a
+// tenth of that, counting at most twice the estimate (or twice `guess`, the model's estimate, for
+// the first sample of a step size). Averaged plainly, one step stalled for a second made its step
+// size, and every size estimated from it, look too dear to be tried again for the rest of the
+// session, so drafting stopped for good.
+double settle(double average, double sample, double guess) {
+    const double base = average > 0.0 ? average : guess;
+    if (base <= 0.0) return sample;
+    const double capped = std::min(sample, 2.0 * base);
+    if (average == 0.0) return capped;
+    const double weight = capped < average ? kRateWeight : 0.1 * kRateWeight;
+    return average + weight * (capped - average);
+}
+
 }  // namespace
 
 // ---- prompt lookup ----
@@ -362,16 +377,18 @@ void SpecDecoder::switch_off(Arm& arm) {
 void SpecDecoder::record(int drafter, size_t drafted, size_t accepted, double seconds) {
     if (seconds <= 0.0) return;
     if (drafter < 0) {
-        plain_s_ = blend(plain_s_, seconds);
+        plain_s_ = settle(plain_s_, seconds, 0.0);
         return;
     }
     Arm& arm = arms_[static_cast<size_t>(drafter)];
     if (!options_.adaptive) return;
     const double verify_s = std::max(0.0, seconds - draft_seconds_);
+    const double guess = step_seconds(drafted + 1);  // before this sample
     if (plain_s_ > 0.0 && drafted > 0)
-        extra_s_ = blend(extra_s_, std::max(0.0, verify_s - plain_s_) / static_cast<double>(drafted));
+        extra_s_ =
+            settle(extra_s_, std::max(0.0, verify_s - plain_s_) / static_cast<double>(drafted), kExtraPrior * plain_s_);
     if (drafted + 1 >= step_s_.size()) step_s_.resize(drafted + 2, 0.0);
-    step_s_[drafted + 1] = blend(step_s_[drafted + 1], verify_s);
+    step_s_[drafted + 1] = settle(step_s_[drafted + 1], verify_s, guess);
     arm.probe = false;
     note_run(arm, accepted, accepted < drafted);
     arm.tokens_per_s = blend(arm.tokens_per_s, static_cast<double>(accepted + 1) / seconds);

@@ -405,6 +405,40 @@ TEST(SpecDecoder, AFreeDrafterIsVerifiedOnlyWhereItsShadowDraftsAreKept) {
     EXPECT_LT(first_verified_copying, 310u);
 }
 
+// A step's time is its cost plus whatever held it up (another process, a page fault). One
+// verification step stalled for a second must not make verifying look too dear for good: a reply
+// that follows every draft keeps being verified.
+TEST(SpecDecoder, OneStalledVerificationStepDoesNotStopDrafting) {
+    for (size_t stall_at : {0, 5}) {  // the first verification step, or a later one
+        SpecOptions o;
+        o.type = SpecType::ngram;
+        o.draft_max = 8;
+        std::vector<std::unique_ptr<Drafter>> d;
+        d.push_back(std::make_unique<FreeGuessDrafter>());
+        SpecDecoder spec(o, std::move(d));
+        const int32_t V = int32_t(MarkovTarget::kVocab);
+        std::vector<int32_t> h = {1}, draft;
+        size_t verifications = 0, verified_after_stall = 0, steps_after_stall = 0;
+        for (size_t step = 0; step < 400; ++step) {
+            const int arm = spec.propose(h, 8, &draft);
+            const bool after_stall = verifications > stall_at;
+            steps_after_stall += after_stall ? 1 : 0;
+            if (arm < 0) {
+                spec.record(-1, 0, 0, 0.030);
+                h.push_back((h.back() + 1) % V);
+                continue;
+            }
+            verified_after_stall += after_stall ? 1 : 0;
+            const double stall = verifications++ == stall_at ? 1.0 : 0.0;
+            spec.record(arm, draft.size(), draft.size(), stall + 0.030 + 0.005 * draft.size());
+            h.insert(h.end(), draft.begin(), draft.end());
+            h.push_back((h.back() + 1) % V);
+        }
+        EXPECT_GT(steps_after_stall, 0u);
+        EXPECT_GT(verified_after_stall, steps_after_stall * 9 / 10) << "stalled verification " << stall_at;
+    }
+}
+
 // Drafts shorter than draft_min are never verified, so the chosen lengths start there (a length
 // below it would draft nothing, measure nothing and never change).
 TEST(SpecDecoder, DraftLengthsRespectDraftMin) {
