@@ -51,7 +51,8 @@ double blend(double average, double sample) {
 // A step's time is its cost plus whatever held it up (another process, a page fault), never less
 // than the cost: a time estimate follows a faster sample by kRateWeight and a slower one by a
 // tenth of that, counting at most twice the estimate (or twice `guess`, the model's estimate, for
-// the first sample of a step size). Averaged plainly, one step stalled for a second made its step
+// the first sample of a step size; with no guess, as for the first plain step, the sample is taken
+// as it is, and a faster step soon brings it down). Averaged plainly, one step stalled for a second made its step
 // size, and every size estimated from it, look too dear to be tried again for the rest of the
 // session, so drafting stopped for good.
 double settle(double average, double sample, double guess) {

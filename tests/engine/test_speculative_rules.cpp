@@ -371,16 +371,22 @@ private:
     GuessDrafter guess_;
 };
 
-// A free drafter is verified only where its drafts are kept, and is scored in the shadow elsewhere:
-// on a reply that never goes the guessed way it costs almost no verification step; once the reply
-// follows the guesses, drafting resumes within a few steps and runs at nearly every step.
-TEST(SpecDecoder, AFreeDrafterIsVerifiedOnlyWhereItsShadowDraftsAreKept) {
+// An adaptive decoder over one free drafter (as prompt lookup is), drafting up to 8 tokens.
+std::unique_ptr<SpecDecoder> free_guess_decoder() {
     SpecOptions o;
     o.type = SpecType::ngram;
     o.draft_max = 8;
     std::vector<std::unique_ptr<Drafter>> d;
     d.push_back(std::make_unique<FreeGuessDrafter>());
-    SpecDecoder spec(o, std::move(d));
+    return std::make_unique<SpecDecoder>(o, std::move(d));
+}
+
+// A free drafter is verified only where its drafts are kept, and is scored in the shadow elsewhere:
+// on a reply that never goes the guessed way it costs almost no verification step; once the reply
+// follows the guesses, drafting resumes within a few steps and runs at nearly every step.
+TEST(SpecDecoder, AFreeDrafterIsVerifiedOnlyWhereItsShadowDraftsAreKept) {
+    const auto decoder = free_guess_decoder();
+    SpecDecoder& spec = *decoder;
     const int32_t V = int32_t(MarkovTarget::kVocab);
     std::vector<int32_t> h = {1}, draft;
     size_t verified[2] = {0, 0}, steps[2] = {0, 0}, first_verified_copying = 0;
@@ -410,12 +416,8 @@ TEST(SpecDecoder, AFreeDrafterIsVerifiedOnlyWhereItsShadowDraftsAreKept) {
 // that follows every draft keeps being verified.
 TEST(SpecDecoder, OneStalledVerificationStepDoesNotStopDrafting) {
     for (size_t stall_at : {0, 5}) {  // the first verification step, or a later one
-        SpecOptions o;
-        o.type = SpecType::ngram;
-        o.draft_max = 8;
-        std::vector<std::unique_ptr<Drafter>> d;
-        d.push_back(std::make_unique<FreeGuessDrafter>());
-        SpecDecoder spec(o, std::move(d));
+        const auto decoder = free_guess_decoder();
+        SpecDecoder& spec = *decoder;
         const int32_t V = int32_t(MarkovTarget::kVocab);
         std::vector<int32_t> h = {1}, draft;
         size_t verifications = 0, verified_after_stall = 0, steps_after_stall = 0;

@@ -124,22 +124,23 @@ void spin(double seconds) {
 }
 
 // The recorded conversation as a model: the row after position p puts the token the record has at
-// p + 1 first (the reply's next token); past the record, token 0. Ids are dense (remapped).
+// p + 1 first (the reply's next token); past the record, token 0. Ids are dense (remapped). The
+// appended ids are not read: a row after a wrong draft is never judged (judging stops at the first
+// rejected draft), so every row judged follows the record's own tokens.
 class ReplayTarget final : public SpecTarget {
 public:
     ReplayTarget(std::vector<int32_t> truth, size_t n_vocab, const StepCost& cost, double unit_s)
         : truth_(std::move(truth)), n_vocab_(n_vocab), cost_(cost), unit_s_(unit_s) {}
-    void append_scored(const int32_t* ids, size_t n, std::vector<float>* logits) override {
+    void append_scored(const int32_t* /*ids*/, size_t n, std::vector<float>* logits) override {
         if (cached_ > 0) {  // the prompt's prefill is not timed
-            spin(cost_(n) * unit_s_);
             units_ += cost_(n);
+            spin(cost_(n) * unit_s_);
         }
         logits->assign(n * n_vocab_, 0.0f);
         for (size_t i = 0; i < n; ++i) {
             const size_t next = cached_ + i + 1;
             const int32_t t = next < truth_.size() ? truth_[next] : 0;
             (*logits)[i * n_vocab_ + static_cast<size_t>(t)] = 1.0f;
-            (void)ids;
         }
         cached_ += n;
     }
