@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <memory>
+#include <utility>
 #include <random>
 #include <string>
 #include <vector>
@@ -56,6 +58,42 @@ inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0
     for (float& x : v) x = dist(rng);
     return v;
 }
+
+// Sets environment variables (nullptr: unset) for its lifetime and restores the caller's values
+// after: backends read their switches when made.
+class EnvOverride {
+public:
+    EnvOverride(std::initializer_list<std::pair<const char*, const char*>> vars) {
+        for (const auto& [name, value] : vars) {
+            const char* old = std::getenv(name);
+            saved_.push_back({name, old != nullptr, old ? old : ""});
+            if (value) {
+                setenv(name, value, 1);
+            } else {
+                unsetenv(name);
+            }
+        }
+    }
+    ~EnvOverride() {
+        for (const Saved& s : saved_) {
+            if (s.was_set) {
+                setenv(s.name.c_str(), s.value.c_str(), 1);
+            } else {
+                unsetenv(s.name.c_str());
+            }
+        }
+    }
+    EnvOverride(const EnvOverride&) = delete;
+    EnvOverride& operator=(const EnvOverride&) = delete;
+
+private:
+    struct Saved {
+        std::string name;
+        bool was_set;
+        std::string value;
+    };
+    std::vector<Saved> saved_;
+};
 
 // Largest |a - b| / (tol_abs + tol_rel * |b|) over the elements (<= 1 passes).
 inline double worst_error(const std::vector<float>& a, const std::vector<float>& b, double tol_abs, double tol_rel) {

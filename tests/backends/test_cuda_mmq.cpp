@@ -1,7 +1,8 @@
 // The CUDA prompt products (cuda_mmq.cu: n > 8 tokens, int8 tensor-core tiles of 64 rows x 64 or
 // 128 tokens over x rounded once; F16/BF16/F32 weights on tf32 tiles) against the CPU backend on
 // random data, the two tile widths against each other (CACTUS_CUDA_MMQ_TOKENS: bit for bit), and
-// the CACTUS_CUDA_MMQ=0 fallback. Shapes: n = 9, 17, 33, 64, 100, 512 (partial and several token
+// the CACTUS_CUDA_MMQ=0 fallback. cuBLAS's f16 products (test_cuda_gemm.cpp) are kept off here
+// (CACTUS_CUDA_GEMM_TOKENS=0), so every prompt takes the tiles. Shapes: n = 9, 17, 33, 64, 100, 512 (partial and several token
 // tiles; 129, 140, 200, 517 for the widths); n_out 77, 130, 200, 1000 (partial row tiles); n_in
 // 256 .. 8960, with 576 and 8864 leaving a partial 256-element step for the 32-element formats.
 //
@@ -113,26 +114,18 @@ void compare(Backend& cpu, Backend& gpu, DType type, const Shape& s, uint32_t se
 // A CUDA backend with the tiled products on and CACTUS_CUDA_MMQ_TOKENS=value; the caller's
 // environment is restored after. Null, with the reason in why, if it cannot be made.
 std::unique_ptr<Backend> cuda_with_tile_tokens(const char* value, std::string* why) {
-    const char* old = std::getenv("CACTUS_CUDA_MMQ_TOKENS");
-    const std::string saved = old ? old : "";
-    setenv("CACTUS_CUDA_MMQ", "1", 1);
-    setenv("CACTUS_CUDA_MMQ_TOKENS", value, 1);
-    std::unique_ptr<Backend> be = testing::try_cuda(why);
-    unsetenv("CACTUS_CUDA_MMQ");
-    if (old) {
-        setenv("CACTUS_CUDA_MMQ_TOKENS", saved.c_str(), 1);
-    } else {
-        unsetenv("CACTUS_CUDA_MMQ_TOKENS");
-    }
-    return be;
+    const testing::EnvOverride env{
+        {"CACTUS_CUDA_MMQ", "1"}, {"CACTUS_CUDA_MMQ_TOKENS", value}, {"CACTUS_CUDA_GEMM_TOKENS", "0"}};
+    return testing::try_cuda(why);
 }
 
 class CudaMmq : public ::testing::Test {
 protected:
     void SetUp() override {
-        setenv("CACTUS_CUDA_MMQ", "1", 1);  // on whatever the caller's environment says
-        gpu_ = testing::try_cuda(&why_);
-        unsetenv("CACTUS_CUDA_MMQ");
+        {  // on whatever the caller's environment says
+            const testing::EnvOverride env{{"CACTUS_CUDA_MMQ", "1"}, {"CACTUS_CUDA_GEMM_TOKENS", "0"}};
+            gpu_ = testing::try_cuda(&why_);
+        }
         if (!gpu_) GTEST_SKIP() << "GPU test skipped: " << why_;
         cpu_ = make_backend(BackendOptions{"cpu", 2});
     }
@@ -183,10 +176,12 @@ TEST_F(CudaMmq, FloatWeightsMatchCpu) {
 
 // With CACTUS_CUDA_MMQ=0: prompts take matmul's one-warp-per-row kernel, same results.
 TEST_F(CudaMmq, OffFallsBackAndStillMatchesCpu) {
-    setenv("CACTUS_CUDA_MMQ", "0", 1);
     std::string why;
-    std::unique_ptr<Backend> off = testing::try_cuda(&why);
-    unsetenv("CACTUS_CUDA_MMQ");
+    std::unique_ptr<Backend> off;
+    {
+        const testing::EnvOverride env{{"CACTUS_CUDA_MMQ", "0"}, {"CACTUS_CUDA_GEMM_TOKENS", "0"}};
+        off = testing::try_cuda(&why);
+    }
     ASSERT_TRUE(off) << why;
     EXPECT_NE(off->describe().find("tiled prompt products off"), std::string::npos) << off->describe();
     compare(*cpu_, *off, DType::Q4_K, Shape{17, 77, 512}, 900);

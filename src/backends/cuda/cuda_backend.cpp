@@ -42,6 +42,30 @@ int mmq_tokens_setting() {
     fail("%s: unknown value '%s' (64 or 128; unset for the default, 64)", name, v);
 }
 
+// CACTUS_CUDA_GEMM_TOKENS: prompts of at least this many tokens multiply quantized weights through
+// cuBLAS on dequantized f16 (cuda_gemm.h); shorter ones take the int8 tiles (cuda_mmq.h). 0: never.
+constexpr size_t kGemmTokensDefault = 16;
+size_t gemm_tokens_setting() {
+    const char* name = "CACTUS_CUDA_GEMM_TOKENS";
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') return kGemmTokensDefault;
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(v, &end, 10);
+    if (*end != '\0' || *v == '-' || n > (1ul << 30)) {
+        fail("%s: unknown value '%s' (a token count; 0 for never; unset for the default, %zu)", name, v,
+             kGemmTokensDefault);
+    }
+    return static_cast<size_t>(n);
+}
+constexpr size_t kBlasWorkspace = 32u << 20;  // cuBLAS's advice for Hopper
+
+// The profile's label of a product shape: "Q4_K 1536 -> 8960, 512 tokens" (empty when not profiling).
+std::string product_label(bool profiling, const Tensor& w, size_t n, size_t n_in) {
+    if (!profiling) return std::string();
+    return std::string(dtype_name(w.type)) + " " + std::to_string(n_in) + " -> " + std::to_string(w.rows()) + ", " +
+           std::to_string(n) + " tokens";
+}
+
 class CudaBuffer final : public Buffer {
 public:
     CudaBuffer(std::shared_ptr<CudaContext> ctx, void* ptr, size_t bytes)
@@ -88,6 +112,7 @@ CudaBackend::CudaBackend(int device, std::chrono::milliseconds timeout)
     ctx_->device = device;
     ctx_->name = "cuda:" + std::to_string(device);
     mmq_tiling_.tokens = mmq_tokens_setting();  // before anything is allocated: a bad value throws
+    gemm_tokens_ = gemm_tokens_setting();
     check(cudaSetDevice(device), "init", "cudaSetDevice");
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, device), "init", "cudaGetDeviceProperties");
@@ -146,6 +171,9 @@ CudaBackend::~CudaBackend() {
     weights_.clear();
     scratch_.reset();
     mmq_scratch_.reset();
+    blas_.reset();  // its handle goes back to the pool (cuda_blas.h), never waited for
+    blas_workspace_.reset();
+    gemm_scratch_.reset();
     mirrors_.clear();
     if (!ctx_->broken.empty()) return;
     cudaSetDevice(ctx_->device);
@@ -167,7 +195,13 @@ std::string CudaBackend::describe() const {
            (mmq_tiling_.tokens == 0
                 ? ""
                 : ", prompt tiles of " + std::to_string(mmq_tiling_.tokens) + " tokens (CACTUS_CUDA_MMQ_TOKENS)") +
-           ")";
+           gemm_description() + ")";
+}
+
+std::string CudaBackend::gemm_description() const {
+    if (gemm_tokens_ == 0) return ", cuBLAS prompt products off (CACTUS_CUDA_GEMM_TOKENS=0)";
+    if (!gemm_off_.empty()) return ", no cuBLAS prompt products (" + gemm_off_ + ")";
+    return ", cuBLAS f16 prompt products from " + std::to_string(gemm_tokens_) + " tokens";
 }
 
 BackendCounters CudaBackend::counters() const {
@@ -368,13 +402,46 @@ void* CudaBackend::mmq_scratch(size_t bytes) {
     return mmq_scratch_->base();
 }
 
+void* CudaBackend::gemm_scratch(size_t bytes) {
+    if (!gemm_scratch_ || gemm_scratch_->size() < bytes) {
+        gemm_scratch_.reset();
+        gemm_scratch_ = alloc(std::max(bytes, size_t(1) << 20));
+    }
+    return gemm_scratch_->base();
+}
+
+bool CudaBackend::open_blas(const char* op) {
+    if (blas_) return true;
+    if (!gemm_off_.empty()) return false;
+    usable(op);
+    blas_workspace_ = alloc(kBlasWorkspace);
+    blas_ = cuda::Blas::open(ctx_->device, blas_workspace_->base(), kBlasWorkspace, &gemm_off_);
+    if (!blas_) blas_workspace_.reset();
+    return blas_ != nullptr;
+}
+
+bool CudaBackend::try_gemm(const char* op, const Tensor& y, const Tensor& w, const Tensor& x, bool accumulate) {
+    const size_t n = x.rows(), n_in = x.width();
+    if (gemm_tokens_ == 0 || n < gemm_tokens_ || n <= cuda::kGemvMaxTokens || !cuda::gemm_f16_supported(w.type))
+        return false;
+    if (!open_blas(op)) return false;
+    void* scratch = gemm_scratch(cuda::gemm_f16_scratch_bytes(n, n_in, w.rows()));
+    bool ran = false;
+    launch(
+        op,
+        [&](cudaStream_t s) {
+            ran = cuda::gemm_f16(s, *blas_, y.as<float>(), w.data(), w.type, w.row_bytes(), x.as<float>(), n, n_in,
+                                 w.rows(), accumulate, scratch);
+        },
+        product_label(timer_.on(), w, n, n_in));
+    return ran;
+}
+
 bool CudaBackend::try_mmq(const Tensor& y, const Tensor& w, const float* x, size_t n, size_t n_in) {
     if (!mmq_ || n <= cuda::kGemvMaxTokens) return false;
     bool ran = false;
     // The profile times each product shape apart: "Q4_K 1536 -> 8960, 512 tokens".
-    const std::string shape = timer_.on() ? std::string(dtype_name(w.type)) + " " + std::to_string(n_in) + " -> " +
-                                                std::to_string(w.rows()) + ", " + std::to_string(n) + " tokens"
-                                          : std::string();
+    const std::string shape = product_label(timer_.on(), w, n, n_in);
     if (cuda::mmf_supported(w.type)) {
         launch(
             "matmul",
@@ -437,6 +504,7 @@ void CudaBackend::do_matmul(const Tensor& y, const Tensor& w, const Tensor& x) {
     check_dev(w, "matmul", "the weight");
     const cuda::GemvProduct product{w.data(), w.row_bytes(), y.as<float>(), nullptr, w.rows()};
     if (try_gemv("matmul", &product, 1, w.type, x, cuda::GemvEpilogue::STORE, 0)) return;
+    if (try_gemm("matmul", y, w, x, false)) return;
     const float* xd = x.as<float>();
     const bool quantized = dtype_traits(w.type).block_size > 1;
     if (quantized && reinterpret_cast<uintptr_t>(xd) % 16 != 0) {  // the block kernels read x as float4
@@ -501,6 +569,7 @@ void CudaBackend::do_matmul_accumulate(const Tensor& x, const Tensor& w, const T
     check_dev(w, "matmul_accumulate", "the weight");
     const cuda::GemvProduct product{w.data(), w.row_bytes(), x.as<float>(), nullptr, w.rows()};
     if (try_gemv("matmul_accumulate", &product, 1, w.type, in, cuda::GemvEpilogue::ACCUMULATE, 0)) return;
+    if (try_gemm("matmul_accumulate", x, w, in, true)) return;
     Backend::do_matmul_accumulate(x, w, in, tmp);
 }
 

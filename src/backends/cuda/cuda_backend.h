@@ -26,6 +26,8 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cuda/cuda_blas.h"
+#include "backends/cuda/cuda_gemm.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_mmq.h"
 #include "backends/cuda/cuda_op_timer.h"
@@ -137,6 +139,15 @@ private:
     // (n > kGemvMaxTokens); false (nothing enqueued) when off or when neither takes the type or
     // shapes. x is 16-byte aligned for the quantized types.
     bool try_mmq(const Tensor& y, const Tensor& w, const float* x, size_t n, size_t n_in);
+    // y = x W^T (accumulate: y += x W^T) through cuBLAS on dequantized f16 (cuda::gemm_f16) for
+    // prompts of at least gemm_tokens_ tokens; false (nothing enqueued) when off, shorter, another
+    // weight type, or cuBLAS is unavailable (gemm_off_ says why).
+    bool try_gemm(const char* op, const Tensor& y, const Tensor& w, const Tensor& x, bool accumulate);
+    // Loads cuBLAS on first use; false (gemm_off_ set) when it cannot.
+    bool open_blas(const char* op);
+    // The scratch of a cuBLAS product (x and a chunk of W in f16), grown on demand and kept.
+    void* gemm_scratch(size_t bytes);
+    std::string gemm_description() const;
     // The device copy of a KV cache's row positions [capacity] (keyed by the host array), with rows
     // [lo, hi) brought up to date by copies enqueued outside the step graph: the graph reads the
     // positions, it never carries them.
@@ -170,6 +181,13 @@ private:
     // Their tile width: CACTUS_CUDA_MMQ_TOKENS=64 or 128 forces one (A/B runs), else cuda::mmq picks
     // per product from the device's multiprocessor count.
     cuda::MmqTiling mmq_tiling_;
+    // cuBLAS f16 prompt products (cuda_gemm.h) from this many tokens (CACTUS_CUDA_GEMM_TOKENS; 0
+    // never); the handle is opened at the first such product.
+    size_t gemm_tokens_ = 0;
+    std::unique_ptr<cuda::Blas> blas_;
+    std::unique_ptr<Buffer> blas_workspace_;
+    std::unique_ptr<Buffer> gemm_scratch_;
+    std::string gemm_off_;  // why cuBLAS could not be opened; empty otherwise
     // Fused decode products (cuda_gemv.cu); environment CACTUS_CUDA_FUSED=0 turns them off (matmul's
     // kernel and the unfused sequences of the base class), read once here, for A/B runs.
     bool fused_ = true;

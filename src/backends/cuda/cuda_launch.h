@@ -31,8 +31,14 @@ class StepRecorder;
 void set_programmatic_launch(bool on);
 bool programmatic_launch();
 
+// A library call that enqueues its own kernels (cuBLAS): `fn(stream, params)` with `bytes` of
+// plain parameter data. The recorder keeps the bytes as the node, so a step holding one matches,
+// captures and replays like any other (the library must then allocate nothing while captured).
+using EnqueueFn = void (*)(cudaStream_t s, const void* params);
+
 // Enqueues on `s` (or hands to the recorder active on this thread).
 void enqueue_kernel(cudaStream_t s, const KernelCall& call);
+void enqueue_call(cudaStream_t s, EnqueueFn fn, const void* params, size_t bytes);
 void enqueue_copy(cudaStream_t s, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
 
 // While alive, this thread's enqueues go to `r` (nullptr: straight to the stream).

@@ -17,6 +17,7 @@ constexpr size_t kMinNodes = 8;   // shorter segments (an upload and a download)
 constexpr size_t kMaxGraphs = 8;  // live graphs per backend (step shapes in use: batch sizes, head modes)
 constexpr uint8_t kKernelTag = 1;
 constexpr uint8_t kCopyTag = 2;
+constexpr uint8_t kCallTag = 3;
 
 thread_local StepRecorder* t_active = nullptr;
 bool g_programmatic = false;
@@ -25,13 +26,18 @@ size_t pad8(size_t n) { return (n + 7) & ~size_t(7); }
 
 // Node layout (8-byte fields, zero padding): kernel = tag, func, grid xyz + block xyz + shared +
 // n_args (u32 each, 8 of them), then per argument its size (u64) and its bytes padded to 8;
-// copy = tag, dst, src, bytes, kind.
+// copy = tag, dst, src, bytes, kind; call = tag, fn, bytes (u64), then the parameter bytes padded to 8.
 struct KernelHead {
     uint64_t tag;
     const void* func;
     uint32_t dims[6];
     uint32_t shared;
     uint32_t n_args;
+};
+struct CallHead {
+    uint64_t tag;
+    EnqueueFn fn;
+    uint64_t bytes;
 };
 struct CopyNode {
     uint64_t tag;
@@ -73,6 +79,14 @@ void enqueue_kernel(cudaStream_t s, const KernelCall& call) {
         return;
     }
     throw_if(launch_kernel(call.func, call.grid, call.block, call.args, call.shared, s), "kernel launch");
+}
+
+void enqueue_call(cudaStream_t s, EnqueueFn fn, const void* params, size_t bytes) {
+    if (t_active) {
+        t_active->call(fn, params, bytes);
+        return;
+    }
+    fn(s, params);
 }
 
 void enqueue_copy(cudaStream_t s, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
@@ -129,6 +143,14 @@ void StepRecorder::kernel(const KernelCall& call) {
 void StepRecorder::copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
     CopyNode node{kCopyTag, dst, src, bytes, static_cast<uint64_t>(kind)};
     append(reinterpret_cast<const uint8_t*>(&node), sizeof(node), false);
+}
+
+void StepRecorder::call(EnqueueFn fn, const void* params, size_t bytes) {
+    scratch_.assign(sizeof(CallHead) + pad8(bytes), 0);
+    const CallHead head{kCallTag, fn, bytes};
+    std::memcpy(scratch_.data(), &head, sizeof(head));
+    std::memcpy(scratch_.data() + sizeof(head), params, bytes);
+    append(scratch_.data(), scratch_.size(), true);
 }
 
 void StepRecorder::stage_copy(void* dst, const void* src, size_t bytes) {
@@ -188,6 +210,13 @@ void StepRecorder::launch_node(const uint8_t* node, const uint8_t* end) const {
                  "cudaMemcpyAsync");
         return;
     }
+    if (tag == kCallTag) {
+        CallHead c{};
+        std::memcpy(&c, node, sizeof(c));
+        CACTUS_ASSERT(node + sizeof(c) + pad8(c.bytes) == end);
+        c.fn(stream_, node + sizeof(c));
+        return;
+    }
     KernelHead head{};
     std::memcpy(&head, node, sizeof(head));
     void* args[64];
@@ -212,7 +241,7 @@ void StepRecorder::launch_from(size_t first) {
         launch_node(node, current_.bytes.data() + current_.offset[i + 1]);
         uint64_t tag = 0;
         std::memcpy(&tag, node, 8);
-        (tag == kKernelTag ? counters_.kernels : counters_.copies) += 1;
+        (tag == kCopyTag ? counters_.copies : counters_.kernels) += 1;
     }
     launched_ = current_.nodes();
 }

@@ -24,7 +24,7 @@ namespace cactus {
 namespace cuda {
 
 struct StepCounters {
-    uint64_t kernels = 0;         // kernel launches, eager or inside replayed graphs
+    uint64_t kernels = 0;         // kernel launches and library calls, eager or inside replayed graphs
     uint64_t copies = 0;          // device copies, likewise
     uint64_t segments = 0;        // segments finished
     uint64_t graph_replays = 0;   // segments run as one graph launch
@@ -40,6 +40,7 @@ public:
 
     void kernel(const KernelCall& call);
     void copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
+    void call(EnqueueFn fn, const void* params, size_t bytes);
     // A host-to-device copy of per-step inputs from the pinned staging area into its device twin
     // (dst - src the same for every call). Never a graph node: while the segment is held back these
     // copies merge into one, enqueued just before the graph or the eager prefix (each twin offset is

@@ -1,0 +1,248 @@
+// The CUDA prompt products through cuBLAS on dequantized f16 (cuda_gemm.h: prompts of at least
+// CACTUS_CUDA_GEMM_TOKENS tokens) against the exact product of the dequantized weights and x, in
+// double. Shapes: n = 9 .. 512 tokens, n_out 77 .. 1000 (partial tiles), n_in 256 .. 8960 (576 for
+// the 32-element formats only).
+//
+// Tolerance: x and W are each rounded to f16 (at most 2^-11 relative, the scale of x being a power
+// of two) and summed in f32, so each term is off by at most about 2^-10 of |w x|: every element
+// within 1.5e-3 * sum_i |w_i x_i| + 1e-5 of the exact product. And the f16 path must be at least as
+// close to the exact product as the CPU's own int8 rounding of x (root mean square error over the
+// product), so switching a prompt to it never costs accuracy. Without a GPU (or without libcublas)
+// every test reports itself skipped with the reason.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "backend_test_util.h"
+#include "backends/backend.h"
+#include "ops/quant.h"
+
+namespace cactus {
+namespace {
+
+using testing::EnvOverride;
+using testing::Held;
+using testing::hold;
+using testing::hold_f32;
+using testing::random_floats;
+
+const DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                        DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+struct Shape {
+    size_t n;
+    size_t n_out;
+    size_t n_in;
+};
+
+// A random weight [n_out, n_in] of `type`, its dequantized values, and x [n, n_in].
+struct Product {
+    Shape shape;
+    DType type;
+    std::vector<uint8_t> bytes;
+    std::vector<float> values;
+    std::vector<float> x;
+};
+
+Product make_product(DType type, const Shape& s, uint32_t seed) {
+    Product p{s, type, {}, {}, random_floats(s.n * s.n_in, seed + 7, -2.0f, 2.0f)};
+    const std::vector<float> src = random_floats(s.n_in * s.n_out, seed);
+    const size_t rb = dtype_row_bytes(type, s.n_in);
+    p.bytes.assign(rb * s.n_out, 0);
+    p.values.assign(s.n_in * s.n_out, 0.0f);
+    for (size_t r = 0; r < s.n_out; ++r) {
+        quantize_row_ref(type, p.bytes.data() + r * rb, src.data() + r * s.n_in, s.n_in);
+        dequantize_row_ref(type, p.values.data() + r * s.n_in, p.bytes.data() + r * rb, s.n_in);
+    }
+    return p;
+}
+
+std::string describe(const Product& p) {
+    return std::string(dtype_name(p.type)) + " n " + std::to_string(p.shape.n) + " n_out " +
+           std::to_string(p.shape.n_out) + " n_in " + std::to_string(p.shape.n_in);
+}
+
+// y [n, n_out] = x W^T on `be`, y first filled with NaN (every element must be written).
+std::vector<float> run(Backend& be, const Product& p) {
+    const Shape& s = p.shape;
+    const Held w = hold(be, p.type, s.n_in, s.n_out, p.bytes.data());
+    const Held x = hold_f32(be, p.x, s.n_in);
+    const Held y = hold_f32(be, std::vector<float>(s.n * s.n_out, std::numeric_limits<float>::quiet_NaN()), s.n_out);
+    be.matmul(y.t, w.t, x.t);
+    be.synchronize(std::chrono::milliseconds(30000));
+    return download_f32(be, y.t);
+}
+
+// The exact product (double) and sum_i |w_i x_i| per element.
+void exact(const Product& p, std::vector<double>* want, std::vector<double>* mag) {
+    const Shape& s = p.shape;
+    want->assign(s.n * s.n_out, 0.0);
+    mag->assign(s.n * s.n_out, 0.0);
+    for (size_t t = 0; t < s.n; ++t) {
+        for (size_t r = 0; r < s.n_out; ++r) {
+            double acc = 0.0, m = 0.0;
+            for (size_t i = 0; i < s.n_in; ++i) {
+                const double term = static_cast<double>(p.values[r * s.n_in + i]) * p.x[t * s.n_in + i];
+                acc += term;
+                m += std::fabs(term);
+            }
+            (*want)[t * s.n_out + r] = acc;
+            (*mag)[t * s.n_out + r] = m;
+        }
+    }
+}
+
+double rms_error(const std::vector<float>& got, const std::vector<double>& want) {
+    double sum = 0.0;
+    for (size_t i = 0; i < got.size(); ++i) sum += (got[i] - want[i]) * (got[i] - want[i]);
+    return std::sqrt(sum / static_cast<double>(got.size()));
+}
+
+// Every element within the f16 bound of the exact product; returns the root mean square error.
+double expect_near_exact(const Product& p, const std::vector<float>& got) {
+    std::vector<double> want, mag;
+    exact(p, &want, &mag);
+    EXPECT_EQ(got.size(), want.size()) << describe(p);
+    for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+        if (!(std::fabs(got[i] - want[i]) <= 1.5e-3 * mag[i] + 1e-5)) {
+            ADD_FAILURE() << describe(p) << ": token " << i / p.shape.n_out << " row " << i % p.shape.n_out << " is "
+                          << got[i] << ", exact " << want[i] << " (sum |w x| " << mag[i] << ")";
+            return 0.0;
+        }
+    }
+    return rms_error(got, want);
+}
+
+// A CUDA backend made under `tokens` as CACTUS_CUDA_GEMM_TOKENS; null with the reason otherwise.
+std::unique_ptr<Backend> cuda_with_gemm_tokens(const char* tokens, std::string* why) {
+    const EnvOverride env{{"CACTUS_CUDA_GEMM_TOKENS", tokens}};
+    return testing::try_cuda(why);
+}
+
+class CudaGemm : public ::testing::Test {
+protected:
+    void SetUp() override {
+        gpu_ = cuda_with_gemm_tokens("9", &why_);  // every prompt product (n > 8) through cuBLAS
+        if (!gpu_) GTEST_SKIP() << "GPU test skipped: " << why_;
+        // cuBLAS is opened at the first prompt product: make one, then see whether it was.
+        const Product probe = make_product(DType::Q8_0, Shape{9, 8, 32}, 1);
+        run(*gpu_, probe);
+        if (gpu_->describe().find("no cuBLAS") != std::string::npos) {
+            GTEST_SKIP() << "GPU test skipped: " << gpu_->describe();
+        }
+        cpu_ = make_backend(BackendOptions{"cpu", 2});
+    }
+    std::string why_;
+    std::unique_ptr<Backend> gpu_;
+    std::unique_ptr<Backend> cpu_;
+};
+
+TEST_F(CudaGemm, EveryTypeAndShapeIsTheExactProductWithinF16Rounding) {
+    EXPECT_NE(gpu_->describe().find("cuBLAS f16 prompt products from 9 tokens"), std::string::npos) << gpu_->describe();
+    const Shape shapes[] = {{9, 77, 256}, {17, 1000, 512}, {64, 130, 2304}, {100, 77, 8960}, {512, 300, 1024}};
+    uint32_t seed = 100;
+    for (DType type : kTypes) {
+        for (const Shape& s : shapes) {
+            const Product p = make_product(type, s, seed += 10);
+            const double gpu_rms = expect_near_exact(p, run(*gpu_, p));
+            if (HasFailure()) return;
+            std::vector<double> want, mag;
+            exact(p, &want, &mag);
+            const double cpu_rms = rms_error(run(*cpu_, p), want);
+            EXPECT_LE(gpu_rms, cpu_rms) << describe(p) << ": the f16 product is further from the exact one than the "
+                                        << "CPU's int8 rounding of x";
+        }
+    }
+    // The 32-element formats also take rows that are not whole 256-element super-blocks.
+    for (DType type : {DType::Q4_0, DType::Q5_1, DType::Q8_0}) {
+        const Product p = make_product(type, Shape{33, 77, 576}, seed += 10);
+        expect_near_exact(p, run(*gpu_, p));
+    }
+}
+
+// x far above f16's range (1e6) and far below its normal range (1e-7): the power-of-two scale keeps
+// both exact to f16 precision; without it the first would be inf and the second lose its digits.
+TEST_F(CudaGemm, ActivationsOutsideF16RangeAreScaledNotLost) {
+    for (const float magnitude : {1e6f, 1e-7f}) {
+        for (DType type : {DType::Q4_K, DType::Q8_0}) {
+            Product p = make_product(type, Shape{40, 77, 512}, 300);
+            for (float& v : p.x) v *= magnitude;
+            std::vector<float> got = run(*gpu_, p);
+            for (float v : got) ASSERT_TRUE(std::isfinite(v)) << describe(p) << " with x ~ " << magnitude;
+            expect_near_exact(p, got);
+        }
+    }
+}
+
+// matmul_accumulate adds the product to x (cuBLAS's beta = 1), and matmul ignores what y held.
+TEST_F(CudaGemm, AccumulateAddsTheProduct) {
+    const Product p = make_product(DType::Q4_K, Shape{70, 130, 1024}, 500);
+    const Shape& s = p.shape;
+    const std::vector<float> x0 = random_floats(s.n * s.n_out, 501, -3.0f, 3.0f);
+    const Held w = hold(*gpu_, p.type, s.n_in, s.n_out, p.bytes.data());
+    const Held in = hold_f32(*gpu_, p.x, s.n_in);
+    const Held x = hold_f32(*gpu_, x0, s.n_out);
+    const Held tmp = hold(*gpu_, DType::F32, s.n_out, s.n);
+    gpu_->matmul_accumulate(x.t, w.t, in.t, tmp.t);
+    gpu_->synchronize(std::chrono::milliseconds(30000));
+    std::vector<float> got = download_f32(*gpu_, x.t);
+    for (size_t i = 0; i < got.size(); ++i) got[i] -= x0[i];
+    expect_near_exact(p, got);
+}
+
+// A step with two products, repeated: captured once into a graph and replayed, same bits each time.
+TEST_F(CudaGemm, RepeatedStepsReplayAGraphWithTheSameBits) {
+    std::unique_ptr<Backend> be;
+    {
+        const EnvOverride env{{"CACTUS_CUDA_GRAPHS", "1"}, {"CACTUS_CUDA_GEMM_TOKENS", "9"}};
+        be = testing::try_cuda(&why_);
+    }
+    ASSERT_TRUE(be) << why_;
+    const Product a = make_product(DType::Q4_K, Shape{96, 130, 512}, 600);
+    const Product b = make_product(DType::Q6_K, Shape{96, 77, 512}, 601);
+    const Held wa = hold(*be, a.type, 512, 130, a.bytes.data());
+    const Held wb = hold(*be, b.type, 512, 77, b.bytes.data());
+    const Held x = hold_f32(*be, a.x, 512);
+    const Held ya = hold(*be, DType::F32, 130, 96);
+    const Held yb = hold(*be, DType::F32, 77, 96);
+    std::vector<float> out_a(96 * 130), out_b(96 * 77), first_a, first_b;
+    be->synchronize(std::chrono::milliseconds(30000));
+    const uint64_t replays_before = be->counters().graph_replays;
+    for (int step = 0; step < 4; ++step) {
+        be->upload(x.t, a.x.data(), a.x.size() * sizeof(float));
+        be->matmul(ya.t, wa.t, x.t);
+        be->matmul(yb.t, wb.t, x.t);
+        be->download(out_a.data(), ya.t, out_a.size() * sizeof(float));
+        be->download(out_b.data(), yb.t, out_b.size() * sizeof(float));
+        if (step == 0) {
+            first_a = out_a;
+            first_b = out_b;
+            expect_near_exact(a, out_a);
+        }
+        ASSERT_EQ(std::memcmp(out_a.data(), first_a.data(), out_a.size() * sizeof(float)), 0) << "step " << step;
+        ASSERT_EQ(std::memcmp(out_b.data(), first_b.data(), out_b.size() * sizeof(float)), 0) << "step " << step;
+    }
+    EXPECT_GE(be->counters().graph_replays - replays_before, 1u) << "the repeated step never replayed a graph";
+}
+
+// The setting: 0 turns the path off (prompts take the int8 tiles), anything but a count is refused.
+TEST(CudaGemmSetting, OffAndBadValues) {
+    std::string why;
+    std::unique_ptr<Backend> off = cuda_with_gemm_tokens("0", &why);
+    if (!off) GTEST_SKIP() << "GPU test skipped: " << why;
+    EXPECT_NE(off->describe().find("cuBLAS prompt products off (CACTUS_CUDA_GEMM_TOKENS=0)"), std::string::npos)
+        << off->describe();
+    for (const char* bad : {"-1", "many", "12x"}) {
+        std::string bad_why;
+        EXPECT_FALSE(cuda_with_gemm_tokens(bad, &bad_why)) << bad;
+        EXPECT_NE(bad_why.find("CACTUS_CUDA_GEMM_TOKENS"), std::string::npos) << bad_why;
+    }
+}
+
+}  // namespace
+}  // namespace cactus
