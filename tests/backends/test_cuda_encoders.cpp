@@ -13,7 +13,7 @@
 // For Q8_0 weights the GPU's prompt products may run through cuBLAS on f16 (cuda_gemm.h), which
 // does not round x to q8 as the CPU does: both are then compared with the exact tower (the same
 // weights written as F32 holding the Q8_0 values, on the CPU), and the GPU must be no further from
-// it than 1.25x the CPU's own distance (about 1.2e-2 here, all of it the CPU's q8 rounding of x), or
+// it than 1.25x the CPU's own distance (1.1e-2 here, all of it the CPU's q8 rounding of x), or
 // 1e-3. With the int8 tiles the two share the q8 rounding, and the bound holds the same way.
 #include <gtest/gtest.h>
 

@@ -44,7 +44,11 @@ int mmq_tokens_setting() {
 
 // CACTUS_CUDA_GEMM_TOKENS: prompts of at least this many tokens multiply quantized weights through
 // cuBLAS on dequantized f16 (cuda_gemm.h); shorter ones take the int8 tiles (cuda_mmq.h). 0: never.
-constexpr size_t kGemmTokensDefault = 16;
+// 64 by default, above the steps that must round x as one-token decode steps do: a speculative
+// verification step (up to draft_max + 1 = 17 tokens) must score its tokens as plain decoding
+// would, and the server's batched slots (16) likewise. cuBLAS also wins at 16-48 tokens
+// (docs/CUDA.md), so a prompt-only workload may set it lower.
+constexpr size_t kGemmTokensDefault = 64;
 size_t gemm_tokens_setting() {
     const char* name = "CACTUS_CUDA_GEMM_TOKENS";
     const char* v = std::getenv(name);
