@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backend_test_util.h"
+#include "random_product.h"
 #include "backends/backend.h"
 #include "ops/quant.h"
 
@@ -31,41 +32,12 @@ using testing::hold;
 using testing::hold_f32;
 using testing::random_floats;
 
-const DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                        DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+using testing::describe;
+using testing::make_product;
+using testing::Product;
+using testing::Shape;
 
-struct Shape {
-    size_t n;
-    size_t n_out;
-    size_t n_in;
-};
-
-// A random weight [n_out, n_in] of `type`, its dequantized values, and x [n, n_in].
-struct Product {
-    Shape shape;
-    DType type;
-    std::vector<uint8_t> bytes;
-    std::vector<float> values;
-    std::vector<float> x;
-};
-
-Product make_product(DType type, const Shape& s, uint32_t seed) {
-    Product p{s, type, {}, {}, random_floats(s.n * s.n_in, seed + 7, -2.0f, 2.0f)};
-    const std::vector<float> src = random_floats(s.n_in * s.n_out, seed);
-    const size_t rb = dtype_row_bytes(type, s.n_in);
-    p.bytes.assign(rb * s.n_out, 0);
-    p.values.assign(s.n_in * s.n_out, 0.0f);
-    for (size_t r = 0; r < s.n_out; ++r) {
-        quantize_row_ref(type, p.bytes.data() + r * rb, src.data() + r * s.n_in, s.n_in);
-        dequantize_row_ref(type, p.values.data() + r * s.n_in, p.bytes.data() + r * rb, s.n_in);
-    }
-    return p;
-}
-
-std::string describe(const Product& p) {
-    return std::string(dtype_name(p.type)) + " n " + std::to_string(p.shape.n) + " n_out " +
-           std::to_string(p.shape.n_out) + " n_in " + std::to_string(p.shape.n_in);
-}
+const auto& kTypes = testing::kQuantTypes;
 
 // y [n, n_out] = x W^T on `be`, y first filled with NaN (every element must be written).
 std::vector<float> run(Backend& be, const Product& p) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backend_test_util.h"
+#include "random_product.h"
 #include "backends/backend.h"
 #include "ops/quant.h"
 
@@ -33,14 +34,12 @@ using testing::hold;
 using testing::hold_f32;
 using testing::random_floats;
 
-const DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                        DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+using testing::describe;
+using testing::make_product;
+using testing::Product;
+using testing::Shape;
 
-struct Shape {
-    size_t n;
-    size_t n_out;
-    size_t n_in;
-};
+const auto& kTypes = testing::kQuantTypes;
 
 // Every shape's n_in is a multiple of 256 unless legacy_only (then of 32 only).
 struct Case {
@@ -51,33 +50,6 @@ const Case kCases[] = {
     {{9, 77, 256}, false},    {{17, 1000, 512}, false}, {{33, 77, 576}, true},    {{64, 130, 2304}, false},
     {{100, 77, 8960}, false}, {{40, 77, 8864}, true},   {{512, 77, 1024}, false},
 };
-
-// A random weight [n_out, n_in] of `type` in its blocks, x [n, n_in], and the weight's dequantized values.
-struct Product {
-    Shape shape;
-    DType type;
-    std::vector<uint8_t> bytes;
-    std::vector<float> values;
-    std::vector<float> x;
-};
-
-Product make_product(DType type, const Shape& s, uint32_t seed) {
-    Product p{s, type, {}, {}, random_floats(s.n * s.n_in, seed + 7, -2.0f, 2.0f)};
-    const std::vector<float> src = random_floats(s.n_in * s.n_out, seed);
-    const size_t rb = dtype_row_bytes(type, s.n_in);
-    p.bytes.assign(rb * s.n_out, 0);
-    p.values.assign(s.n_in * s.n_out, 0.0f);
-    for (size_t r = 0; r < s.n_out; ++r) {
-        quantize_row_ref(type, p.bytes.data() + r * rb, src.data() + r * s.n_in, s.n_in);
-        dequantize_row_ref(type, p.values.data() + r * s.n_in, p.bytes.data() + r * rb, s.n_in);
-    }
-    return p;
-}
-
-std::string describe(const Product& p) {
-    return std::string(dtype_name(p.type)) + " n " + std::to_string(p.shape.n) + " n_out " +
-           std::to_string(p.shape.n_out) + " n_in " + std::to_string(p.shape.n_in);
-}
 
 // y [n, n_out] = x W^T on `be`.
 std::vector<float> run(Backend& be, const Product& p) {

@@ -39,21 +39,6 @@ unsigned blocks_for(size_t count, unsigned threads) {
     return static_cast<unsigned>(b < 65535u * 16u ? (b > 0 ? b : 1) : 65535u * 16u);
 }
 
-// Sum (is_max false) or maximum over the block (blockDim.x a multiple of 32); every thread gets it.
-__device__ float block_reduce(float v, bool is_max) {
-    __shared__ float part[32];
-    v = is_max ? warp_max(v) : warp_sum(v);
-    const int warp = threadIdx.x >> 5;
-    const int lane = threadIdx.x & 31;
-    __syncthreads();  // part[] may still be read by a previous call
-    if (lane == 0) part[warp] = v;
-    __syncthreads();
-    const int n_warps = blockDim.x >> 5;
-    const float none = is_max ? -INFINITY : 0.0f;
-    const float mine = lane < n_warps ? part[lane] : none;
-    return is_max ? warp_max(mine) : warp_sum(mine);
-}
-
 // clamp_ref's comparisons, not fminf / fmaxf: NaN passes through and -0 stays -0, as
 // std::min(std::max(x, lo), hi) does.
 __global__ void clamp_kernel(float* y, const float* x, float lo, float hi, size_t count) {

@@ -42,16 +42,6 @@ Layout layout(size_t n, size_t n_in, size_t n_out) {
     return l;
 }
 
-__device__ float block_max(float v) {
-    __shared__ float lanes[32];
-    v = warp_max(v);
-    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (lane == 0) lanes[warp] = v;
-    __syncthreads();
-    v = lane < blockDim.x / 32 ? lanes[lane] : 0.0f;
-    return warp_max(v);
-}
-
 // partial[block] = max |x_i| over the block's grid-stride share (NaN ignored).
 __global__ void abs_max_kernel(float* partial, const float* x, size_t count) {
     pdl_start();
@@ -59,7 +49,7 @@ __global__ void abs_max_kernel(float* partial, const float* x, size_t count) {
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
         m = fmaxf(m, fabsf(x[i]));
     }
-    m = block_max(m);
+    m = block_reduce(m, true);
     if (threadIdx.x == 0) partial[blockIdx.x] = m;
 }
 

@@ -24,18 +24,7 @@ unsigned blocks_for(size_t count, unsigned threads) {
 }
 
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
-__device__ float block_sum(float v) {
-    __shared__ float part[32];
-    v = warp_sum(v);
-    const int warp = threadIdx.x >> 5;
-    const int lane = threadIdx.x & 31;
-    __syncthreads();  // part[] may still be read by a previous call
-    if (lane == 0) part[warp] = v;
-    __syncthreads();
-    const int n_warps = blockDim.x >> 5;
-    float total = lane < n_warps ? part[lane] : 0.0f;
-    return warp_sum(total);
-}
+__device__ float block_sum(float v) { return block_reduce(v, false); }
 
 template <DType T>
 __host__ __device__ constexpr bool is_plain() {

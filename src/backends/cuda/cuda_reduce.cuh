@@ -18,5 +18,21 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+// Sum (is_max false) or maximum over the block (blockDim.x a multiple of 32, at most 1024); every
+// thread gets the result. Every thread of the block must call it.
+__device__ __forceinline__ float block_reduce(float v, bool is_max) {
+    __shared__ float part[32];
+    v = is_max ? warp_max(v) : warp_sum(v);
+    const int warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31;
+    __syncthreads();  // part[] may still be read by a previous call
+    if (lane == 0) part[warp] = v;
+    __syncthreads();
+    const int n_warps = blockDim.x >> 5;
+    const float none = is_max ? -INFINITY : 0.0f;
+    const float mine = lane < n_warps ? part[lane] : none;
+    return is_max ? warp_max(mine) : warp_sum(mine);
+}
+
 }  // namespace cuda
 }  // namespace cactus
