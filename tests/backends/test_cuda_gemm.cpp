@@ -139,8 +139,9 @@ TEST_F(CudaGemm, EveryTypeAndShapeIsTheExactProductWithinF16Rounding) {
 
 // x far above f16's range (1e6) and far below its normal range (1e-7): the power-of-two scale keeps
 // both exact to f16 precision; without it the first would be inf and the second lose its digits.
+// x among f32's subnormals (1e-42): the scale stops at 2^-126, and the product stays finite.
 TEST_F(CudaGemm, ActivationsOutsideF16RangeAreScaledNotLost) {
-    for (const float magnitude : {1e6f, 1e-7f}) {
+    for (const float magnitude : {1e6f, 1e-7f, 1e-42f}) {
         for (DType type : {DType::Q4_K, DType::Q8_0}) {
             Product p = make_product(type, Shape{40, 77, 512}, 300);
             for (float& v : p.x) v *= magnitude;

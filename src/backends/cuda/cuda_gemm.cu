@@ -53,8 +53,8 @@ __global__ void abs_max_kernel(float* partial, const float* x, size_t count) {
     if (threadIdx.x == 0) partial[blockIdx.x] = m;
 }
 
-// xh = x / scale in f16, scale = 2^(e - kTopExponent) for the largest |x| in [2^e, 2^(e+1)) (1 when
-// x is all zero or its largest value is not finite). Block 0 writes consts = {scale, 0, 1}.
+// xh = x / scale in f16, scale = 2^(e - kTopExponent) (at least 2^-126) for the largest |x| in
+// [2^e, 2^(e+1)) (1 when x is all zero or its largest value is not finite). Block 0 writes consts = {scale, 0, 1}.
 __global__ void to_f16_kernel(__half2* xh, float* consts, const float* partial, unsigned n_partials, const float* x,
                               size_t pairs) {
     pdl_start();
@@ -64,7 +64,9 @@ __global__ void to_f16_kernel(__half2* xh, float* consts, const float* partial, 
         for (unsigned i = threadIdx.x; i < n_partials; i += 32) m = fmaxf(m, partial[i]);
         m = warp_max(m);
         if (threadIdx.x == 0) {
-            const float scale = m > 0.0f && isfinite(m) ? ldexpf(1.0f, ilogbf(m) - kTopExponent) : 1.0f;
+            // The exponent stops at f32's smallest normal one, so 1 / scale stays finite for any x.
+            const int e = max(ilogbf(m) - kTopExponent, -126);
+            const float scale = m > 0.0f && isfinite(m) ? ldexpf(1.0f, e) : 1.0f;
             s_scale = scale;
             if (blockIdx.x == 0) {
                 consts[0] = scale;
