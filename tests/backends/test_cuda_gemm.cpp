@@ -5,9 +5,9 @@
 //
 // Tolerance: x and W are each rounded to f16 (at most 2^-11 relative, the scale of x being a power
 // of two) and summed in f32, so each term is off by at most about 2^-10 of |w x|: every element
-// within 1.5e-3 * sum_i |w_i x_i| + 1e-5 of the exact product. And the f16 path must be at least as
-// close to the exact product as the CPU's own int8 rounding of x (root mean square error over the
-// product), so switching a prompt to it never costs accuracy. Without a GPU (or without libcublas)
+// within 1.5e-3 * sum_i |w_i x_i| + 1e-5 of the exact product. And the f16 path must have at most
+// half the root mean square error of the CPU's own int8 rounding of x, so switching a prompt to it
+// never costs accuracy (and the int8 tiles, which round x as the CPU does, would not pass). Without a GPU (or without libcublas)
 // every test reports itself skipped with the reason.
 #include <gtest/gtest.h>
 
@@ -126,8 +126,11 @@ TEST_F(CudaGemm, EveryTypeAndShapeIsTheExactProductWithinF16Rounding) {
             std::vector<double> want, mag;
             exact(p, &want, &mag);
             const double cpu_rms = rms_error(run(*cpu_, p), want);
-            EXPECT_LE(gpu_rms, cpu_rms) << describe(p) << ": the f16 product is further from the exact one than the "
-                                        << "CPU's int8 rounding of x";
+            // Half the CPU's error at most: f16 rounding is about 8x finer than the int8 rounding of x,
+            // which the int8 tiles share with the CPU, so this also fails if the product was not
+            // computed through cuBLAS at all.
+            EXPECT_LE(gpu_rms, 0.5 * cpu_rms) << describe(p) << ": the f16 product is not clearly nearer the exact "
+                                              << "one than the CPU's int8 rounding of x";
         }
     }
     // The 32-element formats also take rows that are not whole 256-element super-blocks.

@@ -22,7 +22,6 @@ constexpr int kStatusSuccess = 0;
 constexpr int kOpN = 0;
 constexpr int kOpT = 1;
 constexpr int kPointerModeDevice = 1;
-constexpr int kDefaultMath = 0;
 constexpr int kCompute32F = 68;
 constexpr int kGemmDefault = -1;
 
@@ -36,7 +35,6 @@ struct Blas::Api {
     Status (*set_stream)(Handle, cudaStream_t) = nullptr;
     Status (*set_workspace)(Handle, void*, size_t) = nullptr;
     Status (*set_pointer_mode)(Handle, int) = nullptr;
-    Status (*set_math_mode)(Handle, int) = nullptr;
     Status (*gemm_ex)(Handle, int, int, int, int, int, const void*, const void*, cudaDataType, int, const void*,
                       cudaDataType, int, const void*, void*, cudaDataType, int, int, int) = nullptr;
     std::string library;
@@ -72,7 +70,7 @@ const Blas::Api& api() {
         const bool ok = bind(lib, "cublasCreate_v2", &a.create) && bind(lib, "cublasSetStream_v2", &a.set_stream) &&
                         bind(lib, "cublasSetWorkspace_v2", &a.set_workspace) &&
                         bind(lib, "cublasSetPointerMode_v2", &a.set_pointer_mode) &&
-                        bind(lib, "cublasSetMathMode", &a.set_math_mode) && bind(lib, "cublasGemmEx", &a.gemm_ex);
+                        bind(lib, "cublasGemmEx", &a.gemm_ex);
         if (!ok) a.error = a.library + " lacks a cuBLAS function this backend calls";
     });
     return a;
@@ -123,7 +121,6 @@ std::unique_ptr<Blas> Blas::open(int device, void* workspace, size_t workspace_b
     std::unique_ptr<Blas> b(new Blas());
     b->api_ = &a;
     b->device_ = device;
-    b->library_ = a.library;
     b->workspace_ = workspace;
     b->workspace_bytes_ = workspace_bytes;
     b->handle_ = take_pooled(device);
@@ -134,10 +131,9 @@ std::unique_ptr<Blas> Blas::open(int device, void* workspace, size_t workspace_b
         *why = "cublasCreate failed (status " + std::to_string(st) + ")";
         return nullptr;
     }
-    // Device-side alpha and beta: a step graph keeps the addresses, the values may change.
+    // Device-side alpha and beta: a step graph keeps the addresses, the values may change. The
+    // workspace is set with each call (enqueue).
     st = a.set_pointer_mode(b->handle_, kPointerModeDevice);
-    if (st == kStatusSuccess) st = a.set_math_mode(b->handle_, kDefaultMath);
-    if (st == kStatusSuccess) st = a.set_workspace(b->handle_, workspace, workspace_bytes);
     if (st != kStatusSuccess) {
         *why = "cuBLAS handle set-up failed (status " + std::to_string(st) + ")";
         return nullptr;

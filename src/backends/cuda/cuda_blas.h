@@ -26,9 +26,6 @@ public:
     Blas(const Blas&) = delete;
     Blas& operator=(const Blas&) = delete;
 
-    // Which library answered ("libcublas.so.13").
-    const std::string& library() const { return library_; }
-
     // Enqueued on s through the launch funnel (cuda_launch.h: enqueue_call), so a step graph
     // captures it: y [n, m] (f32, rows of ldy floats) = *alpha * x [n, k] (f16) w [m, k]^T (f16, rows
     // of ldw halves) + *beta * y. alpha and beta are device addresses.
@@ -46,7 +43,6 @@ private:
     void* handle_ = nullptr;  // cublasHandle_t
     void* workspace_ = nullptr;
     size_t workspace_bytes_ = 0;
-    std::string library_;
 };
 
 }  // namespace cuda
