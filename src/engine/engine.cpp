@@ -159,6 +159,10 @@ bool device_sampling_wanted(const std::string& device) {
 
 Engine::~Engine() = default;
 
+bool Engine::samples_on_device() const {
+    return model_->device_sampling() && device_sampling_wanted(model_options_.device);
+}
+
 std::unique_ptr<Engine> Engine::load(const std::string& model_path, const EngineOptions& options) {
     std::unique_ptr<Engine> engine(new Engine());
     engine->file_ = GgufFile::open(model_path);
@@ -450,10 +454,10 @@ CompletionResult Engine::complete_prompt(const Prompt& prompt, const GenerationO
     std::unique_ptr<SpecTarget> target = session_target();
     TokenSource source(*target, spec, sampler, spec != nullptr ? prompt.ids : std::vector<int32_t>(),
                        std::move(logits));
-    // Bans (ignore_eos) change the normalizer on every step: those replies keep the host logits.
-    if (constraint == nullptr && !options.ignore_eos && model_->device_sampling() &&
-        device_sampling_wanted(model_options_.device))
-        source.sample_on_device(std::min(sampler.top_candidates_wanted(), model_->info().n_vocab));
+    // Without a grammar the bans (ignore_eos) hold for the whole reply: applied on the device.
+    if (constraint == nullptr && samples_on_device())
+        source.sample_on_device(std::min(sampler.top_candidates_wanted(), model_->info().n_vocab),
+                                end_of_turn_allowed(options, nullptr) ? nullptr : &tokenizer_->end_of_generation_ids());
 
     for (size_t step = 0; step < options.max_tokens; ++step) {
         if (stopped()) {

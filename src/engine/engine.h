@@ -150,6 +150,9 @@ public:
     // For schedulers that drive several sequences themselves (tools/server): decode() batches of
     // sequences 1..n_seq-1 (and 0 when complete() is not used), bypassing the session.
     Model& model_for_batches() { return *model_; }
+    // Whether replies sample from candidates computed where the logits are (Model::decode_top):
+    // on a GPU unless CACTUS_DEVICE_SAMPLING=0, on the CPU only with =1 (read at each call).
+    bool samples_on_device() const;
     const Tokenizer& tokenizer() const { return *tokenizer_; }
     const GgufFile& file() const { return *file_; }
 

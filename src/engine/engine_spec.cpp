@@ -55,9 +55,9 @@ public:
     size_t n_cached() const override { return engine_.cached_ids_.size(); }
     size_t reserve(size_t wanted) override { return engine_.model_->reserve(wanted); }
     size_t max_step() const override { return engine_.model_->n_batch(); }
-    bool append_top(int32_t id, size_t k, TopCandidates* out) override {
+    bool append_top(int32_t id, size_t k, const std::vector<int32_t>* banned, TopCandidates* out) override {
         if (!engine_.model_->device_sampling()) return false;
-        engine_.model_->forward_top(id, k, out);
+        engine_.model_->forward_top(id, k, out, banned);
         engine_.cached_ids_.push_back(id);
         engine_.cached_keys_.push_back(0);
         return true;

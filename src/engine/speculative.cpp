@@ -464,7 +464,7 @@ void TokenSource::advance(int32_t token) {
             {spec_->options().draft_max, fits - 1, target_.max_step() > 1 ? target_.max_step() - 1 : size_t(0)});
         if (max > 0) drafter = spec_->propose(history_, max, &drafts_);
     }
-    if (drafter < 0 && top_k_ > 0 && target_.append_top(token, top_k_, &top_)) {
+    if (drafter < 0 && top_k_ > 0 && target_.append_top(token, top_k_, banned_, &top_)) {
         have_top_ = true;
         return;
     }

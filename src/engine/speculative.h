@@ -113,8 +113,11 @@ public:
     virtual size_t reserve(size_t wanted) = 0;
     virtual size_t max_step() const = 0;  // most tokens one step takes
     // A plain step of one token whose logits stay on the device: the next token's k largest logits
-    // and normalizer (Model::forward_top); false when the model cannot (nothing appended then).
-    virtual bool append_top(int32_t id, size_t k, TopCandidates* out) { return false; }
+    // and normalizer (Model::forward_top, `banned` -inf first; may be null); false when the model
+    // cannot (nothing appended then).
+    virtual bool append_top(int32_t id, size_t k, const std::vector<int32_t>* banned, TopCandidates* out) {
+        return false;
+    }
     // The logits of the last append_top() step ([n_vocab]).
     virtual void last_logits(std::vector<float>* logits) { fail("SpecTarget: no device logits to fetch"); }
 };
@@ -196,8 +199,12 @@ public:
     const SpecCounters& counters() const { return counters_; }
     // Plain decoding samples from k candidates computed on the device (Sampler::sample_from_top)
     // and fetches a step's logits only when they cannot give sample()'s token; 0 = off. Ignored
-    // with a drafter.
-    void sample_on_device(size_t k) { top_k_ = spec_ == nullptr ? k : 0; }
+    // with a drafter. `banned` (may be null): the sampler's bans for the whole reply (ignore_eos),
+    // applied where the candidates are taken.
+    void sample_on_device(size_t k, const std::vector<int32_t>* banned) {
+        top_k_ = spec_ == nullptr ? k : 0;
+        banned_ = banned;
+    }
 
 private:
     using Clock = std::chrono::steady_clock;
@@ -211,7 +218,8 @@ private:
     TopCandidates top_;          // the next token's candidates (plain, sample_on_device) when have_top_
     bool have_top_ = false;
     size_t top_k_ = 0;
-    std::vector<float> rows_;  // [1 + drafts, n_vocab] the verification step's logits
+    const std::vector<int32_t>* banned_ = nullptr;  // sample_on_device's bans
+    std::vector<float> rows_;                       // [1 + drafts, n_vocab] the verification step's logits
     std::vector<int32_t> drafts_;
     size_t n_vocab_ = 0;
     size_t judged_ = 0;          // drafts judged so far

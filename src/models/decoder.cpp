@@ -1,6 +1,7 @@
 #include "models/decoder.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -235,12 +236,14 @@ void DecoderModel::decode(const Batch& b, std::vector<float>* logits) {
     if (!out_rows_.empty()) output_head(logits);
 }
 
-void DecoderModel::decode_top(const Batch& b, size_t k, std::vector<TopCandidates>* out) {
+void DecoderModel::decode_top(const Batch& b, size_t k, std::vector<TopCandidates>* out, const TopBans* bans) {
     if (k < 1 || k > kTopKMax || k > hp_.n_vocab)
         fail("Model::decode_top: k = %zu must be in [1, %zu] and at most n_vocab = %zu", k, kTopKMax, hp_.n_vocab);
     run_step(b, true);
+    if (bans != nullptr && !bans->rows.empty() && bans->rows.size() != out_rows_.size())
+        fail("Model::decode_top: %zu ban flags for %zu marked tokens", bans->rows.size(), out_rows_.size());
     out->clear();
-    if (!out_rows_.empty()) top_head(k, out);
+    if (!out_rows_.empty()) top_head(k, out, bans);
 }
 
 void DecoderModel::last_logits(std::vector<float>* logits) {
@@ -429,12 +432,41 @@ void DecoderModel::output_head(std::vector<float>* logits) {
     }
 }
 
-void DecoderModel::top_head(size_t k, std::vector<TopCandidates>* out) {
+void DecoderModel::ban_logits(const Tensor& logits, size_t done, size_t m, const TopBans& bans) {
+    const std::vector<int32_t>& ids = *bans.ids;
+    const size_t n_vocab = hp_.n_vocab;
+    // Every row gets its entries (-1 where it bans none), so a repeated step keeps its shape (graphs).
+    ban_host_.assign(m * ids.size(), -1);
+    bool any = false;
+    for (size_t r = 0; r < m; ++r) {
+        if (!bans.rows.empty() && bans.rows[done + r] == 0) continue;
+        for (size_t j = 0; j < ids.size(); ++j) {
+            if (ids[j] < 0 || static_cast<size_t>(ids[j]) >= n_vocab) continue;
+            ban_host_[r * ids.size() + j] = static_cast<int32_t>(r * n_vocab + static_cast<size_t>(ids[j]));
+            any = true;
+        }
+    }
+    if (!any) return;
+    const size_t n = ban_host_.size();
+    if (n > ban_capacity_) {
+        ban_buffer_ = backend_->alloc(n * (sizeof(int32_t) + sizeof(float)));
+        ban_capacity_ = n;
+    }
+    const Tensor where = make_tensor(ban_buffer_.get(), 0, DType::I32, n, 1);                        // [n]
+    const Tensor minus_inf = make_tensor(ban_buffer_.get(), n * sizeof(int32_t), DType::F32, 1, n);  // [n, 1]
+    backend_->upload(where, ban_host_.data(), n * sizeof(int32_t));
+    const std::vector<float> values(n, -INFINITY);
+    backend_->upload(minus_inf, values.data(), n * sizeof(float));
+    backend_->set_rows(logits.reshaped(1, m * n_vocab), minus_inf, where);  // one-float rows
+}
+
+void DecoderModel::top_head(size_t k, std::vector<TopCandidates>* out, const TopBans* bans) {
     if (!top_buffer_) top_buffer_ = backend_->alloc(n_logit_rows_ * (2 * kTopKMax + 2) * sizeof(float));
     out->resize(out_rows_.size());
     for (size_t done = 0; done < out_rows_.size(); done += n_logit_rows_) {
         const size_t m = std::min(n_logit_rows_, out_rows_.size() - done);
         const Tensor logits = head_rows(done, m);  // [m, n_vocab]
+        if (bans != nullptr && bans->ids != nullptr && !bans->ids->empty()) ban_logits(logits, done, m, *bans);
         const size_t n_ids = m * k;
         const Tensor ids = make_tensor(top_buffer_.get(), 0, DType::I32, k, m);                            // [m, k]
         const Tensor vals = make_tensor(top_buffer_.get(), n_ids * sizeof(float), DType::F32, k, m);       // [m, k]
@@ -452,6 +484,9 @@ void DecoderModel::top_head(size_t k, std::vector<TopCandidates>* out) {
             c.max_logit = top_host_[2 * n_ids + 2 * r];
             c.sum_exp = static_cast<double>(top_host_[2 * n_ids + 2 * r + 1]);
             c.n_vocab = hp_.n_vocab;
+            const bool banned = bans != nullptr && bans->ids != nullptr && !bans->ids->empty() &&
+                                (bans->rows.empty() || bans->rows[done + r] != 0);
+            c.banned = banned ? bans->ids : nullptr;
         }
     }
     // The logits of a single head pass are still in logits_.

@@ -63,7 +63,7 @@ public:
     const ModelInfo& info() const override { return info_; }
     void decode(const Batch& batch, std::vector<float>* logits) override;
     void decode_hidden(const Batch& batch, std::vector<float>* hidden) override;
-    void decode_top(const Batch& batch, size_t k, std::vector<TopCandidates>* out) override;
+    void decode_top(const Batch& batch, size_t k, std::vector<TopCandidates>* out, const TopBans* bans) override;
     void last_logits(std::vector<float>* logits) override;
     bool device_sampling() const override { return true; }
     size_t n_batch() const override { return n_batch_; }
@@ -140,7 +140,9 @@ private:
     // head and softcap into logits_: returns the rows ([m, n_embd] or [m, n_vocab]).
     Tensor head_rows(size_t done, size_t m);
     void output_head(std::vector<float>* logits);
-    void top_head(size_t k, std::vector<TopCandidates>* out);
+    void top_head(size_t k, std::vector<TopCandidates>* out, const TopBans* bans);
+    // -inf over the banned logits of rows [done, done + m) that ask (logits [m, n_vocab]).
+    void ban_logits(const Tensor& logits, size_t done, size_t m, const TopBans& bans);
 
     ModelInfo info_;
     size_t n_batch_ = 0;
@@ -169,8 +171,13 @@ private:
     // [m, 2] F32 packed from offset 0 (allocated once for n_logit_rows and kTopKMax: fixed addresses).
     std::unique_ptr<Buffer> top_buffer_;
     std::vector<float> top_host_;  // [2 m k + 2 m] its host copy
-    size_t logits_rows_ = 0;       // rows of logits_ holding the last step's logits for last_logits (0: none)
-    bool head_hidden_ = false;     // decode_hidden(): the head returns the normed rows, not logits
+    // ban_logits' scatter: ids [m * n_banned] I32 (row * n_vocab + id, -1 where a row bans none)
+    // then as many -inf; grown when a longer list comes.
+    std::unique_ptr<Buffer> ban_buffer_;
+    size_t ban_capacity_ = 0;  // entries ban_buffer_ holds
+    std::vector<int32_t> ban_host_;
+    size_t logits_rows_ = 0;    // rows of logits_ holding the last step's logits for last_logits (0: none)
+    bool head_hidden_ = false;  // decode_hidden(): the head returns the normed rows, not logits
     Taps taps_;
     // Per-step host scratch (reserved once).
     std::vector<KvCache*> step_cache_;

@@ -6,7 +6,7 @@
 
 namespace cactus {
 
-void Model::decode_top(const Batch&, size_t, std::vector<TopCandidates>*) {
+void Model::decode_top(const Batch&, size_t, std::vector<TopCandidates>*, const TopBans*) {
     fail("Model::decode_top: %s has no device sampling", info().architecture.c_str());
 }
 
@@ -52,7 +52,7 @@ void Model::forward(const int32_t* tokens, size_t n, std::vector<float>* logits,
     if (logits) std::copy(step_logits.end() - static_cast<std::ptrdiff_t>(n_vocab), step_logits.end(), logits->begin());
 }
 
-void Model::forward_top(int32_t token, size_t k, TopCandidates* out, int seq) {
+void Model::forward_top(int32_t token, size_t k, TopCandidates* out, const std::vector<int32_t>* banned, int seq) {
     if (context_room(seq) < 1)
         fail("Model::forward: 1 token after %zu exceeds the context of %zu tokens (kv_compress is off)", n_past(seq),
              info().n_ctx);
@@ -65,8 +65,10 @@ void Model::forward_top(int32_t token, size_t k, TopCandidates* out, int seq) {
     batch.tokens = &token;
     batch.seq = &seq;
     batch.logits = &mark;
+    TopBans bans;
+    bans.ids = banned;
     std::vector<TopCandidates> tops;
-    decode_top(batch, k, &tops);
+    decode_top(batch, k, &tops, banned != nullptr ? &bans : nullptr);
     CACTUS_ASSERT(tops.size() == 1);
     *out = std::move(tops[0]);
 }

@@ -89,15 +89,18 @@ public:
     // decode(), but for each marked token its k largest logits with the row's maximum and
     // normalizer (Backend::top_k, after the final softcap) in *out, in batch order, instead of the
     // logits: a few bytes come back instead of n_vocab floats. The logits stay on the device until
-    // the next step; last_logits() fetches them. 1 <= k <= kTopKMax. Only where
-    // device_sampling() (the default throws).
-    virtual void decode_top(const Batch& batch, size_t k, std::vector<TopCandidates>* out);
+    // the next step; last_logits() fetches them. 1 <= k <= kTopKMax. With bans (may be null), the
+    // asking rows' banned logits are -inf before the candidates are taken (and in last_logits()).
+    // Only where device_sampling() (the default throws).
+    virtual void decode_top(const Batch& batch, size_t k, std::vector<TopCandidates>* out, const TopBans* bans);
     // The logits of the marked tokens of the last decode_top() step ([n_marked, n_vocab]); throws
     // when another step ran since, or when that step marked more tokens than one head pass holds.
     virtual void last_logits(std::vector<float>* logits);
     virtual bool device_sampling() const { return false; }
-    // forward() of one token with decode_top(): its next token's top-k candidates in *out.
-    void forward_top(int32_t token, size_t k, TopCandidates* out, int seq = 0);
+    // forward() of one token with decode_top(): its next token's top-k candidates in *out, the
+    // logits of `banned` (may be null) -inf first.
+    void forward_top(int32_t token, size_t k, TopCandidates* out, const std::vector<int32_t>* banned = nullptr,
+                     int seq = 0);
     // decode(), but writing the final hidden states of the marked tokens (after the output norm:
     // the rows the output head reads) to *hidden ([n_marked, n_embd], in batch order) instead of
     // their logits. Embeddings pool these rows (engine/embedding.h).

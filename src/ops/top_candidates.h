@@ -14,6 +14,17 @@ struct TopCandidates {
     float max_logit = 0.0f;     // the row's maximum as argmax finds it (NaN when logits[0] is NaN)
     double sum_exp = 0.0;       // sum over the row of exp(logit - max_logit); NaN when max_logit is not finite
     size_t n_vocab = 0;         // the row's length
+    // The ids whose logits were -inf'd before these were taken (TopBans::ids), or null: a sampler
+    // banning exactly these (Sampler::set_banned, the same list) can draw from them.
+    const std::vector<int32_t>* banned = nullptr;
+};
+
+// Bans applied where the candidates are taken (Model::decode_top): in each row that asks, the
+// logits of `ids` become -inf first, as Sampler::set_banned makes them on the host, so the
+// candidates, maximum and normalizer are those of the banned row.
+struct TopBans {
+    const std::vector<int32_t>* ids = nullptr;  // one list for every asking row; ids outside the vocabulary are ignored
+    std::vector<uint8_t> rows;                  // [n_marked] 1: the row bans them; empty: every row does
 };
 
 // The candidates of a host row as the CPU backend's top_k computes them, the normalizer kept in

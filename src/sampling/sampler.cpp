@@ -469,7 +469,10 @@ bool Sampler::chain_from_top(const TopCandidates& top, float* draw_temperature) 
 bool Sampler::sample_from_top(const TopCandidates& top, int32_t* token) {
     const size_t k = top.ids.size();
     if (k == 0 || top.logits.size() != k || top.n_vocab < k || top_candidates_wanted() == 0) return false;
-    if (banned_ != nullptr && !banned_->empty()) return false;
+    // The candidates must have been taken from the row this sampler sees: the same bans, or none.
+    const std::vector<int32_t>* bans = banned_ != nullptr && !banned_->empty() ? banned_ : nullptr;
+    const std::vector<int32_t>* masked = top.banned != nullptr && !top.banned->empty() ? top.banned : nullptr;
+    if (bans != masked) return false;
     // The first candidate is argmax's pick unless the row has no finite maximum (a NaN first logit
     // shows as a NaN maximum: argmax stays on it, which the list ranks last).
     const float max_logit = top.max_logit;

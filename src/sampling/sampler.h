@@ -69,7 +69,8 @@ public:
     // sample() from the k largest logits of the row and its normalizer (Backend::top_k), for a
     // step whose logits stayed on the device. Returns false, without touching the generator, when
     // the candidates cannot tell sample()'s draw for certain: a grammar, logit biases, penalties,
-    // bans, no truncation at a non-zero temperature, a nucleus (top_p, min_p) that may reach past
+    // bans other than those the candidates were taken under (TopCandidates::banned: the same list
+    // or none), no truncation at a non-zero temperature, a nucleus (top_p, min_p) that may reach past
     // the k-th candidate, or a row without a finite maximum; the caller then fetches the logits
     // and calls sample(). Otherwise *token is sample()'s token on the same row and generator state,
     // and last_probability() is sample()'s, up to the rounding of the normalizer (exact with

@@ -507,8 +507,35 @@ TEST_P(BackendOps, ShortConvAndSetRows) {
     std::copy(want_bx.begin() + 6 * e, want_bx.begin() + 7 * e, want_table.begin());
     expect_close(get(table), want_table, 0.0f, "set_rows");
     ids[2] = static_cast<int32_t>(state_rows);
-    EXPECT_THROW(be_->set_rows(table, bx, i32(ids)), Error);
+    // The CPU refuses at once; a GPU when it synchronises (its kernel reports the id).
+    EXPECT_THROW(
+        {
+            be_->set_rows(table, bx, i32(ids));
+            be_->synchronize(std::chrono::milliseconds(5000));
+        },
+        Error);
+    be_->synchronize(std::chrono::milliseconds(5000));  // reported once; the handle stays usable
     EXPECT_THROW(be_->short_conv(y, bx, f32(bcx, 3 * e), f32(w, L), table, i32(ids)), Error);  // hist of n, not 2n
+}
+
+TEST_P(BackendOps, SetRowsMasksSingleLogits) {
+    // The sampler's bans on the device (DecoderModel::top_head): logits [3, 1001] seen as a table of
+    // 3003 one-float rows, -inf written at row * 1001 + id; -1 entries (rows without bans) skipped.
+    const size_t n_rows = 3, n_vocab = 1001;
+    const std::vector<float> logits = random_floats(n_rows * n_vocab, 73);
+    const std::vector<int32_t> banned = {0, 17, 1000, 999};
+    std::vector<int32_t> ids;
+    std::vector<float> want = logits;
+    for (size_t r = 0; r < n_rows; ++r)
+        for (int32_t id : banned) {
+            const bool bans = r != 1;
+            const int32_t at = static_cast<int32_t>(r * n_vocab) + id;
+            ids.push_back(bans ? at : -1);
+            if (bans) want[static_cast<size_t>(at)] = -INFINITY;
+        }
+    const Tensor table = f32(logits, 1);  // [3003, 1]
+    be_->set_rows(table, f32(std::vector<float>(ids.size(), -INFINITY), 1), i32(ids));
+    EXPECT_EQ(get(table), want);
 }
 
 // Every op checks its arguments in the Backend base class, before any backend runs: a bad shape

@@ -2,7 +2,7 @@
 // device of available_devices(): a step's candidates are the top_k of its kept logits, which are
 // decode()'s, and
 // replies with the device path forced on and off (CACTUS_DEVICE_SAMPLING, read per reply) are the
-// same tokens, greedy and sampled.
+// same tokens, greedy and sampled, with and without bans (ignore_eos), which decode_top applies.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -69,7 +69,71 @@ TEST_P(DeviceSampling, DecodeTopMatchesDecodeLogits) {
         EXPECT_EQ(c.n_vocab, n_vocab);
         token = ids[3];
     }
-    EXPECT_THROW(top->decode_top(Batch{}, 0, nullptr), Error);
+    EXPECT_THROW(top->decode_top(Batch{}, 0, nullptr, nullptr), Error);
+}
+
+TEST_P(DeviceSampling, BansAreAppliedToTheRowsThatAskBeforeTheCandidates) {
+    // Three marked tokens of one sequence; rows 0 and 2 ban a list holding each row's own argmax
+    // (so the ban changes the answer) and an id past the vocabulary (ignored).
+    auto file = GgufFile::open(cactus::testing::test_model_path("smollm2-135m"));
+    ModelOptions o;
+    o.n_ctx = 128;
+    o.n_threads = 2;
+    o.device = GetParam();
+    auto plain = Model::load(*file, o);
+    auto top = Model::load(*file, o);
+    const size_t n_vocab = plain->info().n_vocab, k = 8;
+    const std::vector<int32_t> prompt = {1, 504, 3458, 314, 253, 1345, 28, 42, 17};
+    const std::vector<uint8_t> marks(prompt.size(), 1);
+    const std::vector<int32_t> seq(prompt.size(), 0);
+    Batch b;
+    b.n = 3;
+    b.tokens = prompt.data();
+    b.seq = seq.data();
+    b.logits = marks.data();
+    std::vector<float> logits;
+    plain->decode(b, &logits);  // [3, n_vocab]
+    std::vector<int32_t> banned;
+    for (size_t r = 0; r < 3; r += 2)
+        banned.push_back(
+            static_cast<int32_t>(std::max_element(logits.begin() + r * n_vocab, logits.begin() + (r + 1) * n_vocab) -
+                                 (logits.begin() + r * n_vocab)));
+    banned.push_back(static_cast<int32_t>(n_vocab) + 5);
+    TopBans bans;
+    bans.ids = &banned;
+    bans.rows = {1, 0, 1};
+    std::vector<TopCandidates> c;
+    top->decode_top(b, k, &c, &bans);
+    ASSERT_EQ(c.size(), 3u);
+    std::vector<float> kept;
+    top->last_logits(&kept);
+    ASSERT_EQ(kept.size(), 3 * n_vocab);
+    for (size_t r = 0; r < 3; ++r) {
+        std::vector<float> want(logits.begin() + r * n_vocab, logits.begin() + (r + 1) * n_vocab);
+        const float* got = kept.data() + r * n_vocab;
+        if (bans.rows[r] != 0)
+            for (int32_t id : banned)
+                if (static_cast<size_t>(id) < n_vocab) {
+                    EXPECT_EQ(got[id], -INFINITY) << "row " << r << " id " << id;
+                    want[static_cast<size_t>(id)] = -INFINITY;
+                }
+        float worst = 0.0f;
+        for (size_t i = 0; i < n_vocab; ++i)
+            if (std::isfinite(want[i])) worst = std::max(worst, std::fabs(got[i] - want[i]));
+        EXPECT_LE(worst, 1e-3f) << "row " << r;
+        std::vector<int32_t> ids(k);
+        std::vector<float> vals(k), stats(2);
+        top_k_row_ref(ids.data(), vals.data(), stats.data(), got, n_vocab, k);
+        EXPECT_EQ(c[r].ids, ids) << "row " << r;
+        EXPECT_EQ(c[r].logits, vals) << "row " << r;
+        EXPECT_NEAR(c[r].sum_exp, stats[1], 1e-5 * stats[1]) << "row " << r;
+        EXPECT_EQ(c[r].banned, bans.rows[r] != 0 ? &banned : nullptr) << "row " << r;
+        if (bans.rows[r] != 0) {
+            EXPECT_NE(c[r].ids[0], banned[r / 2]) << "row " << r;
+        }
+    }
+    bans.rows = {1, 0};
+    EXPECT_THROW(top->decode_top(b, k, &c, &bans), Error);  // a flag per marked token
 }
 
 TEST_P(DeviceSampling, RepliesAreTheSameWithTheDevicePathOnAndOff) {
@@ -85,15 +149,18 @@ TEST_P(DeviceSampling, RepliesAreTheSameWithTheDevicePathOnAndOff) {
         int top_k;
         float top_p;
         float min_p;
+        bool ignore_eos;
     };
-    const Setting settings[] = {{"greedy", 0.0f, 0, 1.0f, 0.0f},
-                                {"top_k", 0.8f, 40, 1.0f, 0.0f},
-                                {"top_p", 0.9f, 0, 0.9f, 0.0f},
-                                {"min_p", 1.0f, 0, 1.0f, 0.1f},
-                                {"chain", 0.7f, 40, 0.95f, 0.05f}};
+    // The greedy reply ends (end of turn) before 64 tokens: with ignore_eos the bans decide steps.
+    const Setting settings[] = {
+        {"greedy", 0.0f, 0, 1.0f, 0.0f, false},          {"top_k", 0.8f, 40, 1.0f, 0.0f, false},
+        {"top_p", 0.9f, 0, 0.9f, 0.0f, false},           {"min_p", 1.0f, 0, 1.0f, 0.1f, false},
+        {"chain", 0.7f, 40, 0.95f, 0.05f, false},        {"greedy ignore_eos", 0.0f, 0, 1.0f, 0.0f, true},
+        {"top_k ignore_eos", 0.8f, 40, 1.0f, 0.0f, true}};
     for (const Setting& st : settings) {
         GenerationOptions g;
-        g.max_tokens = 48;
+        g.max_tokens = 64;
+        g.ignore_eos = st.ignore_eos;
         g.sampling.temperature = st.temperature;
         g.sampling.top_k = st.top_k;
         g.sampling.top_p = st.top_p;
@@ -110,6 +177,12 @@ TEST_P(DeviceSampling, RepliesAreTheSameWithTheDevicePathOnAndOff) {
         for (size_t i = 0; i < on.token_probabilities.size(); ++i)
             EXPECT_NEAR(on.token_probabilities[i], off.token_probabilities[i], 1e-5) << st.name << " token " << i;
         EXPECT_GT(on.tokens.size(), 4u) << st.name;
+        if (st.ignore_eos) {
+            EXPECT_EQ(on.tokens.size(), g.max_tokens) << st.name;
+        }
+        if (std::string(st.name) == "greedy") {
+            EXPECT_EQ(on.finish_reason, "stop") << "the bans would decide nothing";
+        }
     }
 }
 

@@ -178,6 +178,50 @@ TEST(SampleFromTop, DeclinesWhereTheCandidatesCannotTell) {
     EXPECT_EQ(token, c.ids[0]);
 }
 
+TEST(SampleFromTop, CandidatesTakenUnderTheSameBansServe) {
+    // ignore_eos on the device (DecoderModel::ban_logits): the candidates of the row with the
+    // banned logits at -inf, marked with the list, give what sample() gives with those bans set on
+    // the raw row; any other list (even an equal copy: the owner's list is the contract) declines.
+    const size_t n_vocab = 5000;
+    std::mt19937 rng(91);
+    const std::vector<int32_t> banned = {7, 4999, 123};
+    const std::vector<int32_t> copy = banned;
+    for (const SamplingParams& p :
+         {params(0.0f, 0, 1.0f, 0.0f, 5), params(0.8f, 40, 1.0f, 0.0f, 5), params(0.9f, 0, 0.9f, 0.0f, 5)}) {
+        Sampler full(p), top(p);
+        full.set_banned(&banned);
+        top.set_banned(&banned);
+        size_t answered = 0;
+        for (size_t step = 0; step < 60; ++step) {
+            std::vector<float> row = random_row(rng, n_vocab, step % 2 == 0 ? 3.0f : 8.0f, false);
+            row[static_cast<size_t>(banned[step % 3])] = 50.0f;  // a banned id would win every draw
+            std::vector<float> masked = row, scratch = row;
+            for (int32_t id : banned) masked[static_cast<size_t>(id)] = -INFINITY;
+            const int32_t want = full.sample(row);
+            TopCandidates c;
+            top_candidates_of(masked.data(), n_vocab, top.top_candidates_wanted(), &c);
+            c.banned = &banned;
+            int32_t got = -1;
+            const bool from_top = top.sample_from_top(c, &got);
+            if (!from_top) got = top.sample(scratch);
+            answered += from_top ? 1 : 0;
+            ASSERT_EQ(got, want) << "step " << step;
+            ASSERT_EQ(top.last_probability(), full.last_probability()) << "step " << step;
+        }
+        // Greedy and top_k always can; a nucleus of the flatter rows reaches past the 64 candidates.
+        EXPECT_GE(answered, p.top_p < 1.0f ? 20u : 60u) << "temperature " << p.temperature;
+    }
+    std::vector<float> row = random_row(rng, n_vocab, 3.0f, false);
+    TopCandidates c;
+    top_candidates_of(row.data(), n_vocab, 8, &c);
+    c.banned = &banned;
+    int32_t token = -1;
+    Sampler none(params(0.0f, 0, 1.0f, 0.0f, 1)), other(params(0.0f, 0, 1.0f, 0.0f, 1));
+    EXPECT_FALSE(none.sample_from_top(c, &token));  // the candidates lack ids this sampler allows
+    other.set_banned(&copy);
+    EXPECT_FALSE(other.sample_from_top(c, &token));
+}
+
 TEST(SampleFromTop, WantsCandidatesForTheSettingsItServes) {
     EXPECT_EQ(Sampler(params(0.0f, 0, 1.0f, 0.0f, 1)).top_candidates_wanted(), 1u);
     EXPECT_EQ(Sampler(params(0.8f, 40, 0.9f, 0.0f, 1)).top_candidates_wanted(), 40u);

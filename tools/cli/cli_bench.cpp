@@ -247,7 +247,7 @@ double time_decode(Model& model, const Workload& w, std::vector<float>& logits, 
     for (int32_t id : w.decode_tokens) {
         std::fill(tokens.begin(), tokens.end(), id);
         if (greedy_on_device)
-            model.decode_top(batch, 1, &top);
+            model.decode_top(batch, 1, &top, nullptr);
         else
             model.decode(batch, &logits);
     }

@@ -82,6 +82,11 @@ void Metrics::observe_drafts(size_t drafted, size_t accepted) {
     ++draft_steps_;
 }
 
+void Metrics::observe_candidates(bool drawn) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++(drawn ? candidate_tokens_ : candidate_fetches_);
+}
+
 void Metrics::observe_timings(size_t prompt_tokens, double prompt_s, size_t predicted_tokens, double predicted_s,
                               size_t sequence_tokens) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -168,6 +173,10 @@ std::string Metrics::render(size_t n_slots) const {
     counter("cactus_completion_tokens_total", "Tokens generated.", completion_tokens_);
     counter("cactus_handoffs_total", "Completions answered by the hand-off endpoint.", handoffs_ok_);
     counter("cactus_handoff_failures_total", "Hand-offs that fell back to the local answer.", handoffs_failed_);
+    counter("cactus_tokens_from_candidates_total",
+            "Tokens drawn from candidates computed where the logits are (only they came back).", candidate_tokens_);
+    counter("cactus_candidate_fetches_total", "Tokens whose candidates could not tell them: the logits came back.",
+            candidate_fetches_);
     gauge("cactus_queue_length", "Requests waiting for a slot.", static_cast<double>(queued_));
     gauge("cactus_slots_busy", "Slots generating.", static_cast<double>(busy_));
     gauge("cactus_slots_total", "Slots (--parallel).", static_cast<double>(n_slots));

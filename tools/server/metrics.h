@@ -42,6 +42,9 @@ public:
     void set_load(size_t queued, size_t busy_slots);
     // One verified draft of `drafted` tokens, `accepted` of them kept (speculative decoding).
     void observe_drafts(size_t drafted, size_t accepted);
+    // A token whose step gave candidates instead of logits (SeqStep::top): drawn from them, or
+    // from the logits fetched because they could not tell.
+    void observe_candidates(bool drawn);
 
     // Also starts the window of llama-server's throughput gauges (averaged between two scrapes).
     std::string render(size_t n_slots) const;
@@ -52,6 +55,7 @@ private:
     std::map<std::string, uint64_t> finished_;                  // finish_reason → count
     uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0;
     uint64_t handoffs_ok_ = 0, handoffs_failed_ = 0;
+    uint64_t candidate_tokens_ = 0, candidate_fetches_ = 0;
     size_t queued_ = 0, busy_ = 0;
     Histogram request_seconds_, queue_seconds_, ttft_seconds_, generation_seconds_;
     void render_llamacpp(std::string& out) const;

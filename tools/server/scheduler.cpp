@@ -430,6 +430,8 @@ void Scheduler::run_step() {
             s->verify_from = backend_.cached_tokens(s->id).size();
             item.tokens.insert(item.tokens.end(), s->draft.begin(), s->draft.end());
             item.all_logits = true;
+        } else {
+            ask_candidates(*s, item);
         }
         budget = budget > item.tokens.size() ? budget - item.tokens.size() : 0;
         batch.push_back(std::move(item));
@@ -449,6 +451,7 @@ void Scheduler::run_step() {
             item.group = media->group.data() + s->prefilled;
         }
         item.want_logits = s->prefilled + n == prompt.size();
+        if (item.want_logits) ask_candidates(*s, item);
         budget = n < budget ? budget - n : 0;
         batch.push_back(std::move(item));
     }
@@ -472,7 +475,7 @@ void Scheduler::run_step() {
         if (verifying)
             on_verified(s, item);
         else if (item.want_logits)
-            on_logits(s, item.logits);
+            on_logits(s, item);
     }
 }
 
@@ -555,17 +558,30 @@ void Scheduler::on_verified(SlotState& slot, SeqStep& item) {
     }
 }
 
-void Scheduler::on_logits(SlotState& slot, std::vector<float>& logits) {
+void Scheduler::ask_candidates(const SlotState& slot, SeqStep& item) const {
+    const GenParams& p = slot.job->params();
+    if (p.top_logprobs >= 0) return;                     // log-probabilities need the whole row
+    item.top_k = slot.sampler->top_candidates_wanted();  // 0 with a grammar, biases or penalties
+    const bool end_allowed = end_of_turn_allowed(p.gen, slot.constraint.get());
+    item.banned = end_allowed ? nullptr : &backend_.engine().tokenizer().end_of_generation_ids();
+}
+
+void Scheduler::on_logits(SlotState& slot, SeqStep& item) {
     if (!still_wanted(slot)) return;
     const GenParams& p = slot.job->params();
     std::vector<float> raw;
-    if (p.top_logprobs >= 0) raw = logits;
     int32_t token = -1;
     const bool end_allowed = end_of_turn_allowed(p.gen, slot.constraint.get());
     const Tokenizer& tok = backend_.engine().tokenizer();
     slot.sampler->set_banned(end_allowed ? nullptr : &tok.end_of_generation_ids());
     try {
-        token = slot.sampler->sample(logits);  // throws when a grammar leaves no token
+        const bool drawn = !item.top.ids.empty() && slot.sampler->sample_from_top(item.top, &token);
+        if (!item.top.ids.empty()) metrics_.observe_candidates(drawn);
+        if (!drawn) {
+            if (!item.top.ids.empty()) backend_.fetch_logits(item);
+            if (p.top_logprobs >= 0) raw = item.logits;
+            token = slot.sampler->sample(item.logits);  // throws when a grammar leaves no token
+        }
     } catch (const std::exception& e) {
         return fail_slot(slot, 500, e.what());
     }

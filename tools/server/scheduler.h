@@ -86,7 +86,11 @@ private:
     void admit();
     void retire_cancelled();
     void run_step();
-    void on_logits(SlotState& slot, std::vector<float>& logits);
+    // The slot's next token from the step's item: from its candidates when they tell it, else
+    // from its logits (fetched then).
+    void on_logits(SlotState& slot, SeqStep& item);
+    // Asks a step's item for the candidates the slot's sampler can draw from (SeqStep::top_k).
+    void ask_candidates(const SlotState& slot, SeqStep& item) const;
     // The drafts of the decoding slots that draft this step, within `budget` tokens.
     std::vector<DraftRequest> draft_requests(size_t budget);
     // A verified draft: the accepted tokens and the model's next one are emitted, the rows of

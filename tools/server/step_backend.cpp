@@ -45,6 +45,7 @@ public:
             if (!s.want_logits) s.logits.clear();
         }
     }
+    void fetch_logits(SeqStep&) override { fail("fetch_logits: the engine-per-slot backend gives no candidates"); }
 
     size_t context_room(int seq) const override { return at(seq).context_room(); }
     size_t n_ctx() const override { return engines_[0]->model().info().n_ctx; }
@@ -67,9 +68,11 @@ public:
         options.n_seq = n;
         engine_ = Engine::load(path, options);
         model_ = &engine_->model_for_batches();
+        on_device_ = engine_->samples_on_device();
         if (model_->info().n_seq != n)
             fail("make_batched: the model holds %zu sequences, not %zu", model_->info().n_seq, n);
         cached_.resize(n);
+        row_of_.resize(n);
     }
 
     size_t n_seqs() const override { return cached_.size(); }
@@ -160,6 +163,11 @@ public:
         b.logits = marks_.data();
         if (rows) b.embd = embd_.data();
         if (groups) b.group = group_.data();
+        const size_t k = candidates_wanted(batch);
+        if (k > 0) {
+            decode_candidates(b, batch, k);
+            return;
+        }
         model_->decode(b, &logits_);  // [n_marked, n_vocab] in batch order
         const size_t n_vocab = model_->info().n_vocab;
         size_t row = 0;
@@ -167,6 +175,7 @@ public:
             std::vector<int32_t>& cached = cached_[index(item.seq)];
             cached.insert(cached.end(), item.tokens.begin(), item.tokens.end());
             item.logits.clear();
+            item.top = TopCandidates();
             if (!item.want_logits) continue;
             const size_t rows = item.all_logits ? item.tokens.size() : 1;
             const float* r = logits_.data() + row * n_vocab;
@@ -175,11 +184,68 @@ public:
         }
     }
 
+    void fetch_logits(SeqStep& item) override {
+        const size_t s = index(item.seq);
+        if (item.top.ids.empty() || row_of_[s] == SIZE_MAX)
+            fail("fetch_logits: sequence %d came with no candidates in the last step", item.seq);
+        if (!fetched_) {
+            model_->last_logits(&logits_);  // [n_marked, n_vocab]
+            fetched_ = true;
+        }
+        const size_t n_vocab = model_->info().n_vocab;
+        const float* r = logits_.data() + row_of_[s] * n_vocab;
+        item.logits.assign(r, r + n_vocab);
+    }
+
     size_t context_room(int seq) const override { return model_->context_room(seq); }
     size_t n_ctx() const override { return model_->info().n_ctx; }
     size_t max_step_tokens() const override { return model_->n_batch(); }
 
 private:
+    // The candidates a step asks for (the most any item wants), or 0 when it takes the logits: not
+    // sampling where the logits are, no item asking, or a draft to verify (every row's logits).
+    size_t candidates_wanted(const std::vector<SeqStep>& batch) const {
+        if (!on_device_) return 0;
+        size_t k = 0;
+        for (const SeqStep& item : batch) {
+            if (!item.want_logits) continue;
+            if (item.all_logits) return 0;
+            k = std::max(k, item.top_k);
+        }
+        return std::min(k, model_->info().n_vocab);
+    }
+
+    // The step through Model::decode_top: items that ask get their candidates (under their bans:
+    // the first list asked for; an item with another list gets none applied, and its sampler then
+    // declines them), the others their logits row.
+    void decode_candidates(const Batch& b, std::vector<SeqStep>& batch, size_t k) {
+        bans_.ids = nullptr;
+        bans_.rows.clear();
+        for (const SeqStep& item : batch) {
+            if (!item.want_logits) continue;
+            const bool asks = item.top_k > 0 && item.banned != nullptr && !item.banned->empty();
+            if (asks && bans_.ids == nullptr) bans_.ids = item.banned;
+            bans_.rows.push_back(asks && item.banned == bans_.ids ? 1 : 0);
+        }
+        model_->decode_top(b, k, &tops_, bans_.ids != nullptr ? &bans_ : nullptr);  // [n_marked] in batch order
+        fetched_ = false;
+        size_t row = 0;
+        for (SeqStep& item : batch) {
+            const size_t s = index(item.seq);
+            cached_[s].insert(cached_[s].end(), item.tokens.begin(), item.tokens.end());
+            item.logits.clear();
+            item.top = TopCandidates();
+            row_of_[s] = SIZE_MAX;
+            if (!item.want_logits) continue;
+            row_of_[s] = row;
+            item.top = std::move(tops_[row++]);
+            if (item.top_k == 0) {  // this one samples from the row
+                fetch_logits(item);
+                item.top = TopCandidates();
+            }
+        }
+    }
+
     // The item's rows into embd_ ([n, n_embd] beside tokens_; text tokens' rows unused).
     void append_rows(const SeqStep& item, size_t n_embd) {
         const size_t first = embd_.size();
@@ -205,6 +271,11 @@ private:
     std::vector<float> embd_;                   // [n, n_embd] image rows of the step (when any)
     std::vector<int32_t> group_;                // [n] bidirectional span ids (when any)
     std::vector<float> logits_;                 // [n_marked, n_vocab]
+    bool on_device_ = false;                    // the slots sample from candidates (Engine::samples_on_device)
+    TopBans bans_;                              // decode_candidates' bans
+    std::vector<TopCandidates> tops_;           // [n_marked] its candidates
+    std::vector<size_t> row_of_;                // [n_seqs] each sequence's marked row in the last step (SIZE_MAX: none)
+    bool fetched_ = false;                      // logits_ holds the last decode_top step's rows
 };
 
 }  // namespace

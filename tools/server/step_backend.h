@@ -4,7 +4,8 @@
 // token sampled last) and returns the next-token logits of those that ask.
 //
 // Two implementations: make_batched() holds one model with N sequences and runs each step as one
-// Batch (a sequence id per token: every slot's tokens in one forward call, one weight read);
+// Batch (a sequence id per token: every slot's tokens in one forward call, one weight read; on a
+// GPU the slots' candidates come back instead of their logits: Engine::samples_on_device);
 // make_engine_per_slot() keeps one Engine per sequence and runs them one after another (the
 // interim design before the engine had batches; kept for comparisons: --engine-per-slot).
 #include <cstddef>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "ops/top_candidates.h"
 #include "sampling/grammar.h"
 
 namespace cactus::server {
@@ -29,8 +31,15 @@ struct SeqStep {
     const int32_t* group = nullptr;  // [n] bidirectional spans (Batch::group), or nullptr
     bool want_logits = false;
     bool all_logits = false;  // with want_logits: the logits after every token (verifying a draft)
+    // With want_logits and not all_logits: how many candidates the slot's sampler needs
+    // (Sampler::top_candidates_wanted; 0: it needs the logits) and the bans it will draw under.
+    // A backend that samples where the logits are gives `top` instead of `logits`; fetch_logits()
+    // brings the row when the candidates cannot tell the token (Sampler::sample_from_top).
+    size_t top_k = 0;
+    const std::vector<int32_t>* banned = nullptr;
     std::vector<float>
-        logits;  // [n_vocab] next-token logits after the last token, when wanted; [n, n_vocab] with all_logits
+        logits;         // [n_vocab] next-token logits after the last token, when wanted; [n, n_vocab] with all_logits
+    TopCandidates top;  // the candidates, when given (top.ids not empty): then `logits` is empty
 };
 
 class StepBackend {
@@ -56,6 +65,9 @@ public:
     // cut short (its cache takes fewer tokens this step, e.g. a sliding window): its tokens are
     // then resized to what was appended and want_logits and all_logits cleared.
     virtual void step(std::vector<SeqStep>& batch) = 0;
+    // The logits of an item of the last step() that came with candidates (item.top); only until
+    // the next step.
+    virtual void fetch_logits(SeqStep& item) = 0;
     // Most tokens one step takes over all items.
     virtual size_t max_step_tokens() const = 0;
     // Tokens that may still be appended to sequence `seq`.

@@ -292,6 +292,7 @@ void CudaBackend::synchronize(std::chrono::milliseconds deadline) {
         *status_host_ = 0;
         check(cudaMemsetAsync(status_dev_, 0, sizeof(uint32_t), ctx_->stream), "synchronize", "cudaMemsetAsync");
         if (status & cuda::kStatusBadRowId) fail("%s get_rows: a row id was outside its table", ctx_->name.c_str());
+        if (status & cuda::kStatusBadSetRowId) fail("%s set_rows: a row id was outside its table", ctx_->name.c_str());
     }
 }
 
@@ -476,6 +477,16 @@ void CudaBackend::do_get_rows(const Tensor& y, const Tensor& table, const Tensor
     launch("get_rows", [&](cudaStream_t s) {
         cuda::get_rows(s, y.as<float>(), table.data(), table.type, table.row_bytes(), table.rows(), ids.as<int32_t>(),
                        y.rows(), y.width(), scale, status_dev_);
+    });
+}
+
+void CudaBackend::do_set_rows(const Tensor& table, const Tensor& x, const Tensor& ids) {
+    check_f32(table, "set_rows", "the table");
+    check_f32(x, "set_rows", "x");
+    check_dev(ids, "set_rows", "ids");
+    launch("set_rows", [&](cudaStream_t s) {
+        cuda::set_rows(s, table.as<float>(), table.rows(), x.as<float>(), ids.as<int32_t>(), x.rows(), x.width(),
+                       status_dev_);
     });
 }
 

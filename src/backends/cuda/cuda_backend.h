@@ -64,6 +64,7 @@ public:
 
 protected:
     void do_get_rows(const Tensor& y, const Tensor& table, const Tensor& ids, float scale) override;
+    void do_set_rows(const Tensor& table, const Tensor& x, const Tensor& ids) override;
     void do_rms_norm(const Tensor& y, const Tensor& x, const Tensor& weight, float eps) override;
     void do_layer_norm(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) override;
     void do_matmul(const Tensor& y, const Tensor& w, const Tensor& x) override;

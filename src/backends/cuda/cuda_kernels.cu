@@ -292,6 +292,21 @@ __global__ void layer_norm_kernel(float* y, const float* x, const float* w, cons
     }
 }
 
+// One block per row of x; a row with a negative id is skipped (Backend::set_rows).
+__global__ void set_rows_kernel(float* table, size_t table_rows, const float* x, const int32_t* ids, size_t width,
+                                uint32_t* status) {
+    pdl_start();
+    const size_t r = blockIdx.x;
+    const int32_t id = ids[r];
+    if (id < 0) return;
+    if (static_cast<size_t>(id) >= table_rows) {
+        if (threadIdx.x == 0) atomicOr(status, kStatusBadSetRowId);
+        return;
+    }
+    float* out = table + static_cast<size_t>(id) * width;
+    for (size_t i = threadIdx.x; i < width; i += blockDim.x) out[i] = x[r * width + i];
+}
+
 __global__ void add_kernel(float* y, const float* a, const float* b, size_t count, size_t width, bool broadcast) {
     pdl_start();
     for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
@@ -377,6 +392,15 @@ void get_rows(cudaStream_t s, float* y, const void* table, DType type, size_t ro
     });
     if (!ok) fail("cuda get_rows: type %s is not supported", dtype_name(type));
     check_launch("get_rows");
+}
+
+void set_rows(cudaStream_t s, float* table, size_t table_rows, const float* x, const int32_t* ids, size_t n,
+              size_t width, uint32_t* status) {
+    if (n == 0) return;
+    const unsigned threads = width >= 128 ? 128u : 32u;
+    run_kernel(s, set_rows_kernel, dim3(static_cast<unsigned>(n)), dim3(threads), 0, table, table_rows, x, ids, width,
+               status);
+    check_launch("set_rows");
 }
 
 void matmul(cudaStream_t s, float* y, const void* w, DType type, size_t row_bytes, const float* x, size_t n,

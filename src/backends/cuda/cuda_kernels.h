@@ -17,13 +17,18 @@ struct LocalAttention;  // ops/conformer_ref.h
 namespace cuda {
 
 // Bits of the device status word (set by kernels that find bad input, read at synchronize()).
-constexpr uint32_t kStatusBadRowId = 1u;
+constexpr uint32_t kStatusBadRowId = 1u;     // get_rows
+constexpr uint32_t kStatusBadSetRowId = 2u;  // set_rows
 
 bool weight_type_supported(DType type);
 
 // y [n, width] = table[ids[i]] * scale (any supported type; ids out of range: zeros + status bit).
 void get_rows(cudaStream_t s, float* y, const void* table, DType type, size_t row_bytes, size_t table_rows,
               const int32_t* ids, size_t n, size_t width, float scale, uint32_t* status);
+// table[ids[i]] = x[i] for x [n, width], table [table_rows, width] F32; ids < 0 skipped, ids past
+// the table skipped + status bit.
+void set_rows(cudaStream_t s, float* table, size_t table_rows, const float* x, const int32_t* ids, size_t n,
+              size_t width, uint32_t* status);
 // y [n, n_out] = x [n, n_in] W^T, W [n_out, n_in] of `type` with rows of row_bytes.
 void matmul(cudaStream_t s, float* y, const void* w, DType type, size_t row_bytes, const float* x, size_t n,
             size_t n_in, size_t n_out);
