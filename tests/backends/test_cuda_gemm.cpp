@@ -1,6 +1,6 @@
 // The CUDA prompt products through cuBLAS on dequantized f16 (cuda_gemm.h: prompts of at least
-// CACTUS_CUDA_GEMM_TOKENS tokens) against the exact product of the dequantized weights and x, in
-// double. Shapes: n = 9 .. 512 tokens, n_out 77 .. 1000 (partial tiles), n_in 256 .. 8960 (576 for
+// CACTUS_CUDA_GEMM_TOKENS tokens; F16 weights with x split in two f16 parts) against the exact
+// product of the dequantized weights and x, in double. Shapes: n = 9 .. 512 tokens, n_out 77 .. 1000 (partial tiles), n_in 256 .. 8960 (576 for
 // the 32-element formats only).
 //
 // Tolerance: x and W are each rounded to f16 (at most 2^-11 relative, the scale of x being a power
@@ -137,6 +137,33 @@ TEST_F(CudaGemm, EveryTypeAndShapeIsTheExactProductWithinF16Rounding) {
     for (DType type : {DType::Q4_0, DType::Q5_1, DType::Q8_0}) {
         const Product p = make_product(type, Shape{33, 77, 576}, seed += 10);
         expect_near_exact(p, run(*gpu_, p));
+    }
+}
+
+// F16 weights (the encoders') take cuBLAS with x split in two f16 parts: f32 accuracy. Every
+// element within 1e-5 * sum_i |w_i x_i| + 1e-7 of the exact product (each term about 2^-22 off,
+// plus the tensor cores' f32 sums), the RMS error at most 16x that of the CPU's f32 arithmetic (x
+// rounded once to f16 would be thousands of times it), and other bits than the tf32 tiles give
+// (CACTUS_CUDA_GEMM_TOKENS=0), so the product did take the split path. Odd widths too.
+TEST_F(CudaGemm, F16WeightsKeepF32AccuracyThroughTheSplit) {
+    std::string why;
+    std::unique_ptr<Backend> tiles = cuda_with_gemm_tokens("0", &why);
+    ASSERT_TRUE(tiles) << why;
+    const Shape shapes[] = {{9, 77, 256}, {64, 333, 768}, {70, 130, 771}, {1024, 96, 3072}, {257, 1000, 1152}};
+    uint32_t seed = 700;
+    for (const Shape& s : shapes) {
+        Product p = make_product(DType::F16, s, seed += 10);
+        for (size_t i = 0; i < p.x.size(); i += 13) p.x[i] *= 1e-3f;  // digits that a single f16 x would lose
+        const std::vector<float> got = run(*gpu_, p);
+        std::vector<double> want, mag;
+        exact(p, &want, &mag);
+        for (size_t i = 0; i < got.size(); ++i) {
+            ASSERT_LE(std::fabs(got[i] - want[i]), 1e-5 * mag[i] + 1e-7)
+                << describe(p) << ": token " << i / s.n_out << " row " << i % s.n_out;
+        }
+        const double cpu_rms = rms_error(run(*cpu_, p), want);
+        EXPECT_LE(rms_error(got, want), 16.0 * cpu_rms + 1e-9) << describe(p);
+        EXPECT_NE(got, run(*tiles, p)) << describe(p) << ": the same bits as the tf32 tiles";
     }
 }
 

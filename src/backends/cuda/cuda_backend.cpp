@@ -427,9 +427,22 @@ bool CudaBackend::open_blas(const char* op) {
 
 bool CudaBackend::try_gemm(const char* op, const Tensor& y, const Tensor& w, const Tensor& x, bool accumulate) {
     const size_t n = x.rows(), n_in = x.width();
-    if (gemm_tokens_ == 0 || n < gemm_tokens_ || n <= cuda::kGemvMaxTokens || !cuda::gemm_f16_supported(w.type))
+    const bool f16 = w.type == DType::F16;
+    if (gemm_tokens_ == 0 || n < gemm_tokens_ || n <= cuda::kGemvMaxTokens ||
+        !(f16 || cuda::gemm_f16_supported(w.type)))
         return false;
     if (!open_blas(op)) return false;
+    if (f16) {  // x split in two f16 parts: f32 accuracy, as the tf32 tiles keep it
+        void* split = gemm_scratch(cuda::gemm_split_scratch_bytes(n, n_in));
+        launch(
+            op,
+            [&](cudaStream_t s) {
+                cuda::gemm_f16_weights(s, *blas_, y.as<float>(), w.data(), w.row_bytes(), x.as<float>(), n, n_in,
+                                       w.rows(), accumulate, split);
+            },
+            product_label(timer_.on(), w, n, n_in));
+        return true;
+    }
     void* scratch = gemm_scratch(cuda::gemm_f16_scratch_bytes(n, n_in, w.rows()));
     bool ran = false;
     launch(

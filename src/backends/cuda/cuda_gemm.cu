@@ -1,5 +1,6 @@
 // gemm_f16: dequantize W to f16 by chunks of rows, round x to f16 under a power-of-two scale, one
-// cublasGemmEx per chunk. See cuda_gemm.h.
+// cublasGemmEx per chunk. gemm_f16_weights: x split in two f16 parts under that scale, two
+// cublasGemmEx on the f16 weights as they are. See cuda_gemm.h.
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -53,32 +54,53 @@ __global__ void abs_max_kernel(float* partial, const float* x, size_t count) {
     if (threadIdx.x == 0) partial[blockIdx.x] = m;
 }
 
+// The scale of to_f16_kernel (from the partial maxima), by thread 0 of the block into *s_scale and,
+// in block 0, consts = {scale, 0, 1}.
+__device__ void scale_of(float* s_scale, float* consts, const float* partial, unsigned n_partials) {
+    if (threadIdx.x >= 32) return;
+    float m = 0.0f;
+    for (unsigned i = threadIdx.x; i < n_partials; i += 32) m = fmaxf(m, partial[i]);
+    m = warp_max(m);
+    if (threadIdx.x != 0) return;
+    // The exponent stops at f32's smallest normal one, so 1 / scale stays finite for any x.
+    const int e = max(ilogbf(m) - kTopExponent, -126);
+    const float scale = m > 0.0f && isfinite(m) ? ldexpf(1.0f, e) : 1.0f;
+    *s_scale = scale;
+    if (blockIdx.x == 0) {
+        consts[0] = scale;
+        consts[1] = 0.0f;
+        consts[2] = 1.0f;
+    }
+}
+
 // xh = x / scale in f16, scale = 2^(e - kTopExponent) (at least 2^-126) for the largest |x| in
 // [2^e, 2^(e+1)) (1 when x is all zero or its largest value is not finite). Block 0 writes consts = {scale, 0, 1}.
 __global__ void to_f16_kernel(__half2* xh, float* consts, const float* partial, unsigned n_partials, const float* x,
                               size_t pairs) {
     pdl_start();
     __shared__ float s_scale;
-    if (threadIdx.x < 32) {
-        float m = 0.0f;
-        for (unsigned i = threadIdx.x; i < n_partials; i += 32) m = fmaxf(m, partial[i]);
-        m = warp_max(m);
-        if (threadIdx.x == 0) {
-            // The exponent stops at f32's smallest normal one, so 1 / scale stays finite for any x.
-            const int e = max(ilogbf(m) - kTopExponent, -126);
-            const float scale = m > 0.0f && isfinite(m) ? ldexpf(1.0f, e) : 1.0f;
-            s_scale = scale;
-            if (blockIdx.x == 0) {
-                consts[0] = scale;
-                consts[1] = 0.0f;
-                consts[2] = 1.0f;
-            }
-        }
-    }
+    scale_of(&s_scale, consts, partial, n_partials);
     __syncthreads();
     const float inv = 1.0f / s_scale;  // exact: a power of two
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < pairs; i += size_t(gridDim.x) * blockDim.x) {
         xh[i] = __floats2half2_rn(x[2 * i] * inv, x[2 * i + 1] * inv);
+    }
+}
+
+// hi + lo = x / scale: hi = f16(x / scale), lo = f16(x / scale - hi) (the difference is exact in
+// f32). One element per thread and stride, so any count.
+__global__ void split_f16_kernel(__half* hi, __half* lo, float* consts, const float* partial, unsigned n_partials,
+                                 const float* x, size_t count) {
+    pdl_start();
+    __shared__ float s_scale;
+    scale_of(&s_scale, consts, partial, n_partials);
+    __syncthreads();
+    const float inv = 1.0f / s_scale;  // exact: a power of two
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
+        const float v = x[i] * inv;
+        const __half h = __float2half_rn(v);
+        hi[i] = h;
+        lo[i] = __float2half_rn(v - __half2float(h));
     }
 }
 
@@ -102,15 +124,29 @@ __global__ void dequant_f16_kernel(__half* out, const uint8_t* w, size_t row_byt
     }
 }
 
+// The partial maxima of |x| into consts + 4; returns how many.
+unsigned max_pass(cudaStream_t s, float* consts, const float* x, size_t count) {
+    const unsigned n_partials = std::max(1u, std::min(kMaxPartials, blocks_for(count, kThreads * 16)));
+    run_kernel(s, abs_max_kernel, dim3(n_partials), dim3(kThreads), 0, consts + 4, x, count);
+    return n_partials;
+}
+
 // xh [n, n_in] = x / scale in f16, consts = {scale, 0, 1}.
 void round_x(cudaStream_t s, __half* xh, float* consts, const float* x, size_t count) {
-    float* partial = consts + 4;
-    const unsigned n_partials = std::max(1u, std::min(kMaxPartials, blocks_for(count, kThreads * 16)));
-    run_kernel(s, abs_max_kernel, dim3(n_partials), dim3(kThreads), 0, partial, static_cast<const float*>(x), count);
+    const float* partial = consts + 4;
+    const unsigned n_partials = max_pass(s, consts, x, count);
     const size_t pairs = count / 2;
     const unsigned blocks = std::max(1u, std::min(4096u, blocks_for(pairs, kThreads * 4)));
-    run_kernel(s, to_f16_kernel, dim3(blocks), dim3(kThreads), 0, reinterpret_cast<__half2*>(xh), consts,
-               static_cast<const float*>(partial), n_partials, x, pairs);
+    run_kernel(s, to_f16_kernel, dim3(blocks), dim3(kThreads), 0, reinterpret_cast<__half2*>(xh), consts, partial,
+               n_partials, x, pairs);
+}
+
+// hi, lo [n, n_in]: x / scale = hi + lo in f16, consts = {scale, 0, 1}.
+void split_x(cudaStream_t s, __half* hi, __half* lo, float* consts, const float* x, size_t count) {
+    const unsigned n_partials = max_pass(s, consts, x, count);
+    const unsigned blocks = std::max(1u, std::min(4096u, blocks_for(count, kThreads * 8)));
+    run_kernel(s, split_f16_kernel, dim3(blocks), dim3(kThreads), 0, hi, lo, consts,
+               static_cast<const float*>(consts + 4), n_partials, x, count);
 }
 
 }  // namespace
@@ -142,6 +178,23 @@ bool gemm_f16(cudaStream_t s, Blas& blas, float* y, const void* w, DType type, s
         blas.gemm_f16(s, y + r0, n_out, wh, n_in, xh, m, n, n_in, consts, consts + (accumulate ? 2 : 1));
     }
     return true;
+}
+
+size_t gemm_split_scratch_bytes(size_t n, size_t n_in) {
+    return align_up((4 + kMaxPartials) * sizeof(float)) + 2 * align_up(n * n_in * sizeof(__half));
+}
+
+void gemm_f16_weights(cudaStream_t s, Blas& blas, float* y, const void* w, size_t row_bytes, const float* x, size_t n,
+                      size_t n_in, size_t n_out, bool accumulate, void* scratch) {
+    if (n == 0 || n_out == 0) return;
+    char* base = static_cast<char*>(scratch);
+    float* consts = reinterpret_cast<float*>(base);
+    __half* hi = reinterpret_cast<__half*>(base + align_up((4 + kMaxPartials) * sizeof(float)));
+    __half* lo = hi + align_up(n * n_in * sizeof(__half)) / sizeof(__half);
+    split_x(s, hi, lo, consts, x, n * n_in);
+    const size_t ldw = row_bytes / sizeof(__half);
+    blas.gemm_f16(s, y, n_out, w, ldw, hi, n_out, n, n_in, consts, consts + (accumulate ? 2 : 1));
+    blas.gemm_f16(s, y, n_out, w, ldw, lo, n_out, n, n_in, consts, consts + 2);  // y += W lo
 }
 
 }  // namespace cuda

@@ -26,5 +26,15 @@ size_t gemm_f16_scratch_bytes(size_t n, size_t n_in, size_t n_out);
 bool gemm_f16(cudaStream_t s, Blas& blas, float* y, const void* w, DType type, size_t row_bytes, const float* x,
               size_t n, size_t n_in, size_t n_out, bool accumulate, void* scratch);
 
+// The same for F16 weights (the encoders'), which need no dequantizing but keep f32 accuracy: x is
+// split under the same scale into two f16 parts, x / scale = hi + lo (hi = f16(x / scale), lo =
+// f16 of the rest), and two cublasGemmEx sum W hi + W lo in f32. x so keeps about 22 significant
+// bits, as cuda_mmq.h's tf32 tiles (x split in two tf32 values) keep them, and each term is off by
+// about 2^-21 of |w x| instead of 2^-10. scratch: gemm_split_scratch_bytes(n, n_in), 256-byte
+// aligned.
+size_t gemm_split_scratch_bytes(size_t n, size_t n_in);
+void gemm_f16_weights(cudaStream_t s, Blas& blas, float* y, const void* w, size_t row_bytes, const float* x, size_t n,
+                      size_t n_in, size_t n_out, bool accumulate, void* scratch);
+
 }  // namespace cuda
 }  // namespace cactus
