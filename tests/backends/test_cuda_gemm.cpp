@@ -92,7 +92,7 @@ double expect_near_exact(const Product& p, const std::vector<float>& got) {
 
 // A CUDA backend made under `tokens` as CACTUS_CUDA_GEMM_TOKENS; null with the reason otherwise.
 std::unique_ptr<Backend> cuda_with_gemm_tokens(const char* tokens, std::string* why) {
-    const EnvOverride env{{"CACTUS_CUDA_GEMM_TOKENS", tokens}};
+    const EnvOverride env{{"CACTUS_CUDA_GEMM_TOKENS", tokens}, {"CACTUS_CUDA_GEMM_F16", "1"}};
     return testing::try_cuda(why);
 }
 
@@ -144,7 +144,8 @@ TEST_F(CudaGemm, EveryTypeAndShapeIsTheExactProductWithinF16Rounding) {
 // element within 1e-5 * sum_i |w_i x_i| + 1e-7 of the exact product (each term about 2^-22 off,
 // plus the tensor cores' f32 sums), the RMS error at most 16x that of the CPU's f32 arithmetic (x
 // rounded once to f16 would be thousands of times it), and other bits than the tf32 tiles give
-// (CACTUS_CUDA_GEMM_TOKENS=0), so the product did take the split path. Odd widths too.
+// (CACTUS_CUDA_GEMM_TOKENS=0), so the product did take the split path (CACTUS_CUDA_GEMM_F16=1, set by
+// cuda_with_gemm_tokens). Odd widths too.
 TEST_F(CudaGemm, F16WeightsKeepF32AccuracyThroughTheSplit) {
     std::string why;
     std::unique_ptr<Backend> tiles = cuda_with_gemm_tokens("0", &why);

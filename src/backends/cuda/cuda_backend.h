@@ -185,6 +185,10 @@ private:
     // cuBLAS f16 prompt products (cuda_gemm.h) from this many tokens (CACTUS_CUDA_GEMM_TOKENS; 0
     // never); the handle is opened at the first such product.
     size_t gemm_tokens_ = 0;
+    // F16 weights' prompt products through cuBLAS too, x split in two f16 parts
+    // (cuda::gemm_f16_weights), with CACTUS_CUDA_GEMM_F16=1. Off by default until the device suite
+    // has run it (docs/CUDA.md); they take the tf32 tiles then.
+    bool gemm_split_ = false;
     std::unique_ptr<cuda::Blas> blas_;
     std::unique_ptr<Buffer> blas_workspace_;
     std::unique_ptr<Buffer> gemm_scratch_;
