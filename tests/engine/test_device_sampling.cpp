@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,16 +27,21 @@ namespace {
 class DeviceSampling : public ::testing::TestWithParam<std::string> {
 protected:
     void TearDown() override { unsetenv("CACTUS_DEVICE_SAMPLING"); }
+    // smollm2-135m on the parameter's device (the file outlives the models).
+    std::unique_ptr<Model> load() {
+        if (!file_) file_ = GgufFile::open(cactus::testing::test_model_path("smollm2-135m"));
+        ModelOptions o;
+        o.n_ctx = 128;
+        o.n_threads = 2;
+        o.device = GetParam();
+        return Model::load(*file_, o);
+    }
+    std::unique_ptr<GgufFile> file_;
 };
 
 TEST_P(DeviceSampling, DecodeTopMatchesDecodeLogits) {
-    auto file = GgufFile::open(cactus::testing::test_model_path("smollm2-135m"));
-    ModelOptions o;
-    o.n_ctx = 128;
-    o.n_threads = 2;
-    o.device = GetParam();
-    auto plain = Model::load(*file, o);
-    auto top = Model::load(*file, o);
+    auto plain = load();
+    auto top = load();
     ASSERT_TRUE(top->device_sampling());
     const size_t n_vocab = plain->info().n_vocab;
     const std::vector<int32_t> prompt = {1, 504, 3458, 314, 253, 1345, 28};
@@ -75,13 +81,8 @@ TEST_P(DeviceSampling, DecodeTopMatchesDecodeLogits) {
 TEST_P(DeviceSampling, BansAreAppliedToTheRowsThatAskBeforeTheCandidates) {
     // Three marked tokens of one sequence; rows 0 and 2 ban a list holding each row's own argmax
     // (so the ban changes the answer) and an id past the vocabulary (ignored).
-    auto file = GgufFile::open(cactus::testing::test_model_path("smollm2-135m"));
-    ModelOptions o;
-    o.n_ctx = 128;
-    o.n_threads = 2;
-    o.device = GetParam();
-    auto plain = Model::load(*file, o);
-    auto top = Model::load(*file, o);
+    auto plain = load();
+    auto top = load();
     const size_t n_vocab = plain->info().n_vocab, k = 8;
     const std::vector<int32_t> prompt = {1, 504, 3458, 314, 253, 1345, 28, 42, 17};
     const std::vector<uint8_t> marks(prompt.size(), 1);

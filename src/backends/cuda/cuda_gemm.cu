@@ -73,15 +73,20 @@ __device__ void scale_of(float* s_scale, float* consts, const float* partial, un
     }
 }
 
+// 1 / scale (exact: a power of two) in every thread of the block; block 0 also writes consts.
+__device__ float inverse_scale(float* consts, const float* partial, unsigned n_partials) {
+    __shared__ float s_scale;
+    scale_of(&s_scale, consts, partial, n_partials);
+    __syncthreads();
+    return 1.0f / s_scale;
+}
+
 // xh = x / scale in f16, scale = 2^(e - kTopExponent) (at least 2^-126) for the largest |x| in
 // [2^e, 2^(e+1)) (1 when x is all zero or its largest value is not finite). Block 0 writes consts = {scale, 0, 1}.
 __global__ void to_f16_kernel(__half2* xh, float* consts, const float* partial, unsigned n_partials, const float* x,
                               size_t pairs) {
     pdl_start();
-    __shared__ float s_scale;
-    scale_of(&s_scale, consts, partial, n_partials);
-    __syncthreads();
-    const float inv = 1.0f / s_scale;  // exact: a power of two
+    const float inv = inverse_scale(consts, partial, n_partials);
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < pairs; i += size_t(gridDim.x) * blockDim.x) {
         xh[i] = __floats2half2_rn(x[2 * i] * inv, x[2 * i + 1] * inv);
     }
@@ -92,10 +97,7 @@ __global__ void to_f16_kernel(__half2* xh, float* consts, const float* partial, 
 __global__ void split_f16_kernel(__half* hi, __half* lo, float* consts, const float* partial, unsigned n_partials,
                                  const float* x, size_t count) {
     pdl_start();
-    __shared__ float s_scale;
-    scale_of(&s_scale, consts, partial, n_partials);
-    __syncthreads();
-    const float inv = 1.0f / s_scale;  // exact: a power of two
+    const float inv = inverse_scale(consts, partial, n_partials);
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
         const float v = x[i] * inv;
         const __half h = __float2half_rn(v);
