@@ -14,16 +14,21 @@
 #                   media/, tests/, benches/, examples/, app/, gguf-py/, conversion/, and of tools/ui only
 #                   CMakeLists.txt, sources.cmake, *.in and static/ (llama-server builds without its web UI; ~8 MB)
 #   .dev/device_visit.sh   this file
+#   with IMAGE=1 also: .dev/bin/vision_probe (stripped) and .dev/vlm/ from bench/vlm_skeletons.py (SmolVLM
+#                   and LFM2-VL towers at real widths, their text models, a 512x512 image; ~800 KB)
 # Then run `bash .dev/device_visit.sh` on the device (about 8-9 minutes); QUICK=1 skips llama.cpp's build
 # and bench, the switched-off test pass and the serving comparison (about 2 minutes); MMQ_AB=1 adds
-# pp512 with CACTUS_CUDA_MMQ_TOKENS=64 against 128 on the two Qwen files.
+# pp512 with CACTUS_CUDA_MMQ_TOKENS=64 against 128 on the two Qwen files; IMAGE=1 adds the image encode
+# of both towers against libmtmd-CUDA (llama-mtmd-cli's "image slice encoded in"; ours: vision_probe
+# --runs 5, the encoder alone, with the default tf32 tiles and with CACTUS_CUDA_GEMM_F16=1), three
+# alternated rounds.
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=$PWD/lib
 log() { echo "## $(date +%T) $*"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
 if [ -z "$QUICK" ] && [ ! -d /tmp/ll/llama.cpp ]; then
   mkdir -p /tmp/ll && tar xzf llama_src.tgz -C /tmp/ll
-  setsid bash -c 'cd /tmp/ll/llama.cpp && cmake -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF > /tmp/ll/cfg.log 2>&1 && nice cmake --build build --target llama-bench -j 12 > /tmp/ll/build.log 2>&1; echo $? > /tmp/ll/DONE; nice cmake --build build --target llama-server -j 12 > /tmp/ll/server.log 2>&1; echo $? > /tmp/ll/SERVER_DONE' < /dev/null > /dev/null 2>&1 &
+  setsid bash -c 'cd /tmp/ll/llama.cpp && cmake -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF > /tmp/ll/cfg.log 2>&1 && nice cmake --build build --target llama-bench '"${IMAGE:+llama-mtmd-cli}"' -j 12 > /tmp/ll/build.log 2>&1; echo $? > /tmp/ll/DONE; nice cmake --build build --target llama-server -j 12 > /tmp/ll/server.log 2>&1; echo $? > /tmp/ll/SERVER_DONE' < /dev/null > /dev/null 2>&1 &
 fi
 mkdir -p /tmp/models /tmp/skel
 cp skel/* /tmp/skel/ && gunzip -f /tmp/skel/*.head.gz
@@ -64,6 +69,26 @@ for f in /tmp/models/smollm2-135m.gguf /tmp/models/gemma3-270m.gguf /tmp/models/
   CACTUS_CUDA_PROFILE=1 timeout 60 ./bin/cactus bench "$f" --device cuda -p 512 -n 0 -r 1 2>&1 | grep -A24 "cuda profile" | sed "s/^/profile pp512: /"
   CACTUS_CUDA_PROFILE=1 timeout 60 ./bin/cactus bench "$f" --device cuda -p 8 -n 128 -r 1 2>&1 | grep -A14 "cuda profile" | sed "s/^/profile tg128: /"
 done
+if [ -n "$IMAGE" ]; then
+  log "image encode, SmolVLM and LFM2-VL towers (random f16 weights at real widths), ours against libmtmd"
+  cp vlm/skel_* /tmp/skel/ && gunzip -f /tmp/skel/*.head.gz
+  for fam in smolvlm lfm2vl; do for part in mmproj text; do
+    [ -f /tmp/models/${fam}_$part.gguf ] || python3 gguf_fill.py /tmp/skel/skel_${fam}_$part /tmp/models/${fam}_$part.gguf > /dev/null
+  done; done
+  MC=/tmp/ll/llama.cpp/build/bin/llama-mtmd-cli
+  encode() {  # $1 family, $2 label; env passed through
+    ./bin/vision_probe encode /tmp/models/$1_mmproj.gguf vlm/img.png /tmp/vlm_out --device cuda --runs 5 |
+      python3 -c "import json,sys; d=json.load(sys.stdin); print('ours $2 $1: %.2f ms, %d part(s) of %d tokens' % (d['encode_ms'], d['parts'], d['tokens_per_part']))"
+  }
+  for round in 1 2 3; do
+    for fam in smolvlm lfm2vl; do
+      encode $fam tf32-tiles
+      CACTUS_CUDA_GEMM_F16=1 encode $fam f16-split
+      [ -x $MC ] && timeout 60 $MC -m /tmp/models/${fam}_text.gguf --mmproj /tmp/models/${fam}_mmproj.gguf \
+        --image vlm/img.png -p "Describe." -n 2 -ngl 99 --temp 0 2>&1 | grep -E "encoded in|rror" | sed "s/^/libmtmd $fam: /"
+    done
+  done
+fi
 log "whisper-tiny.en (random weights, 30 s synthetic signal)"
 for d in cuda cpu; do
   timeout 90 ./bin/cactus bench /tmp/models/whisper-tiny.en.gguf --transcribe --device $d -t 16 2>&1 | tail -4 | sed "s/^/whisper $d: /"
