@@ -98,3 +98,13 @@ def test_two_slots_at_once_give_the_same_replies(from_candidates, expected):
         t.join(timeout=300)
     for name in names:
         assert got[name][:2] == expected[name][:2], name
+
+
+def test_settings_say_where_the_slots_sample(from_logits, from_candidates):
+    """llama-server's backend_sampling field, in /props and in a native reply's settings."""
+    for server, want in ((from_logits, False), (from_candidates, True)):
+        props = json.loads(server.get("/props")[1])
+        assert props["default_generation_settings"]["params"]["backend_sampling"] is want
+        status, raw, _ = server.post("/completion", {"prompt": "The sea", "n_predict": 2})
+        assert status == 200, raw
+        assert json.loads(raw)["generation_settings"]["backend_sampling"] is want

@@ -185,8 +185,10 @@ json settings_json(const GenParams& p, bool stream, int n_probs, bool post_sampl
 // llama.cpp's sampler settings that cactus does not implement, at the values that switch them off
 // (dynatemp, typical, top-n-sigma, XTC, mirostat, DRY, adaptive-p), and its other settings with
 // what they are here (no LoRA, no context shift: n_keep/n_discard 0), and the server's speculation.
-// A client that reads llama-server's whole settings object finds every field, each one true.
-void add_llama_only_settings(json& p, const SpecOptions& spec) {
+// A client that reads llama-server's whole settings object finds every field, each one true;
+// backend_sampling: the slots draw from candidates computed on the model's device.
+void add_llama_only_settings(json& p, const SpecOptions& spec, bool backend_sampling) {
+    p["backend_sampling"] = backend_sampling;
     p["speculative.types"] = llama_spec_types(spec.type);
     p["speculative.n_max"] = spec.type == SpecType::off ? 0 : spec.draft_max;
     p["speculative.n_min"] = spec.type == SpecType::off ? 0 : spec.draft_min;
@@ -212,7 +214,6 @@ void add_llama_only_settings(json& p, const SpecOptions& spec) {
                            {"chat_format", "Content-only"},
                            {"reasoning_in_content", false},
                            {"generation_prompt", ""},
-                           {"backend_sampling", false},
                            {"lora", json::array()},
                            {"logit_bias", json::array()},
                            {"grammar_lazy", false},
@@ -429,7 +430,8 @@ std::shared_ptr<NativeFormatter> native_formatter(Server& server, const NativeRe
     o.generation_settings =
         settings_json(p, o.stream, o.n_probs, o.post_sampling_probs, o.timings_per_token, r.samplers);
     o.generation_settings["grammar"] = r.grammar;
-    add_llama_only_settings(o.generation_settings, server.scheduler().speculative());
+    add_llama_only_settings(o.generation_settings, server.scheduler().speculative(),
+                            server.backend().samples_on_device());
     o.prompt_text = server.backend().engine().tokenizer().decode(p.prompt, true);
     o.prompt_tokens = p.prompt.size();
     return std::make_shared<NativeFormatter>(server, std::move(o), index);
@@ -643,7 +645,7 @@ void handle_apply_template(Server& server, const httplib::Request& req, httplib:
 // ---------------------------------------------------------------------------------------------
 // /props, /slots, /models
 
-json defaults_json(const RequestDefaults& d, const SpecOptions& spec) {
+json defaults_json(const RequestDefaults& d, const SpecOptions& spec, bool backend_sampling) {
     json p = json{{"seed", d.seed},
                   {"temperature", d.temperature},
                   {"top_k", d.top_k},
@@ -663,7 +665,7 @@ json defaults_json(const RequestDefaults& d, const SpecOptions& spec) {
                   {"timings_per_token", false},
                   {"post_sampling_probs", false},
                   {"ignore_eos", false}};
-    add_llama_only_settings(p, spec);
+    add_llama_only_settings(p, spec, backend_sampling);
     return p;
 }
 
@@ -740,7 +742,8 @@ void handle_props(Server& server, httplib::Response& res) {
                              {"n_prompt", v.prompt_tokens},
                              {"n_decoded", v.generated}});
     json r = {{"default_generation_settings",
-               {{"params", defaults_json(config.defaults, server.scheduler().speculative())},
+               {{"params", defaults_json(config.defaults, server.scheduler().speculative(),
+                                         server.backend().samples_on_device())},
                 {"n_ctx", server.backend().n_ctx()}}},
               {"total_slots", server.scheduler().n_slots()},
               {"model_alias", model_names(config).front()},

@@ -29,6 +29,9 @@ constexpr const char* kPlacement =
 constexpr const char* kThreads = "one thread pool (-t) serves prompts and generation and places its own threads";
 constexpr const char* kNoSampler =
     "not one of our samplers (top-k, top-p, min-p, temperature, penalties): it stays off";
+constexpr const char* kBackendSampling =
+    "on a GPU the slots draw from candidates computed there, the same tokens as sampling on the host "
+    "(CACTUS_DEVICE_SAMPLING=0 turns it off)";
 constexpr const char* kPerRequest = "set it per request (the request field of the same name) instead";
 constexpr const char* kKvLayout = "each slot has its own KV cache of -c/-np tokens, kept whole while the slot lives";
 constexpr const char* kFromGguf = "RoPE, YaRN and attention-window settings come from the GGUF file";
@@ -132,7 +135,7 @@ const LlamaFlag kLlamaFlags[] = {
     {"--grammar-file", "", nullptr, Takes::Value, Does::Ignore, kPerRequest},
     {"-j,--json-schema", "", nullptr, Takes::Value, Does::Ignore, kPerRequest},
     {"-jf,--json-schema-file", "", nullptr, Takes::Value, Does::Ignore, kPerRequest},
-    {"-bs,--backend-sampling", "", "LLAMA_ARG_BACKEND_SAMPLING", Takes::Nothing, Does::Ignore, kNoSampler},
+    {"-bs,--backend-sampling", "", "LLAMA_ARG_BACKEND_SAMPLING", Takes::Nothing, Does::Ignore, kBackendSampling},
     {"--pooling", "", "LLAMA_ARG_POOLING", Takes::Value, Does::Ours, "--pooling"},
     {"--rope-scaling", "", "LLAMA_ARG_ROPE_SCALING_TYPE", Takes::Value, Does::Ignore, kFromGguf},
     {"--rope-scale", "", "LLAMA_ARG_ROPE_SCALE", Takes::Value, Does::Ignore, kFromGguf},

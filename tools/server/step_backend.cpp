@@ -200,6 +200,7 @@ public:
     size_t context_room(int seq) const override { return model_->context_room(seq); }
     size_t n_ctx() const override { return model_->info().n_ctx; }
     size_t max_step_tokens() const override { return model_->n_batch(); }
+    bool samples_on_device() const override { return on_device_; }
 
 private:
     // The candidates a step asks for (the most any item wants), or 0 when it takes the logits: not

@@ -73,6 +73,8 @@ public:
     // Tokens that may still be appended to sequence `seq`.
     virtual size_t context_room(int seq) const = 0;
     virtual size_t n_ctx() const = 0;  // per sequence
+    // Whether step() gives candidates instead of logits rows where the items ask (SeqStep::top_k).
+    virtual bool samples_on_device() const { return false; }
 };
 
 // One model with n_seqs sequences; every step is one forward call.
