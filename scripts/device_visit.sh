@@ -21,7 +21,7 @@
 # pp512 with CACTUS_CUDA_MMQ_TOKENS=64 against 128 on the two Qwen files; IMAGE=1 adds the image encode
 # of both towers against libmtmd-CUDA (llama-mtmd-cli's "image slice encoded in"; ours: vision_probe
 # --runs 5, the encoder alone, with the default tf32 tiles and with CACTUS_CUDA_GEMM_F16=1), three
-# alternated rounds.
+# alternated rounds; SPLIT_AB=1 runs the serving comparison again with CACTUS_CUDA_GEMV_SPLIT=1.
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=$PWD/lib
 log() { echo "## $(date +%T) $*"; }
@@ -103,5 +103,10 @@ if [ -z "$QUICK" ] && [ -x $LS ]; then
   log "serve on the GPU, qwen2.5-coder-0.5b: 16 slots, 1/4/16 clients, alternated with llama-server -ngl 99"
   timeout 300 python3 ../bench/compare_server.py --model /tmp/models/qwen2.5-coder-0.5b.gguf --build "$PWD" \
     --llama-server $LS --device cuda --threads 8 --no-history --out /tmp/serve.json 2>&1 | tail -8
+  if [ -n "$SPLIT_AB" ]; then
+    log "serve again, 9-16-token steps through two decode passes (CACTUS_CUDA_GEMV_SPLIT=1)"
+    CACTUS_CUDA_GEMV_SPLIT=1 timeout 300 python3 ../bench/compare_server.py --model /tmp/models/qwen2.5-coder-0.5b.gguf \
+      --build "$PWD" --llama-server $LS --device cuda --threads 8 --no-history --out /tmp/serve_split.json 2>&1 | tail -8
+  fi
 fi
 log end

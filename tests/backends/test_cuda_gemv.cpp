@@ -1,6 +1,7 @@
 // The CUDA decode products (cuda_gemv.cu: n <= 8 tokens, integer dot products, one launch for
 // several products and the fused epilogues) against the CPU backend on random data, and the
-// CACTUS_CUDA_FUSED=0 fallbacks. Sizes: n = 1, 3, 8 (the fused path) and 9 (the prefill kernel);
+// CACTUS_CUDA_FUSED=0 fallbacks, and the two passes of CACTUS_CUDA_GEMV_SPLIT=1 (9-16 tokens).
+// Sizes: n = 1, 3, 8 (the fused path) and 9 (the prefill kernel);
 // odd n_out; n_in 256, 576 (legacy and float types only: K-quants need multiples of 256) and 2304.
 //
 // Tolerance: both backends round x exactly as the CPU's vec_dot_type does and sum the same
@@ -32,7 +33,7 @@ using testing::random_floats;
 
 const DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K,
                         DType::Q5_K, DType::Q6_K, DType::F16,  DType::BF16, DType::F32};
-const size_t kTokens[] = {1, 3, 8, 9};
+const std::vector<size_t> kTokens = {1, 3, 8, 9};
 
 std::vector<size_t> widths_for(DType type) {
     if (dtype_traits(type).block_size == 256) return {256, 2304};
@@ -108,9 +109,10 @@ protected:
 };
 
 // y = x W^T on both backends for one weight, every token count.
-void compare_matmul(Backend& cpu, Backend& gpu, DType type, size_t n_in, size_t n_out, uint32_t seed) {
+void compare_matmul(Backend& cpu, Backend& gpu, DType type, size_t n_in, size_t n_out, uint32_t seed,
+                    const std::vector<size_t>& tokens = kTokens) {
     const Weight w = make_weight(cpu, gpu, type, n_in, n_out, seed);
-    for (size_t n : kTokens) {
+    for (size_t n : tokens) {
         const std::vector<float> x = random_floats(n * n_in, seed + 100 + static_cast<uint32_t>(n), -2.0f, 2.0f);
         const Held xc = hold_f32(cpu, x, n_in), xg = hold_f32(gpu, x, n_in);
         const Held yc = hold(cpu, DType::F32, n_out, n), yg = hold(gpu, DType::F32, n_out, n);
@@ -226,9 +228,10 @@ TEST_F(CudaGemv, FusedProductsEqualTheDevicesUnfusedOpsBitForBit) {
 }
 
 // x += in W^T: the residual add folded into the product.
-void compare_accumulate(Backend& cpu, Backend& gpu, DType type, size_t n_in, size_t n_out, uint32_t seed) {
+void compare_accumulate(Backend& cpu, Backend& gpu, DType type, size_t n_in, size_t n_out, uint32_t seed,
+                        const std::vector<size_t>& tokens = kTokens) {
     const Weight w = make_weight(cpu, gpu, type, n_in, n_out, seed);
-    for (size_t n : kTokens) {
+    for (size_t n : tokens) {
         const std::vector<float> in = random_floats(n * n_in, seed + 1 + static_cast<uint32_t>(n), -2.0f, 2.0f);
         const std::vector<float> y0 = random_floats(n * n_out, seed + 50 + static_cast<uint32_t>(n), -4.0f, 4.0f);
         const Held ic = hold_f32(cpu, in, n_in), ig = hold_f32(gpu, in, n_in);
@@ -257,10 +260,10 @@ TEST_F(CudaGemv, MatmulAccumulateMatchesCpu) {
 // act(g) u (|act'| <= 1.13 for SiLU and both GELUs, 0.25 for the sigmoid; |act(g)| <= max(1, |g|))
 // plus 1e-5 relative for the activation's own rounding (the element-wise ops' bound).
 void compare_gated(Backend& cpu, Backend& gpu, DType type, DType up_type, size_t n_in, size_t n_ff, Activation act,
-                   uint32_t seed) {
+                   uint32_t seed, const std::vector<size_t>& tokens = kTokens) {
     const Weight wg = make_weight(cpu, gpu, type, n_in, n_ff, seed);
     const Weight wu = make_weight(cpu, gpu, up_type, n_in, n_ff, seed + 1);
-    for (size_t n : kTokens) {
+    for (size_t n : tokens) {
         const std::vector<float> in = random_floats(n * n_in, seed + 2 + static_cast<uint32_t>(n), -2.0f, 2.0f);
         const Held ic = hold_f32(cpu, in, n_in), ig = hold_f32(gpu, in, n_in);
         const Held gc = hold(cpu, DType::F32, n_ff, n), gg = hold(gpu, DType::F32, n_ff, n);
@@ -327,6 +330,35 @@ TEST_F(CudaGemv, FusedOffFallsBackAndStillMatchesCpu) {
     compare_matmul(*cpu_, *off, DType::Q5_0, 576, 7, 901);
     compare_accumulate(*cpu_, *off, DType::Q8_0, 576, 33, 902);
     compare_gated(*cpu_, *off, DType::Q4_0, DType::Q4_0, 576, 33, Activation::GELU_TANH, 903);
+}
+
+// CACTUS_CUDA_GEMV_SPLIT=1: 9-16 tokens in two passes of the decode products, through every epilogue,
+// within the same bound of the CPU; rows 0-7 of a 16-token product equal an 8-token product's bit
+// for bit (the int8 tiles would give other bits), and 17 tokens take the tiles again.
+TEST_F(CudaGemv, SplitPassesTakeNineToSixteenTokens) {
+    const testing::EnvOverride env{{"CACTUS_CUDA_FUSED", "1"}, {"CACTUS_CUDA_GEMV_SPLIT", "1"}};
+    std::string why;
+    std::unique_ptr<Backend> split = testing::try_cuda(&why);
+    ASSERT_TRUE(split) << why;
+    const std::vector<size_t> tokens = {9, 13, 16, 17};
+    for (DType type : {DType::Q4_K, DType::Q6_K, DType::Q5_0, DType::Q8_0}) {
+        const size_t n_in = dtype_traits(type).block_size == 256 ? 2304 : 576;
+        compare_matmul(*cpu_, *split, type, n_in, 577, 1000 + static_cast<uint32_t>(type), tokens);
+        compare_accumulate(*cpu_, *split, type, n_in, 33, 1100 + static_cast<uint32_t>(type), tokens);
+        compare_gated(*cpu_, *split, type, type, n_in, 577, Activation::SILU, 1200 + static_cast<uint32_t>(type),
+                      tokens);
+        if (HasFatalFailure()) return;
+    }
+    const size_t n_in = 2304, n_out = 333;
+    const Weight w = make_weight(*cpu_, *split, DType::Q4_K, n_in, n_out, 1300);
+    const std::vector<float> x = random_floats(16 * n_in, 1301, -2.0f, 2.0f);
+    const Held x16 = hold_f32(*split, x, n_in);
+    const Held x8 = hold_f32(*split, std::vector<float>(x.begin(), x.begin() + 8 * n_in), n_in);
+    const Held y16 = hold(*split, DType::F32, n_out, 16), y8 = hold(*split, DType::F32, n_out, 8);
+    split->matmul(y16.t, w.gpu.t, x16.t);
+    split->matmul(y8.t, w.gpu.t, x8.t);
+    const std::vector<float> a = fetch(*split, y16), b = fetch(*split, y8);
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), b.size() * sizeof(float)), 0) << "rows 0-7 of the two passes";
 }
 
 }  // namespace

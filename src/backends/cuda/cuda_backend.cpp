@@ -62,6 +62,9 @@ size_t gemm_tokens_setting() {
     return static_cast<size_t>(n);
 }
 constexpr size_t kBlasWorkspace = 32u << 20;  // cuBLAS's advice for Hopper
+// With CACTUS_CUDA_GEMV_SPLIT=1, steps of up to this many decode passes (kGemvMaxTokens rows each:
+// the server's 16 slots) take the decode products instead of the int8 tiles.
+constexpr size_t kGemvSplitPasses = 2;
 
 // The profile's label of a product shape: "Q4_K 1536 -> 8960, 512 tokens" (empty when not profiling).
 std::string product_label(bool profiling, const Tensor& w, size_t n, size_t n_in) {
@@ -158,6 +161,7 @@ CudaBackend::CudaBackend(int device, std::chrono::milliseconds timeout)
     synchronize(timeout_);
     fused_ = switch_on("CACTUS_CUDA_FUSED");
     mmq_ = switch_on("CACTUS_CUDA_MMQ");
+    gemv_split_ = switch_set("CACTUS_CUDA_GEMV_SPLIT");
     gemm_split_ = switch_set("CACTUS_CUDA_GEMM_F16");
     const char* spin = std::getenv("CACTUS_CUDA_FAULT_SPIN_MS");
     if (spin && *spin) fault_spin_ms_ = static_cast<uint32_t>(std::strtoul(spin, nullptr, 10));
@@ -550,10 +554,24 @@ void CudaBackend::do_matmul(const Tensor& y, const Tensor& w, const Tensor& x) {
 
 bool CudaBackend::try_gemv(const char* op, const cuda::GemvProduct* products, size_t n_products, DType type,
                            const Tensor& x, cuda::GemvEpilogue epilogue, int act) {
-    if (!fused_ || x.rows() > cuda::kGemvMaxTokens || !cuda::gemv_supported(type)) return false;
+    const size_t n = x.rows(), n_in = x.width();
+    const size_t passes = (n + cuda::kGemvMaxTokens - 1) / cuda::kGemvMaxTokens;
+    if (!fused_ || passes > (gemv_split_ ? kGemvSplitPasses : 1) || !cuda::gemv_supported(type)) return false;
     bool ran = false;
     launch(op, [&](cudaStream_t s) {
-        ran = cuda::gemv(s, products, n_products, type, x.as<float>(), x.rows(), x.width(), epilogue, act);
+        // Passes of up to kGemvMaxTokens rows: each row's products are those of a decode step.
+        cuda::GemvProduct part[cuda::kGemvMaxProducts];
+        for (size_t r0 = 0; r0 < n; r0 += cuda::kGemvMaxTokens) {
+            const size_t m = std::min(cuda::kGemvMaxTokens, n - r0);
+            for (size_t i = 0; i < n_products; ++i) {
+                part[i] = products[i];
+                part[i].y = products[i].y + r0 * products[i].n_out;
+            }
+            const bool pass = cuda::gemv(s, part, n_products, type, x.as<float>() + r0 * n_in, m, n_in, epilogue, act);
+            CACTUS_ASSERT(pass || r0 == 0);  // a later pass has the first one's shapes, fewer rows at most
+            ran = pass;
+            if (!pass) break;
+        }
     });
     return ran;
 }
