@@ -448,25 +448,28 @@ void DecoderModel::ban_logits(const Tensor& logits, size_t done, size_t m, const
     }
     if (!any) return;
     const size_t n = ban_host_.size();
-    if (n > ban_capacity_) {
+    const auto minus_inf = [&](size_t count) {  // [count, 1], after the ids' room
+        return make_tensor(ban_buffer_.get(), ban_capacity_ * sizeof(int32_t), DType::F32, 1, count);
+    };
+    if (n > ban_capacity_) {  // the -inf values are written once per buffer
         ban_buffer_ = backend_->alloc(n * (sizeof(int32_t) + sizeof(float)));
         ban_capacity_ = n;
+        const std::vector<float> values(n, -INFINITY);
+        backend_->upload(minus_inf(n), values.data(), n * sizeof(float));
     }
-    const Tensor where = make_tensor(ban_buffer_.get(), 0, DType::I32, n, 1);                        // [n]
-    const Tensor minus_inf = make_tensor(ban_buffer_.get(), n * sizeof(int32_t), DType::F32, 1, n);  // [n, 1]
+    const Tensor where = make_tensor(ban_buffer_.get(), 0, DType::I32, n, 1);  // [n]
     backend_->upload(where, ban_host_.data(), n * sizeof(int32_t));
-    const std::vector<float> values(n, -INFINITY);
-    backend_->upload(minus_inf, values.data(), n * sizeof(float));
-    backend_->set_rows(logits.reshaped(1, m * n_vocab), minus_inf, where);  // one-float rows
+    backend_->set_rows(logits.reshaped(1, m * n_vocab), minus_inf(n), where);  // one-float rows
 }
 
 void DecoderModel::top_head(size_t k, std::vector<TopCandidates>* out, const TopBans* bans) {
     if (!top_buffer_) top_buffer_ = backend_->alloc(n_logit_rows_ * (2 * kTopKMax + 2) * sizeof(float));
+    const bool banning = bans != nullptr && bans->ids != nullptr && !bans->ids->empty();
     out->resize(out_rows_.size());
     for (size_t done = 0; done < out_rows_.size(); done += n_logit_rows_) {
         const size_t m = std::min(n_logit_rows_, out_rows_.size() - done);
         const Tensor logits = head_rows(done, m);  // [m, n_vocab]
-        if (bans != nullptr && bans->ids != nullptr && !bans->ids->empty()) ban_logits(logits, done, m, *bans);
+        if (banning) ban_logits(logits, done, m, *bans);
         const size_t n_ids = m * k;
         const Tensor ids = make_tensor(top_buffer_.get(), 0, DType::I32, k, m);                            // [m, k]
         const Tensor vals = make_tensor(top_buffer_.get(), n_ids * sizeof(float), DType::F32, k, m);       // [m, k]
@@ -484,8 +487,7 @@ void DecoderModel::top_head(size_t k, std::vector<TopCandidates>* out, const Top
             c.max_logit = top_host_[2 * n_ids + 2 * r];
             c.sum_exp = static_cast<double>(top_host_[2 * n_ids + 2 * r + 1]);
             c.n_vocab = hp_.n_vocab;
-            const bool banned = bans != nullptr && bans->ids != nullptr && !bans->ids->empty() &&
-                                (bans->rows.empty() || bans->rows[done + r] != 0);
+            const bool banned = banning && (bans->rows.empty() || bans->rows[done + r] != 0);
             c.banned = banned ? bans->ids : nullptr;
         }
     }

@@ -171,8 +171,8 @@ private:
     // [m, 2] F32 packed from offset 0 (allocated once for n_logit_rows and kTopKMax: fixed addresses).
     std::unique_ptr<Buffer> top_buffer_;
     std::vector<float> top_host_;  // [2 m k + 2 m] its host copy
-    // ban_logits' scatter: ids [m * n_banned] I32 (row * n_vocab + id, -1 where a row bans none)
-    // then as many -inf; grown when a longer list comes.
+    // ban_logits' scatter: ids [capacity] I32 (row * n_vocab + id, -1 where a row bans none), then
+    // [capacity] -inf, written when the buffer is made; grown when more entries come.
     std::unique_ptr<Buffer> ban_buffer_;
     size_t ban_capacity_ = 0;  // entries ban_buffer_ holds
     std::vector<int32_t> ban_host_;

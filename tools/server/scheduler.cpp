@@ -509,7 +509,7 @@ void Scheduler::on_verified(SlotState& slot, SeqStep& item) {
     const GenParams& p = slot.job->params();
     const Tokenizer& tok = backend_.engine().tokenizer();
     const bool end_allowed = end_of_turn_allowed(p.gen, slot.constraint.get());
-    slot.sampler->set_banned(end_allowed ? nullptr : &tok.end_of_generation_ids());
+    slot.sampler->set_banned(bans_of(slot));
     const size_t n_vocab = item.logits.size() / rows;
     // Row i holds the logits after the appended token and the first i drafted ones: the draft's
     // token i is judged by them, in order, as plain decoding would have sampled there; the first
@@ -558,12 +558,15 @@ void Scheduler::on_verified(SlotState& slot, SeqStep& item) {
     }
 }
 
+const std::vector<int32_t>* Scheduler::bans_of(const SlotState& slot) const {
+    const bool end_allowed = end_of_turn_allowed(slot.job->params().gen, slot.constraint.get());
+    return end_allowed ? nullptr : &backend_.engine().tokenizer().end_of_generation_ids();
+}
+
 void Scheduler::ask_candidates(const SlotState& slot, SeqStep& item) const {
-    const GenParams& p = slot.job->params();
-    if (p.top_logprobs >= 0) return;                     // log-probabilities need the whole row
+    if (slot.job->params().top_logprobs >= 0) return;    // log-probabilities need the whole row
     item.top_k = slot.sampler->top_candidates_wanted();  // 0 with a grammar, biases or penalties
-    const bool end_allowed = end_of_turn_allowed(p.gen, slot.constraint.get());
-    item.banned = end_allowed ? nullptr : &backend_.engine().tokenizer().end_of_generation_ids();
+    item.banned = bans_of(slot);
 }
 
 void Scheduler::on_logits(SlotState& slot, SeqStep& item) {
@@ -571,14 +574,13 @@ void Scheduler::on_logits(SlotState& slot, SeqStep& item) {
     const GenParams& p = slot.job->params();
     std::vector<float> raw;
     int32_t token = -1;
-    const bool end_allowed = end_of_turn_allowed(p.gen, slot.constraint.get());
-    const Tokenizer& tok = backend_.engine().tokenizer();
-    slot.sampler->set_banned(end_allowed ? nullptr : &tok.end_of_generation_ids());
+    slot.sampler->set_banned(bans_of(slot));
     try {
-        const bool drawn = !item.top.ids.empty() && slot.sampler->sample_from_top(item.top, &token);
-        if (!item.top.ids.empty()) metrics_.observe_candidates(drawn);
+        const bool given = !item.top.ids.empty();  // candidates instead of the row
+        const bool drawn = given && slot.sampler->sample_from_top(item.top, &token);
+        if (given) metrics_.observe_candidates(drawn);
         if (!drawn) {
-            if (!item.top.ids.empty()) backend_.fetch_logits(item);
+            if (given) backend_.fetch_logits(item);
             if (p.top_logprobs >= 0) raw = item.logits;
             token = slot.sampler->sample(item.logits);  // throws when a grammar leaves no token
         }

@@ -91,6 +91,8 @@ private:
     void on_logits(SlotState& slot, SeqStep& item);
     // Asks a step's item for the candidates the slot's sampler can draw from (SeqStep::top_k).
     void ask_candidates(const SlotState& slot, SeqStep& item) const;
+    // The ids the slot's sampler bans now (the end-of-turn ones under ignore_eos), or null.
+    const std::vector<int32_t>* bans_of(const SlotState& slot) const;
     // The drafts of the decoding slots that draft this step, within `budget` tokens.
     std::vector<DraftRequest> draft_requests(size_t budget);
     // A verified draft: the accepted tokens and the model's next one are emitted, the rows of

@@ -188,13 +188,7 @@ public:
         const size_t s = index(item.seq);
         if (item.top.ids.empty() || row_of_[s] == SIZE_MAX)
             fail("fetch_logits: sequence %d came with no candidates in the last step", item.seq);
-        if (!fetched_) {
-            model_->last_logits(&logits_);  // [n_marked, n_vocab]
-            fetched_ = true;
-        }
-        const size_t n_vocab = model_->info().n_vocab;
-        const float* r = logits_.data() + row_of_[s] * n_vocab;
-        item.logits.assign(r, r + n_vocab);
+        copy_kept_row(row_of_[s], &item.logits);
     }
 
     size_t context_room(int seq) const override { return model_->context_room(seq); }
@@ -239,12 +233,24 @@ private:
             row_of_[s] = SIZE_MAX;
             if (!item.want_logits) continue;
             row_of_[s] = row;
-            item.top = std::move(tops_[row++]);
-            if (item.top_k == 0) {  // this one samples from the row
-                fetch_logits(item);
-                item.top = TopCandidates();
+            if (item.top_k > 0) {
+                item.top = std::move(tops_[row]);
+            } else {  // this one samples from the row
+                copy_kept_row(row, &item.logits);
             }
+            ++row;
         }
+    }
+
+    // Row `row` of the last decode_candidates step's logits (fetched once a step) into *out.
+    void copy_kept_row(size_t row, std::vector<float>* out) {
+        if (!fetched_) {
+            model_->last_logits(&logits_);  // [n_marked, n_vocab]
+            fetched_ = true;
+        }
+        const size_t n_vocab = model_->info().n_vocab;
+        const float* r = logits_.data() + row * n_vocab;
+        out->assign(r, r + n_vocab);
     }
 
     // The item's rows into embd_ ([n, n_embd] beside tokens_; text tokens' rows unused).

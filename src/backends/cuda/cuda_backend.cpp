@@ -162,7 +162,7 @@ CudaBackend::CudaBackend(int device, std::chrono::milliseconds timeout)
     fused_ = switch_on("CACTUS_CUDA_FUSED");
     mmq_ = switch_on("CACTUS_CUDA_MMQ");
     gemv_split_ = switch_set("CACTUS_CUDA_GEMV_SPLIT");
-    gemm_split_ = switch_set("CACTUS_CUDA_GEMM_F16");
+    gemm_f16_weights_ = switch_set("CACTUS_CUDA_GEMM_F16");
     const char* spin = std::getenv("CACTUS_CUDA_FAULT_SPIN_MS");
     if (spin && *spin) fault_spin_ms_ = static_cast<uint32_t>(std::strtoul(spin, nullptr, 10));
     const char* spin_at = std::getenv("CACTUS_CUDA_FAULT_SPIN_AT");
@@ -211,7 +211,7 @@ std::string CudaBackend::gemm_description() const {
     if (gemm_tokens_ == 0) return ", cuBLAS prompt products off (CACTUS_CUDA_GEMM_TOKENS=0)";
     if (!gemm_off_.empty()) return ", no cuBLAS prompt products (" + gemm_off_ + ")";
     return ", cuBLAS f16 prompt products from " + std::to_string(gemm_tokens_) + " tokens" +
-           (gemm_split_ ? " (F16 weights too, x split in two)" : "");
+           (gemm_f16_weights_ ? " (F16 weights too, x split in two)" : "");
 }
 
 BackendCounters CudaBackend::counters() const {
@@ -433,7 +433,7 @@ bool CudaBackend::open_blas(const char* op) {
 
 bool CudaBackend::try_gemm(const char* op, const Tensor& y, const Tensor& w, const Tensor& x, bool accumulate) {
     const size_t n = x.rows(), n_in = x.width();
-    const bool f16 = w.type == DType::F16 && gemm_split_;
+    const bool f16 = w.type == DType::F16 && gemm_f16_weights_;
     if (gemm_tokens_ == 0 || n < gemm_tokens_ || n <= cuda::kGemvMaxTokens ||
         !(f16 || cuda::gemm_f16_supported(w.type)))
         return false;

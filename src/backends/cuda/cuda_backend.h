@@ -188,7 +188,7 @@ private:
     // F16 weights' prompt products through cuBLAS too, x split in two f16 parts
     // (cuda::gemm_f16_weights), with CACTUS_CUDA_GEMM_F16=1. Off by default until the device suite
     // has run it (docs/CUDA.md); they take the tf32 tiles then.
-    bool gemm_split_ = false;
+    bool gemm_f16_weights_ = false;
     // Steps of 9-16 tokens through two passes of the decode products (cuda_gemv.cu) instead of the
     // int8 tiles, whose 64-token tiles such a step leaves three quarters empty; each row's products
     // are then a decode step's. CACTUS_CUDA_GEMV_SPLIT=1; off by default until a device has run it.

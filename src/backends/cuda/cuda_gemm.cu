@@ -24,6 +24,8 @@ constexpr size_t kChunkHalves = size_t(16) << 20;  // W is dequantized at most 3
 constexpr int kTopExponent = 14;
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+// Scratch of both paths starts with [consts: scale, 0, 1, - | partial maxima [kMaxPartials]].
+size_t consts_bytes() { return align_up((4 + kMaxPartials) * sizeof(float)); }
 unsigned blocks_for(size_t count, unsigned threads) { return static_cast<unsigned>((count + threads - 1) / threads); }
 
 // Rows of W dequantized per chunk.
@@ -37,7 +39,7 @@ struct Layout {
 };
 Layout layout(size_t n, size_t n_in, size_t n_out) {
     Layout l{};
-    l.x_at = align_up((4 + kMaxPartials) * sizeof(float));
+    l.x_at = consts_bytes();
     l.w_at = l.x_at + align_up(n * n_in * sizeof(__half));
     l.bytes = l.w_at + align_up(chunk_rows(n_in, n_out) * n_in * sizeof(__half));
     return l;
@@ -183,7 +185,7 @@ bool gemm_f16(cudaStream_t s, Blas& blas, float* y, const void* w, DType type, s
 }
 
 size_t gemm_split_scratch_bytes(size_t n, size_t n_in) {
-    return align_up((4 + kMaxPartials) * sizeof(float)) + 2 * align_up(n * n_in * sizeof(__half));
+    return consts_bytes() + 2 * align_up(n * n_in * sizeof(__half));
 }
 
 void gemm_f16_weights(cudaStream_t s, Blas& blas, float* y, const void* w, size_t row_bytes, const float* x, size_t n,
@@ -191,7 +193,7 @@ void gemm_f16_weights(cudaStream_t s, Blas& blas, float* y, const void* w, size_
     if (n == 0 || n_out == 0) return;
     char* base = static_cast<char*>(scratch);
     float* consts = reinterpret_cast<float*>(base);
-    __half* hi = reinterpret_cast<__half*>(base + align_up((4 + kMaxPartials) * sizeof(float)));
+    __half* hi = reinterpret_cast<__half*>(base + consts_bytes());
     __half* lo = hi + align_up(n * n_in * sizeof(__half)) / sizeof(__half);
     split_x(s, hi, lo, consts, x, n * n_in);
     const size_t ldw = row_bytes / sizeof(__half);
