@@ -166,6 +166,10 @@ public:
     // Waits for every op enqueued so far; throws cactus::Error after `deadline` or on a device error.
     virtual void synchronize(std::chrono::milliseconds deadline) = 0;
     virtual BackendCounters counters() const { return {}; }
+    // Whether a step repeated with the same kernel arguments runs as one captured graph (CUDA step
+    // graphs). A model may then keep a step's arguments fixed, e.g. attend over a whole window under
+    // a mask instead of over a row range that grows every step. Default: no.
+    virtual bool replays_steps() const { return false; }
 
     // ---- ops (checked here, then do_<op>) ------------------------------------------------------
     // y [n, width] = table[ids[i]] * scale; ids: [n] I32 (checked < table rows).

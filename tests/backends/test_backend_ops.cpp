@@ -365,7 +365,8 @@ TEST_P(BackendOps, AttentionOverTheKvCacheEqualsTheReference) {
 }
 
 // Dense attention against a double reference. Shapes: a few queries over 9 keys; 3 queries over 700
-// and 1 over 1,500 (Whisper's decoder over its encoder frames: on a GPU, clusters splitting the rows).
+// and 1 over 1,500 (Whisper's decoder over its encoder frames: on a GPU, clusters splitting the rows);
+// encoder-like prompts of 33-70 queries.
 TEST_P(BackendOps, DenseAttentionWithMaskAndCausal) {
     auto run = [&](size_t n_q, size_t n_kv, size_t hd) {
         const size_t n_head = 4, n_head_kv = 2;
@@ -412,7 +413,10 @@ TEST_P(BackendOps, DenseAttentionWithMaskAndCausal) {
     struct Shape {
         size_t n_q, n_kv, hd;
     };
-    for (const Shape& shape : {Shape{6, 9, 24}, Shape{3, 700, 64}, Shape{1, 1500, 64}}) {
+    // On a GPU: fewer than 32 queries take the clusters of warps, more the 32-query tiles (partial
+    // tiles of queries and rows, head dims 40, 72 and 128, causal tiles skipped past the last query).
+    for (const Shape& shape : {Shape{6, 9, 24}, Shape{3, 700, 64}, Shape{1, 1500, 64}, Shape{37, 61, 40},
+                               Shape{70, 300, 72}, Shape{33, 1500, 128}, Shape{31, 40, 8}}) {
         SCOPED_TRACE("n_q " + std::to_string(shape.n_q) + ", n_kv " + std::to_string(shape.n_kv));
         run(shape.n_q, shape.n_kv, shape.hd);
     }
@@ -1191,23 +1195,26 @@ TEST_P(BackendOps, DenseAttentionAndConvolutionsMatchCpu) {
     s.head_dim = 24;
     s.head_dim_v = 40;
     s.scale = 0.2f;
-    const size_t n_q = 11, n_kv = 17;
-    const std::vector<float> q = testing::random_floats(n_q * 4 * 24, 41),
-                             k = testing::random_floats(n_kv * 2 * 24, 42),
-                             v = testing::random_floats(n_kv * 2 * 40, 43),
-                             m = testing::random_floats(n_q * n_kv, 44, -2.0f, 0.0f);
-    for (bool causal : {false, true}) {
-        s.causal = causal;
-        std::vector<float> outs[2];
-        Backend* bes[2] = {cpu.get(), gpu};
-        for (int i = 0; i < 2; ++i) {
-            const testing::Held qd = hold_f32(*bes[i], q, 96), kd = hold_f32(*bes[i], k, 48),
-                                vd = hold_f32(*bes[i], v, 80), md = hold_f32(*bes[i], m, n_kv),
-                                od = hold(*bes[i], DType::F32, 160, n_q);
-            bes[i]->attention_dense(od.t, qd.t, kd.t, vd.t, md.t, s);
-            outs[i] = download_f32(*bes[i], od.t);
+    for (const size_t n_q : {size_t(11), size_t(45)}) {  // GPU: clusters of warps, 32-query tiles
+        const size_t n_kv = 17;
+        const std::vector<float> q = testing::random_floats(n_q * 4 * 24, 41),
+                                 k = testing::random_floats(n_kv * 2 * 24, 42),
+                                 v = testing::random_floats(n_kv * 2 * 40, 43),
+                                 m = testing::random_floats(n_q * n_kv, 44, -2.0f, 0.0f);
+        for (bool causal : {false, true}) {
+            s.causal = causal;
+            std::vector<float> outs[2];
+            Backend* bes[2] = {cpu.get(), gpu};
+            for (int i = 0; i < 2; ++i) {
+                const testing::Held qd = hold_f32(*bes[i], q, 96), kd = hold_f32(*bes[i], k, 48),
+                                    vd = hold_f32(*bes[i], v, 80), md = hold_f32(*bes[i], m, n_kv),
+                                    od = hold(*bes[i], DType::F32, 160, n_q);
+                bes[i]->attention_dense(od.t, qd.t, kd.t, vd.t, md.t, s);
+                outs[i] = download_f32(*bes[i], od.t);
+            }
+            EXPECT_LE(worst_error(outs[1], outs[0], 1e-5, 1e-4), 1.0)
+                << "dense causal " << causal << ", " << n_q << " queries";
         }
-        EXPECT_LE(worst_error(outs[1], outs[0], 1e-5, 1e-4), 1.0) << "dense causal " << causal;
     }
     // conv1d / conv2d with a Q8_0 weight: GPU vs CPU (the CPU quantizes activations: 2e-2 relative
     // of the row's magnitude is its own error; the GPU multiplies in f32).

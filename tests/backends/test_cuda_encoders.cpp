@@ -377,6 +377,27 @@ TEST(CudaEncoders, WhisperEncoderAndGreedyDecodeMatchCpu) {
     }
     std::printf("whisper greedy: %zu tokens equal\n", compared);
     EXPECT_GE(compared, 4u);
+    // Each greedy step has the same kernel arguments (positions, cache rows and the window's mask
+    // travel as data), so from the third on the steps replay one captured graph.
+    const BackendCounters counters = gpu_be->counters();
+    std::printf("whisper decode steps: %llu graph replays, %llu captures\n", (unsigned long long)counters.graph_replays,
+                (unsigned long long)counters.graph_captures);
+    EXPECT_GE(counters.graph_replays + 2, compared) << "the greedy steps did not replay";
+
+    // Two sequences forked from the greedy one (beam search): decode_slots writes each token's
+    // key and value into its own slot and attends over that slot only.
+    const size_t n_past = tokens_cpu.size();
+    cpu.reserve_slots(2);
+    gpu.reserve_slots(2);
+    for (WhisperModel* m : {&cpu, &gpu}) {  // slot 0's rows again (reserve_slots dropped them)
+        m->decode(tokens_cpu.data(), tokens_cpu.size(), 0);
+        m->copy_slot(1, 0, n_past);
+    }
+    const int32_t next[2] = {kEot - 5, kEot - 9};
+    const size_t slots[2] = {1, 0};
+    const std::vector<float> sc = cpu.decode_slots(next, slots, 2, n_past);
+    const std::vector<float> sg = gpu.decode_slots(next, slots, 2, n_past);
+    EXPECT_LE(relative_l2(sg, sc), kFloatBound) << "two slots";
 }
 
 // ---- the device reaches the encoders (no GPU needed) ---------------------------------------------

@@ -332,9 +332,10 @@ TEST_F(CudaGemv, FusedOffFallsBackAndStillMatchesCpu) {
     compare_gated(*cpu_, *off, DType::Q4_0, DType::Q4_0, 576, 33, Activation::GELU_TANH, 903);
 }
 
-// CACTUS_CUDA_GEMV_SPLIT=1: 9-16 tokens in two passes of the decode products, through every epilogue,
-// within the same bound of the CPU; rows 0-7 of a 16-token product equal an 8-token product's bit
-// for bit (the int8 tiles would give other bits), and 17 tokens take the tiles again.
+// 9-16 tokens in two passes of the decode products (the default; CACTUS_CUDA_GEMV_SPLIT=0 turns them
+// off), through every epilogue, within the same bound of the CPU; rows 0-7 of a 16-token product
+// equal an 8-token product's bit for bit (the int8 tiles would give other bits), and 17 tokens take
+// the tiles again.
 TEST_F(CudaGemv, SplitPassesTakeNineToSixteenTokens) {
     const testing::EnvOverride env{{"CACTUS_CUDA_FUSED", "1"}, {"CACTUS_CUDA_GEMV_SPLIT", "1"}};
     std::string why;
@@ -359,6 +360,11 @@ TEST_F(CudaGemv, SplitPassesTakeNineToSixteenTokens) {
     split->matmul(y8.t, w.gpu.t, x8.t);
     const std::vector<float> a = fetch(*split, y16), b = fetch(*split, y8);
     EXPECT_EQ(std::memcmp(a.data(), b.data(), b.size() * sizeof(float)), 0) << "rows 0-7 of the two passes";
+    EXPECT_EQ(split->describe().find("decode passes off"), std::string::npos) << split->describe();
+    const testing::EnvOverride off_env{{"CACTUS_CUDA_GEMV_SPLIT", "0"}};
+    const std::unique_ptr<Backend> off = testing::try_cuda(&why);
+    ASSERT_TRUE(off) << why;
+    EXPECT_NE(off->describe().find("9-16-token decode passes off"), std::string::npos) << off->describe();
 }
 
 }  // namespace

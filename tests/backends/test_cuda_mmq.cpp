@@ -2,7 +2,8 @@
 // 128 tokens over x rounded once; F16/BF16/F32 weights on tf32 tiles) against the CPU backend on
 // random data, the two tile widths against each other (CACTUS_CUDA_MMQ_TOKENS: bit for bit), and
 // the CACTUS_CUDA_MMQ=0 fallback. cuBLAS's f16 products (test_cuda_gemm.cpp) are kept off here
-// (CACTUS_CUDA_GEMM_TOKENS=0), so every prompt takes the tiles. Shapes: n = 9, 17, 33, 64, 100, 512 (partial and several token
+// (CACTUS_CUDA_GEMM_TOKENS=0), and so are the 9-16-token decode passes (CACTUS_CUDA_GEMV_SPLIT=0),
+// so every prompt takes the tiles. Shapes: n = 9, 17, 33, 64, 100, 512 (partial and several token
 // tiles; 129, 140, 200, 517 for the widths); n_out 77, 130, 200, 1000 (partial row tiles); n_in
 // 256 .. 8960, with 576 and 8864 leaving a partial 256-element step for the 32-element formats.
 //
@@ -86,8 +87,10 @@ void compare(Backend& cpu, Backend& gpu, DType type, const Shape& s, uint32_t se
 // A CUDA backend with the tiled products on and CACTUS_CUDA_MMQ_TOKENS=value; the caller's
 // environment is restored after. Null, with the reason in why, if it cannot be made.
 std::unique_ptr<Backend> cuda_with_tile_tokens(const char* value, std::string* why) {
-    const testing::EnvOverride env{
-        {"CACTUS_CUDA_MMQ", "1"}, {"CACTUS_CUDA_MMQ_TOKENS", value}, {"CACTUS_CUDA_GEMM_TOKENS", "0"}};
+    const testing::EnvOverride env{{"CACTUS_CUDA_MMQ", "1"},
+                                   {"CACTUS_CUDA_MMQ_TOKENS", value},
+                                   {"CACTUS_CUDA_GEMM_TOKENS", "0"},
+                                   {"CACTUS_CUDA_GEMV_SPLIT", "0"}};
     return testing::try_cuda(why);
 }
 
@@ -95,7 +98,8 @@ class CudaMmq : public ::testing::Test {
 protected:
     void SetUp() override {
         {  // on whatever the caller's environment says
-            const testing::EnvOverride env{{"CACTUS_CUDA_MMQ", "1"}, {"CACTUS_CUDA_GEMM_TOKENS", "0"}};
+            const testing::EnvOverride env{
+                {"CACTUS_CUDA_MMQ", "1"}, {"CACTUS_CUDA_GEMM_TOKENS", "0"}, {"CACTUS_CUDA_GEMV_SPLIT", "0"}};
             gpu_ = testing::try_cuda(&why_);
         }
         if (!gpu_) GTEST_SKIP() << "GPU test skipped: " << why_;
@@ -151,7 +155,8 @@ TEST_F(CudaMmq, OffFallsBackAndStillMatchesCpu) {
     std::string why;
     std::unique_ptr<Backend> off;
     {
-        const testing::EnvOverride env{{"CACTUS_CUDA_MMQ", "0"}, {"CACTUS_CUDA_GEMM_TOKENS", "0"}};
+        const testing::EnvOverride env{
+            {"CACTUS_CUDA_MMQ", "0"}, {"CACTUS_CUDA_GEMM_TOKENS", "0"}, {"CACTUS_CUDA_GEMV_SPLIT", "0"}};
         off = testing::try_cuda(&why);
     }
     ASSERT_TRUE(off) << why;

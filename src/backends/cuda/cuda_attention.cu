@@ -713,6 +713,10 @@ void attention_dense(cudaStream_t s, float* out, const float* q, const float* k,
                      size_t n_q, size_t n_kv, size_t n_head, size_t n_head_kv, size_t dk, size_t dv, float scale,
                      bool causal) {
     if (n_q == 0) return;
+    if (n_kv > 0 && attention_dense_fits(dk, dv)) {
+        attention_dense_f32(s, out, q, k, v, mask, n_q, n_kv, n_head, n_head_kv, dk, dv, scale, causal);
+        return;
+    }
     if (dk > 512 || dv > static_cast<size_t>(kThreads * kMaxAcc)) {
         fail("cuda attention_dense: head dims %zu/%zu exceed 512", dk, dv);
     }

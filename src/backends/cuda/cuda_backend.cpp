@@ -62,7 +62,7 @@ size_t gemm_tokens_setting() {
     return static_cast<size_t>(n);
 }
 constexpr size_t kBlasWorkspace = 32u << 20;  // cuBLAS's advice for Hopper
-// With CACTUS_CUDA_GEMV_SPLIT=1, steps of up to this many decode passes (kGemvMaxTokens rows each:
+// Steps of up to this many decode passes (kGemvMaxTokens rows each:
 // the server's 16 slots) take the decode products instead of the int8 tiles.
 constexpr size_t kGemvSplitPasses = 2;
 
@@ -161,8 +161,8 @@ CudaBackend::CudaBackend(int device, std::chrono::milliseconds timeout)
     synchronize(timeout_);
     fused_ = switch_on("CACTUS_CUDA_FUSED");
     mmq_ = switch_on("CACTUS_CUDA_MMQ");
-    gemv_split_ = switch_set("CACTUS_CUDA_GEMV_SPLIT");
-    gemm_f16_weights_ = switch_set("CACTUS_CUDA_GEMM_F16");
+    gemv_split_ = switch_on("CACTUS_CUDA_GEMV_SPLIT");
+    gemm_f16_weights_ = switch_on("CACTUS_CUDA_GEMM_F16");
     const char* spin = std::getenv("CACTUS_CUDA_FAULT_SPIN_MS");
     if (spin && *spin) fault_spin_ms_ = static_cast<uint32_t>(std::strtoul(spin, nullptr, 10));
     const char* spin_at = std::getenv("CACTUS_CUDA_FAULT_SPIN_AT");
@@ -201,6 +201,7 @@ std::string CudaBackend::describe() const {
            (cuda::programmatic_launch() ? ", programmatic launch" : "") +
            (fused_ ? "" : ", fused products off (CACTUS_CUDA_FUSED=0)") +
            (mmq_ ? "" : ", tiled prompt products off (CACTUS_CUDA_MMQ=0)") +
+           (gemv_split_ ? "" : ", 9-16-token decode passes off (CACTUS_CUDA_GEMV_SPLIT=0)") +
            (mmq_tiling_.tokens == 0
                 ? ""
                 : ", prompt tiles of " + std::to_string(mmq_tiling_.tokens) + " tokens (CACTUS_CUDA_MMQ_TOKENS)") +

@@ -136,6 +136,12 @@ void attention_kv_mma(cudaStream_t s, float* out, const float* q, const KvAttnDe
 void attention_dense(cudaStream_t s, float* out, const float* q, const float* k, const float* v, const float* mask,
                      size_t n_q, size_t n_kv, size_t n_head, size_t n_head_kv, size_t dk, size_t dv, float scale,
                      bool causal);
+// The same on the tiled kernels of cuda_attention_dense.cu, for head dims up to 128
+// (attention_dense_fits); attention_dense takes them there.
+bool attention_dense_fits(size_t dk, size_t dv);
+void attention_dense_f32(cudaStream_t s, float* out, const float* q, const float* k, const float* v, const float* mask,
+                         size_t n_q, size_t n_kv, size_t n_head, size_t n_head_kv, size_t dk, size_t dv, float scale,
+                         bool causal);
 // Copies n bytes inside device memory (head moves of compaction).
 void copy(cudaStream_t s, void* dst, const void* src, size_t n);
 // im2col of the convolutions (layouts of CpuBackend::conv1d / conv2d).

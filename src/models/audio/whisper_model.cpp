@@ -242,6 +242,10 @@ void WhisperModel::alloc_activations() {
     dv_ = alloc(d, nt);
     df_ = alloc(4 * d, nt);
     ids_ = alloc(nt, 1, DType::I32);
+    pos_ids_ = alloc(nt, 1, DType::I32);
+    kv_rows_ = alloc(nt, 1, DType::I32);
+    full_window_ = be_.replays_steps();
+    if (full_window_) mask_ = alloc(nt, nt);
     for (size_t il = 0; il < hp_.n_dec_layer; ++il) {
         cross_k_.push_back(alloc(d, na));
         cross_v_.push_back(alloc(d, na));
@@ -254,9 +258,16 @@ void WhisperModel::alloc_caches(size_t n_slots) {
     cache_buffers_.clear();
     self_k_.clear();
     self_v_.clear();
+    const std::vector<float> zeros(full_window_ ? d * nt : 0, 0.0f);
     auto cache = [&](size_t width, size_t rows) {
         cache_buffers_.push_back(be_.alloc(dtype_row_bytes(DType::F32, width) * rows));
-        return make_tensor(cache_buffers_.back().get(), 0, DType::F32, width, rows);
+        const Tensor t = make_tensor(cache_buffers_.back().get(), 0, DType::F32, width, rows);
+        // A whole window is read under the mask: its unwritten rows must be numbers (0 weight x NaN
+        // is NaN), so they start as zeros.
+        for (size_t r = 0; full_window_ && width == d && r < rows; r += nt) {
+            be_.upload(t.rows_view(r, nt), zeros.data(), zeros.size() * sizeof(float));
+        }
+        return t;
     };
     logits_ = cache(hp_.n_vocab, n_slots);
     for (size_t il = 0; il < hp_.n_dec_layer; ++il) {
@@ -290,19 +301,22 @@ void WhisperModel::copy_slot(size_t dst, size_t src, size_t n_rows) {
     }
 }
 
+DenseAttention WhisperModel::attention_shape() const {
+    DenseAttention shape;  // not causal
+    shape.n_head = shape.n_head_kv = hp_.n_head;
+    shape.head_dim = shape.head_dim_v = hp_.n_embd / hp_.n_head;
+    shape.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+    return shape;
+}
+
 void WhisperModel::encoder_block(const EncLayer& l, const Tensor& x, size_t n) {
-    const size_t d = hp_.n_embd;
     const Tensor h = eh_.rows_view(0, n), q = eq_.rows_view(0, n), k = ek_.rows_view(0, n);
     const Tensor v = ev_.rows_view(0, n), a = ea_.rows_view(0, n), f = ef_.rows_view(0, n);
-    DenseAttention shape;
-    shape.n_head = shape.n_head_kv = hp_.n_head;
-    shape.head_dim = shape.head_dim_v = d / hp_.n_head;
-    shape.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
     blocks_.layer_norm(h, x, l.attn_norm_w, l.attn_norm_b, kNormEps);
     blocks_.encoder_linear(q, l.wq, h, l.bq);
     blocks_.encoder_linear(k, l.wk, h, l.bk);
     blocks_.encoder_linear(v, l.wv, h, l.bv);
-    be_.attention_dense(a, q, k, v, Tensor(), shape);  // [n, d]
+    be_.attention_dense(a, q, k, v, Tensor(), attention_shape());  // [n, d]
     blocks_.encoder_linear(h, l.wo, a, l.bo);
     blocks_.residual(x, h);
     blocks_.layer_norm(h, x, l.ffn_norm_w, l.ffn_norm_b, kNormEps);
@@ -343,42 +357,26 @@ void WhisperModel::encode(const float* mel) {
 
 void WhisperModel::decoder_block(const DecLayer& l, size_t il, const Tensor& x, size_t n, size_t n_past,
                                  const size_t* slots) {
-    const size_t d = hp_.n_embd;
     const Tensor h = dh_.rows_view(0, n), q = dq_.rows_view(0, n), a = da_.rows_view(0, n);
     const Tensor f = df_.rows_view(0, n);
-    DenseAttention shape;
-    shape.n_head = shape.n_head_kv = hp_.n_head;
-    shape.head_dim = shape.head_dim_v = d / hp_.n_head;
-    shape.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
-    shape.causal = true;
     blocks_.layer_norm(h, x, l.attn_norm_w, l.attn_norm_b, kNormEps);
-    blocks_.linear(q, l.wq, h, l.bq);
+    // self-attention: the step's K/V rows go to the cache rows kv_rows_ names (stage_step)
+    const Tensor k = dk_.rows_view(0, n), v = dv_.rows_view(0, n);
+    blocks_.linears(h, {{q, l.wq, l.bq}, {k, l.wk, l.bk}, {v, l.wv, l.bv}});
+    const Tensor rows = make_tensor(kv_rows_.buffer, kv_rows_.offset, DType::I32, n, 1);
+    be_.set_rows(self_k_[il], k, rows);
+    be_.set_rows(self_v_[il], v, rows);
     if (slots == nullptr) {
-        // self-attention: this batch's K/V rows go to [n_past, n_past + n) of slot 0
-        blocks_.linear(self_k_[il].rows_view(n_past, n), l.wk, h, l.bk);
-        blocks_.linear(self_v_[il].rows_view(n_past, n), l.wv, h, l.bv);
-        be_.attention_dense(a, q, self_k_[il].rows_view(0, n_past + n), self_v_[il].rows_view(0, n_past + n), Tensor(),
-                            shape);
+        self_attention(a, q, il, 0, n_past, 0);
     } else {
-        // one token per sequence: K/V of all in one matmul, then row i to row n_past of its slot
-        const Tensor k = dk_.rows_view(0, n), v = dv_.rows_view(0, n);
-        blocks_.linear(k, l.wk, h, l.bk);
-        blocks_.linear(v, l.wv, h, l.bv);
-        for (size_t i = 0; i < n; ++i) {
-            const Tensor ks = slot_rows(self_k_[il], slots[i]), vs = slot_rows(self_v_[il], slots[i]);
-            be_.scale(ks.rows_view(n_past, 1), k.rows_view(i, 1), 1.0f);  // exact copy
-            be_.scale(vs.rows_view(n_past, 1), v.rows_view(i, 1), 1.0f);
-            be_.attention_dense(a.rows_view(i, 1), q.rows_view(i, 1), ks.rows_view(0, n_past + 1),
-                                vs.rows_view(0, n_past + 1), Tensor(), shape);
-        }
+        for (size_t i = 0; i < n; ++i) self_attention(a.rows_view(i, 1), q.rows_view(i, 1), il, slots[i], n_past, i);
     }
     blocks_.linear(h, l.wo, a, l.bo);
     blocks_.residual(x, h);
     // cross-attention over the window's encoder states
     blocks_.layer_norm(h, x, l.cross_norm_w, l.cross_norm_b, kNormEps);
     blocks_.linear(q, l.cq, h, l.cq_b);
-    shape.causal = false;
-    be_.attention_dense(a, q, cross_k_[il], cross_v_[il], Tensor(), shape);
+    be_.attention_dense(a, q, cross_k_[il], cross_v_[il], Tensor(), attention_shape());
     blocks_.linear(h, l.co, a, l.co_b);
     blocks_.residual(x, h);
     // MLP
@@ -389,6 +387,37 @@ void WhisperModel::decoder_block(const DecLayer& l, size_t il, const Tensor& x, 
     blocks_.residual(x, h);
 }
 
+void WhisperModel::self_attention(const Tensor& a, const Tensor& q, size_t il, size_t slot, size_t n_past,
+                                  size_t first) {
+    DenseAttention shape = attention_shape();
+    const Tensor ks = slot_rows(self_k_[il], slot), vs = slot_rows(self_v_[il], slot);
+    if (full_window_) {  // the queries' mask rows hide the rows past their positions
+        be_.attention_dense(a, q, ks, vs, mask_.rows_view(first, q.rows()), shape);
+        return;
+    }
+    shape.causal = true;  // the queries are the last of the rows read
+    const size_t seen = n_past + q.rows();
+    be_.attention_dense(a, q, ks.rows_view(0, seen), vs.rows_view(0, seen), Tensor(), shape);
+}
+
+void WhisperModel::stage_step(size_t n, size_t n_past, const size_t* slots) {
+    const size_t nt = hp_.n_text_ctx;
+    std::vector<int32_t> pos(n), rows(n);
+    for (size_t i = 0; i < n; ++i) {
+        // one sequence: positions n_past .. n_past + n - 1; one token per sequence: all at n_past
+        pos[i] = static_cast<int32_t>(slots == nullptr ? n_past + i : n_past);
+        rows[i] = static_cast<int32_t>((slots == nullptr ? 0 : slots[i]) * nt + static_cast<size_t>(pos[i]));
+    }
+    be_.upload(pos_ids_, pos.data(), n * sizeof(int32_t));
+    be_.upload(kv_rows_, rows.data(), n * sizeof(int32_t));
+    if (!full_window_) return;
+    std::vector<float> mask(n * nt);
+    for (size_t i = 0; i < n; ++i) {
+        for (size_t j = 0; j < nt; ++j) mask[i * nt + j] = j <= static_cast<size_t>(pos[i]) ? 0.0f : -INFINITY;
+    }
+    be_.upload(mask_, mask.data(), mask.size() * sizeof(float));
+}
+
 void WhisperModel::run_decoder(const int32_t* tokens, size_t n, size_t n_past, const size_t* slots) {
     for (size_t i = 0; i < n; ++i) {
         if (tokens[i] < 0 || static_cast<size_t>(tokens[i]) >= hp_.n_vocab) {
@@ -397,10 +426,12 @@ void WhisperModel::run_decoder(const int32_t* tokens, size_t n, size_t n_past, c
     }
     const Tensor ids = make_tensor(ids_.buffer, ids_.offset, DType::I32, n, 1);
     be_.upload(ids, tokens, n * sizeof(int32_t));
+    stage_step(n, n_past, slots);
     const Tensor x = dx_.rows_view(0, n);  // [n, d]
     be_.get_rows(x, token_embd_, ids, 1.0f);
-    // one sequence: positions n_past .. n_past + n - 1; one token per sequence: all at n_past
-    be_.add(x, x, dec_pos_.rows_view(n_past, slots == nullptr ? n : 1));
+    const Tensor pos = dh_.rows_view(0, n);
+    be_.get_rows(pos, dec_pos_, make_tensor(pos_ids_.buffer, pos_ids_.offset, DType::I32, n, 1), 1.0f);
+    be_.add(x, x, pos);
     for (size_t il = 0; il < hp_.n_dec_layer; ++il) decoder_block(dec_[il], il, x, n, n_past, slots);
     blocks_.layer_norm(dh_.rows_view(0, n), x, dec_norm_w_, dec_norm_b_, kNormEps);
     last_n_ = n;

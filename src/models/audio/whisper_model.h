@@ -8,6 +8,11 @@
 // Beam search: the self-attention cache has `slots`, one per sequence (beam); decode_slots() runs one
 // token of each of several sequences in one forward (the matrices read once for all of them; the
 // cross-attention K/V shared), and copy_slot() forks a sequence's rows into another slot.
+// Per-token values reach the kernels as data, never as arguments (positions and cache rows as id
+// lists: get_rows, set_rows). On a backend that replays repeated steps as graphs
+// (Backend::replays_steps) self-attention also reads a slot's whole window under a mask hiding the
+// rows past each query, so every greedy step has the same arguments and replays as one graph;
+// elsewhere it reads only the rows written so far.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -89,10 +94,16 @@ private:
     void load(WeightLoader& w, const GgufFile& f);
     void alloc_activations();
     Tensor alloc(size_t width, size_t rows, DType type = DType::F32);
+    DenseAttention attention_shape() const;  // the heads of every attention, not causal
     void encoder_block(const EncLayer& l, const Tensor& x, size_t n);
     void alloc_caches(size_t n_slots);
     // slots == nullptr: n tokens of slot 0 at [n_past, n_past + n); else one token per slot.
     void decoder_block(const DecLayer& l, size_t il, const Tensor& x, size_t n, size_t n_past, const size_t* slots);
+    // Uploads the step's positions, cache rows and (full_window_) mask rows.
+    void stage_step(size_t n, size_t n_past, const size_t* slots);
+    // a [1 or n, d] = self-attention of q over rows [0, n_past + n) of one slot's cache (its
+    // whole window under mask rows [first, first + n) with full_window_).
+    void self_attention(const Tensor& a, const Tensor& q, size_t il, size_t slot, size_t n_past, size_t first);
     void run_decoder(const int32_t* tokens, size_t n, size_t n_past, const size_t* slots);
     Tensor slot_rows(const Tensor& cache, size_t slot) const;  // [n_text_ctx, n_embd] of one slot
 
@@ -121,6 +132,10 @@ private:
     Tensor dx_, dh_, dq_, da_, dk_, dv_;     // [n_text_ctx, n_embd]
     Tensor df_;                              // [n_text_ctx, 4 n_embd]
     Tensor ids_;                             // [n_text_ctx] I32
+    Tensor pos_ids_;                         // [n_text_ctx] I32: the step's decoder positions
+    Tensor kv_rows_;                         // [n_text_ctx] I32: cache rows of the step's keys/values
+    Tensor mask_;                            // [n_text_ctx, n_text_ctx]: 0 / -inf (full_window_ only)
+    bool full_window_ = false;               // self-attention over whole windows (see the top)
     Tensor logits_;                          // [n_slots, n_vocab]
     std::vector<Tensor> self_k_, self_v_;    // per layer [n_slots * n_text_ctx, n_embd], slot by slot
     std::vector<Tensor> cross_k_, cross_v_;  // per layer [n_audio_ctx, n_embd]
