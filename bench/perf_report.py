@@ -103,7 +103,7 @@ def cpu_tables(rows):
 
 def gpu_table(rows):
     """The newest device rows (device cuda) beside the same machine's host CPU rows of that run."""
-    gpu = [r for r in rows if r["device"] == "cuda"]
+    gpu = [r for r in rows if r["device"] == "cuda" and r["test"] in ("pp512", "tg128")]  # not serve, media
     runs = {(r["source"], r["date"]) for r in gpu}
     mine = [r for r in rows if (r["source"], r["date"]) in runs]
     newest = latest(mine, lambda r: (r["device"], r["tier"], r["file"], r["test"]))

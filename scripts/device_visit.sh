@@ -16,12 +16,18 @@
 #   .dev/device_visit.sh   this file
 #   with IMAGE=1 also: .dev/bin/vision_probe (stripped) and .dev/vlm/ from bench/vlm_skeletons.py (SmolVLM
 #                   and LFM2-VL towers at real widths, their text models, a 512x512 image; ~800 KB)
+#   with WHISPER_CPP=1 also: .dev/whisper_src.tgz (whisper.cpp of the pywhispercpp 1.5.1 sdist without
+#                   models/, bindings/ but bindings/javascript/package-tmpl.json, samples/, tests/, media/,
+#                   the ggml back ends other than CPU and CUDA, and the Android/wasm/talk-llama examples;
+#                   ~2.5 MB), .dev/skel/ for whisper-base (`cactus pull whisper-base`), .dev/py/gguf (the
+#                   gguf package, for bench/whisper_cpp.py's converter) and .dev/glide30.wav (30 s, 16 kHz)
 # Then run `bash .dev/device_visit.sh` on the device (about 8-9 minutes); QUICK=1 skips llama.cpp's build
 # and bench, the switched-off test pass and the serving comparison (about 2 minutes); MMQ_AB=1 adds
 # pp512 with CACTUS_CUDA_MMQ_TOKENS=64 against 128 on the two Qwen files; IMAGE=1 adds the image encode
 # of both towers against libmtmd-CUDA (llama-mtmd-cli's "image slice encoded in"; ours: vision_probe
-# --runs 5, the encoder alone, with the default tf32 tiles and with CACTUS_CUDA_GEMM_F16=1), three
-# alternated rounds; SPLIT_AB=1 runs the serving comparison again with CACTUS_CUDA_GEMV_SPLIT=1.
+# --runs 5, the encoder alone, by default and with CACTUS_CUDA_GEMM_F16=0: the tf32 tiles), three
+# alternated rounds; SPLIT_AB=1 runs the serving comparison again with CACTUS_CUDA_GEMV_SPLIT=0 (the
+# 16-slot steps on the int8 tiles).
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=$PWD/lib
 log() { echo "## $(date +%T) $*"; }
@@ -82,11 +88,25 @@ if [ -n "$IMAGE" ]; then
   }
   for round in 1 2 3; do
     for fam in smolvlm lfm2vl; do
-      encode $fam tf32-tiles
-      CACTUS_CUDA_GEMM_F16=1 encode $fam f16-split
-      [ -x $MC ] && timeout 60 $MC -m /tmp/models/${fam}_text.gguf --mmproj /tmp/models/${fam}_mmproj.gguf \
+      encode $fam default
+      CACTUS_CUDA_GEMM_F16=0 encode $fam tf32-tiles
+      [ -x $MC ] && timeout 60 $MC -m /tmp/models/${fam}_text.gguf --mmproj /tmp/models/${fam}_mmproj.gguf --chat-template chatml \
         --image vlm/img.png -p "Describe." -n 2 -ngl 99 --temp 0 2>&1 | grep -E "encoded in|rror" | sed "s/^/libmtmd $fam: /"
     done
+  done
+fi
+if [ -n "$WHISPER_CPP" ]; then  # whisper-base against whisper.cpp-CUDA on the same random weights, alternated
+  mkdir -p /tmp/wc && tar xzf whisper_src.tgz -C /tmp/wc
+  (cd /tmp/wc/whisper.cpp && cmake -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON -DWHISPER_BUILD_TESTS=OFF -DWHISPER_SDL2=OFF -DWHISPER_CURL=OFF \
+    -DBUILD_SHARED_LIBS=OFF > /tmp/wc/cfg.log 2>&1 && cmake --build build --target whisper-cli -j 16 > /tmp/wc/build.log 2>&1)
+  PYTHONPATH=$PWD/py python3 -c "import sys; sys.path.insert(0, '../bench'); import whisper_cpp;
+whisper_cpp.convert('/tmp/models/whisper-base.gguf', '/tmp/whisper-base.ggml.bin')"
+  for round in 1 2 3; do
+    timeout 60 ./bin/cactus bench /tmp/models/whisper-base.gguf --transcribe --audio glide30.wav --device cuda -t 8 \
+      -r 3 2>&1 | tail -1 | sed "s/^/ours whisper-base: /"
+    timeout 60 /tmp/wc/whisper.cpp/build/bin/whisper-cli -m /tmp/whisper-base.ggml.bin -f glide30.wav -t 8 -nt -nf \
+      -bo 1 -bs 1 2>&1 >/dev/null | grep -E "encode time|decode time|total time" | tr -s ' ' | sed "s/^/whisper.cpp: /"
   done
 fi
 log "whisper-tiny.en (random weights, 30 s synthetic signal)"
@@ -104,8 +124,8 @@ if [ -z "$QUICK" ] && [ -x $LS ]; then
   timeout 300 python3 ../bench/compare_server.py --model /tmp/models/qwen2.5-coder-0.5b.gguf --build "$PWD" \
     --llama-server $LS --device cuda --threads 8 --no-history --out /tmp/serve.json 2>&1 | tail -8
   if [ -n "$SPLIT_AB" ]; then
-    log "serve again, 9-16-token steps through two decode passes (CACTUS_CUDA_GEMV_SPLIT=1)"
-    CACTUS_CUDA_GEMV_SPLIT=1 timeout 300 python3 ../bench/compare_server.py --model /tmp/models/qwen2.5-coder-0.5b.gguf \
+    log "serve again, 9-16-token steps on the int8 tiles (CACTUS_CUDA_GEMV_SPLIT=0)"
+    CACTUS_CUDA_GEMV_SPLIT=0 timeout 300 python3 ../bench/compare_server.py --model /tmp/models/qwen2.5-coder-0.5b.gguf \
       --build "$PWD" --llama-server $LS --device cuda --threads 8 --no-history --out /tmp/serve_split.json 2>&1 | tail -8
   fi
 fi
