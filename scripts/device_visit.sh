@@ -95,7 +95,7 @@ if [ -n "$IMAGE" ]; then
     done
   done
 fi
-if [ -n "$WHISPER_CPP" ]; then  # whisper-base against whisper.cpp-CUDA on the same random weights, alternated
+if [ -n "$WHISPER_CPP" ]; then  # whisper-base vs whisper.cpp-CUDA, same random weights, both text only, alternated
   mkdir -p /tmp/wc && tar xzf whisper_src.tgz -C /tmp/wc
   (cd /tmp/wc/whisper.cpp && cmake -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON -DWHISPER_BUILD_TESTS=OFF -DWHISPER_SDL2=OFF -DWHISPER_CURL=OFF \
@@ -104,7 +104,7 @@ if [ -n "$WHISPER_CPP" ]; then  # whisper-base against whisper.cpp-CUDA on the s
 whisper_cpp.convert('/tmp/models/whisper-base.gguf', '/tmp/whisper-base.ggml.bin')"
   for round in 1 2 3; do
     timeout 60 ./bin/cactus bench /tmp/models/whisper-base.gguf --transcribe --audio glide30.wav --device cuda -t 8 \
-      -r 3 2>&1 | tail -1 | sed "s/^/ours whisper-base: /"
+      -r 3 --without-timestamps 2>&1 | tail -1 | sed "s/^/ours whisper-base: /"
     timeout 60 /tmp/wc/whisper.cpp/build/bin/whisper-cli -m /tmp/whisper-base.ggml.bin -f glide30.wav -t 8 -nt -nf \
       -bo 1 -bs 1 2>&1 >/dev/null | grep -E "encode time|decode time|total time" | tr -s ' ' | sed "s/^/whisper.cpp: /"
   done

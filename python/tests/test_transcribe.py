@@ -99,3 +99,16 @@ def test_text_model_has_no_audio_encoder(smollm, clip):
     import cactus
     with pytest.raises(cactus.CactusError, match="no audio encoder"):
         cactus.cactus_transcribe(smollm, audio_path=clip[0])
+
+
+def test_without_timestamps_decodes_text_only(whisper, clip):
+    import cactus
+    path, sentence = clip
+    plain = whisper.transcribe(path, options={"temperature": 0, "without_timestamps": True})
+    assert plain["success"] and plain["segments"], plain
+    assert speech_set.wer([sentence], [plain["response"]]) < 0.5, plain["response"]
+    assert "<|" not in plain["response"]
+    for seg in plain["segments"]:  # one segment per 30 s window, from its start
+        assert abs(seg["start"] / 30 - round(seg["start"] / 30)) < 1e-9, plain["segments"]
+    with pytest.raises(cactus.CactusError, match="without_timestamps"):
+        whisper.transcribe(path, options={"without_timestamps": 1})

@@ -61,6 +61,9 @@ TranscribeOptions parse_transcribe_options(const char* options_json) {
         } else if (key == "no_speech_threshold") {
             if (!value.is_number()) fail("options_json: no_speech_threshold must be a number");
             o.no_speech_threshold = value.get<float>();
+        } else if (key == "without_timestamps") {
+            if (!value.is_boolean()) fail("options_json: without_timestamps must be a boolean");
+            o.without_timestamps = value.get<bool>();
         } else if (key == "timestamps" || key == "max_tokens") {
             // timestamps: segments are always in the response; max_tokens: bounded by the model
         } else if (key == "beam_size") {

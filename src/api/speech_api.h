@@ -31,8 +31,9 @@ struct SpeechModel {
 std::vector<float> audio_embedding(SpeechModel& model, const std::vector<float>& samples);
 
 // options_json keys: language ("auto" or a code), translate (bool), temperature (0: temperature 0
-// only, no fallback), timestamps (bool: segments in the response), no_speech_threshold, beam_size
-// (1 = greedy, up to kMaxBeamSize), patience, length_penalty.
+// only, no fallback), timestamps (bool: segments in the response), without_timestamps (bool: decode
+// text only, one segment per 30 s window), no_speech_threshold, beam_size (1 = greedy, up to
+// kMaxBeamSize), patience, length_penalty.
 TranscribeOptions parse_transcribe_options(const char* options_json);
 nlohmann::ordered_json transcript_response(const Transcript& t, bool with_segments);
 

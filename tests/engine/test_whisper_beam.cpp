@@ -1,5 +1,6 @@
 // Whisper beam search on the real tiny.en model: sequences decoded together in cache slots give the
-// logits each gives alone (forks included), one beam is greedy decoding, bad settings are errors.
+// logits each gives alone (forks included), one beam is greedy decoding, bad settings are errors;
+// text-only decoding (without_timestamps) samples no timestamp token.
 // The transcripts themselves are compared with faster-whisper's beam search in
 // test_whisper_oracle.py.
 #include <gtest/gtest.h>
@@ -171,6 +172,36 @@ TEST_F(WhisperBeam, BadSettingsAreErrors) {
     const int32_t tok = 0;
     const size_t slot = model_->n_slots();
     EXPECT_THROW(model_->decode_slots(&tok, &slot, 1, 1), Error);  // a slot that does not exist
+}
+
+// without_timestamps: greedy and beam search after <|notimestamps|> sample text tokens only, where
+// the same window with timestamps starts with one (the rules make the first token a timestamp), and
+// transcribe() gives one segment for the window.
+TEST_F(WhisperBeam, WithoutTimestampsSamplesTextOnly) {
+    const WhisperVocab& v = model_->vocab();
+    TranscribeOptions o;
+    o.temperatures = {0.0f};
+    const std::vector<int32_t> timed = decode_window(*model_, prompt(), o, false);
+    ASSERT_FALSE(timed.empty());
+    EXPECT_GE(timed.front(), v.timestamp_begin) << "with timestamps the window starts with one";
+    o.without_timestamps = true;
+    const std::vector<int32_t> plain_prompt = {v.sot, v.no_timestamps};
+    for (const bool beam : {false, true}) {
+        o.beam_size = beam ? 3 : 1;
+        const std::vector<int32_t> plain = decode_window(*model_, plain_prompt, o, beam);
+        ASSERT_FALSE(plain.empty()) << (beam ? "beam" : "greedy");
+        for (int32_t t : plain) EXPECT_LT(t, v.timestamp_begin) << (beam ? "beam" : "greedy");
+    }
+    o.beam_size = 1;
+    const std::vector<float> audio = test_audio();
+    const Transcript t = transcribe(*model_, audio.data(), audio.size(), o);  // the same window again
+    EXPECT_EQ(t.metrics.windows, 1u);
+    ASSERT_LE(t.segments.size(), 1u);
+    for (const TranscriptSegment& s : t.segments) {
+        EXPECT_EQ(s.start, 0.0);
+        EXPECT_NEAR(s.end, 30.0, 0.02);
+        for (int32_t id : s.tokens) EXPECT_LT(id, v.timestamp_begin);
+    }
 }
 
 }  // namespace

@@ -64,11 +64,12 @@ struct BenchArgs {
     std::string device;       // empty = $CACTUS_DEVICE, else cpu
     bool transcribe = false;  // --transcribe: speech-to-text speed (cli_bench_transcribe.cpp)
     std::string audio;
-    size_t beam_size = 1;     // --transcribe: beams at temperature 0 (1 = greedy)
-    std::string mmproj;       // --mmproj: image encode and image prefill (cli_bench_vision.cpp)
-    std::string image;        // --image for --mmproj (default: a generated 640x480 image)
-    SpecArgs spec;            // --spec / --draft: speculative decoding next to plain (cli_bench_spec.cpp)
-    std::string spec_prompt;  // --spec-prompt: the request's text for it
+    size_t beam_size = 1;             // --transcribe: beams at temperature 0 (1 = greedy)
+    bool without_timestamps = false;  // --transcribe: text-only decoding
+    std::string mmproj;               // --mmproj: image encode and image prefill (cli_bench_vision.cpp)
+    std::string image;                // --image for --mmproj (default: a generated 640x480 image)
+    SpecArgs spec;                    // --spec / --draft: speculative decoding next to plain (cli_bench_spec.cpp)
+    std::string spec_prompt;          // --spec-prompt: the request's text for it
 };
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
@@ -628,6 +629,8 @@ void register_bench(CLI::App& app) {
     bench->add_option("--beam-size", args->beam_size, "Beams for --transcribe (1 = greedy)")
         ->capture_default_str()
         ->check(CLI::Range(size_t{1}, kMaxBeamSize));
+    bench->add_flag("--without-timestamps", args->without_timestamps,
+                    "--transcribe decodes text only (no timestamp tokens; whisper.cpp's -nt)");
     bench->add_option("--mmproj", args->mmproj,
                       "Projector .gguf: measure image and audio encode ms (the towers it holds), tokens per image "
                       "and per 10 s clip, their prefill and TTFT instead");
@@ -645,7 +648,8 @@ void register_bench(CLI::App& app) {
                                                      args->json, args->device));
         if (args->transcribe)
             throw CLI::RuntimeError(run_transcribe_bench(args->model, args->audio, args->threads, args->reps,
-                                                         args->json, args->beam_size, args->device));
+                                                         args->json, args->beam_size, args->without_timestamps,
+                                                         args->device));
         throw CLI::RuntimeError(args->membw ? run_bandwidth_bench(*args) : run_model_bench(*args));
     });
 }

@@ -1,7 +1,8 @@
 // cactus bench --transcribe [MODEL] [--audio FILE.wav]: speech-to-text speed of a Whisper model:
 // real-time factor, encoder ms per 30 s window, decoder tokens per second, per thread count (greedy or
-// --beam-size N, temperature 0 only, after one warm-up). A model without an audio encoder is reported as skipped
-// (exit 0), never an abort; every rate is 0 when its time or count is 0.
+// --beam-size N, temperature 0 only, text only with --without-timestamps, after one warm-up). A model
+// without an audio encoder is reported as skipped (exit 0), never an abort; every rate is 0 when its
+// time or count is 0.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -38,7 +39,7 @@ std::vector<float> synthetic_audio() {
 }  // namespace
 
 int run_transcribe_bench(const std::string& model_name, const std::string& audio_path, const std::vector<int>& threads,
-                         int reps, bool json, size_t beam_size, const std::string& device) {
+                         int reps, bool json, size_t beam_size, bool without_timestamps, const std::string& device) {
     const std::string path = resolve_model_path(model_name);
     const std::string arch = GgufFile::open(path)->get_string("general.architecture", "");
     if (arch != "whisper") {
@@ -56,8 +57,9 @@ int run_transcribe_bench(const std::string& model_name, const std::string& audio
     const std::string on = device.empty() ? device_from_env("cpu") : device;
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     if (!json) {
-        std::printf("model %s | audio %s (%.1f s) | beam %zu | device %s\n", model_name.c_str(),
-                    audio_path.empty() ? "synthetic" : audio_path.c_str(), seconds, beam_size, on.c_str());
+        std::printf("model %s | audio %s (%.1f s) | beam %zu%s | device %s\n", model_name.c_str(),
+                    audio_path.empty() ? "synthetic" : audio_path.c_str(), seconds, beam_size,
+                    without_timestamps ? " | without timestamps" : "", on.c_str());
         std::printf("%8s %10s %12s %14s %12s %8s\n", "threads", "RTF", "total ms", "encoder ms/win", "decode tok/s",
                     "tokens");
     }
@@ -70,6 +72,7 @@ int run_transcribe_bench(const std::string& model_name, const std::string& audio
         TranscribeOptions options;
         options.temperatures = {0.0f};
         options.beam_size = beam_size;
+        options.without_timestamps = without_timestamps;
         transcribe(model, audio.data(), audio.size(), options);  // warm-up
         double best_total = 0, enc = 0, dec_rate = 0;
         size_t tokens = 0;
@@ -99,6 +102,7 @@ int run_transcribe_bench(const std::string& model_name, const std::string& audio
         std::printf("%s\n", nlohmann::ordered_json({{"model", model_name},
                                                     {"device", on},
                                                     {"beam_size", beam_size},
+                                                    {"without_timestamps", without_timestamps},
                                                     {"audio_seconds", seconds},
                                                     {"runs", rows}})
                                 .dump(2)

@@ -67,9 +67,10 @@ void register_models(CLI::App& app);      // pull, list
 void register_bench(CLI::App& app);       // bench (speed, memory), bench --membw
 void register_transcribe(CLI::App& app);  // transcribe FILE.wav (Whisper)
 void register_embed(CLI::App& app);       // embed -m MODEL [TEXT ...] (JSON lines)
-// bench --transcribe; device: where Whisper runs ("" = $CACTUS_DEVICE, else cpu)
+// bench --transcribe; device: where Whisper runs ("" = $CACTUS_DEVICE, else cpu); without_timestamps:
+// text-only decoding (TranscribeOptions::without_timestamps)
 int run_transcribe_bench(const std::string& model, const std::string& audio, const std::vector<int>& threads, int reps,
-                         bool json, size_t beam_size, const std::string& device);
+                         bool json, size_t beam_size, bool without_timestamps, const std::string& device);
 // bench --mmproj [--image]: image encode ms, image prefill, TTFT (cli_bench_vision.cpp); the model
 // and its towers on device ("" = $CACTUS_DEVICE, else cpu)
 int run_vision_bench(const std::string& model, const std::string& mmproj, const std::string& image,

@@ -22,6 +22,7 @@ struct TranscribeArgs {
     std::string language = "auto";
     bool translate = false;
     bool timestamps = false;
+    bool without_timestamps = false;
     bool json = false;
     bool srt = false;
     bool vtt = false;
@@ -104,6 +105,7 @@ int transcribe_command(const TranscribeArgs& args) {
     options.beam_size = static_cast<size_t>(args.beam_size);  // in [1, kMaxBeamSize] (checked)
     options.patience = args.patience;
     options.length_penalty = args.length_penalty;
+    options.without_timestamps = args.without_timestamps;
     // Silero VAD stays on the CPU whatever the device: a ~0.7 M multiply-add LSTM step per 32 ms
     // chunk, carried chunk to chunk, is host loops faster than a kernel launch and a copy each.
     std::unique_ptr<SileroVad> vad;
@@ -134,6 +136,8 @@ void register_transcribe(CLI::App& app) {
     cmd->add_option("--language", args->language, "Language code, or auto (detect)")->capture_default_str();
     cmd->add_flag("--translate", args->translate, "Translate to English (multilingual models)");
     cmd->add_flag("--timestamps", args->timestamps, "Print segments with their start and end times");
+    cmd->add_flag("--without-timestamps", args->without_timestamps,
+                  "Decode text only: no timestamp tokens, one segment per 30 s window");
     cmd->add_flag("--greedy", args->greedy_only,
                   "Temperature 0 only, no fallback (greedy, or beam search with --beam-size)");
     cmd->add_option("--beam-size", args->beam_size, "Beams at temperature 0 (1 = greedy)")

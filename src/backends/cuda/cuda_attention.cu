@@ -587,8 +587,8 @@ __global__ void __launch_bounds__(kThreads)
                   q + static_cast<size_t>(i) * n_head * dk + h * dk, dk, dv, scale, rows);
 }
 
-// Few (query, head) pairs over many rows (Whisper's decoder steps over 1,500 encoder frames): each
-// pair's rows split over a cluster of kDenseSplit blocks.
+// Few (query, head) pairs over many rows, heads wider than cuda_attention_dense.cu's 128 (which take
+// the narrower ones): each pair's rows split over a cluster of kDenseSplit blocks.
 __global__ void __cluster_dims__(1, 1, kDenseSplit) __launch_bounds__(kThreads)
     attention_dense_split_kernel(float* out, const float* q, const float* k, const float* v, const float* mask, int n_q,
                                  int n_kv, int n_head, int n_head_kv, int dk, int dv, float scale, bool causal) {

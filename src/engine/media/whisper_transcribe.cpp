@@ -35,8 +35,9 @@ void log_softmax(std::vector<float>& x) {
 }
 
 // The logit rules of one decoding step; `sampled` holds the tokens generated so far in the window.
+// Without timestamps (TranscribeOptions::without_timestamps) the timestamp tokens are suppressed instead.
 void apply_rules(std::vector<float>& logits, const std::vector<int32_t>& sampled, const WhisperVocab& v,
-                 const std::vector<int32_t>& suppress, int max_initial_index) {
+                 const std::vector<int32_t>& suppress, int max_initial_index, bool timestamps) {
     const size_t n = logits.size();
     const size_t tb = static_cast<size_t>(v.timestamp_begin);
     const size_t eot = static_cast<size_t>(v.eot);
@@ -45,6 +46,10 @@ void apply_rules(std::vector<float>& logits, const std::vector<int32_t>& sampled
         for (int32_t id : v.suppress_begin) logits[static_cast<size_t>(id)] = kNegInf;
     }
     logits[static_cast<size_t>(v.no_timestamps)] = kNegInf;
+    if (!timestamps) {
+        std::fill(logits.begin() + static_cast<long>(std::min(tb, n)), logits.end(), kNegInf);
+        return;
+    }
     const size_t k = sampled.size();
     const bool last_ts = k >= 1 && sampled[k - 1] >= v.timestamp_begin;
     const bool penult_ts = k < 2 || sampled[k - 2] >= v.timestamp_begin;
@@ -227,7 +232,7 @@ public:
         r.no_speech_prob = no_speech_prob_;
         std::vector<float> logits = first_logits_;
         for (size_t step = 0; step < max_new_; ++step) {
-            apply_rules(logits, r.tokens, v, suppress_, max_initial_index_);
+            apply_rules(logits, r.tokens, v, suppress_, max_initial_index_, !opt_.without_timestamps);
             const auto [token, lp] = pick(logits, temperature, rng_);
             r.sum_logprob += lp;
             if (token == v.eot) break;
@@ -265,7 +270,7 @@ public:
             for (size_t b = 0; b < alive.size(); ++b) {  // a beam adds at most n_cand of the best n_cand
                 std::vector<float> row(logits.begin() + static_cast<long>(b * n_vocab),
                                        logits.begin() + static_cast<long>((b + 1) * n_vocab));
-                apply_rules(row, alive[b].tokens, v, suppress_, max_initial_index_);
+                apply_rules(row, alive[b].tokens, v, suppress_, max_initial_index_, !opt_.without_timestamps);
                 log_softmax(row);
                 for (int32_t t : top_tokens(row, n_cand)) {
                     cands.push_back({alive[b].score + row[static_cast<size_t>(t)], b, t});
@@ -567,6 +572,7 @@ Transcript transcribe(WhisperModel& model, const float* samples, size_t n_sample
             prompt.push_back(language);
             prompt.push_back(options.translate ? v.translate : v.transcribe);
         }
+        if (options.without_timestamps) prompt.push_back(v.no_timestamps);
         decoder.start(prompt, sot_index);
         const WindowResult r = decoder.with_fallback();
 

@@ -27,6 +27,10 @@ struct TranscribeOptions {
     float log_prob_threshold = -1.0f;
     float no_speech_threshold = 0.6f;    // <= 0: off
     float max_initial_timestamp = 1.0f;  // seconds
+    // Text only (faster-whisper's without_timestamps, whisper.cpp's -nt): <|notimestamps|> ends the
+    // prompt, timestamp tokens are never sampled, each window is one segment and the next window
+    // starts where it ends.
+    bool without_timestamps = false;
     uint64_t seed = 0;
 };
 
