@@ -28,10 +28,10 @@ namespace {
 
 constexpr float kNormEps = 1e-5f;
 
-// Elements [first, first + n) of an F32 vector tensor, as a [1, n] tensor.
+// Elements [first, first + n) of an F32 or I32 vector tensor, as a [1, n] tensor (a bias, an id list).
 Tensor slice(const Tensor& v, size_t first, size_t n) {
-    CACTUS_ASSERT(v.type == DType::F32 && first + n <= v.elements());
-    return make_tensor(v.buffer, v.offset + first * sizeof(float), DType::F32, n, 1);
+    CACTUS_ASSERT((v.type == DType::F32 || v.type == DType::I32) && first + n <= v.elements());
+    return make_tensor(v.buffer, v.offset + dtype_row_bytes(v.type, first), v.type, n, 1);
 }
 
 std::vector<int32_t> int_array(const GgufFile& f, const std::string& key, bool required) {
@@ -363,7 +363,7 @@ void WhisperModel::decoder_block(const DecLayer& l, size_t il, const Tensor& x, 
     // self-attention: the step's K/V rows go to the cache rows kv_rows_ names (stage_step)
     const Tensor k = dk_.rows_view(0, n), v = dv_.rows_view(0, n);
     blocks_.linears(h, {{q, l.wq, l.bq}, {k, l.wk, l.bk}, {v, l.wv, l.bv}});
-    const Tensor rows = make_tensor(kv_rows_.buffer, kv_rows_.offset, DType::I32, n, 1);
+    const Tensor rows = slice(kv_rows_, 0, n);
     be_.set_rows(self_k_[il], k, rows);
     be_.set_rows(self_v_[il], v, rows);
     if (slots == nullptr) {
@@ -424,13 +424,13 @@ void WhisperModel::run_decoder(const int32_t* tokens, size_t n, size_t n_past, c
             fail("whisper decode: token %d is outside the vocabulary of %zu", tokens[i], hp_.n_vocab);
         }
     }
-    const Tensor ids = make_tensor(ids_.buffer, ids_.offset, DType::I32, n, 1);
+    const Tensor ids = slice(ids_, 0, n);
     be_.upload(ids, tokens, n * sizeof(int32_t));
     stage_step(n, n_past, slots);
     const Tensor x = dx_.rows_view(0, n);  // [n, d]
     be_.get_rows(x, token_embd_, ids, 1.0f);
     const Tensor pos = dh_.rows_view(0, n);
-    be_.get_rows(pos, dec_pos_, make_tensor(pos_ids_.buffer, pos_ids_.offset, DType::I32, n, 1), 1.0f);
+    be_.get_rows(pos, dec_pos_, slice(pos_ids_, 0, n), 1.0f);
     be_.add(x, x, pos);
     for (size_t il = 0; il < hp_.n_dec_layer; ++il) decoder_block(dec_[il], il, x, n, n_past, slots);
     blocks_.layer_norm(dh_.rows_view(0, n), x, dec_norm_w_, dec_norm_b_, kNormEps);
